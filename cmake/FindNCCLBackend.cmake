@@ -1,0 +1,12 @@
+# Locates CUDA and NCCL for the optional dtensor::nccl backend. Never required for the core.
+find_package(CUDAToolkit QUIET)
+find_path(DTENSOR_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+find_library(DTENSOR_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+if(CUDAToolkit_FOUND AND DTENSOR_NCCL_INCLUDE_DIR AND DTENSOR_NCCL_LIBRARY)
+  set(DTENSOR_HAVE_NCCL ON)
+  message(STATUS "dtensor: NCCL backend enabled (${DTENSOR_NCCL_LIBRARY})")
+elseif(DTENSOR_CUDA STREQUAL "ON")
+  message(FATAL_ERROR "dtensor: DTENSOR_CUDA=ON but CUDA toolkit or NCCL was not found")
+else()
+  message(STATUS "dtensor: CUDA/NCCL not found, NCCL backend disabled")
+endif()

@@ -1,0 +1,57 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtensor {
+
+// A half-open run [start, stop) of global indices.
+struct Interval {
+  std::int64_t start = 0;
+  std::int64_t stop = 0;
+  [[nodiscard]] std::int64_t size() const noexcept { return stop - start; }
+  friend bool operator==(const Interval&, const Interval&) = default;
+};
+
+// The global indices a rank holds on one tensor dim. By SPEC §2 these are always ascending, so
+// the set is a sorted list of disjoint, non-adjacent runs, and local order = ascending order.
+class IndexSet {
+ public:
+  IndexSet() = default;
+  [[nodiscard]] static IndexSet range(std::int64_t start, std::int64_t stop);
+  // Takes runs in ascending order; merges adjacent runs and drops empty ones.
+  [[nodiscard]] static IndexSet from_runs(const std::vector<Interval>& runs);
+
+  [[nodiscard]] const std::vector<Interval>& runs() const noexcept { return runs_; }
+  [[nodiscard]] std::int64_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  // First index, or `empty_value` when empty (PyTorch reports the global size then).
+  [[nodiscard]] std::int64_t first_or(std::int64_t empty_value) const noexcept {
+    return runs_.empty() ? empty_value : runs_.front().start;
+  }
+  [[nodiscard]] bool contains(std::int64_t index) const noexcept;
+  // Local position of a global index held by this set (precondition: contains(index)).
+  [[nodiscard]] std::int64_t position_of(std::int64_t index) const noexcept;
+
+  // The sub-list at local positions [p0, p1).
+  [[nodiscard]] IndexSet slice(std::int64_t p0, std::int64_t p1) const;
+  [[nodiscard]] IndexSet intersect(const IndexSet& other) const;
+  [[nodiscard]] std::vector<std::int64_t> materialize() const;
+  // "0:3,5:7" (python-slice style runs), "" when empty.
+  [[nodiscard]] std::string str() const;
+
+  friend bool operator==(const IndexSet&, const IndexSet&) = default;
+
+ private:
+  std::vector<Interval> runs_;
+  std::int64_t size_ = 0;
+};
+
+// torch.chunk: piece `i` of `n` over a list of `length` items, as local positions [first, second).
+struct ChunkBounds {
+  std::int64_t begin;
+  std::int64_t end;
+};
+[[nodiscard]] ChunkBounds chunk_bounds(std::int64_t length, std::int64_t n, std::int64_t i) noexcept;
+
+}  // namespace dtensor

@@ -1,0 +1,187 @@
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dtensor/dtype.hpp"
+#include "dtensor/index_set.hpp"
+#include "dtensor/mesh.hpp"
+#include "dtensor/placement.hpp"
+
+namespace dtensor {
+
+// One split of a tensor dim: applied with the rank's coordinate on `mesh_dim`.
+struct ShardEntry {
+  int mesh_dim = 0;
+  std::int64_t split_factor = 1;
+  bool strided = false;  // _S(d, sf): never the same as S(d), even with sf == 1
+  friend bool operator==(const ShardEntry&, const ShardEntry&) = default;
+};
+
+// The canonical, mesh-shape-independent part of a layout (SPEC §1): for every tensor dim the
+// ordered list of entries (first = outermost split), plus the Partial op of each partial mesh
+// dim. Every other mesh dim is replicated.
+class Sharding {
+ public:
+  Sharding() = default;
+  // Validates: every mesh dim used once, split factors >= 1, Partial ops mixable.
+  Sharding(int mesh_ndim, std::vector<std::vector<ShardEntry>> dims,
+           std::vector<std::optional<ReduceOp>> partial);
+  // Fully replicated sharding.
+  [[nodiscard]] static Sharding replicated(int mesh_ndim, int tensor_ndim);
+  // PyTorch placements + optional `[k]` positions per mesh dim (-1 = none) -> canonical form.
+  // Negative shard dims are normalised with `tensor_ndim`.
+  [[nodiscard]] static Sharding from_placements(std::span<const Placement> placements,
+                                                std::span<const int> order, int tensor_ndim);
+  [[nodiscard]] static Sharding parse(std::string_view text, int mesh_ndim, int tensor_ndim);
+
+  [[nodiscard]] int mesh_ndim() const noexcept { return static_cast<int>(partial_.size()); }
+  [[nodiscard]] int tensor_ndim() const noexcept { return static_cast<int>(dims_.size()); }
+  [[nodiscard]] const std::vector<ShardEntry>& entries(int tensor_dim) const {
+    return dims_.at(static_cast<std::size_t>(tensor_dim));
+  }
+  [[nodiscard]] const std::vector<std::vector<ShardEntry>>& dims() const noexcept { return dims_; }
+  [[nodiscard]] std::optional<ReduceOp> partial(int mesh_dim) const {
+    return partial_.at(static_cast<std::size_t>(mesh_dim));
+  }
+  [[nodiscard]] bool has_partial() const noexcept;
+  // Tensor dim sharded by `mesh_dim` (or -1) and the entry's position in that dim's order.
+  [[nodiscard]] int shard_dim_of(int mesh_dim) const noexcept;
+  [[nodiscard]] int position_of(int mesh_dim) const noexcept;
+  [[nodiscard]] bool is_last_in_order(int mesh_dim) const noexcept;
+
+  [[nodiscard]] Placement placement(int mesh_dim) const;
+  [[nodiscard]] std::vector<Placement> placements() const;
+  // `[k]` positions per mesh dim as printed (-1 where not printed).
+  [[nodiscard]] std::vector<int> printed_order() const;
+  // SPEC §1 text: "S(0)[1]S(0)[0]R", "_S(0, 3)S(1)", "P(sum)R".
+  [[nodiscard]] std::string str() const;
+
+  // New values for the planner's edges.
+  [[nodiscard]] Sharding with_replicate(int mesh_dim) const;
+  [[nodiscard]] Sharding with_shard_appended(int tensor_dim, ShardEntry entry) const;
+  [[nodiscard]] Sharding with_partial(int mesh_dim, ReduceOp op) const;
+
+  friend bool operator==(const Sharding&, const Sharding&) = default;
+
+ private:
+  struct Unchecked {};
+  Sharding(Unchecked, std::vector<std::vector<ShardEntry>> dims,
+           std::vector<std::optional<ReduceOp>> partial)
+      : dims_(std::move(dims)), partial_(std::move(partial)) {}
+  std::vector<std::vector<ShardEntry>> dims_;
+  std::vector<std::optional<ReduceOp>> partial_;
+};
+
+[[nodiscard]] std::size_t hash_value(const Sharding& s) noexcept;
+std::ostream& operator<<(std::ostream& os, const Sharding& s);
+
+// The indices a rank with mesh coordinate `coord` owns along one tensor dim of `length` items,
+// applying `entries` in order (SPEC §2). Never materialises the list.
+[[nodiscard]] IndexSet owned_indices(std::span<const ShardEntry> entries, std::int64_t length,
+                                     std::span<const std::int64_t> mesh_shape,
+                                     std::span<const std::int64_t> coord);
+
+// A distributed tensor's layout: mesh + global shape + dtype + sharding.
+class Layout {
+ public:
+  // Validates the sharding against the mesh and the shape.
+  Layout(Mesh mesh, std::vector<std::int64_t> shape, DType dtype, Sharding sharding);
+  // PyTorch placements (one per mesh dim) with default shard order or `[k]` positions.
+  [[nodiscard]] static Layout from_placements(Mesh mesh, std::vector<std::int64_t> shape, DType dtype,
+                                              std::span<const Placement> placements,
+                                              std::span<const int> order = {});
+  // PyTorch's explicit shard order: per sharded tensor dim, its mesh dims in split order.
+  struct ShardOrderEntry {
+    std::int64_t tensor_dim;
+    std::vector<int> mesh_dims;
+    friend bool operator==(const ShardOrderEntry&, const ShardOrderEntry&) = default;
+  };
+  [[nodiscard]] static Layout from_torch(Mesh mesh, std::vector<std::int64_t> shape, DType dtype,
+                                         std::span<const Placement> placements,
+                                         std::span<const ShardOrderEntry> shard_order);
+  [[nodiscard]] static Layout parse(Mesh mesh, std::vector<std::int64_t> shape, DType dtype,
+                                    std::string_view placements);
+
+  [[nodiscard]] const Mesh& mesh() const noexcept { return mesh_; }
+  [[nodiscard]] const std::vector<std::int64_t>& shape() const noexcept { return shape_; }
+  [[nodiscard]] DType dtype() const noexcept { return dtype_; }
+  [[nodiscard]] const Sharding& sharding() const noexcept { return sharding_; }
+  [[nodiscard]] int ndim() const noexcept { return static_cast<int>(shape_.size()); }
+  [[nodiscard]] std::int64_t numel() const noexcept;
+  [[nodiscard]] std::vector<Placement> placements() const { return sharding_.placements(); }
+  [[nodiscard]] std::vector<ShardOrderEntry> torch_shard_order() const;
+  [[nodiscard]] std::string str() const { return sharding_.str(); }
+
+  // Ownership of the rank at mesh coordinate `coord` (SPEC §2).
+  [[nodiscard]] IndexSet indices(std::span<const std::int64_t> coord, int tensor_dim) const;
+  [[nodiscard]] std::vector<IndexSet> indices(std::span<const std::int64_t> coord) const;
+  [[nodiscard]] std::vector<std::int64_t> local_shape(std::span<const std::int64_t> coord) const;
+  // First owned index per dim; an empty shard reports the global size (PyTorch's convention).
+  [[nodiscard]] std::vector<std::int64_t> global_offset(std::span<const std::int64_t> coord) const;
+  [[nodiscard]] std::int64_t local_numel(std::span<const std::int64_t> coord) const;
+
+  friend bool operator==(const Layout&, const Layout&) = default;
+
+ private:
+  Mesh mesh_;
+  std::vector<std::int64_t> shape_;
+  DType dtype_;
+  Sharding sharding_;
+};
+
+// Same data on every rank (SPEC §1): equal Partial dims and ops, equal owned index sets.
+[[nodiscard]] bool equivalent(const Layout& a, const Layout& b);
+[[nodiscard]] bool equivalent(const Sharding& a, const Sharding& b, std::span<const std::int64_t> mesh_shape,
+                              std::span<const std::int64_t> shape);
+
+// What rank `src_coord` owns in `a` that rank `dst_coord` needs in `b`: the per-dim overlap.
+// The box is the cartesian product of the returned sets; its element count is their product.
+[[nodiscard]] std::vector<IndexSet> overlap(const Layout& a, std::span<const std::int64_t> src_coord,
+                                            const Layout& b, std::span<const std::int64_t> dst_coord);
+[[nodiscard]] std::int64_t box_numel(std::span<const IndexSet> box) noexcept;
+
+std::ostream& operator<<(std::ostream& os, const Layout& l);
+[[nodiscard]] std::size_t hash_value(const Layout& l) noexcept;
+
+// JSON (nlohmann's serialisation, kept out of the public headers).
+[[nodiscard]] std::string to_json(const Mesh& m);
+[[nodiscard]] std::string to_json(const Layout& l);
+[[nodiscard]] Mesh mesh_from_json(std::string_view json);
+[[nodiscard]] Layout layout_from_json(std::string_view json);
+
+// "9x5" or "9,5"; "" or "()" is a 0-d tensor.
+[[nodiscard]] std::vector<std::int64_t> parse_shape(std::string_view text);
+[[nodiscard]] std::string shape_str(std::span<const std::int64_t> shape);
+
+}  // namespace dtensor
+
+template <>
+struct std::hash<dtensor::Sharding> {
+  std::size_t operator()(const dtensor::Sharding& s) const noexcept { return dtensor::hash_value(s); }
+};
+template <>
+struct std::hash<dtensor::Layout> {
+  std::size_t operator()(const dtensor::Layout& l) const noexcept { return dtensor::hash_value(l); }
+};
+template <>
+struct fmt::formatter<dtensor::Sharding> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(const dtensor::Sharding& s, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(s.str(), ctx);
+  }
+};
+template <>
+struct fmt::formatter<dtensor::Layout> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(const dtensor::Layout& l, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(l.str(), ctx);
+  }
+};

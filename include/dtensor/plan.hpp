@@ -1,0 +1,78 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtensor/layout.hpp"
+
+namespace dtensor {
+
+enum class StepKind : std::uint8_t {
+  all_gather, reduce_scatter, all_reduce, all_to_all, local_chunk, local_fill, direct, relabel
+};
+[[nodiscard]] std::string_view to_string(StepKind k) noexcept;
+[[nodiscard]] StepKind parse_step_kind(std::string_view text);
+[[nodiscard]] bool is_communication(StepKind k) noexcept;
+
+enum class EdgeSet : std::uint8_t { all, pytorch };
+[[nodiscard]] std::string_view to_string(EdgeSet e) noexcept;
+[[nodiscard]] EdgeSet parse_edge_set(std::string_view text);
+
+// One step of a plan (SPEC §3 step record). Byte counts are the largest over ranks.
+struct Step {
+  StepKind kind = StepKind::relabel;
+  std::vector<int> mesh_dims;    // a flattened collective lists two or more, in group order
+  std::vector<int> tensor_dims;  // tensor dims whose placement changes
+  Sharding from;
+  Sharding to;
+  std::int64_t bytes_sent = 0;
+  std::int64_t bytes_received = 0;
+  std::int64_t padding_bytes = 0;
+  std::int64_t copy_bytes = 0;
+  std::int64_t peak_bytes = 0;
+  std::int64_t peers = 0;  // group size - 1 for collectives, largest peer count for direct
+  bool inter_host = false;
+  double alpha_us = 0;  // cost breakdown: latency, wire time, local copies
+  double wire_us = 0;
+  double copy_us = 0;
+  double cost_us = 0;
+  std::string why;
+  friend bool operator==(const Step&, const Step&) = default;
+};
+
+struct RunnerUp {
+  double total_cost_us = 0;
+  std::string trace;
+  std::vector<Step> steps;
+  friend bool operator==(const RunnerUp&, const RunnerUp&) = default;
+};
+
+struct Plan {
+  Mesh mesh{std::vector<std::int64_t>{1}};
+  std::vector<std::int64_t> shape;
+  DType dtype = DType::f32;
+  Sharding src;
+  Sharding dst;
+  std::string cost_model;
+  EdgeSet edges = EdgeSet::all;
+  std::vector<Step> steps;
+  double total_cost_us = 0;
+  std::int64_t peak_bytes = 0;  // the workspace the executor asks for
+  std::optional<RunnerUp> runner_up;
+
+  [[nodiscard]] Layout src_layout() const { return Layout(mesh, shape, dtype, src); }
+  [[nodiscard]] Layout dst_layout() const { return Layout(mesh, shape, dtype, dst); }
+  // PyTorch notation: states joined by "->", "-->" before a state a flattened step reaches.
+  [[nodiscard]] std::string trace() const;
+  // Stable across processes and platforms: FNV-1a over the canonical step list.
+  [[nodiscard]] std::uint64_t hash() const;
+  [[nodiscard]] std::string to_json(int indent = -1) const;
+  [[nodiscard]] static Plan from_json(std::string_view json);
+  friend bool operator==(const Plan&, const Plan&) = default;
+};
+
+[[nodiscard]] std::string trace_of(const Sharding& src, const std::vector<Step>& steps);
+
+}  // namespace dtensor

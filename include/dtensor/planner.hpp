@@ -1,0 +1,54 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtensor/cost_model.hpp"
+#include "dtensor/layout.hpp"
+#include "dtensor/plan.hpp"
+
+namespace dtensor {
+
+struct PlanOptions {
+  EdgeSet edges = EdgeSet::all;
+  std::optional<std::int64_t> max_peak_bytes;  // edges whose transient peak exceeds it are not taken
+  bool runner_up = true;                       // also search the best plan with another first step
+  friend bool operator==(const PlanOptions&, const PlanOptions&) = default;
+};
+
+// The optimal plan from `src` to exactly `dst` (same mesh, shape and dtype) under `cost`.
+// Pure and deterministic: the same inputs give the bit-identical plan on every rank.
+// Throws dtensor::Error explaining which constraint blocks a request.
+[[nodiscard]] Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& cost,
+                                       const PlanOptions& options = {});
+
+// Human-readable explanation of every step (what moves, why, bytes, padding, α/β/copy) and the
+// runner-up plan.
+[[nodiscard]] std::string explain(const Plan& plan, const CostModel& cost);
+
+// ---- The redistribution graph, exposed for tests and tools ----
+struct GraphEdge {
+  Sharding to;
+  Step step;  // fully costed step record
+};
+struct GraphContext;  // opaque per-query context
+
+class RedistributionGraph {
+ public:
+  RedistributionGraph(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges);
+  ~RedistributionGraph();
+  RedistributionGraph(const RedistributionGraph&) = delete;
+  RedistributionGraph& operator=(const RedistributionGraph&) = delete;
+  // Every edge out of `from`, in the planner's deterministic order. `from_is_input`/`to_is_output`
+  // decide which buffers count towards the step's peak.
+  [[nodiscard]] std::vector<GraphEdge> edges(const Sharding& from) const;
+  [[nodiscard]] const Sharding& source() const;
+  [[nodiscard]] const Sharding& target() const;
+
+ private:
+  friend Plan plan_redistribution(const Layout&, const Layout&, const CostModel&, const PlanOptions&);
+  GraphContext* ctx_;
+};
+
+}  // namespace dtensor

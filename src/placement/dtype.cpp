@@ -1,0 +1,51 @@
+#include "dtensor/dtype.hpp"
+
+#include <string>
+
+#include "dtensor/error.hpp"
+
+namespace dtensor {
+
+std::size_t itemsize(DType t) noexcept {
+  switch (t) {
+    case DType::f64: case DType::i64: return 8;
+    case DType::f32: case DType::i32: return 4;
+    case DType::bf16: case DType::f16: return 2;
+    case DType::f8e4m3: case DType::f8e5m2: case DType::i8: case DType::u8: case DType::boolean: return 1;
+  }
+  return 1;
+}
+
+std::string_view to_string(DType t) noexcept {
+  switch (t) {
+    case DType::f64: return "f64";
+    case DType::f32: return "f32";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+    case DType::f8e4m3: return "f8e4m3";
+    case DType::f8e5m2: return "f8e5m2";
+    case DType::i64: return "i64";
+    case DType::i32: return "i32";
+    case DType::i8: return "i8";
+    case DType::u8: return "u8";
+    case DType::boolean: return "bool";
+  }
+  return "?";
+}
+
+bool is_floating(DType t) noexcept {
+  switch (t) {
+    case DType::f64: case DType::f32: case DType::bf16: case DType::f16: case DType::f8e4m3:
+    case DType::f8e5m2: return true;
+    default: return false;
+  }
+}
+
+DType parse_dtype(std::string_view text) {
+  for (DType t : kAllDTypes)
+    if (to_string(t) == text) return t;
+  throw Error("unknown dtype '" + std::string(text) +
+              "' (expected one of f64 f32 bf16 f16 f8e4m3 f8e5m2 i64 i32 i8 u8 bool)");
+}
+
+}  // namespace dtensor

@@ -1,0 +1,315 @@
+// Canonical layouts: construction from PyTorch placements, validation (one place builds every
+// placement error) and printing.
+#include "dtensor/layout.hpp"
+
+#include <algorithm>
+#include <ostream>
+
+#include "dtensor/error.hpp"
+#include "hash.hpp"
+
+namespace dtensor {
+namespace {
+
+bool mixable(ReduceOp a, ReduceOp b) {
+  if (a == b) return true;
+  auto sum_avg = [](ReduceOp x) { return x == ReduceOp::sum || x == ReduceOp::avg; };
+  return sum_avg(a) && sum_avg(b);
+}
+
+void validate_partials(const std::vector<std::optional<ReduceOp>>& partial) {
+  std::optional<std::pair<int, ReduceOp>> first;
+  for (std::size_t m = 0; m < partial.size(); ++m) {
+    if (!partial[m]) continue;
+    if (!first) {
+      first = {static_cast<int>(m), *partial[m]};
+      continue;
+    }
+    if (!mixable(first->second, *partial[m]))
+      throw Error(fmt::format("Partial ops P({}) on mesh dim {} and P({}) on mesh dim {} cannot be mixed "
+                              "(only sum and avg mix)", first->second, first->first, *partial[m], m));
+  }
+}
+
+}  // namespace
+
+Sharding::Sharding(int mesh_ndim, std::vector<std::vector<ShardEntry>> dims,
+                   std::vector<std::optional<ReduceOp>> partial)
+    : dims_(std::move(dims)), partial_(std::move(partial)) {
+  if (static_cast<int>(partial_.size()) != mesh_ndim)
+    throw Error(fmt::format("sharding has {} partial slots for a {}-d mesh", partial_.size(), mesh_ndim));
+  std::vector<int> used(static_cast<std::size_t>(mesh_ndim), -1);
+  for (std::size_t d = 0; d < dims_.size(); ++d) {
+    for (const auto& e : dims_[d]) {
+      if (e.mesh_dim < 0 || e.mesh_dim >= mesh_ndim)
+        throw Error(fmt::format("mesh dim {} is out of range for a {}-d mesh", e.mesh_dim, mesh_ndim));
+      if (e.split_factor < 1)
+        throw Error(fmt::format("split_factor {} on mesh dim {} must be at least 1", e.split_factor, e.mesh_dim));
+      if (!e.strided && e.split_factor != 1)
+        throw Error(fmt::format("a plain Shard on mesh dim {} cannot have split_factor {}", e.mesh_dim, e.split_factor));
+      auto& u = used[static_cast<std::size_t>(e.mesh_dim)];
+      if (u != -1)
+        throw Error(fmt::format("mesh dim {} shards tensor dims {} and {}", e.mesh_dim, u, d));
+      u = static_cast<int>(d);
+      if (partial_[static_cast<std::size_t>(e.mesh_dim)])
+        throw Error(fmt::format("mesh dim {} is both sharded and Partial", e.mesh_dim));
+    }
+  }
+  validate_partials(partial_);
+}
+
+Sharding Sharding::replicated(int mesh_ndim, int tensor_ndim) {
+  return Sharding(Unchecked{}, std::vector<std::vector<ShardEntry>>(static_cast<std::size_t>(tensor_ndim)),
+                  std::vector<std::optional<ReduceOp>>(static_cast<std::size_t>(mesh_ndim)));
+}
+
+Sharding Sharding::from_placements(std::span<const Placement> placements, std::span<const int> order,
+                                   int tensor_ndim) {
+  const int mesh_ndim = static_cast<int>(placements.size());
+  if (!order.empty() && order.size() != placements.size())
+    throw Error(fmt::format("{} shard-order positions for {} placements", order.size(), placements.size()));
+  auto pos_of = [&](int m) { return order.empty() ? -1 : order[static_cast<std::size_t>(m)]; };
+  std::vector<std::vector<int>> mesh_dims_of(static_cast<std::size_t>(tensor_ndim));
+  std::vector<std::optional<ReduceOp>> partial(static_cast<std::size_t>(mesh_ndim));
+  std::vector<std::int64_t> dim_of(static_cast<std::size_t>(mesh_ndim), -1);
+  for (int m = 0; m < mesh_ndim; ++m) {
+    const Placement& p = placements[static_cast<std::size_t>(m)];
+    if (!p.is_any_shard()) {
+      if (pos_of(m) >= 0)
+        throw Error(fmt::format("shard order position [{}] on mesh dim {} follows {}, which is not a shard",
+                                pos_of(m), m, p.str()));
+      if (p.is_partial()) partial[static_cast<std::size_t>(m)] = p.op();
+      continue;
+    }
+    std::int64_t d = p.dim();
+    if (d < -tensor_ndim || d >= tensor_ndim)
+      throw Error(fmt::format("tensor dim {} of {} on mesh dim {} is out of range for a {}-d tensor", p.dim(),
+                              p.str(), m, tensor_ndim));
+    if (d < 0) d += tensor_ndim;
+    if (p.is_strided_shard() && p.split_factor() < 1)
+      throw Error(fmt::format("split_factor {} of {} on mesh dim {} must be at least 1", p.split_factor(),
+                              p.str(), m));
+    dim_of[static_cast<std::size_t>(m)] = d;
+    mesh_dims_of[static_cast<std::size_t>(d)].push_back(m);
+  }
+  std::vector<std::vector<ShardEntry>> dims(static_cast<std::size_t>(tensor_ndim));
+  for (int d = 0; d < tensor_ndim; ++d) {
+    const auto& ms = mesh_dims_of[static_cast<std::size_t>(d)];
+    if (ms.empty()) continue;
+    std::vector<int> given, missing;
+    for (int m : ms) (pos_of(m) >= 0 ? given : missing).push_back(m);
+    std::vector<int> ordered(ms.size(), -1);
+    if (given.empty()) {
+      ordered = ms;
+    } else {
+      if (!missing.empty())
+        throw Error(fmt::format("shard order of tensor dim {}: position given for mesh dim(s) {} but missing "
+                                "for mesh dim(s) {} (give [k] for all or none)",
+                                d, fmt::join(given, ","), fmt::join(missing, ",")));
+      for (int m : ms) {
+        const int k = pos_of(m);
+        if (k >= static_cast<int>(ms.size()))
+          throw Error(fmt::format("shard order position [{}] on mesh dim {} is out of range: tensor dim {} is "
+                                  "sharded by {} mesh dim(s), positions 0..{}",
+                                  k, m, d, ms.size(), ms.size() - 1));
+        if (ordered[static_cast<std::size_t>(k)] != -1)
+          throw Error(fmt::format("shard order position [{}] is given twice for tensor dim {} (mesh dims {} and {})",
+                                  k, d, ordered[static_cast<std::size_t>(k)], m));
+        ordered[static_cast<std::size_t>(k)] = m;
+      }
+    }
+    for (int m : ordered) {
+      const Placement& p = placements[static_cast<std::size_t>(m)];
+      dims[static_cast<std::size_t>(d)].push_back(
+          {m, p.is_strided_shard() ? p.split_factor() : 1, p.is_strided_shard()});
+    }
+  }
+  return Sharding(mesh_ndim, std::move(dims), std::move(partial));
+}
+
+Sharding Sharding::parse(std::string_view text, int mesh_ndim, int tensor_ndim) {
+  const PlacementSpec spec = parse_placements(text);
+  if (static_cast<int>(spec.placements.size()) != mesh_ndim)
+    throw Error(fmt::format("placements \"{}\" name {} mesh dim(s) but the mesh has {}", text,
+                            spec.placements.size(), mesh_ndim));
+  return from_placements(spec.placements, spec.order, tensor_ndim);
+}
+
+bool Sharding::has_partial() const noexcept {
+  return std::any_of(partial_.begin(), partial_.end(), [](const auto& p) { return p.has_value(); });
+}
+
+int Sharding::shard_dim_of(int mesh_dim) const noexcept {
+  for (std::size_t d = 0; d < dims_.size(); ++d)
+    for (const auto& e : dims_[d])
+      if (e.mesh_dim == mesh_dim) return static_cast<int>(d);
+  return -1;
+}
+
+int Sharding::position_of(int mesh_dim) const noexcept {
+  for (const auto& es : dims_)
+    for (std::size_t k = 0; k < es.size(); ++k)
+      if (es[k].mesh_dim == mesh_dim) return static_cast<int>(k);
+  return -1;
+}
+
+bool Sharding::is_last_in_order(int mesh_dim) const noexcept {
+  for (const auto& es : dims_)
+    if (!es.empty() && es.back().mesh_dim == mesh_dim) return true;
+  return false;
+}
+
+Placement Sharding::placement(int mesh_dim) const {
+  for (std::size_t d = 0; d < dims_.size(); ++d)
+    for (const auto& e : dims_[d])
+      if (e.mesh_dim == mesh_dim)
+        return e.strided ? Placement::StridedShard(static_cast<std::int64_t>(d), e.split_factor)
+                         : Placement::Shard(static_cast<std::int64_t>(d));
+  if (auto p = partial(mesh_dim)) return Placement::Partial(*p);
+  return Placement::Replicate();
+}
+
+std::vector<Placement> Sharding::placements() const {
+  std::vector<Placement> out;
+  for (int m = 0; m < mesh_ndim(); ++m) out.push_back(placement(m));
+  return out;
+}
+
+std::vector<int> Sharding::printed_order() const {
+  std::vector<int> out(partial_.size(), -1);
+  for (const auto& es : dims_)
+    if (es.size() >= 2)
+      for (std::size_t k = 0; k < es.size(); ++k) out[static_cast<std::size_t>(es[k].mesh_dim)] = static_cast<int>(k);
+  return out;
+}
+
+std::string Sharding::str() const {
+  std::string s;
+  const auto order = printed_order();
+  for (int m = 0; m < mesh_ndim(); ++m) {
+    s += placement(m).str();
+    if (order[static_cast<std::size_t>(m)] >= 0) s += fmt::format("[{}]", order[static_cast<std::size_t>(m)]);
+  }
+  return s;
+}
+
+Sharding Sharding::with_replicate(int mesh_dim) const {
+  Sharding s = *this;
+  for (auto& es : s.dims_)
+    std::erase_if(es, [&](const ShardEntry& e) { return e.mesh_dim == mesh_dim; });
+  s.partial_[static_cast<std::size_t>(mesh_dim)].reset();
+  return s;
+}
+
+Sharding Sharding::with_shard_appended(int tensor_dim, ShardEntry entry) const {
+  Sharding s = with_replicate(entry.mesh_dim);
+  s.dims_[static_cast<std::size_t>(tensor_dim)].push_back(entry);
+  return s;
+}
+
+Sharding Sharding::with_partial(int mesh_dim, ReduceOp op) const {
+  Sharding s = with_replicate(mesh_dim);
+  s.partial_[static_cast<std::size_t>(mesh_dim)] = op;
+  return s;
+}
+
+std::size_t hash_value(const Sharding& s) noexcept {
+  std::uint64_t h = 0x5348;
+  for (const auto& es : s.dims()) {
+    detail::hash_combine(h, 0xd1);
+    for (const auto& e : es) {
+      detail::hash_combine(h, static_cast<std::uint64_t>(e.mesh_dim));
+      detail::hash_combine(h, static_cast<std::uint64_t>(e.split_factor) * 2 + (e.strided ? 1 : 0));
+    }
+  }
+  for (int m = 0; m < s.mesh_ndim(); ++m) {
+    const auto p = s.partial(m);
+    detail::hash_combine(h, p ? static_cast<std::uint64_t>(*p) + 1 : 0);
+  }
+  return static_cast<std::size_t>(h);
+}
+
+std::ostream& operator<<(std::ostream& os, const Sharding& s) { return os << s.str(); }
+
+// ---------------------------------------------------------------- Layout
+
+Layout::Layout(Mesh mesh, std::vector<std::int64_t> shape, DType dtype, Sharding sharding)
+    : mesh_(std::move(mesh)), shape_(std::move(shape)), dtype_(dtype), sharding_(std::move(sharding)) {
+  for (std::size_t d = 0; d < shape_.size(); ++d)
+    if (shape_[d] < 0)
+      throw Error(fmt::format("tensor size {} on dim {} is negative (size 0 is a valid empty dim)", shape_[d], d));
+  if (sharding_.mesh_ndim() != mesh_.ndim())
+    throw Error(fmt::format("placements \"{}\" name {} mesh dim(s) but mesh {} has {}", sharding_.str(),
+                            sharding_.mesh_ndim(), mesh_.str(), mesh_.ndim()));
+  if (sharding_.tensor_ndim() != ndim())
+    throw Error(fmt::format("sharding \"{}\" is for a {}-d tensor but shape {} is {}-d", sharding_.str(),
+                            sharding_.tensor_ndim(), shape_str(shape_), ndim()));
+}
+
+Layout Layout::from_placements(Mesh mesh, std::vector<std::int64_t> shape, DType dtype,
+                               std::span<const Placement> placements, std::span<const int> order) {
+  if (static_cast<int>(placements.size()) != mesh.ndim())
+    throw Error(fmt::format("{} placement(s) given for mesh {} with {} dim(s)", placements.size(), mesh.str(),
+                            mesh.ndim()));
+  auto s = Sharding::from_placements(placements, order, static_cast<int>(shape.size()));
+  return Layout(std::move(mesh), std::move(shape), dtype, std::move(s));
+}
+
+Layout Layout::from_torch(Mesh mesh, std::vector<std::int64_t> shape, DType dtype,
+                          std::span<const Placement> placements, std::span<const ShardOrderEntry> shard_order) {
+  const int nd = static_cast<int>(shape.size());
+  std::vector<int> order(placements.size(), -1);
+  for (const auto& entry : shard_order) {
+    std::int64_t d = entry.tensor_dim < 0 ? entry.tensor_dim + nd : entry.tensor_dim;
+    if (d < 0 || d >= nd)
+      throw Error(fmt::format("shard_order names tensor dim {}, out of range for a {}-d tensor", entry.tensor_dim, nd));
+    for (std::size_t k = 0; k < entry.mesh_dims.size(); ++k) {
+      const int m = entry.mesh_dims[k];
+      if (m < 0 || m >= static_cast<int>(placements.size()))
+        throw Error(fmt::format("shard_order names mesh dim {}, out of range for a {}-d mesh", m, placements.size()));
+      const Placement& p = placements[static_cast<std::size_t>(m)];
+      std::int64_t pd = p.dim() < 0 ? p.dim() + nd : p.dim();
+      if (!p.is_any_shard() || pd != d)
+        throw Error(fmt::format("shard_order puts mesh dim {} on tensor dim {}, but its placement is {}", m, d, p.str()));
+      if (order[static_cast<std::size_t>(m)] != -1)
+        throw Error(fmt::format("shard_order names mesh dim {} twice", m));
+      order[static_cast<std::size_t>(m)] = static_cast<int>(k);
+    }
+  }
+  return from_placements(std::move(mesh), std::move(shape), dtype, placements, order);
+}
+
+Layout Layout::parse(Mesh mesh, std::vector<std::int64_t> shape, DType dtype, std::string_view placements) {
+  auto s = Sharding::parse(placements, mesh.ndim(), static_cast<int>(shape.size()));
+  return Layout(std::move(mesh), std::move(shape), dtype, std::move(s));
+}
+
+std::int64_t Layout::numel() const noexcept {
+  std::int64_t n = 1;
+  for (auto s : shape_) n *= s;
+  return n;
+}
+
+std::vector<Layout::ShardOrderEntry> Layout::torch_shard_order() const {
+  std::vector<ShardOrderEntry> out;
+  for (int d = 0; d < ndim(); ++d) {
+    const auto& es = sharding_.entries(d);
+    if (es.empty()) continue;
+    ShardOrderEntry e{d, {}};
+    for (const auto& x : es) e.mesh_dims.push_back(x.mesh_dim);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const Layout& l) { return os << l.str(); }
+
+std::size_t hash_value(const Layout& l) noexcept {
+  std::uint64_t h = hash_value(l.mesh());
+  for (auto s : l.shape()) detail::hash_combine(h, static_cast<std::uint64_t>(s));
+  detail::hash_combine(h, static_cast<std::uint64_t>(l.dtype()));
+  detail::hash_combine(h, hash_value(l.sharding()));
+  return static_cast<std::size_t>(h);
+}
+
+}  // namespace dtensor

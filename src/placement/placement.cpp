@@ -1,0 +1,47 @@
+#include "dtensor/placement.hpp"
+
+#include <ostream>
+
+#include "dtensor/error.hpp"
+#include "hash.hpp"
+
+namespace dtensor {
+
+std::string_view to_string(ReduceOp op) noexcept {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+    case ReduceOp::product: return "product";
+  }
+  return "?";
+}
+
+ReduceOp parse_reduce_op(std::string_view text) {
+  for (ReduceOp op : kAllReduceOps)
+    if (to_string(op) == text) return op;
+  throw Error("unknown Partial op '" + std::string(text) + "' (expected sum, avg, max, min or product)");
+}
+
+std::string Placement::str() const {
+  switch (kind_) {
+    case Kind::replicate: return "R";
+    case Kind::shard: return fmt::format("S({})", dim_);
+    case Kind::strided_shard: return fmt::format("_S({}, {})", dim_, split_factor_);
+    case Kind::partial: return fmt::format("P({})", to_string(op_));
+  }
+  return "?";
+}
+
+std::ostream& operator<<(std::ostream& os, const Placement& p) { return os << p.str(); }
+
+std::size_t hash_value(const Placement& p) noexcept {
+  std::uint64_t h = static_cast<std::uint64_t>(p.kind());
+  detail::hash_combine(h, static_cast<std::uint64_t>(p.dim()));
+  detail::hash_combine(h, static_cast<std::uint64_t>(p.split_factor()));
+  detail::hash_combine(h, static_cast<std::uint64_t>(p.op()));
+  return static_cast<std::size_t>(h);
+}
+
+}  // namespace dtensor

@@ -1,0 +1,388 @@
+// The edges of SPEC §3 with their pre/post conditions, and the costed step record of each.
+#include <algorithm>
+#include <cmath>
+
+#include "dtensor/error.hpp"
+#include "graph.hpp"
+
+namespace dtensor {
+namespace {
+
+std::int64_t group_size(const std::vector<std::int64_t>& mesh_shape, const std::vector<int>& mesh_dims) {
+  std::int64_t n = 1;
+  for (int m : mesh_dims) n *= mesh_shape[static_cast<std::size_t>(m)];
+  return n;
+}
+
+std::vector<int> changed_tensor_dims(const Sharding& from, const Sharding& to) {
+  std::vector<int> out;
+  for (int d = 0; d < from.tensor_ndim(); ++d)
+    if (from.entries(d) != to.entries(d)) out.push_back(d);
+  return out;
+}
+
+bool entries_unit_split(const Sharding& s, int d, const std::vector<int>& mesh_dims) {
+  for (const auto& e : s.entries(d))
+    if (std::find(mesh_dims.begin(), mesh_dims.end(), e.mesh_dim) != mesh_dims.end() && e.split_factor != 1)
+      return false;
+  return true;
+}
+
+// The collective's concatenated per-peer chunks are the local tensor in row-major order:
+// one tensor dim `d` changes, splits are plain chunks, sizes are even, and every dim before
+// `d` has at most one element locally.
+bool contiguous_concat(const Geometry& g, const Sharding& whole, const Sharding& piece, int d,
+                       const std::vector<int>& mesh_dims) {
+  if (!entries_unit_split(piece, d, mesh_dims) || !entries_unit_split(whole, d, mesh_dims)) return false;
+  const auto ps = g.dim_stats(d, piece.entries(d));
+  if (ps.max != ps.min) return false;
+  for (int k = 0; k < d; ++k)
+    if (g.dim_stats(k, whole.entries(k)).max > 1) return false;
+  return true;
+}
+
+bool ops_mixable(const Sharding& s) {
+  std::optional<ReduceOp> first;
+  for (int m = 0; m < s.mesh_ndim(); ++m) {
+    auto p = s.partial(m);
+    if (!p) continue;
+    if (!first) first = p;
+    else if (*first != *p && !((*first == ReduceOp::sum || *first == ReduceOp::avg) &&
+                               (*p == ReduceOp::sum || *p == ReduceOp::avg)))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+StepBuffers step_buffers(const Geometry& g, StepKind kind, const std::vector<int>& mesh_dims,
+                         const std::vector<int>& tensor_dims, const Sharding& from, const Sharding& to,
+                         const Geometry::DirectStats* direct) {
+  StepBuffers b;
+  const auto F = g.numel_stats(from);
+  const auto T = g.numel_stats(to);
+  b.from_max = F.max;
+  b.from_min = F.min;
+  b.to_max = T.max;
+  b.to_min = T.min;
+  b.group_size = group_size(g.mesh_shape(), mesh_dims);
+  const auto n = b.group_size;
+  switch (kind) {
+    case StepKind::all_gather:
+      b.chunk = F.max;
+      b.pad_send = F.max != F.min;
+      b.zero_copy = tensor_dims.size() == 1 && contiguous_concat(g, to, from, tensor_dims[0], mesh_dims);
+      if (!b.zero_copy) {
+        b.recv_elems = n * b.chunk;
+        b.send_elems = b.pad_send ? b.chunk : 0;
+      }
+      break;
+    case StepKind::reduce_scatter:
+      b.chunk = T.max;
+      b.zero_copy = tensor_dims.size() == 1 && contiguous_concat(g, from, to, tensor_dims[0], mesh_dims);
+      if (!b.zero_copy) {
+        b.send_elems = n * b.chunk;
+        b.recv_elems = b.chunk;
+      }
+      break;
+    case StepKind::all_reduce:
+      b.chunk = F.max;
+      b.zero_copy = true;
+      break;
+    case StepKind::all_to_all:
+      b.chunk = g.all_to_all_chunk(from, to, mesh_dims.at(0));
+      b.send_elems = n * b.chunk;
+      b.recv_elems = n * b.chunk;
+      break;
+    case StepKind::direct: {
+      b.send_elems = direct ? direct->max_traffic : g.direct_stats(from, to).max_traffic;
+      break;
+    }
+    case StepKind::local_chunk:
+    case StepKind::local_fill:
+    case StepKind::relabel:
+      break;
+  }
+  return b;
+}
+
+std::int64_t step_peak_bytes(const Geometry& g, const StepBuffers& b, bool from_is_input, bool to_is_output) {
+  const auto s = g.itemsize();
+  std::int64_t peak = 0;
+  if (b.send_elems) peak += ws_round(b.send_elems * s);
+  if (b.recv_elems) peak += ws_round(b.recv_elems * s);
+  if (!from_is_input) peak += ws_round(b.from_max * s);
+  if (!to_is_output) peak += ws_round(b.to_max * s);
+  return peak;
+}
+
+GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c, EdgeSet e)
+    : mesh(s.mesh()), shape(s.shape()), dtype(s.dtype()), cost(c), edges(e), src(s.sharding()),
+      dst(d.sharding()), geo(s.mesh().shape(), s.shape(), static_cast<std::int64_t>(itemsize(s.dtype()))) {
+  if (s.mesh() != d.mesh())
+    throw Error(fmt::format("source mesh {} and target mesh {} differ: a redistribution stays on one mesh",
+                            s.mesh().str(), d.mesh().str()));
+  if (s.shape() != d.shape())
+    throw Error(fmt::format("source shape {} and target shape {} differ", shape_str(s.shape()), shape_str(d.shape())));
+  if (s.dtype() != d.dtype())
+    throw Error(fmt::format("source dtype {} and target dtype {} differ: redistribution does not convert",
+                            to_string(s.dtype()), to_string(d.dtype())));
+  if (mesh.ndim() > 31) throw Error(fmt::format("mesh {} has more than 31 dims", mesh.str()));
+  shard_kinds.push_back({1, false});
+  // A tensor dim plays a role when the source or target shards it, or when it has two or more
+  // elements: sharding an otherwise untouched dim can make a cheaper path (reduce_scatter onto
+  // it, then all_to_all; e.g. PP -> S(0)[0]S(0)[1]). Size 0/1 dims never help.
+  for (int t = 0; t < static_cast<int>(shape.size()); ++t)
+    if (shape[static_cast<std::size_t>(t)] >= 2 || !src.entries(t).empty() || !dst.entries(t).empty())
+      play_dims.push_back(t);
+  for (const Sharding* x : {&src, &dst}) {
+    for (int t = 0; t < x->tensor_ndim(); ++t) {
+      for (const auto& en : x->entries(t))
+        if (en.strided && std::find(shard_kinds.begin(), shard_kinds.end(), std::pair{en.split_factor, true}) == shard_kinds.end())
+          shard_kinds.push_back({en.split_factor, true});
+    }
+  }
+  std::sort(shard_kinds.begin() + 1, shard_kinds.end());
+}
+
+namespace {
+
+std::string describe_group(const Mesh& mesh, const std::vector<int>& dims) {
+  if (dims.size() == 1) return "mesh dim " + mesh.describe_dim(dims[0]);
+  std::string s = "flattened mesh dims ";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s;
+}
+
+std::string why_of(const GraphContext& ctx, StepKind kind, const std::vector<int>& mesh_dims, const Sharding& from,
+                   const Sharding& to) {
+  const auto& dst = ctx.dst;
+  std::string target_note;
+  for (int m : mesh_dims) {
+    if (to.placement(m) == dst.placement(m) && to.position_of(m) == dst.position_of(m))
+      target_note += fmt::format("; mesh dim {} reaches its target {}", m, dst.placement(m).str());
+    else if (from.placement(m) != dst.placement(m))
+      target_note += fmt::format("; mesh dim {} is on its way from {} to {}", m, from.placement(m).str(),
+                                 dst.placement(m).str());
+  }
+  const auto group = describe_group(ctx.mesh, mesh_dims);
+  switch (kind) {
+    case StepKind::all_gather:
+      return fmt::format("un-shard over {} (the last split of its tensor dim, so the gather is exact){}", group, target_note);
+    case StepKind::reduce_scatter:
+      return fmt::format("reduce the Partial over {} and keep only this rank's shard{}", group, target_note);
+    case StepKind::all_reduce:
+      return fmt::format("reduce the Partial over {} to a full value{}", group, target_note);
+    case StepKind::all_to_all:
+      return fmt::format("move the split over {} from tensor dim {} to tensor dim {}{}", group,
+                         from.shard_dim_of(mesh_dims[0]), to.shard_dim_of(mesh_dims[0]), target_note);
+    case StepKind::local_chunk:
+      return fmt::format("each rank keeps its chunk of replicated data over {} (no communication){}", group, target_note);
+    case StepKind::local_fill:
+      return fmt::format("make a Partial over {} locally: one rank keeps the value, the others the op's identity{}",
+                         group, target_note);
+    case StepKind::direct:
+      return "one grouped send/recv moves exactly the elements each rank lacks for the target";
+    case StepKind::relabel:
+      return "the layouts are equivalent for this shape: every rank already holds its target data";
+  }
+  return "";
+}
+
+}  // namespace
+
+Step make_step(const GraphContext& ctx, StepKind kind, std::vector<int> mesh_dims, const Sharding& from,
+               const Sharding& to) {
+  const Geometry& g = ctx.geo;
+  Step st;
+  st.kind = kind;
+  st.from = from;
+  st.to = to;
+  st.tensor_dims = changed_tensor_dims(from, to);
+  const auto s = g.itemsize();
+  const auto& mesh_shape = ctx.mesh.shape();
+  std::optional<Geometry::DirectStats> ds;
+  if (kind == StepKind::direct) {  // its mesh dims are those some transfer crosses
+    ds = g.direct_stats(from, to);
+    for (int m = 0; m < ctx.mesh.ndim(); ++m)
+      if (ds->crossed_mesh_dims & (1u << m)) mesh_dims.push_back(m);
+  }
+  const auto b = step_buffers(g, kind, mesh_dims, st.tensor_dims, from, to, ds ? &*ds : nullptr);
+  for (int m : mesh_dims) st.inter_host = st.inter_host || ctx.cost.is_inter_host(mesh_shape, m);
+  const LinkParams& L = ctx.cost.link(st.inter_host);
+  const auto n = b.group_size;
+  const bool pytorch = ctx.cost.formula == CostModel::Formula::pytorch;
+  // Bytes as PyTorch counts them: numel * itemsize / (product of plain-Shard mesh dims) in GiB.
+  double num_shards = 1;
+  for (int d = 0; d < from.tensor_ndim(); ++d)
+    for (const auto& e : from.entries(d))
+      if (!e.strided) num_shards *= static_cast<double>(mesh_shape[static_cast<std::size_t>(e.mesh_dim)]);
+  double numel = 1;
+  for (auto x : ctx.shape) numel *= static_cast<double>(x);
+  const double bytes_gb = numel * static_cast<double>(s) / num_shards / 1024 / 1024 / 1024;
+  const double nn = static_cast<double>(n);
+  const double hops = nn - 1;
+
+  switch (kind) {
+    case StepKind::all_gather:
+    case StepKind::reduce_scatter:
+    case StepKind::all_to_all: {
+      const std::int64_t wire = (n - 1) * b.chunk * s;
+      st.bytes_sent = st.bytes_received = wire;
+      const std::int64_t real = kind == StepKind::all_gather ? b.to_min : b.from_min;
+      st.padding_bytes = n > 1 ? (n * b.chunk - real) * s : 0;
+      st.peers = n - 1;
+      if (n > 1) {
+        if (pytorch) {
+          st.alpha_us = L.alpha_us + hops * L.alpha_per_peer_us + (kind == StepKind::all_to_all ? 1.0 : 0.0);
+          const double gb = kind == StepKind::all_gather ? bytes_gb * nn : bytes_gb;
+          st.wire_us = (gb * hops / nn) / L.bw_GBps * 1e6;
+        } else {
+          st.alpha_us = L.alpha_us + hops * L.alpha_per_peer_us;
+          st.wire_us = static_cast<double>(wire) / (L.bw_GBps * 1e3);
+        }
+      }
+      if (kind == StepKind::all_gather)
+        st.copy_bytes = b.zero_copy ? 0 : (b.to_max + (b.pad_send ? b.chunk : 0)) * s;
+      else if (kind == StepKind::reduce_scatter)
+        st.copy_bytes = b.zero_copy ? 0 : (b.from_max + b.to_max) * s;
+      else
+        st.copy_bytes = (b.from_max + b.to_max) * s;
+      break;
+    }
+    case StepKind::all_reduce: {
+      const double wire = n > 1 ? 2.0 * hops / nn * static_cast<double>(b.chunk * s) : 0.0;
+      st.bytes_sent = st.bytes_received = static_cast<std::int64_t>(std::ceil(wire));
+      st.peers = n - 1;
+      if (n > 1) {
+        st.alpha_us = L.alpha_us + 2 * hops * L.alpha_per_peer_us;
+        st.wire_us = pytorch ? (2 * bytes_gb * hops / nn) / L.bw_GBps * 1e6 : wire / (L.bw_GBps * 1e3);
+      }
+      break;
+    }
+    case StepKind::direct: {
+      st.bytes_sent = ds->max_sent * s;
+      st.bytes_received = ds->max_received * s;
+      st.peers = ds->max_peers;
+      st.copy_bytes = (ds->max_traffic + b.to_max) * s;
+      const double moved = static_cast<double>(std::max(st.bytes_sent, st.bytes_received));
+      if (ds->max_peers > 0) {
+        st.alpha_us = L.alpha_us + static_cast<double>(ds->max_peers) * L.alpha_per_peer_us;
+        st.wire_us = pytorch ? moved / 1024 / 1024 / 1024 / L.p2p_bw_GBps * 1e6 : moved / (L.p2p_bw_GBps * 1e3);
+      }
+      break;
+    }
+    case StepKind::local_chunk:
+    case StepKind::local_fill:
+      st.copy_bytes = b.to_max * s;
+      break;
+    case StepKind::relabel:
+      st.copy_bytes = b.to_max * s;  // a plain memcpy where buffers differ; relabel is free
+      break;
+  }
+  if (!pytorch && kind != StepKind::relabel) st.copy_us = static_cast<double>(st.copy_bytes) / (ctx.cost.copy_bw_GBps * 1e3);
+  st.cost_us = st.alpha_us + st.wire_us + st.copy_us;
+  st.mesh_dims = mesh_dims;
+  st.peak_bytes = step_peak_bytes(g, b, from == ctx.src, to == ctx.dst);
+  st.why = why_of(ctx, kind, st.mesh_dims, from, to);
+  return st;
+}
+
+void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<std::pair<Sharding, Step>>& out) {
+  out.clear();
+  const int md = ctx.mesh.ndim();
+  const bool all = ctx.edges == EdgeSet::all;
+  auto emit = [&](StepKind kind, std::vector<int> dims, Sharding to) {
+    if (to == from || !ops_mixable(to)) return;
+    Step st = make_step(ctx, kind, std::move(dims), from, to);
+    out.emplace_back(std::move(to), std::move(st));
+  };
+  if (from != ctx.dst && equivalent(from, ctx.dst, ctx.mesh.shape(), ctx.shape))
+    emit(StepKind::relabel, {}, ctx.dst);
+
+  for (int m = 0; m < md; ++m) {
+    const int a = from.shard_dim_of(m);
+    const auto op = from.partial(m);
+    if (a < 0 && !op) {  // Replicate on m
+      for (int d : ctx.play_dims)
+        for (const auto& [sf, strided] : ctx.shard_kinds)
+          emit(StepKind::local_chunk, {m}, from.with_shard_appended(d, {m, sf, strided}));
+      if (auto target = ctx.dst.partial(m)) emit(StepKind::local_fill, {m}, from.with_partial(m, *target));
+    } else if (op) {
+      emit(StepKind::all_reduce, {m}, from.with_replicate(m));
+      for (int d : ctx.play_dims)
+        for (const auto& [sf, strided] : ctx.shard_kinds)
+          emit(StepKind::reduce_scatter, {m}, from.with_shard_appended(d, {m, sf, strided}));
+    } else if (from.is_last_in_order(m)) {
+      emit(StepKind::all_gather, {m}, from.with_replicate(m));
+      const auto& entry = from.entries(a).back();
+      for (int b : ctx.play_dims) {
+        for (const auto& [sf, strided] : ctx.shard_kinds) {
+          if (!all && (b == a || strided || entry.strided)) continue;  // PyTorch: plain S(a) -> S(b)
+          emit(StepKind::all_to_all, {m}, from.with_shard_appended(b, {m, sf, strided}));
+        }
+      }
+      if (all && !entry.strided && ctx.dst.partial(m) == ReduceOp::sum)
+        emit(StepKind::local_fill, {m}, from.with_partial(m, ReduceOp::sum));
+    }
+  }
+
+  if (all && md >= 2) {
+    // Flattened collectives over a group of mesh dims.
+    for (std::uint32_t mask = 1; mask < (1u << md); ++mask) {
+      if (__builtin_popcount(mask) < 2) continue;
+      auto in = [&](int m) { return (mask >> m) & 1u; };
+      // all_gather: the group's entries are a suffix of every tensor dim's order.
+      bool ok = true;
+      std::vector<int> group;
+      for (int d = 0; d < from.tensor_ndim() && ok; ++d) {
+        const auto& es = from.entries(d);
+        bool seen = false;
+        for (const auto& e : es) {
+          if (in(e.mesh_dim)) { seen = true; group.push_back(e.mesh_dim); }
+          else if (seen) ok = false;
+        }
+      }
+      if (ok && static_cast<int>(group.size()) == __builtin_popcount(mask)) {
+        Sharding to = from;
+        for (int m : group) to = to.with_replicate(m);
+        emit(StepKind::all_gather, group, to);
+      }
+      // all_reduce / reduce_scatter: every group dim Partial with one op.
+      std::optional<ReduceOp> gop;
+      bool same = true;
+      std::vector<int> pdims;
+      for (int m = 0; m < md; ++m) {
+        if (!in(m)) continue;
+        const auto p = from.partial(m);
+        if (!p || (gop && *gop != *p)) { same = false; break; }
+        gop = p;
+        pdims.push_back(m);
+      }
+      if (!same) continue;
+      {
+        Sharding to = from;
+        for (int m : pdims) to = to.with_replicate(m);
+        emit(StepKind::all_reduce, pdims, to);
+      }
+      std::vector<int> perm = pdims;
+      do {
+        for (int d : ctx.play_dims) {
+          Sharding to = from;
+          for (int m : perm) to = to.with_shard_appended(d, {m, 1, false});
+          emit(StepKind::reduce_scatter, perm, to);
+        }
+      } while (std::next_permutation(perm.begin(), perm.end()));
+    }
+  }
+
+  if (all && from != ctx.dst) {
+    bool ok = true;  // no Partial on a mesh dim whose placement changes
+    for (int m = 0; m < md && ok; ++m)
+      if ((from.partial(m) || ctx.dst.partial(m)) && from.placement(m) != ctx.dst.placement(m)) ok = false;
+    if (ok) emit(StepKind::direct, {}, ctx.dst);
+  }
+}
+
+}  // namespace dtensor

@@ -1,0 +1,61 @@
+#include <fmt/format.h>
+
+#include "dtensor/planner.hpp"
+
+namespace dtensor {
+namespace {
+
+std::string bytes_str(std::int64_t b) {
+  if (b < 1024) return fmt::format("{} B", b);
+  if (b < 1024 * 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
+  if (b < (std::int64_t{1} << 30)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024));
+  return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
+}
+
+std::string group_str(const Plan& plan, const Step& s) {
+  if (s.mesh_dims.empty()) return "no mesh dim";
+  std::string out;
+  for (std::size_t i = 0; i < s.mesh_dims.size(); ++i)
+    out += (i ? " + " : "") + plan.mesh.describe_dim(s.mesh_dims[i]);
+  return out;
+}
+
+}  // namespace
+
+std::string explain(const Plan& plan, const CostModel& cost) {
+  std::string out = fmt::format("redistribute {} -> {} on mesh {}, shape {} {} ({} {} bytes per element)\n",
+                                plan.src.str(), plan.dst.str(), plan.mesh.str(), shape_str(plan.shape),
+                                to_string(plan.dtype), "itemsize", itemsize(plan.dtype));
+  out += fmt::format("cost model '{}' ({} formula), edge set '{}'\n", cost.name,
+                     cost.formula == CostModel::Formula::pytorch ? "PyTorch" : "ring α+bytes/β", to_string(plan.edges));
+  if (plan.steps.empty()) {
+    out += "source and target are the same layout: nothing to do (cost 0)\n";
+    return out;
+  }
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& s = plan.steps[i];
+    out += fmt::format("\nstep {}: {} over {}{}\n", i + 1, to_string(s.kind), group_str(plan, s),
+                       s.inter_host ? " [inter-host link]" : (is_communication(s.kind) ? " [intra-host link]" : ""));
+    out += fmt::format("  {} -> {}", s.from.str(), s.to.str());
+    if (!s.tensor_dims.empty()) out += fmt::format("  (tensor dim(s) {} change)", fmt::join(s.tensor_dims, ","));
+    out += fmt::format("\n  why: {}\n", s.why);
+    if (is_communication(s.kind))
+      out += fmt::format("  moves: {} sent, {} received per rank (largest), {} peer(s), {} of it padding\n",
+                         bytes_str(s.bytes_sent), bytes_str(s.bytes_received), s.peers, bytes_str(s.padding_bytes));
+    out += fmt::format("  local copies: {}; workspace live during the step: {}\n", bytes_str(s.copy_bytes),
+                       bytes_str(s.peak_bytes));
+    out += fmt::format("  cost: α {:.3f} us + wire {:.3f} us + copy {:.3f} us = {:.3f} us\n", s.alpha_us, s.wire_us,
+                       s.copy_us, s.cost_us);
+  }
+  out += fmt::format("\ntotal: {:.3f} us in {} step(s), workspace {}\ntrace: {}\n", plan.total_cost_us,
+                     plan.steps.size(), bytes_str(plan.peak_bytes), plan.trace());
+  if (plan.runner_up)
+    out += fmt::format("runner-up (cheapest plan with another first step): {:.3f} us (+{:.3f} us)\n  trace: {}\n",
+                       plan.runner_up->total_cost_us, plan.runner_up->total_cost_us - plan.total_cost_us,
+                       plan.runner_up->trace);
+  else
+    out += "runner-up: none (no other first step reaches the target)\n";
+  return out;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,100 @@
+#pragma once
+// The redistribution graph of SPEC §3: its states are Shardings of one tensor on one mesh, its
+// edges the steps of the table, each fully costed. Shared by the search, the tests' oracle and
+// the executor (which must agree with the planner on every buffer size).
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dtensor/cost_model.hpp"
+#include "dtensor/layout.hpp"
+#include "dtensor/plan.hpp"
+
+namespace dtensor {
+
+struct SizeStats {
+  std::int64_t max = 0;
+  std::int64_t min = 0;
+};
+
+// Per-query memo of ownership aggregates. Every function is a pure function of its arguments.
+class Geometry {
+ public:
+  Geometry(std::vector<std::int64_t> mesh_shape, std::vector<std::int64_t> shape, std::int64_t itemsize)
+      : mesh_shape_(std::move(mesh_shape)), shape_(std::move(shape)), itemsize_(itemsize) {}
+
+  [[nodiscard]] const std::vector<std::int64_t>& mesh_shape() const { return mesh_shape_; }
+  [[nodiscard]] const std::vector<std::int64_t>& shape() const { return shape_; }
+  [[nodiscard]] std::int64_t itemsize() const { return itemsize_; }
+
+  // Largest/smallest owned size of tensor dim d over all ranks.
+  [[nodiscard]] SizeStats dim_stats(int d, const std::vector<ShardEntry>& entries) const;
+  // Largest/smallest local numel over all ranks.
+  [[nodiscard]] SizeStats numel_stats(const Sharding& s) const;
+  // Largest element count one rank sends one peer in an all_to_all on mesh dim m.
+  [[nodiscard]] std::int64_t all_to_all_chunk(const Sharding& from, const Sharding& to, int m) const;
+
+  struct DirectStats {
+    std::int64_t max_sent = 0;      // elements, largest over ranks
+    std::int64_t max_received = 0;  // elements
+    std::int64_t max_peers = 0;
+    std::int64_t max_traffic = 0;   // elements sent + received by one rank
+    std::uint32_t crossed_mesh_dims = 0;  // bit m: some transfer crosses mesh dim m
+  };
+  [[nodiscard]] DirectStats direct_stats(const Sharding& from, const Sharding& to) const;
+
+ private:
+  std::vector<std::int64_t> mesh_shape_;
+  std::vector<std::int64_t> shape_;
+  std::int64_t itemsize_;
+  mutable std::unordered_map<std::string, SizeStats> dim_memo_;
+  mutable std::unordered_map<std::string, std::int64_t> a2a_memo_;
+};
+
+// Workspace regions are aligned so that GPU buffers carved from one workspace stay aligned.
+inline constexpr std::int64_t kWorkspaceAlign = 256;
+[[nodiscard]] inline std::int64_t ws_round(std::int64_t bytes) {
+  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
+
+// Buffer geometry of one step, in elements; the executor allocates exactly these regions.
+struct StepBuffers {
+  std::int64_t group_size = 1;
+  std::int64_t chunk = 0;       // padded per-peer chunk of a collective
+  bool zero_copy = false;       // the collective runs on the caller's buffers directly
+  bool pad_send = false;        // all_gather: own chunk copied into a padded send buffer
+  std::int64_t send_elems = 0;  // scratch regions
+  std::int64_t recv_elems = 0;
+  std::int64_t from_max = 0;    // largest local numel before / after
+  std::int64_t to_max = 0;
+  std::int64_t from_min = 0;
+  std::int64_t to_min = 0;
+};
+[[nodiscard]] StepBuffers step_buffers(const Geometry& g, StepKind kind, const std::vector<int>& mesh_dims,
+                                       const std::vector<int>& tensor_dims, const Sharding& from,
+                                       const Sharding& to, const Geometry::DirectStats* direct = nullptr);
+// Bytes live during a step besides the caller's buffers.
+[[nodiscard]] std::int64_t step_peak_bytes(const Geometry& g, const StepBuffers& b, bool from_is_input,
+                                           bool to_is_output);
+
+struct GraphContext {
+  GraphContext(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges);
+  Mesh mesh;
+  std::vector<std::int64_t> shape;
+  DType dtype;
+  CostModel cost;
+  EdgeSet edges;
+  Sharding src, dst;
+  std::vector<int> play_dims;                           // tensor dims that may be sharded
+  std::vector<std::pair<std::int64_t, bool>> shard_kinds;  // (split_factor, strided) options
+  Geometry geo;
+};
+
+// Fills `out` with every edge out of `from`, in the planner's deterministic order.
+void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<std::pair<Sharding, Step>>& out);
+// Completes a step record (bytes, peak, cost breakdown, why) for a transition.
+[[nodiscard]] Step make_step(const GraphContext& ctx, StepKind kind, std::vector<int> mesh_dims,
+                             const Sharding& from, const Sharding& to);
+
+}  // namespace dtensor

@@ -1,0 +1,206 @@
+#include "dtensor/plan.hpp"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "../placement/hash.hpp"
+#include "dtensor/error.hpp"
+
+namespace dtensor {
+namespace {
+using nlohmann::json;
+using ordered = nlohmann::ordered_json;
+
+constexpr StepKind kKinds[] = {StepKind::all_gather, StepKind::reduce_scatter, StepKind::all_reduce,
+                               StepKind::all_to_all, StepKind::local_chunk,    StepKind::local_fill,
+                               StepKind::direct,     StepKind::relabel};
+
+bool flattened(const Step& s) {
+  return s.mesh_dims.size() >= 2 && (s.kind == StepKind::all_gather || s.kind == StepKind::reduce_scatter ||
+                                     s.kind == StepKind::all_reduce);
+}
+
+ordered step_json(const Step& s) {
+  ordered j;
+  j["kind"] = std::string(to_string(s.kind));
+  j["mesh_dims"] = s.mesh_dims;
+  j["tensor_dims"] = s.tensor_dims;
+  j["from"] = s.from.str();
+  j["to"] = s.to.str();
+  j["bytes_sent"] = s.bytes_sent;
+  j["bytes_received"] = s.bytes_received;
+  j["padding_bytes"] = s.padding_bytes;
+  j["copy_bytes"] = s.copy_bytes;
+  j["cost_us"] = s.cost_us;
+  j["alpha_us"] = s.alpha_us;
+  j["wire_us"] = s.wire_us;
+  j["copy_us"] = s.copy_us;
+  j["peers"] = s.peers;
+  j["inter_host"] = s.inter_host;
+  j["peak_bytes"] = s.peak_bytes;
+  j["why"] = s.why;
+  return j;
+}
+
+template <typename T>
+T get_field(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) throw Error(fmt::format("plan JSON lacks the field '{}'", key));
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw Error(fmt::format("plan JSON field '{}' has the wrong type: {}", key, it->dump()));
+  }
+}
+
+Step step_of(const json& j, int mesh_ndim, int tensor_ndim) {
+  Step s;
+  s.kind = parse_step_kind(get_field<std::string>(j, "kind"));
+  s.mesh_dims = get_field<std::vector<int>>(j, "mesh_dims");
+  s.tensor_dims = get_field<std::vector<int>>(j, "tensor_dims");
+  s.from = Sharding::parse(get_field<std::string>(j, "from"), mesh_ndim, tensor_ndim);
+  s.to = Sharding::parse(get_field<std::string>(j, "to"), mesh_ndim, tensor_ndim);
+  s.bytes_sent = get_field<std::int64_t>(j, "bytes_sent");
+  s.bytes_received = get_field<std::int64_t>(j, "bytes_received");
+  s.padding_bytes = get_field<std::int64_t>(j, "padding_bytes");
+  s.copy_bytes = get_field<std::int64_t>(j, "copy_bytes");
+  s.cost_us = get_field<double>(j, "cost_us");
+  s.alpha_us = get_field<double>(j, "alpha_us");
+  s.wire_us = get_field<double>(j, "wire_us");
+  s.copy_us = get_field<double>(j, "copy_us");
+  s.peers = get_field<std::int64_t>(j, "peers");
+  s.inter_host = get_field<bool>(j, "inter_host");
+  s.peak_bytes = get_field<std::int64_t>(j, "peak_bytes");
+  s.why = get_field<std::string>(j, "why");
+  for (int m : s.mesh_dims)
+    if (m < 0 || m >= mesh_ndim) throw Error(fmt::format("plan JSON step names mesh dim {}, out of range", m));
+  return s;
+}
+}  // namespace
+
+std::string_view to_string(StepKind k) noexcept {
+  switch (k) {
+    case StepKind::all_gather: return "all_gather";
+    case StepKind::reduce_scatter: return "reduce_scatter";
+    case StepKind::all_reduce: return "all_reduce";
+    case StepKind::all_to_all: return "all_to_all";
+    case StepKind::local_chunk: return "local_chunk";
+    case StepKind::local_fill: return "local_fill";
+    case StepKind::direct: return "direct";
+    case StepKind::relabel: return "relabel";
+  }
+  return "?";
+}
+
+StepKind parse_step_kind(std::string_view text) {
+  for (auto k : kKinds)
+    if (to_string(k) == text) return k;
+  throw Error(fmt::format("unknown step kind '{}'", text));
+}
+
+bool is_communication(StepKind k) noexcept {
+  return k != StepKind::local_chunk && k != StepKind::local_fill && k != StepKind::relabel;
+}
+
+std::string_view to_string(EdgeSet e) noexcept { return e == EdgeSet::all ? "all" : "pytorch"; }
+
+EdgeSet parse_edge_set(std::string_view text) {
+  if (text == "all") return EdgeSet::all;
+  if (text == "pytorch") return EdgeSet::pytorch;
+  throw Error(fmt::format("unknown edge set '{}' (expected all or pytorch)", text));
+}
+
+std::string trace_of(const Sharding& src, const std::vector<Step>& steps) {
+  std::string t = src.str();
+  for (const auto& s : steps) t += (flattened(s) ? "-->" : "->") + s.to.str();
+  return t;
+}
+
+std::string Plan::trace() const { return trace_of(src, steps); }
+
+std::uint64_t Plan::hash() const {
+  std::string canon = fmt::format("{}|{}|{}|{}|{}|{}|{}", mesh.str(), fmt::join(mesh.ranks(), ","), fmt::join(shape, ","),
+                                  to_string(dtype), src.str(), dst.str(), cost_model);
+  canon += fmt::format("|{}", to_string(edges));
+  for (const auto& s : steps)
+    canon += fmt::format(";{}:{}:{}:{}:{}", to_string(s.kind), fmt::join(s.mesh_dims, ","), fmt::join(s.tensor_dims, ","),
+                         s.to.str(), std::llround(s.cost_us * 1e6));
+  return detail::fnv1a(canon.data(), canon.size());
+}
+
+std::string Plan::to_json(int indent) const {
+  ordered j;
+  j["mesh"] = mesh.shape();
+  if (!mesh.names().empty()) j["mesh_names"] = mesh.names();
+  if (mesh.has_explicit_ranks()) j["mesh_ranks"] = mesh.ranks();
+  j["shape"] = shape;
+  j["dtype"] = std::string(to_string(dtype));
+  j["from"] = src.str();
+  j["to"] = dst.str();
+  j["cost_model"] = cost_model;
+  j["edges"] = std::string(to_string(edges));
+  j["total_cost_us"] = total_cost_us;
+  j["peak_bytes"] = peak_bytes;
+  j["trace"] = trace();
+  j["plan_hash"] = fmt::format("{:016x}", hash());
+  j["steps"] = ordered::array();
+  for (const auto& s : steps) j["steps"].push_back(step_json(s));
+  if (runner_up) {
+    ordered r;
+    r["total_cost_us"] = runner_up->total_cost_us;
+    r["trace"] = runner_up->trace;
+    r["steps"] = ordered::array();
+    for (const auto& s : runner_up->steps) r["steps"].push_back(step_json(s));
+    j["runner_up"] = r;
+  } else {
+    j["runner_up"] = nullptr;
+  }
+  return j.dump(indent);
+}
+
+Plan Plan::from_json(std::string_view text) {
+  json j;
+  try {
+    j = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    throw Error(fmt::format("invalid plan JSON: {}", e.what()));
+  }
+  if (!j.is_object()) throw Error("plan JSON must be an object");
+  Plan p;
+  std::vector<std::string> names;
+  std::vector<std::int64_t> ranks;
+  if (j.contains("mesh_names")) names = get_field<std::vector<std::string>>(j, "mesh_names");
+  if (j.contains("mesh_ranks")) ranks = get_field<std::vector<std::int64_t>>(j, "mesh_ranks");
+  p.mesh = Mesh(get_field<std::vector<std::int64_t>>(j, "mesh"), names, ranks);
+  p.shape = get_field<std::vector<std::int64_t>>(j, "shape");
+  p.dtype = parse_dtype(get_field<std::string>(j, "dtype"));
+  const int md = p.mesh.ndim(), td = static_cast<int>(p.shape.size());
+  p.src = Layout::parse(p.mesh, p.shape, p.dtype, get_field<std::string>(j, "from")).sharding();
+  p.dst = Layout::parse(p.mesh, p.shape, p.dtype, get_field<std::string>(j, "to")).sharding();
+  p.cost_model = get_field<std::string>(j, "cost_model");
+  p.edges = parse_edge_set(get_field<std::string>(j, "edges"));
+  p.total_cost_us = get_field<double>(j, "total_cost_us");
+  p.peak_bytes = get_field<std::int64_t>(j, "peak_bytes");
+  const auto steps = j.find("steps");
+  if (steps == j.end() || !steps->is_array()) throw Error("plan JSON needs a 'steps' array");
+  for (const auto& s : *steps) p.steps.push_back(step_of(s, md, td));
+  // Structural check: the steps chain from the source to the target.
+  Sharding cur = p.src;
+  for (std::size_t i = 0; i < p.steps.size(); ++i) {
+    if (p.steps[i].from != cur)
+      throw Error(fmt::format("plan JSON step {} starts from {} but the previous state is {}", i, p.steps[i].from.str(), cur.str()));
+    cur = p.steps[i].to;
+  }
+  if (cur != p.dst) throw Error(fmt::format("plan JSON steps end in {} but the target is {}", cur.str(), p.dst.str()));
+  if (auto r = j.find("runner_up"); r != j.end() && !r->is_null()) {
+    RunnerUp ru;
+    ru.total_cost_us = get_field<double>(*r, "total_cost_us");
+    ru.trace = get_field<std::string>(*r, "trace");
+    if (auto rs = r->find("steps"); rs != r->end())
+      for (const auto& s : *rs) ru.steps.push_back(step_of(s, md, td));
+    p.runner_up = std::move(ru);
+  }
+  return p;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,206 @@
+// Dijkstra over the redistribution graph, built lazily from the source (states are generated
+// when first reached, edges when a state is settled), on Boost.Graph's d-ary heap.
+//
+// Tie-break (documented in docs/planner.md): paths compare by total cost quantised to
+// picoseconds, then by step count. Among equal (cost, steps) the first path found wins, and
+// paths are found in a fixed order: states are settled by (cost, steps, discovery index) and a
+// state's edges are relaxed in enumerate_edges order (relabel, then per mesh dim ascending:
+// local_chunk, local_fill, all_reduce, reduce_scatter, all_gather, all_to_all; then flattened
+// collectives by mesh-dim mask; direct last). Everything is a pure function of the inputs, so
+// every rank computes the bit-identical plan.
+#include <boost/graph/detail/d_ary_heap.hpp>
+#include <boost/property_map/property_map.hpp>
+#include <algorithm>
+#include <cmath>
+#include <queue>
+#include <limits>
+#include <unordered_map>
+
+#include "dtensor/error.hpp"
+#include "dtensor/planner.hpp"
+#include "graph.hpp"
+
+namespace dtensor {
+namespace {
+
+struct Dist {
+  std::int64_t cost_ps = std::numeric_limits<std::int64_t>::max();
+  std::int32_t steps = 0;
+  std::uint32_t id = 0;
+  [[nodiscard]] bool better_than(const Dist& o) const {
+    return cost_ps != o.cost_ps ? cost_ps < o.cost_ps : steps < o.steps;
+  }
+};
+struct DistLess {
+  bool operator()(const Dist& a, const Dist& b) const {
+    if (a.cost_ps != b.cost_ps) return a.cost_ps < b.cost_ps;
+    if (a.steps != b.steps) return a.steps < b.steps;
+    return a.id < b.id;
+  }
+};
+
+struct DistMap {
+  using key_type = std::size_t;
+  using value_type = Dist;
+  using reference = const Dist&;
+  using category = boost::readable_property_map_tag;
+  const std::vector<Dist>* v;
+};
+inline const Dist& get(const DistMap& m, std::size_t k) { return (*m.v)[k]; }
+
+struct HeapIndexMap {
+  using key_type = std::size_t;
+  using value_type = std::size_t;
+  using reference = std::size_t&;
+  using category = boost::read_write_property_map_tag;
+  std::vector<std::size_t>* v;
+};
+inline std::size_t get(const HeapIndexMap& m, std::size_t k) { return (*m.v)[k]; }
+inline void put(const HeapIndexMap& m, std::size_t k, std::size_t x) { (*m.v)[k] = x; }
+
+std::int64_t quantise(double us) { return std::llround(us * 1e6); }
+
+struct Found {
+  std::vector<Step> steps;
+  double total_cost_us = 0;
+};
+
+struct FirstEdge {
+  StepKind kind;
+  std::vector<int> mesh_dims;
+  Sharding to;
+  bool matches(const Step& s) const { return s.kind == kind && s.mesh_dims == mesh_dims && s.to == to; }
+};
+
+// Cheapest path under `budget` (< 0: unbounded), optionally never starting with `forbidden`.
+std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const FirstEdge* forbidden) {
+  std::vector<Sharding> states{ctx.src};
+  std::unordered_map<Sharding, std::size_t> index{{ctx.src, 0}};
+  std::vector<Dist> dist{Dist{0, 0, 0}};
+  std::vector<std::size_t> heap_pos{static_cast<std::size_t>(-1)};
+  std::vector<std::int64_t> pred{-1};
+  std::vector<Step> pred_step(1);
+  std::vector<char> settled{0};
+  using Heap = boost::d_ary_heap_indirect<std::size_t, 4, HeapIndexMap, DistMap, DistLess>;
+  Heap heap(DistMap{&dist}, HeapIndexMap{&heap_pos});
+  heap.push(0);
+  std::vector<std::pair<Sharding, Step>> edges;
+  while (!heap.empty()) {
+    const std::size_t u = heap.top();
+    heap.pop();
+    settled[u] = 1;
+    if (states[u] == ctx.dst) {
+      Found f;
+      for (auto v = static_cast<std::int64_t>(u); pred[static_cast<std::size_t>(v)] >= 0; v = pred[static_cast<std::size_t>(v)])
+        f.steps.push_back(pred_step[static_cast<std::size_t>(v)]);
+      std::reverse(f.steps.begin(), f.steps.end());
+      for (const auto& s : f.steps) f.total_cost_us += s.cost_us;
+      return f;
+    }
+    enumerate_edges(ctx, states[u], edges);
+    const Dist du = dist[u];
+    for (auto& [to, step] : edges) {
+      if (budget >= 0 && step.peak_bytes > budget) continue;
+      if (u == 0 && forbidden && forbidden->matches(step)) continue;
+      auto [it, inserted] = index.try_emplace(to, states.size());
+      const std::size_t v = it->second;
+      if (inserted) {
+        states.push_back(to);
+        dist.push_back(Dist{std::numeric_limits<std::int64_t>::max(), 0, static_cast<std::uint32_t>(v)});
+        heap_pos.push_back(static_cast<std::size_t>(-1));
+        pred.push_back(-1);
+        pred_step.emplace_back();
+        settled.push_back(0);
+      }
+      if (settled[v]) continue;
+      Dist nd{du.cost_ps + quantise(step.cost_us), du.steps + 1, static_cast<std::uint32_t>(v)};
+      if (!nd.better_than(dist[v])) continue;
+      dist[v] = nd;
+      pred[v] = static_cast<std::int64_t>(u);
+      pred_step[v] = std::move(step);
+      heap.push_or_update(v);
+    }
+  }
+  return std::nullopt;
+}
+
+// Smallest budget that admits any plan: minimise the largest step peak along the path.
+std::int64_t smallest_feasible_budget(const GraphContext& ctx) {
+  std::unordered_map<Sharding, std::int64_t> best{{ctx.src, 0}};
+  using Item = std::pair<std::int64_t, std::size_t>;
+  std::vector<Sharding> states{ctx.src};
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> pq;
+  pq.push({0, 0});
+  std::vector<std::pair<Sharding, Step>> edges;
+  while (!pq.empty()) {
+    auto [b, u] = pq.top();
+    pq.pop();
+    const Sharding cur = states[u];
+    if (best[cur] < b) continue;
+    if (cur == ctx.dst) return b;
+    enumerate_edges(ctx, cur, edges);
+    for (auto& [to, step] : edges) {
+      const auto nb = std::max(b, step.peak_bytes);
+      auto it = best.find(to);
+      if (it != best.end() && it->second <= nb) continue;
+      best[to] = nb;
+      states.push_back(to);
+      pq.push({nb, states.size() - 1});
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+RedistributionGraph::RedistributionGraph(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges)
+    : ctx_(new GraphContext(src, dst, cost, edges)) {}
+RedistributionGraph::~RedistributionGraph() { delete ctx_; }
+std::vector<GraphEdge> RedistributionGraph::edges(const Sharding& from) const {
+  std::vector<std::pair<Sharding, Step>> raw;
+  enumerate_edges(*ctx_, from, raw);
+  std::vector<GraphEdge> out;
+  for (auto& [to, st] : raw) out.push_back({std::move(to), std::move(st)});
+  return out;
+}
+const Sharding& RedistributionGraph::source() const { return ctx_->src; }
+const Sharding& RedistributionGraph::target() const { return ctx_->dst; }
+
+Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options) {
+  const GraphContext ctx(src, dst, cost, options.edges);
+  if (options.max_peak_bytes && *options.max_peak_bytes < 0)
+    throw Error(fmt::format("max peak bytes {} must not be negative", *options.max_peak_bytes));
+  const std::int64_t budget = options.max_peak_bytes.value_or(-1);
+  Plan plan;
+  plan.mesh = src.mesh();
+  plan.shape = src.shape();
+  plan.dtype = src.dtype();
+  plan.src = src.sharding();
+  plan.dst = dst.sharding();
+  plan.cost_model = cost.name;
+  plan.edges = options.edges;
+  auto best = search(ctx, budget, nullptr);
+  if (!best) {
+    const auto need = smallest_feasible_budget(ctx);
+    if (budget >= 0 && need >= 0)
+      throw Error(fmt::format("no plan from {} to {} fits in {} peak bytes; the smallest budget that admits a plan "
+                              "is {} bytes", src.str(), dst.str(), budget, need));
+    throw Error(fmt::format("no plan from {} to {} with edge set {}", src.str(), dst.str(), to_string(options.edges)));
+  }
+  plan.steps = std::move(best->steps);
+  plan.total_cost_us = best->total_cost_us;
+  for (const auto& s : plan.steps) plan.peak_bytes = std::max(plan.peak_bytes, s.peak_bytes);
+  if (options.runner_up && !plan.steps.empty()) {
+    const FirstEdge first{plan.steps[0].kind, plan.steps[0].mesh_dims, plan.steps[0].to};
+    if (auto ru = search(ctx, budget, &first)) {
+      RunnerUp r;
+      r.total_cost_us = ru->total_cost_us;
+      r.trace = trace_of(plan.src, ru->steps);
+      r.steps = std::move(ru->steps);
+      plan.runner_up = std::move(r);
+    }
+  }
+  return plan;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,121 @@
+#include "common.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include "dtensor/error.hpp"
+
+namespace dtensor::cli {
+
+void add_plan_flags(CLI::App& cmd, PlanArgs& a) {
+  cmd.add_option("--mesh", a.mesh, "mesh shape: 2x4 or dp=2,tp=4")->required();
+  cmd.add_option("--shape", a.shape, "global tensor shape: 9x5 or 9,5")->required();
+  cmd.add_option("--from", a.from, "source placements, e.g. 'S(0)[1]S(0)[0]'")->required();
+  cmd.add_option("--to", a.to, "target placements")->required();
+  cmd.add_option("--dtype", a.dtype, "f64 f32 bf16 f16 f8e4m3 f8e5m2 i64 i32 i8 u8 bool")->capture_default_str();
+  cmd.add_option("--cost-model", a.cost_model, "default, pytorch, or a JSON profile file")->capture_default_str();
+  cmd.add_option("--edges", a.edges, "edge set: all or pytorch (default: pytorch for --cost-model pytorch, else all)");
+  cmd.add_option("--max-memory", a.max_memory, "largest workspace (peak bytes) a plan may use");
+  cmd.add_option("--format", a.format, "text or json")->capture_default_str();
+}
+
+void check_format(const std::string& format) {
+  if (format != "text" && format != "json")
+    throw Error(fmt::format("unknown --format '{}' (expected text or json)", format));
+}
+
+PlanRequest make_request(const PlanArgs& a) {
+  check_format(a.format);
+  Mesh mesh = Mesh::parse(a.mesh);
+  auto shape = parse_shape(a.shape);
+  const DType dt = parse_dtype(a.dtype);
+  Layout src = Layout::parse(mesh, shape, dt, a.from);
+  Layout dst = Layout::parse(mesh, shape, dt, a.to);
+  CostModel cost = CostModel::load(a.cost_model);
+  PlanOptions opt;
+  if (!a.edges.empty())
+    opt.edges = parse_edge_set(a.edges);
+  else
+    opt.edges = cost.formula == CostModel::Formula::pytorch ? EdgeSet::pytorch : EdgeSet::all;
+  if (!a.max_memory.empty()) {
+    std::int64_t v = 0;
+    auto [p, ec] = std::from_chars(a.max_memory.data(), a.max_memory.data() + a.max_memory.size(), v);
+    if (ec != std::errc() || p != a.max_memory.data() + a.max_memory.size() || v < 0)
+      throw Error(fmt::format("--max-memory '{}' must be a non-negative number of bytes", a.max_memory));
+    opt.max_peak_bytes = v;
+  }
+  return {std::move(src), std::move(dst), std::move(cost), opt};
+}
+
+std::string rank_ranges(const std::vector<std::int64_t>& ranks) {
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return out.empty() ? "-" : out;
+}
+
+std::string ownership_grid(const Layout& l, std::size_t max_blocks) {
+  if (l.ndim() < 1 || l.ndim() > 2) return "";
+  const auto& mesh = l.mesh();
+  std::vector<std::vector<IndexSet>> sets;
+  for (std::int64_t p = 0; p < mesh.num_ranks(); ++p) sets.push_back(l.indices(mesh.coord_at(p)));
+  std::vector<std::vector<std::int64_t>> cuts(static_cast<std::size_t>(l.ndim()));
+  for (int d = 0; d < l.ndim(); ++d) {
+    std::set<std::int64_t> c{0, l.shape()[static_cast<std::size_t>(d)]};
+    for (const auto& s : sets)
+      for (const auto& r : s[static_cast<std::size_t>(d)].runs()) {
+        c.insert(r.start);
+        c.insert(r.stop);
+      }
+    cuts[static_cast<std::size_t>(d)].assign(c.begin(), c.end());
+    if (cuts[static_cast<std::size_t>(d)].size() - 1 > max_blocks) return "";
+  }
+  if (l.numel() == 0) return "(empty tensor: no elements to own)\n";
+  const auto& rows = cuts[0];
+  const std::vector<std::int64_t> cols = l.ndim() == 2 ? cuts[1] : std::vector<std::int64_t>{0, 1};
+  auto owners = [&](std::size_t r, std::size_t c) {
+    std::vector<std::int64_t> ranks;
+    for (std::int64_t p = 0; p < mesh.num_ranks(); ++p) {
+      const auto& s = sets[static_cast<std::size_t>(p)];
+      if (!s[0].contains(rows[r])) continue;
+      if (l.ndim() == 2 && !s[1].contains(cols[c])) continue;
+      ranks.push_back(mesh.rank_at(mesh.coord_at(p)));
+    }
+    std::sort(ranks.begin(), ranks.end());
+    return rank_ranges(ranks);
+  };
+  std::vector<std::string> row_labels, col_labels;
+  for (std::size_t r = 0; r + 1 < rows.size(); ++r) row_labels.push_back(fmt::format("{}:{}", rows[r], rows[r + 1]));
+  if (l.ndim() == 2)
+    for (std::size_t c = 0; c + 1 < cols.size(); ++c) col_labels.push_back(fmt::format("{}:{}", cols[c], cols[c + 1]));
+  else
+    col_labels.push_back("ranks");
+  std::vector<std::vector<std::string>> cells(row_labels.size(), std::vector<std::string>(col_labels.size()));
+  std::size_t width = 0, label_w = 0;
+  for (std::size_t r = 0; r < row_labels.size(); ++r) {
+    label_w = std::max(label_w, row_labels[r].size());
+    for (std::size_t c = 0; c < col_labels.size(); ++c) {
+      cells[r][c] = owners(r, c);
+      width = std::max(width, cells[r][c].size());
+    }
+  }
+  for (const auto& c : col_labels) width = std::max(width, c.size());
+  std::string out = fmt::format("{:>{}}   ", l.ndim() == 2 ? "dim0\\dim1" : "dim0", std::max<std::size_t>(label_w, 9));
+  label_w = std::max<std::size_t>(label_w, 9);
+  for (const auto& c : col_labels) out += fmt::format(" {:<{}}", c, width);
+  out += "\n";
+  for (std::size_t r = 0; r < row_labels.size(); ++r) {
+    out += fmt::format("{:>{}}  |", row_labels[r], label_w);
+    for (std::size_t c = 0; c < col_labels.size(); ++c) out += fmt::format(" {:<{}}", cells[r][c], width);
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace dtensor::cli

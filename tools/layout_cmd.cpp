@@ -1,0 +1,107 @@
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common.hpp"
+#include "dtensor/error.hpp"
+
+namespace dtensor::cli {
+namespace {
+
+struct LayoutArgs {
+  std::string mesh, shape, placements, dtype = "f32", format = "text";
+  bool indices = false;
+  std::int64_t rank = -1;
+};
+
+std::string dims_str(const std::vector<std::int64_t>& v) { return fmt::format("({})", fmt::join(v, ",")); }
+
+void run(const LayoutArgs& a) {
+  check_format(a.format);
+  const Mesh mesh = Mesh::parse(a.mesh);
+  const Layout l = Layout::parse(mesh, parse_shape(a.shape), parse_dtype(a.dtype), a.placements);
+  if (a.rank >= mesh.num_ranks())
+    throw Error(fmt::format("--rank {} is out of range for mesh {} ({} ranks)", a.rank, mesh.str(), mesh.num_ranks()));
+  std::vector<std::int64_t> ranks;
+  if (a.rank >= 0) ranks.push_back(a.rank);
+  else
+    for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) ranks.push_back(r);
+  const bool with_indices = a.indices || l.numel() <= 65536;
+
+  if (a.format == "json") {
+    nlohmann::ordered_json j;
+    j["mesh"] = mesh.shape();
+    if (!mesh.names().empty()) j["mesh_names"] = mesh.names();
+    j["shape"] = l.shape();
+    j["dtype"] = std::string(to_string(l.dtype()));
+    j["placements"] = l.str();
+    j["ranks"] = nlohmann::ordered_json::array();
+    for (auto r : ranks) {
+      const auto coord = mesh.coord_of_rank(r);
+      const auto sets = l.indices(coord);
+      nlohmann::ordered_json rj;
+      rj["rank"] = r;
+      rj["coord"] = coord;
+      std::vector<std::int64_t> local, offset;
+      for (std::size_t d = 0; d < sets.size(); ++d) {
+        local.push_back(sets[d].size());
+        offset.push_back(sets[d].first_or(l.shape()[d]));
+      }
+      rj["local_shape"] = local;
+      rj["global_offset"] = offset;
+      if (with_indices) {
+        rj["indices"] = nlohmann::ordered_json::array();
+        for (const auto& s : sets) rj["indices"].push_back(s.materialize());
+      }
+      j["ranks"].push_back(rj);
+    }
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::cout << fmt::format("layout {} on mesh {} ({} ranks), shape {}, {}\n", l.str(), mesh.str(), mesh.num_ranks(),
+                           shape_str(l.shape()), to_string(l.dtype()));
+  std::vector<int> partial;
+  for (int m = 0; m < mesh.ndim(); ++m)
+    if (l.sharding().partial(m)) partial.push_back(m);
+  if (!partial.empty())
+    std::cout << fmt::format("Partial over mesh dim(s) {}: each rank holds a full-size contribution; the value is "
+                             "their reduction\n", fmt::join(partial, ","));
+  std::cout << "\n" << fmt::format("{:>5}  {:<12} {:<12} {:<14} {}\n", "rank", "coord", "local_shape", "global_offset",
+                                   "owned indices per dim (start:stop runs)");
+  for (auto r : ranks) {
+    const auto coord = mesh.coord_of_rank(r);
+    const auto sets = l.indices(coord);
+    std::vector<std::int64_t> local, offset;
+    std::string idx;
+    for (std::size_t d = 0; d < sets.size(); ++d) {
+      local.push_back(sets[d].size());
+      offset.push_back(sets[d].first_or(l.shape()[d]));
+      idx += fmt::format("{}[{}]", d ? " x " : "", sets[d].empty() ? "empty" : sets[d].str());
+    }
+    std::cout << fmt::format("{:>5}  {:<12} {:<12} {:<14} {}\n", r, dims_str(coord), shape_str(local), dims_str(offset),
+                             idx);
+  }
+  if (a.rank < 0) {
+    const auto grid = ownership_grid(l);
+    if (!grid.empty())
+      std::cout << "\nownership grid (cells list the ranks holding each block; rows/cols are start:stop):\n" << grid;
+    else if (l.ndim() <= 2)
+      std::cout << "\n(ownership grid omitted: too many blocks to draw; use --format json)\n";
+  }
+}
+
+}  // namespace
+
+void register_layout(CLI::App& app) {
+  static LayoutArgs a;
+  auto* cmd = app.add_subcommand("layout", "which rank owns which elements of a layout");
+  cmd->add_option("--mesh", a.mesh, "mesh shape: 2x4 or dp=2,tp=4")->required();
+  cmd->add_option("--shape", a.shape, "global tensor shape: 9x5 or 9,5")->required();
+  cmd->add_option("--placements", a.placements, "placements, e.g. 'S(0)S(0)' or '_S(0, 2)S(0)'")->required();
+  cmd->add_option("--dtype", a.dtype, "element type")->capture_default_str();
+  cmd->add_option("--format", a.format, "text or json")->capture_default_str();
+  cmd->add_option("--rank", a.rank, "show only this rank");
+  cmd->add_flag("--indices", a.indices, "list owned indices in JSON even for large tensors");
+  cmd->callback([] { run(a); });
+}
+
+}  // namespace dtensor::cli

@@ -1,0 +1,4 @@
+#include "common.hpp"
+namespace dtensor::cli {
+void register_simulate(CLI::App&) {}
+}  // namespace dtensor::cli
