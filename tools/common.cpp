@@ -34,10 +34,7 @@ PlanRequest make_request(const PlanArgs& a) {
   Layout dst = Layout::parse(mesh, shape, dt, a.to);
   CostModel cost = CostModel::load(a.cost_model);
   PlanOptions opt;
-  if (!a.edges.empty())
-    opt.edges = parse_edge_set(a.edges);
-  else
-    opt.edges = cost.formula == CostModel::Formula::pytorch ? EdgeSet::pytorch : EdgeSet::all;
+  if (!a.edges.empty()) opt.edges = parse_edge_set(a.edges);
   if (!a.max_memory.empty()) {
     std::int64_t v = 0;
     auto [p, ec] = std::from_chars(a.max_memory.data(), a.max_memory.data() + a.max_memory.size(), v);

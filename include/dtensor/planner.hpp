@@ -11,7 +11,8 @@
 namespace dtensor {
 
 struct PlanOptions {
-  EdgeSet edges = EdgeSet::all;
+  // Unset: the cost profile's own (pytorch for the pytorch profile, all otherwise).
+  std::optional<EdgeSet> edges;
   std::optional<std::int64_t> max_peak_bytes;  // edges whose transient peak exceeds it are not taken
   bool runner_up = true;                       // also search the best plan with another first step
   friend bool operator==(const PlanOptions&, const PlanOptions&) = default;
@@ -40,9 +41,10 @@ class RedistributionGraph {
   ~RedistributionGraph();
   RedistributionGraph(const RedistributionGraph&) = delete;
   RedistributionGraph& operator=(const RedistributionGraph&) = delete;
-  // Every edge out of `from`, in the planner's deterministic order. `from_is_input`/`to_is_output`
-  // decide which buffers count towards the step's peak.
-  [[nodiscard]] std::vector<GraphEdge> edges(const Sharding& from) const;
+  // Every edge out of `from`, in the planner's deterministic order. A step's peak counts the
+  // `from` buffer unless `from` is the source and the `to` buffer unless `to` is the target.
+  // With `records` false the steps carry costs, bytes and peaks only (no states, no reasons).
+  [[nodiscard]] std::vector<GraphEdge> edges(const Sharding& from, bool records = true) const;
   [[nodiscard]] const Sharding& source() const;
   [[nodiscard]] const Sharding& target() const;
 

@@ -177,7 +177,8 @@ Mesh Mesh::parse(std::string_view text) {
     c.skip_space();
     const std::size_t at = c.pos();
     std::string name;
-    if (at < text.size() && (std::isalpha(static_cast<unsigned char>(text[at])) || text[at] == '_')) {
+    const bool may_be_named = shape.empty() || !names.empty();
+    if (may_be_named && at < text.size() && (std::isalpha(static_cast<unsigned char>(text[at])) || text[at] == '_')) {
       name = c.identifier();
       c.expect("=");
     }

@@ -193,12 +193,14 @@ std::string why_of(const GraphContext& ctx, StepKind kind, const std::vector<int
 }  // namespace
 
 Step make_step(const GraphContext& ctx, StepKind kind, std::vector<int> mesh_dims, const Sharding& from,
-               const Sharding& to) {
+               const Sharding& to, bool full) {
   const Geometry& g = ctx.geo;
   Step st;
   st.kind = kind;
-  st.from = from;
-  st.to = to;
+  if (full) {
+    st.from = from;
+    st.to = to;
+  }
   st.tensor_dims = changed_tensor_dims(from, to);
   const auto s = g.itemsize();
   const auto& mesh_shape = ctx.mesh.shape();
@@ -285,18 +287,18 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::vector<int> mesh_dim
   st.cost_us = st.alpha_us + st.wire_us + st.copy_us;
   st.mesh_dims = mesh_dims;
   st.peak_bytes = step_peak_bytes(g, b, from == ctx.src, to == ctx.dst);
-  st.why = why_of(ctx, kind, st.mesh_dims, from, to);
+  if (full) st.why = why_of(ctx, kind, st.mesh_dims, from, to);
   return st;
 }
 
-void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<std::pair<Sharding, Step>>& out) {
+void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<Edge>& out, bool full) {
   out.clear();
   const int md = ctx.mesh.ndim();
   const bool all = ctx.edges == EdgeSet::all;
   auto emit = [&](StepKind kind, std::vector<int> dims, Sharding to) {
     if (to == from || !ops_mixable(to)) return;
-    Step st = make_step(ctx, kind, std::move(dims), from, to);
-    out.emplace_back(std::move(to), std::move(st));
+    Step st = make_step(ctx, kind, dims, from, to, full);
+    out.push_back(Edge{std::move(to), kind, std::move(dims), std::move(st)});
   };
   if (from != ctx.dst && equivalent(from, ctx.dst, ctx.mesh.shape(), ctx.shape))
     emit(StepKind::relabel, {}, ctx.dst);

@@ -48,9 +48,25 @@ void add_unique(std::vector<int>& v, const std::vector<ShardEntry>& es) {
 SizeStats Geometry::dim_stats(int d, const std::vector<ShardEntry>& entries) const {
   const auto len = shape_[static_cast<std::size_t>(d)];
   if (entries.empty()) return {len, len};
-  std::string key(1, static_cast<char>(d));
-  encode(key, entries);
-  if (auto it = dim_memo_.find(key); it != dim_memo_.end()) return it->second;
+  // Fast key: up to 3 entries with small mesh dims and split factors pack into 64 bits.
+  std::uint64_t fast = entries.size() <= 3 && d < 256 ? (static_cast<std::uint64_t>(d) << 52) | (entries.size() << 48) : 0;
+  for (std::size_t k = 0; fast && k < entries.size(); ++k) {
+    const auto& e = entries[k];
+    if (e.mesh_dim >= 16 || e.split_factor >= 2048) {
+      fast = 0;
+      break;
+    }
+    fast |= static_cast<std::uint64_t>((e.mesh_dim << 12) | (e.strided << 11) | e.split_factor) << (16 * k);
+  }
+  if (fast) {
+    if (auto it = dim_fast_memo_.find(fast); it != dim_fast_memo_.end()) return it->second;
+  }
+  std::string key;
+  if (!fast) {
+    key.push_back(static_cast<char>(d));
+    encode(key, entries);
+    if (auto it = dim_memo_.find(key); it != dim_memo_.end()) return it->second;
+  }
   std::vector<std::int64_t> coord(mesh_shape_.size(), 0);
   const auto dims = mesh_dims_of(entries);
   SizeStats s{0, len};
@@ -59,7 +75,8 @@ SizeStats Geometry::dim_stats(int d, const std::vector<ShardEntry>& entries) con
     s.max = std::max(s.max, n);
     s.min = std::min(s.min, n);
   } while (next_coord(coord, dims, mesh_shape_));
-  dim_memo_.emplace(std::move(key), s);
+  if (fast) dim_fast_memo_.emplace(fast, s);
+  else dim_memo_.emplace(std::move(key), s);
   return s;
 }
 
@@ -76,6 +93,15 @@ SizeStats Geometry::numel_stats(const Sharding& s) const {
 std::int64_t Geometry::all_to_all_chunk(const Sharding& from, const Sharding& to, int m) const {
   const int a = from.shard_dim_of(m);
   const int b = to.shard_dim_of(m);
+  if (a != b) {
+    // m is the last split of a in `from` and the last of b in `to`: what rank i holds of a
+    // lies inside what every rank needs of a, and what rank j needs of b inside what every
+    // rank holds of b, so the overlap is |held_a(i)| * |needed_b(j)| * (other dims).
+    std::int64_t n = 1;
+    for (int d = 0; d < from.tensor_ndim(); ++d)
+      n *= d == b ? dim_stats(d, to.entries(d)).max : dim_stats(d, from.entries(d)).max;
+    return n;
+  }
   std::vector<int> changed{a};
   if (b != a) changed.push_back(b);
   std::string key(1, static_cast<char>(m));

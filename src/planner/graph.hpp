@@ -48,6 +48,7 @@ class Geometry {
   std::vector<std::int64_t> mesh_shape_;
   std::vector<std::int64_t> shape_;
   std::int64_t itemsize_;
+  mutable std::unordered_map<std::uint64_t, SizeStats> dim_fast_memo_;
   mutable std::unordered_map<std::string, SizeStats> dim_memo_;
   mutable std::unordered_map<std::string, std::int64_t> a2a_memo_;
 };
@@ -87,14 +88,26 @@ struct GraphContext {
   EdgeSet edges;
   Sharding src, dst;
   std::vector<int> play_dims;                           // tensor dims that may be sharded
+  // Edges already enumerated (light records), shared by the plan and runner-up searches.
+  mutable std::unordered_map<Sharding, std::vector<struct Edge>> edge_memo;
   std::vector<std::pair<std::int64_t, bool>> shard_kinds;  // (split_factor, strided) options
   Geometry geo;
 };
 
-// Fills `out` with every edge out of `from`, in the planner's deterministic order.
-void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<std::pair<Sharding, Step>>& out);
-// Completes a step record (bytes, peak, cost breakdown, why) for a transition.
+// One edge as the search sees it. `group` is the mesh-dim group the edge was generated with
+// (empty for direct/relabel); `step` is costed, and complete only when asked for.
+struct Edge {
+  Sharding to;
+  StepKind kind;
+  std::vector<int> group;
+  Step step;
+};
+// Fills `out` with every edge out of `from`, in the planner's deterministic order. With
+// `full` false the step records carry costs, bytes and peaks but no states or reason text
+// (the search rebuilds the chosen path's records in full).
+void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<Edge>& out, bool full = false);
+// The step record (bytes, peak, cost breakdown and, when `full`, states and why) of a transition.
 [[nodiscard]] Step make_step(const GraphContext& ctx, StepKind kind, std::vector<int> mesh_dims,
-                             const Sharding& from, const Sharding& to);
+                             const Sharding& from, const Sharding& to, bool full = true);
 
 }  // namespace dtensor

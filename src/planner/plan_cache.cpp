@@ -15,7 +15,7 @@ std::shared_ptr<const Plan> PlanCache::get_or_plan(const Layout& src, const Layo
   std::uint64_t h = hash_value(src);
   detail::hash_combine(h, hash_value(dst.sharding()));
   detail::hash_combine(h, key.cost);
-  detail::hash_combine(h, static_cast<std::uint64_t>(options.edges) * 2 + (options.runner_up ? 1 : 0));
+  detail::hash_combine(h, static_cast<std::uint64_t>(options.edges ? static_cast<int>(*options.edges) + 1 : 0) * 2 + (options.runner_up ? 1 : 0));
   detail::hash_combine(h, static_cast<std::uint64_t>(options.max_peak_bytes.value_or(-1)));
   key.hash = static_cast<std::size_t>(h);
   const bool same_frame = src.mesh() == dst.mesh() && src.shape() == dst.shape() && src.dtype() == dst.dtype();

@@ -69,7 +69,9 @@ struct FirstEdge {
   StepKind kind;
   std::vector<int> mesh_dims;
   Sharding to;
-  bool matches(const Step& s) const { return s.kind == kind && s.mesh_dims == mesh_dims && s.to == to; }
+  bool matches(StepKind k, const std::vector<int>& dims, const Sharding& t) const {
+    return k == kind && dims == mesh_dims && t == to;
+  }
 };
 
 // Cheapest path under `budget` (< 0: unbounded), optionally never starting with `forbidden`.
@@ -79,29 +81,38 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   std::vector<Dist> dist{Dist{0, 0, 0}};
   std::vector<std::size_t> heap_pos{static_cast<std::size_t>(-1)};
   std::vector<std::int64_t> pred{-1};
-  std::vector<Step> pred_step(1);
+  std::vector<std::pair<StepKind, std::vector<int>>> pred_edge(1);
   std::vector<char> settled{0};
   using Heap = boost::d_ary_heap_indirect<std::size_t, 4, HeapIndexMap, DistMap, DistLess>;
   Heap heap(DistMap{&dist}, HeapIndexMap{&heap_pos});
   heap.push(0);
-  std::vector<std::pair<Sharding, Step>> edges;
+  std::vector<Edge> edges;
   while (!heap.empty()) {
     const std::size_t u = heap.top();
     heap.pop();
     settled[u] = 1;
     if (states[u] == ctx.dst) {
+      std::vector<std::size_t> path;
+      for (auto v = static_cast<std::int64_t>(u); v >= 0; v = pred[static_cast<std::size_t>(v)])
+        path.push_back(static_cast<std::size_t>(v));
+      std::reverse(path.begin(), path.end());
       Found f;
-      for (auto v = static_cast<std::int64_t>(u); pred[static_cast<std::size_t>(v)] >= 0; v = pred[static_cast<std::size_t>(v)])
-        f.steps.push_back(pred_step[static_cast<std::size_t>(v)]);
-      std::reverse(f.steps.begin(), f.steps.end());
-      for (const auto& s : f.steps) f.total_cost_us += s.cost_us;
+      for (std::size_t k = 1; k < path.size(); ++k) {
+        const auto& [kind, group] = pred_edge[path[k]];
+        f.steps.push_back(make_step(ctx, kind, group, states[path[k - 1]], states[path[k]], true));
+        f.total_cost_us += f.steps.back().cost_us;
+      }
       return f;
     }
-    enumerate_edges(ctx, states[u], edges);
+    auto memo = ctx.edge_memo.find(states[u]);
+    if (memo == ctx.edge_memo.end()) {
+      enumerate_edges(ctx, states[u], edges);
+      memo = ctx.edge_memo.emplace(states[u], std::move(edges)).first;
+    }
     const Dist du = dist[u];
-    for (auto& [to, step] : edges) {
+    for (const auto& [to, kind, group, step] : memo->second) {
       if (budget >= 0 && step.peak_bytes > budget) continue;
-      if (u == 0 && forbidden && forbidden->matches(step)) continue;
+      if (u == 0 && forbidden && forbidden->matches(kind, step.mesh_dims, to)) continue;
       auto [it, inserted] = index.try_emplace(to, states.size());
       const std::size_t v = it->second;
       if (inserted) {
@@ -109,7 +120,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
         dist.push_back(Dist{std::numeric_limits<std::int64_t>::max(), 0, static_cast<std::uint32_t>(v)});
         heap_pos.push_back(static_cast<std::size_t>(-1));
         pred.push_back(-1);
-        pred_step.emplace_back();
+        pred_edge.emplace_back();
         settled.push_back(0);
       }
       if (settled[v]) continue;
@@ -117,7 +128,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       if (!nd.better_than(dist[v])) continue;
       dist[v] = nd;
       pred[v] = static_cast<std::int64_t>(u);
-      pred_step[v] = std::move(step);
+      pred_edge[v] = {kind, group};
       heap.push_or_update(v);
     }
   }
@@ -131,7 +142,7 @@ std::int64_t smallest_feasible_budget(const GraphContext& ctx) {
   std::vector<Sharding> states{ctx.src};
   std::priority_queue<Item, std::vector<Item>, std::greater<>> pq;
   pq.push({0, 0});
-  std::vector<std::pair<Sharding, Step>> edges;
+  std::vector<Edge> edges;
   while (!pq.empty()) {
     auto [b, u] = pq.top();
     pq.pop();
@@ -139,7 +150,7 @@ std::int64_t smallest_feasible_budget(const GraphContext& ctx) {
     if (best[cur] < b) continue;
     if (cur == ctx.dst) return b;
     enumerate_edges(ctx, cur, edges);
-    for (auto& [to, step] : edges) {
+    for (auto& [to, kind, group, step] : edges) {
       const auto nb = std::max(b, step.peak_bytes);
       auto it = best.find(to);
       if (it != best.end() && it->second <= nb) continue;
@@ -156,18 +167,20 @@ std::int64_t smallest_feasible_budget(const GraphContext& ctx) {
 RedistributionGraph::RedistributionGraph(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges)
     : ctx_(new GraphContext(src, dst, cost, edges)) {}
 RedistributionGraph::~RedistributionGraph() { delete ctx_; }
-std::vector<GraphEdge> RedistributionGraph::edges(const Sharding& from) const {
-  std::vector<std::pair<Sharding, Step>> raw;
-  enumerate_edges(*ctx_, from, raw);
+std::vector<GraphEdge> RedistributionGraph::edges(const Sharding& from, bool records) const {
+  std::vector<Edge> raw;
+  enumerate_edges(*ctx_, from, raw, records);
   std::vector<GraphEdge> out;
-  for (auto& [to, st] : raw) out.push_back({std::move(to), std::move(st)});
+  for (auto& e : raw) out.push_back({std::move(e.to), std::move(e.step)});
   return out;
 }
 const Sharding& RedistributionGraph::source() const { return ctx_->src; }
 const Sharding& RedistributionGraph::target() const { return ctx_->dst; }
 
 Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options) {
-  const GraphContext ctx(src, dst, cost, options.edges);
+  const EdgeSet edges =
+      options.edges.value_or(cost.formula == CostModel::Formula::pytorch ? EdgeSet::pytorch : EdgeSet::all);
+  const GraphContext ctx(src, dst, cost, edges);
   if (options.max_peak_bytes && *options.max_peak_bytes < 0)
     throw Error(fmt::format("max peak bytes {} must not be negative", *options.max_peak_bytes));
   const std::int64_t budget = options.max_peak_bytes.value_or(-1);
@@ -178,14 +191,14 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
   plan.src = src.sharding();
   plan.dst = dst.sharding();
   plan.cost_model = cost.name;
-  plan.edges = options.edges;
+  plan.edges = edges;
   auto best = search(ctx, budget, nullptr);
   if (!best) {
     const auto need = smallest_feasible_budget(ctx);
     if (budget >= 0 && need >= 0)
       throw Error(fmt::format("no plan from {} to {} fits in {} peak bytes; the smallest budget that admits a plan "
                               "is {} bytes", src.str(), dst.str(), budget, need));
-    throw Error(fmt::format("no plan from {} to {} with edge set {}", src.str(), dst.str(), to_string(options.edges)));
+    throw Error(fmt::format("no plan from {} to {} with edge set {}", src.str(), dst.str(), to_string(edges)));
   }
   plan.steps = std::move(best->steps);
   plan.total_cost_us = best->total_cost_us;

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine: install dependencies, build (Release), then plan and simulate a
+# real redistribution (FSDP+TP parameter resharding on a 2x4 mesh) and show who owns what.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"
+set -x
+./build/dtensor layout --mesh dp=2,tp=4 --shape 10x6 --placements 'S(0)S(1)'
+./build/dtensor plan --mesh dp=2,tp=4 --shape 8192x8192 --from 'S(0)S(1)' --to 'S(1)S(0)' --cost-model pytorch
+./build/dtensor simulate --mesh dp=2,tp=4 --shape 10x6 --from 'S(0)[0]S(0)[1]' --to 'RS(1)'

@@ -1,0 +1,183 @@
+// Optimality evidence: the planner's cost equals the shortest path found by an independent
+// exhaustive search (Bellman-Ford written here) over the whole reachable state graph.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <map>
+#include <random>
+#include <unordered_map>
+
+#include "dtensor/planner.hpp"
+#include "oracle.hpp"
+
+using namespace dtensor;
+
+namespace {
+
+// Every layout from {R, P(sum), P(max), S(d)} with every shard order, valid ones only.
+std::vector<Sharding> all_layouts(const Mesh& mesh, int tensor_ndim) {
+  std::vector<oracle::Pl> options{{'R'}, {'P'}, {'M'}};
+  for (int d = 0; d < tensor_ndim; ++d) options.push_back({'S', d, 1});
+  std::vector<Sharding> out;
+  const int md = mesh.ndim();
+  std::vector<std::size_t> pick(static_cast<std::size_t>(md), 0);
+  while (true) {
+    std::string base;
+    std::vector<int> shard_dim(static_cast<std::size_t>(md), -1);
+    for (int m = 0; m < md; ++m) shard_dim[static_cast<std::size_t>(m)] = options[pick[static_cast<std::size_t>(m)]].kind == 'S' ? options[pick[static_cast<std::size_t>(m)]].dim : -1;
+    // every assignment of orders: positions by permutation per tensor dim
+    std::vector<std::vector<int>> groups(static_cast<std::size_t>(tensor_ndim));
+    for (int m = 0; m < md; ++m)
+      if (shard_dim[static_cast<std::size_t>(m)] >= 0) groups[static_cast<std::size_t>(shard_dim[static_cast<std::size_t>(m)])].push_back(m);
+    std::vector<int> pos(static_cast<std::size_t>(md), -1);
+    std::function<void(std::size_t)> rec = [&](std::size_t d) {
+      if (d == groups.size()) {
+        std::string t;
+        for (int m = 0; m < md; ++m) {
+          const auto& o = options[pick[static_cast<std::size_t>(m)]];
+          t += o.kind == 'R' ? "R" : o.kind == 'P' ? "P(sum)" : o.kind == 'M' ? "P(max)" : "S(" + std::to_string(o.dim) + ")";
+          if (pos[static_cast<std::size_t>(m)] >= 0) t += "[" + std::to_string(pos[static_cast<std::size_t>(m)]) + "]";
+        }
+        try {
+          out.push_back(Sharding::parse(t, md, tensor_ndim));
+        } catch (const std::exception&) {  // mixed sum/max: not a layout
+        }
+        return;
+      }
+      auto g = groups[d];
+      std::vector<int> perm(g.size());
+      std::iota(perm.begin(), perm.end(), 0);
+      do {
+        for (std::size_t k = 0; k < g.size(); ++k) pos[static_cast<std::size_t>(g[k])] = g.size() >= 2 ? perm[k] : -1;
+        rec(d + 1);
+      } while (std::next_permutation(perm.begin(), perm.end()));
+    };
+    rec(0);
+    std::size_t k = 0;
+    for (; k < pick.size(); ++k) {
+      if (++pick[k] < options.size()) break;
+      pick[k] = 0;
+    }
+    if (k == pick.size()) break;
+  }
+  return out;
+}
+
+struct Graph {
+  std::vector<Sharding> states;
+  std::unordered_map<Sharding, std::size_t> id;
+  struct E {
+    std::size_t u, v;
+    double w;
+  };
+  std::vector<E> edges;
+  std::size_t add(const Sharding& s) {
+    auto [it, ins] = id.try_emplace(s, states.size());
+    if (ins) states.push_back(s);
+    return it->second;
+  }
+};
+
+// Breadth-first closure of the graph from `starts`.
+Graph explore(const RedistributionGraph& g, const std::vector<Sharding>& starts) {
+  Graph G;
+  for (const auto& s : starts) G.add(s);
+  for (std::size_t u = 0; u < G.states.size(); ++u) {
+    const Sharding from = G.states[u];
+    for (const auto& e : g.edges(from, false)) {
+      const auto v = G.add(e.to);
+      G.edges.push_back({u, v, e.step.cost_us});
+    }
+  }
+  return G;
+}
+
+// Bellman-Ford: distance from every state to `target`.
+std::vector<double> bellman_ford_to(const Graph& G, std::size_t target) {
+  std::vector<double> dist(G.states.size(), INFINITY);
+  dist[target] = 0;
+  for (std::size_t round = 0; round + 1 < G.states.size(); ++round) {
+    bool changed = false;
+    for (const auto& e : G.edges)
+      if (dist[e.v] + e.w < dist[e.u]) {
+        dist[e.u] = dist[e.v] + e.w;
+        changed = true;
+      }
+    if (!changed) break;
+  }
+  return dist;
+}
+
+bool close(double a, double b) { return std::abs(a - b) <= 1e-5 + 1e-12 * std::abs(b); }
+
+}  // namespace
+
+TEST_CASE("planner is optimal: every pair, exhaustive oracle", "[optimality]") {
+  std::int64_t pairs = 0;
+  for (const char* mesh_text : {"4", "2x2", "2x3", "2x2x2"}) {
+    const Mesh mesh = Mesh::parse(mesh_text);
+    for (const auto& shape : {std::vector<std::int64_t>{8, 8}, std::vector<std::int64_t>{9, 5}}) {
+      const auto layouts = all_layouts(mesh, 2);
+      std::vector<std::pair<CostModel, EdgeSet>> configs{{CostModel::default_model(), EdgeSet::all},
+                                                         {CostModel::default_model(), EdgeSet::pytorch}};
+      if (mesh.ndim() < 3) configs.emplace_back(CostModel::pytorch(), EdgeSet::pytorch);
+      for (const auto& [cm, es] : configs) {
+        PlanOptions o;
+        o.edges = es;
+        o.runner_up = false;
+        for (const auto& dst : layouts) {
+          const Layout dl(mesh, shape, DType::f32, dst);
+          const RedistributionGraph g(Layout(mesh, shape, DType::f32, layouts[0]), dl, cm, es);
+          const Graph G = explore(g, layouts);
+          const auto dist = bellman_ford_to(G, G.id.at(dst));
+          for (const auto& src : layouts) {
+            const double want = dist[G.id.at(src)];
+            const double got = plan_redistribution(Layout(mesh, shape, DType::f32, src), dl, cm, o).total_cost_us;
+            if (!close(got, want))
+              FAIL_CHECK("mesh " << mesh_text << " shape " << shape_str(shape) << " " << src.str() << " -> " << dst.str()
+                                 << " edges " << to_string(es) << ": planner " << got << " oracle " << want);
+            ++pairs;
+          }
+        }
+      }
+    }
+  }
+  INFO("pairs checked: " << pairs);
+  CHECK(pairs > 10000);
+}
+
+TEST_CASE("planner is optimal: seeded random pairs with strided shards", "[optimality]") {
+  std::mt19937_64 rng(4242);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int checked = 0;
+  const char* meshes[] = {"4", "2x2", "2x3", "2x2x2"};
+  while (checked < 150) {
+    const Mesh mesh = Mesh::parse(meshes[uni(0, 3)]);
+    const std::vector<std::int64_t> shape{uni(0, 1) ? 8 : 9, uni(0, 1) ? 8 : 5};
+    auto random_layout = [&] {
+      std::string t;
+      for (int m = 0; m < mesh.ndim(); ++m) {
+        switch (uni(0, 4)) {
+          case 0: t += "R"; break;
+          case 1: t += "P"; break;
+          case 2: t += "S(" + std::to_string(uni(0, 1)) + ")"; break;
+          default: t += "_S(" + std::to_string(uni(0, 1)) + ", " + std::to_string(uni(2, 3)) + ")"; break;
+        }
+      }
+      return Layout::parse(mesh, shape, DType::f32, t);
+    };
+    const Layout src = random_layout(), dst = random_layout();
+    for (EdgeSet es : {EdgeSet::all, EdgeSet::pytorch}) {
+      PlanOptions o;
+      o.edges = es;
+      o.runner_up = false;
+      const RedistributionGraph g(src, dst, CostModel::default_model(), es);
+      const Graph G = explore(g, {src.sharding()});
+      const auto dist = bellman_ford_to(G, G.id.at(dst.sharding()));
+      const double got = plan_redistribution(src, dst, CostModel::default_model(), o).total_cost_us;
+      if (!close(got, dist[0]))
+        FAIL_CHECK(src.str() << " -> " << dst.str() << " on " << mesh.str() << ": planner " << got << " oracle " << dist[0]);
+    }
+    ++checked;
+  }
+  CHECK(checked == 150);
+}

@@ -1,0 +1,233 @@
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "dtensor/layout.hpp"
+#include "oracle.hpp"
+
+using namespace dtensor;
+
+namespace {
+
+struct Stats {
+  std::int64_t layouts = 0, rank_checks = 0;
+};
+
+// Checks every rank of one layout against the oracle. Returns false on the first mismatch.
+bool check_layout(const std::vector<std::int64_t>& mesh_shape, const std::vector<std::int64_t>& shape,
+                  const std::vector<oracle::Pl>& pls, Stats& st) {
+  const std::string text = oracle::text(pls);
+  const Layout l = Layout::parse(Mesh(mesh_shape), shape, DType::f32, text);
+  ++st.layouts;
+  const Mesh& mesh = l.mesh();
+  for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
+    const auto coord = mesh.coord_of_rank(r);
+    const auto want = oracle::owned(mesh_shape, shape, pls, coord);
+    const auto got = l.indices(coord);
+    const auto offset = l.global_offset(coord);
+    const auto local = l.local_shape(coord);
+    std::vector<oracle::List> got_lists;
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      got_lists.push_back(got[d].materialize());
+      const std::int64_t want_offset = want[d].empty() ? shape[d] : want[d].front();
+      if (got_lists.back() != want[d] || offset[d] != want_offset ||
+          local[d] != static_cast<std::int64_t>(want[d].size())) {
+        FAIL_CHECK("mismatch: mesh " << mesh.str() << " shape " << shape_str(shape) << " placements " << text
+                                     << " rank " << r << " dim " << d);
+        return false;
+      }
+    }
+    if (oracle::local_ids(shape, got_lists) != oracle::local_ids(shape, want)) {
+      FAIL_CHECK("local tensor ids differ: " << text);
+      return false;
+    }
+    ++st.rank_checks;
+  }
+  return true;
+}
+
+// Every placement from {R, P, S(d), _S(d, 2), _S(d, 3)} per mesh dim, with every shard order.
+void for_each_layout(int mesh_ndim, int tensor_ndim, const std::function<void(const std::vector<oracle::Pl>&)>& f) {
+  std::vector<oracle::Pl> options{{'R'}, {'P'}};
+  for (int d = 0; d < tensor_ndim; ++d) {
+    options.push_back({'S', d, 1});
+    options.push_back({'T', d, 2});
+    options.push_back({'T', d, 3});
+  }
+  std::vector<std::size_t> pick(static_cast<std::size_t>(mesh_ndim), 0);
+  while (true) {
+    std::vector<oracle::Pl> pls;
+    for (auto i : pick) pls.push_back(options[i]);
+    // enumerate orders: per tensor dim, permutations of its mesh dims
+    std::vector<std::vector<int>> groups(static_cast<std::size_t>(tensor_ndim));
+    for (int m = 0; m < mesh_ndim; ++m)
+      if (pls[static_cast<std::size_t>(m)].kind == 'S' || pls[static_cast<std::size_t>(m)].kind == 'T')
+        groups[static_cast<std::size_t>(pls[static_cast<std::size_t>(m)].dim)].push_back(m);
+    std::function<void(std::size_t)> rec = [&](std::size_t d) {
+      if (d == groups.size()) {
+        f(pls);
+        return;
+      }
+      auto g = groups[d];
+      if (g.size() < 2) {
+        rec(d + 1);
+        return;
+      }
+      std::vector<int> perm(g.size());
+      std::iota(perm.begin(), perm.end(), 0);
+      do {
+        for (std::size_t k = 0; k < g.size(); ++k) pls[static_cast<std::size_t>(g[k])].pos = perm[k];
+        rec(d + 1);
+      } while (std::next_permutation(perm.begin(), perm.end()));
+      for (int m : g) pls[static_cast<std::size_t>(m)].pos = -1;
+    };
+    rec(0);
+    std::size_t k = 0;
+    for (; k < pick.size(); ++k) {
+      if (++pick[k] < options.size()) break;
+      pick[k] = 0;
+    }
+    if (k == pick.size()) break;
+  }
+}
+
+void for_each_shape(int ndim, const std::vector<std::int64_t>& sizes,
+                    const std::function<void(const std::vector<std::int64_t>&)>& f) {
+  std::vector<std::size_t> pick(static_cast<std::size_t>(ndim), 0);
+  while (true) {
+    std::vector<std::int64_t> shape;
+    for (auto i : pick) shape.push_back(sizes[i]);
+    f(shape);
+    std::size_t k = 0;
+    for (; k < pick.size(); ++k) {
+      if (++pick[k] < sizes.size()) break;
+      pick[k] = 0;
+    }
+    if (k == pick.size()) break;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("SPEC §2 examples", "[ownership]") {
+  auto sizes_offsets = [](const char* mesh, std::vector<std::int64_t> shape, const char* pls) {
+    const Layout l = Layout::parse(Mesh::parse(mesh), shape, DType::f32, pls);
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    for (std::int64_t r = 0; r < l.mesh().num_ranks(); ++r) {
+      const auto c = l.mesh().coord_of_rank(r);
+      out.push_back({l.local_shape(c)[0], l.global_offset(c)[0]});
+    }
+    return out;
+  };
+  using V = std::vector<std::pair<std::int64_t, std::int64_t>>;
+  CHECK(sizes_offsets("2x2", {9, 5}, "S(0)S(0)") == V{{3, 0}, {2, 3}, {2, 5}, {2, 7}});
+  CHECK(sizes_offsets("4x2", {13, 2}, "S(0)S(0)")[7] == std::pair<std::int64_t, std::int64_t>{0, 13});
+  const auto s18 = sizes_offsets("4x2", {18, 2}, "_S(0, 2)S(0)");
+  for (std::int64_t dp = 0; dp < 4; ++dp)
+    for (std::int64_t tp = 0; tp < 2; ++tp) {
+      const auto want = dp == 3 ? std::pair<std::int64_t, std::int64_t>{0, 18}
+                                : std::pair<std::int64_t, std::int64_t>{3, 9 * tp + 3 * dp};
+      CHECK(s18[static_cast<std::size_t>(dp * 2 + tp)] == want);
+    }
+  const auto s39 = sizes_offsets("4x2", {39, 2}, "_S(0, 3)_S(0, 4)");
+  CHECK(s39[0] == std::pair<std::int64_t, std::int64_t>{8, 0});
+  CHECK(s39[1] == std::pair<std::int64_t, std::int64_t>{4, 2});
+  CHECK(s39[6] == std::pair<std::int64_t, std::int64_t>{3, 12});
+  CHECK(s39[7] == std::pair<std::int64_t, std::int64_t>{0, 39});
+  CHECK(sizes_offsets("4x2", {15, 5}, "_S(0, 2)S(0)") ==
+        V{{2, 0}, {2, 8}, {2, 2}, {2, 10}, {2, 4}, {2, 12}, {2, 6}, {1, 14}});
+  // arange(8).reshape(2, 4) on 2x2 with _S(1, 2)S(1)
+  const Layout l = Layout::parse(Mesh::parse("2x2"), {2, 4}, DType::f32, "_S(1, 2)S(1)");
+  const std::vector<std::vector<std::int64_t>> want{{0, 4}, {2, 6}, {1, 5}, {3, 7}};
+  for (std::int64_t r = 0; r < 4; ++r) {
+    const auto sets = l.indices(l.mesh().coord_of_rank(r));
+    std::vector<oracle::List> lists{sets[0].materialize(), sets[1].materialize()};
+    CHECK(oracle::local_ids({2, 4}, lists) == want[static_cast<std::size_t>(r)]);
+  }
+  // the strided rule: arange(9), sf=2, n=4
+  const std::vector<ShardEntry> e{{0, 2, true}};
+  const std::vector<std::int64_t> mesh{4};
+  CHECK(owned_indices(e, 9, mesh, std::vector<std::int64_t>{0}).materialize() == oracle::List{0, 1, 5});
+  CHECK(owned_indices(e, 9, mesh, std::vector<std::int64_t>{1}).materialize() == oracle::List{2, 3, 6});
+  CHECK(owned_indices(e, 9, mesh, std::vector<std::int64_t>{2}).materialize() == oracle::List{4, 7});
+  CHECK(owned_indices(e, 9, mesh, std::vector<std::int64_t>{3}).materialize() == oracle::List{8});
+  // chunk rule
+  CHECK(chunk_bounds(5, 4, 3).end - chunk_bounds(5, 4, 3).begin == 0);
+  CHECK(chunk_bounds(6, 4, 2).end - chunk_bounds(6, 4, 2).begin == 2);
+  CHECK(chunk_bounds(8, 16, 9).end - chunk_bounds(8, 16, 9).begin == 0);
+}
+
+TEST_CASE("ownership matches the brute-force oracle: full set", "[ownership]") {
+  const std::vector<std::vector<std::int64_t>> meshes{{2}, {3}, {4}, {2, 2}, {2, 3}, {3, 2}, {2, 2, 2}};
+  const std::vector<std::int64_t> sizes12{0, 1, 2, 3, 4, 5, 7, 9};
+  const std::vector<std::int64_t> sizes3{0, 1, 3, 5};
+  Stats st;
+  for (const auto& mesh : meshes) {
+    for (int nd = 1; nd <= 3; ++nd) {
+      bool ok = true;
+      for_each_layout(static_cast<int>(mesh.size()), nd, [&](const std::vector<oracle::Pl>& pls) {
+        for_each_shape(nd, nd == 3 ? sizes3 : sizes12, [&](const std::vector<std::int64_t>& shape) {
+          if (ok) ok = check_layout(mesh, shape, pls, st);
+        });
+      });
+      REQUIRE(ok);
+    }
+  }
+  INFO("layouts checked: " << st.layouts << ", rank checks: " << st.rank_checks);
+  CHECK(st.layouts > 100000);
+}
+
+TEST_CASE("ownership matches the brute-force oracle: 10,000 seeded random cases", "[ownership]") {
+  std::mt19937_64 rng(20261122);
+  auto uni = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  Stats st;
+  int done = 0;
+  while (done < 10000) {
+    const int mesh_ndim = static_cast<int>(uni(1, 3));
+    std::vector<std::int64_t> mesh;
+    std::int64_t ranks = 1;
+    for (int m = 0; m < mesh_ndim; ++m) {
+      mesh.push_back(uni(1, 4));
+      ranks *= mesh.back();
+    }
+    if (ranks > 8) continue;
+    const int nd = static_cast<int>(uni(1, 3));
+    std::vector<std::int64_t> shape;
+    for (int d = 0; d < nd; ++d) shape.push_back(uni(0, 17));
+    std::vector<oracle::Pl> pls;
+    for (int m = 0; m < mesh_ndim; ++m) {
+      const auto k = uni(0, 3);
+      if (k == 0) pls.push_back({'R'});
+      else if (k == 1) pls.push_back({'P'});
+      else if (k == 2) pls.push_back({'S', static_cast<int>(uni(0, nd - 1)), 1});
+      else pls.push_back({'T', static_cast<int>(uni(0, nd - 1)), uni(1, 5)});
+    }
+    // random shard order for dims sharded twice or more
+    for (int d = 0; d < nd; ++d) {
+      std::vector<int> g;
+      for (int m = 0; m < mesh_ndim; ++m)
+        if (pls[static_cast<std::size_t>(m)].kind != 'R' && pls[static_cast<std::size_t>(m)].kind != 'P' &&
+            pls[static_cast<std::size_t>(m)].dim == d)
+          g.push_back(m);
+      if (g.size() >= 2 && uni(0, 1)) {
+        std::vector<int> perm(g.size());
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        for (std::size_t k = 0; k < g.size(); ++k) pls[static_cast<std::size_t>(g[k])].pos = perm[k];
+      }
+    }
+    REQUIRE(check_layout(mesh, shape, pls, st));
+    ++done;
+  }
+  CHECK(st.layouts == 10000);
+}
+
+TEST_CASE("ownership scales: 4096x4096 on 1024 ranks without materialising", "[ownership]") {
+  const Layout l = Layout::parse(Mesh::parse("8x8x16"), {4096, 4096}, DType::f32, "S(0)_S(1, 3)S(0)");
+  std::int64_t total = 0;
+  for (std::int64_t r = 0; r < 1024; ++r) {
+    const auto sets = l.indices(l.mesh().coord_of_rank(r));
+    CHECK(sets[1].runs().size() <= 3);  // runs, not element lists
+    total += sets[0].size() * sets[1].size();
+  }
+  CHECK(total == 4096 * 4096);  // the shards partition the tensor
+}

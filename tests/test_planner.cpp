@@ -1,0 +1,200 @@
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+
+#include "dtensor/error.hpp"
+#include "dtensor/planner.hpp"
+
+using namespace dtensor;
+
+namespace {
+Layout L(const char* mesh, std::vector<std::int64_t> shape, const char* pls, DType dt = DType::f32) {
+  return Layout::parse(Mesh::parse(mesh), std::move(shape), dt, pls);
+}
+double cost_of(const char* mesh, std::vector<std::int64_t> shape, const char* a, const char* b, const CostModel& cm,
+               EdgeSet edges) {
+  PlanOptions o;
+  o.edges = edges;
+  o.runner_up = false;
+  return plan_redistribution(L(mesh, shape, a), L(mesh, shape, b), cm, o).total_cost_us;
+}
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+}  // namespace
+
+TEST_CASE("pytorch profile reproduces PyTorch's formulas", "[planner]") {
+  const auto pt = CostModel::pytorch();
+  // fp32 1024x1024 on mesh 4: PyTorch's _collective_utils written out by hand.
+  const double gb = 1024.0 * 1024 * 4 / 1024 / 1024 / 1024;
+  const double ag = 6.6 + 3 * 0.6 + ((gb / 4 * 4) * 3 / 4) / 87.7 * 1e6;
+  const double a2a = 6.6 + 3 * 0.6 + ((gb / 4) * 3 / 4) / 87.7 * 1e6 + 1.0;
+  const double ar = 6.6 + 2 * 3 * 0.6 + (2 * gb * 3 / 4) / 87.7 * 1e6;
+  const double rs = 6.6 + 3 * 0.6 + (gb * 3 / 4) / 87.7 * 1e6;
+  auto rel = [](double a, double b) { return std::abs(a - b) / b; };
+  CHECK(rel(cost_of("4", {1024, 1024}, "S(0)", "R", pt, EdgeSet::pytorch), ag) < 1e-9);
+  CHECK(rel(cost_of("4", {1024, 1024}, "S(0)", "S(1)", pt, EdgeSet::pytorch), a2a) < 1e-9);
+  CHECK(rel(cost_of("4", {1024, 1024}, "P", "R", pt, EdgeSet::pytorch), ar) < 1e-9);
+  CHECK(rel(cost_of("4", {1024, 1024}, "P", "S(0)", pt, EdgeSet::pytorch), rs) < 1e-9);
+  CHECK(cost_of("4", {1024, 1024}, "R", "S(0)", pt, EdgeSet::pytorch) == 0.0);
+  CHECK(ag == Approx(41.806).margin(1e-3));
+  CHECK(a2a == Approx(17.751).margin(1e-3));
+  CHECK(ar == Approx(77.012).margin(1e-3));
+  CHECK(rs == Approx(41.806).margin(1e-3));
+}
+
+TEST_CASE("canonical plans", "[planner]") {
+  const auto pt = CostModel::pytorch();
+  const auto def = CostModel::default_model();
+  // PyTorch's default greedy planner: 1798.242 us and 10367.122 us.
+  CHECK(cost_of("2x4", {8192, 8192}, "S(0)S(1)", "S(1)S(0)", pt, EdgeSet::pytorch) == Approx(907.421).margin(1e-3));
+  CHECK(cost_of("4x8", {8192, 8192}, "PP", "S(0)S(0)", pt, EdgeSet::pytorch) == Approx(3824.301).margin(1e-3));
+
+  const auto p = plan_redistribution(L("2x2", {8192, 8192, 8}, "S(1)S(1)"), L("2x2", {8192, 8192, 8}, "S(1)S(2)"), def);
+  REQUIRE(p.steps.size() == 1);
+  CHECK((p.steps[0].kind == StepKind::all_to_all || p.steps[0].kind == StepKind::direct));
+
+  const auto a = L("2x2", {4096, 4096}, "S(0)[0]S(0)[1]");
+  const auto b = L("2x2", {4096, 4096}, "S(0)[1]S(0)[0]");
+  const auto all = plan_redistribution(a, b, def);
+  for (const auto& s : all.steps) CHECK(s.kind != StepKind::all_gather);
+  PlanOptions po;
+  po.edges = EdgeSet::pytorch;
+  CHECK(all.total_cost_us < plan_redistribution(a, b, def, po).total_cost_us);
+}
+
+TEST_CASE("plans end in exactly the target, chain, and cost = sum of steps", "[planner]") {
+  std::mt19937_64 rng(7);
+  const char* pool[] = {"RR", "S(0)R", "RS(1)", "S(0)S(0)", "S(0)[1]S(0)[0]", "PR", "P(max)S(0)", "_S(0, 2)S(0)",
+                        "S(1)_S(1, 3)", "P(avg)P(sum)", "RP(min)", "S(1)S(0)"};
+  for (const char* mesh : {"2x2", "2x3", "4x2"}) {
+    for (const auto& shape : {std::vector<std::int64_t>{9, 5}, std::vector<std::int64_t>{8, 8}, std::vector<std::int64_t>{0, 3}}) {
+      for (const char* x : pool) {
+        for (const char* y : pool) {
+          const auto src = L(mesh, shape, x), dst = L(mesh, shape, y);
+          const auto plan = plan_redistribution(src, dst, CostModel::default_model());
+          Sharding cur = src.sharding();
+          double sum = 0;
+          for (const auto& s : plan.steps) {
+            CHECK(s.from == cur);
+            cur = s.to;
+            sum += s.cost_us;
+            CHECK(s.cost_us >= 0);
+            CHECK(s.peak_bytes <= plan.peak_bytes);
+          }
+          CHECK(cur == dst.sharding());
+          CHECK(plan.total_cost_us == sum);
+          if (plan.runner_up) {
+            CHECK(plan.runner_up->total_cost_us >= plan.total_cost_us - 1e-6);
+            REQUIRE(!plan.runner_up->steps.empty());
+            const auto& f = plan.runner_up->steps[0];
+            CHECK((f.kind != plan.steps[0].kind || f.mesh_dims != plan.steps[0].mesh_dims || f.to != plan.steps[0].to));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("plan JSON round trip, stable hash, determinism", "[planner]") {
+  const auto src = L("dp=2,tp=4", {8192, 8192}, "S(0)S(1)");
+  const auto dst = L("dp=2,tp=4", {8192, 8192}, "S(1)S(0)");
+  const auto p = plan_redistribution(src, dst, CostModel::pytorch());
+  const auto q = Plan::from_json(p.to_json());
+  CHECK(q == p);
+  CHECK(q.to_json() == p.to_json());
+  CHECK(q.hash() == p.hash());
+  CHECK(plan_redistribution(src, dst, CostModel::pytorch()).to_json() == p.to_json());
+  CHECK(p.trace() == "S(0)S(1)->RS(1)->RS(0)->S(1)S(0)");
+  CHECK(p.runner_up.has_value());
+  using Catch::Matchers::Contains;
+  CHECK_THAT(error_of([] { (void)Plan::from_json("[1]"); }), Contains("object"));
+  CHECK_THAT(error_of([] { (void)Plan::from_json("{\"mesh\": [2]}"); }), Contains("'shape'"));
+}
+
+TEST_CASE("flattened collectives use '-->' in the trace", "[planner]") {
+  const auto p = plan_redistribution(L("2x4", {64, 64}, "S(0)S(0)"), L("2x4", {64, 64}, "RR"), CostModel::default_model());
+  REQUIRE(p.steps.size() == 1);
+  CHECK(p.steps[0].kind == StepKind::all_gather);
+  CHECK(p.steps[0].mesh_dims == std::vector<int>{0, 1});
+  CHECK(p.trace() == "S(0)[0]S(0)[1]-->RR");
+}
+
+TEST_CASE("memory budget", "[planner]") {
+  const auto src = L("2x4", {1024, 1024}, "S(0)S(1)");
+  const auto dst = L("2x4", {1024, 1024}, "S(1)S(0)");
+  const auto free_plan = plan_redistribution(src, dst, CostModel::default_model());
+  REQUIRE(free_plan.peak_bytes > 0);
+  PlanOptions o;
+  o.max_peak_bytes = free_plan.peak_bytes - 1;
+  std::int64_t smallest = -1;
+  try {
+    const auto tight = plan_redistribution(src, dst, CostModel::default_model(), o);
+    CHECK(tight.peak_bytes <= *o.max_peak_bytes);
+    CHECK(tight.total_cost_us >= free_plan.total_cost_us);
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("smallest budget"));
+  }
+  o.max_peak_bytes = 0;
+  const std::string msg = error_of([&] { (void)plan_redistribution(src, dst, CostModel::default_model(), o); });
+  REQUIRE_THAT(msg, Catch::Matchers::Contains("smallest budget that admits a plan is"));
+  smallest = std::stoll(msg.substr(msg.find("plan is ") + 8));
+  o.max_peak_bytes = smallest;
+  const auto ok = plan_redistribution(src, dst, CostModel::default_model(), o);
+  CHECK(ok.peak_bytes <= smallest);
+  o.max_peak_bytes = smallest - 1;
+  CHECK_THROWS_AS(plan_redistribution(src, dst, CostModel::default_model(), o), Error);
+}
+
+TEST_CASE("invalid requests get clear errors", "[planner]") {
+  using Catch::Matchers::Contains;
+  const auto def = CostModel::default_model();
+  CHECK_THAT(error_of([&] { (void)plan_redistribution(L("2x2", {8, 8}, "RR"), L("4", {8, 8}, "R"), def); }),
+             Contains("mesh 2x2") && Contains("mesh 4"));
+  CHECK_THAT(error_of([&] { (void)plan_redistribution(L("2", {8, 8}, "R"), L("2", {8, 9}, "R"), def); }),
+             Contains("8x9"));
+  CHECK_THAT(error_of([&] { (void)plan_redistribution(L("2", {8}, "R"), L("2", {8}, "R", DType::i32), def); }),
+             Contains("i32"));
+  CHECK_THAT(error_of([] { (void)CostModel::from_json(R"({"name":"x"})"); }), Contains("devices_per_host"));
+  CHECK_THAT(error_of([] { (void)CostModel::from_json(R"({"name":"x","devices_per_host":8,"links":{"intra":{"alpha_us":1,"alpha_per_peer_us":1,"bw_GBps":0,"p2p_bw_GBps":1},"inter":{}},"copy_bw_GBps":1})"); }),
+             Contains("bw_GBps"));
+  CHECK_THAT(error_of([] { (void)CostModel::from_json(R"({"name":"x","bogus":1})"); }), Contains("bogus"));
+  CHECK_THAT(error_of([] { (void)CostModel::load("/nonexistent.json"); }), Contains("/nonexistent.json"));
+  const auto m = CostModel::default_model();
+  CHECK(CostModel::from_json(m.to_json()) == m);
+  const auto pt = CostModel::pytorch();
+  CHECK(CostModel::from_json(pt.to_json()).fingerprint() == pt.fingerprint());
+}
+
+TEST_CASE("explain names every step and the runner-up", "[planner]") {
+  const auto p = plan_redistribution(L("2x4", {8192, 8192}, "S(0)S(1)"), L("2x4", {8192, 8192}, "S(1)S(0)"),
+                                     CostModel::pytorch());
+  const auto text = explain(p, CostModel::pytorch());
+  CHECK_THAT(text, Catch::Matchers::Contains("step 3: local_chunk"));
+  CHECK_THAT(text, Catch::Matchers::Contains("runner-up"));
+  CHECK_THAT(text, Catch::Matchers::Contains("α"));
+}
+
+TEST_CASE("triangle inequality of planner costs (property)", "[planner]") {
+  std::mt19937_64 rng(99);
+  const char* pool[] = {"RR", "S(0)R", "RS(1)", "S(0)S(0)", "S(0)[1]S(0)[0]", "S(1)S(0)", "S(0)S(1)", "RS(0)", "S(1)R"};
+  PlanOptions o;
+  o.runner_up = false;
+  int checked = 0;
+  for (int i = 0; i < 300; ++i) {
+    auto pick = [&] { return pool[std::uniform_int_distribution<int>(0, 8)(rng)]; };
+    const auto a = L("2x4", {96, 40}, pick()), b = L("2x4", {96, 40}, pick()), c = L("2x4", {96, 40}, pick());
+    const auto def = CostModel::default_model();
+    const double ac = plan_redistribution(a, c, def, o).total_cost_us;
+    const double ab = plan_redistribution(a, b, def, o).total_cost_us;
+    const double bc = plan_redistribution(b, c, def, o).total_cost_us;
+    CHECK(ac <= ab + bc + 1e-6);
+    ++checked;
+  }
+  CHECK(checked == 300);
+}

@@ -1,0 +1,160 @@
+#include <catch2/catch.hpp>
+#include <unordered_set>
+
+#include "dtensor/error.hpp"
+#include "dtensor/layout.hpp"
+
+using namespace dtensor;
+
+namespace {
+std::string roundtrip(const std::string& text, int mesh_ndim, int tensor_ndim) {
+  return Sharding::parse(text, mesh_ndim, tensor_ndim).str();
+}
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+}  // namespace
+
+TEST_CASE("placement text: golden print strings", "[values]") {
+  CHECK(Placement::Shard(0).str() == "S(0)");
+  CHECK(Placement::StridedShard(0, 3).str() == "_S(0, 3)");
+  CHECK(Placement::Replicate().str() == "R");
+  CHECK(Placement::Partial(ReduceOp::avg).str() == "P(avg)");
+  CHECK(Placement::Partial().str() == "P(sum)");
+  CHECK(fmt::format("{}", Placement::StridedShard(1, 2)) == "_S(1, 2)");
+}
+
+TEST_CASE("sharding text: golden round trips", "[values]") {
+  CHECK(roundtrip("S(0)[1]S(0)[0]R", 3, 2) == "S(0)[1]S(0)[0]R");
+  CHECK(roundtrip("S(0)S(0)", 2, 2) == "S(0)[0]S(0)[1]");  // printed whenever >= 2 mesh dims shard a dim
+  CHECK(roundtrip("S(0)S(1)", 2, 2) == "S(0)S(1)");
+  CHECK(roundtrip("_S(0,3)", 1, 1) == "_S(0, 3)");
+  CHECK(roundtrip("SS(0,3)", 1, 1) == "_S(0, 3)");
+  CHECK(roundtrip("S(0)[0]S(0)[1]_S(0, 3)[2]", 3, 1) == "S(0)[0]S(0)[1]_S(0, 3)[2]");
+  CHECK(roundtrip("P", 1, 1) == "P(sum)");
+  CHECK(roundtrip("P(avg), P(sum)", 2, 1) == "P(avg)P(sum)");
+  CHECK(roundtrip("R, S(-1)", 2, 3) == "RS(2)");  // negative dims normalise like PyTorch
+  CHECK(roundtrip("Shard(1), Replicate(), Partial(max)", 3, 2) == "S(1)RP(max)");
+  CHECK(roundtrip("_StridedShard(0, split_factor=2) Shard(0)", 2, 1) == "_S(0, 2)[0]S(0)[1]");
+  CHECK(roundtrip("_S(0, 2)[1]S(0)[0]", 2, 1) == "_S(0, 2)[1]S(0)[0]");
+  // every printed form parses back to itself
+  const std::vector<std::pair<const char*, int>> printed{
+      {"S(0)[1]S(0)[0]R", 3}, {"RP(min)", 2}, {"_S(1, 2)[0]S(1)[1]", 2}, {"P(product)R", 2}, {"S(1)S(0)", 2}};
+  for (const auto& [t, md] : printed) CHECK(roundtrip(t, md, 2) == t);
+}
+
+TEST_CASE("placement errors name the offending value", "[values]") {
+  using Catch::Matchers::Contains;
+  CHECK_THAT(error_of([] { (void)parse_placements("S(0"); }), Contains("character 4") && Contains("')'"));
+  CHECK_THAT(error_of([] { (void)parse_placements("Q"); }), Contains("character 1"));
+  CHECK_THAT(error_of([] { (void)parse_placements(""); }), Contains("expected a placement"));
+  CHECK_THAT(error_of([] { (void)parse_placements("S(x)"); }), Contains("an integer at character 3"));
+  CHECK_THAT(error_of([] { (void)parse_placements("P(mean)"); }), Contains("Partial op"));
+  CHECK_THAT(error_of([] { (void)parse_placements("R,"); }), Contains("after ','"));
+  CHECK_THAT(error_of([] { (void)Sharding::parse("S(2)", 1, 2); }), Contains("tensor dim 2") && Contains("2-d tensor"));
+  CHECK_THAT(error_of([] { (void)Sharding::parse("S(-3)", 1, 2); }), Contains("tensor dim -3"));
+  CHECK_THAT(error_of([] { (void)Sharding::parse("S(0)", 2, 2); }), Contains("1 mesh dim(s) but the mesh has 2"));
+  CHECK_THAT(error_of([] { (void)Sharding::parse("_S(0, 0)", 1, 1); }), Contains("split_factor 0"));
+  CHECK_THAT(error_of([] { (void)Sharding::parse("P(max)P(sum)", 2, 1); }), Contains("cannot be mixed"));
+  CHECK_NOTHROW(Sharding::parse("P(avg)P(sum)", 2, 1));
+  CHECK_THAT(error_of([] { (void)Sharding::parse("S(0)[0]S(0)[0]", 2, 1); }), Contains("[0] is given twice"));
+  CHECK_THAT(error_of([] { (void)Sharding::parse("S(0)[0]S(0)", 2, 1); }), Contains("missing"));
+  CHECK_THAT(error_of([] { (void)Sharding::parse("S(0)[2]S(0)[0]", 2, 1); }), Contains("[2]") && Contains("out of range"));
+  CHECK_THAT(error_of([] { (void)Sharding::parse("R[0]", 1, 1); }), Contains("not a shard"));
+  CHECK_THAT(error_of([] { (void)Mesh::parse("2x0"); }), Contains("mesh size 0"));
+  CHECK_THAT(error_of([] { (void)Mesh::parse("2xx"); }), Contains("character 3"));
+  CHECK_THAT(error_of([] { (void)Mesh::parse("dp=2,4"); }), Contains("all mesh dims named or none"));
+  CHECK_THAT(error_of([] { (void)parse_shape("9x-1"); }), Contains("-1") && Contains("negative"));
+  CHECK_THAT(error_of([] { (void)parse_dtype("f128"); }), Contains("f128"));
+  CHECK_THAT(error_of([] { (void)Mesh(std::vector<std::int64_t>{2, 2}, {}, {0, 1, 1, 3}); }), Contains("rank 1 twice"));
+  CHECK(parse_shape("0x3") == std::vector<std::int64_t>{0, 3});
+  CHECK(parse_shape("9,5") == std::vector<std::int64_t>{9, 5});
+}
+
+TEST_CASE("mesh: names, explicit ranks, coordinates", "[values]") {
+  const Mesh m = Mesh::parse("dp=2,tp=4");
+  CHECK(m.str() == "dp=2,tp=4");
+  CHECK(m.num_ranks() == 8);
+  CHECK(m.coord_of_rank(5) == std::vector<std::int64_t>{1, 1});
+  CHECK(m.describe_dim(1) == "1 (tp, size 4)");
+  const Mesh p(std::vector<std::int64_t>{2, 2}, {}, {3, 2, 1, 0});
+  CHECK(p.rank_at(std::vector<std::int64_t>{0, 0}) == 3);
+  CHECK(p.coord_of_rank(3) == std::vector<std::int64_t>{0, 0});
+  CHECK(Mesh(std::vector<std::int64_t>{2, 2}, {}, {0, 1, 2, 3}) == Mesh::parse("2x2"));  // identity is canonical
+  CHECK(mesh_from_json(to_json(p)) == p);
+  CHECK(mesh_from_json(to_json(m)) == m);
+}
+
+TEST_CASE("layout JSON round trip and strict errors", "[values]") {
+  using Catch::Matchers::Contains;
+  for (const char* t : {"S(0)[1]S(0)[0]", "_S(0, 2)S(1)", "P(avg)R", "RR", "S(1)[0]_S(1, 3)[1]"}) {
+    const Layout l = Layout::parse(Mesh::parse("dp=2,tp=2"), {9, 5}, DType::bf16, t);
+    const std::string j = to_json(l);
+    CHECK(layout_from_json(j) == l);
+    CHECK(to_json(layout_from_json(j)) == j);
+  }
+  CHECK_THAT(error_of([] { (void)layout_from_json("{"); }), Contains("invalid layout JSON"));
+  CHECK_THAT(error_of([] { (void)layout_from_json(R"({"mesh":[2],"shape":[4],"dtype":"f32"})"); }), Contains("'placements'"));
+  CHECK_THAT(error_of([] { (void)layout_from_json(R"({"mesh":[2],"shape":["a"],"dtype":"f32","placements":"R"})"); }),
+             Contains("'shape'"));
+  CHECK_THAT(error_of([] { (void)layout_from_json(R"({"mesh":[2],"shape":[4],"dtype":"f33","placements":"R"})"); }),
+             Contains("f33"));
+}
+
+TEST_CASE("hash and equality agree", "[values]") {
+  const Mesh m = Mesh::parse("2x2");
+  std::vector<Layout> ls;
+  for (const char* t : {"S(0)S(0)", "S(0)[0]S(0)[1]", "S(0)[1]S(0)[0]", "_S(0, 1)S(0)", "RS(0)", "RS(-2)", "P(sum)R",
+                        "PR", "P(avg)R", "RR"})
+    ls.push_back(Layout::parse(m, {8, 4}, DType::f32, t));
+  for (const auto& a : ls)
+    for (const auto& b : ls)
+      if (a == b) CHECK(std::hash<Layout>{}(a) == std::hash<Layout>{}(b));
+  CHECK(ls[0] == ls[1]);  // default order == explicit default order
+  CHECK(ls[0] != ls[2]);
+  CHECK(ls[0] != ls[3]);  // a StridedShard is never a Shard, even with sf = 1
+  CHECK(ls[4] == ls[5]);
+  CHECK(ls[6] == ls[7]);
+  CHECK(ls[6] != ls[8]);
+  std::unordered_set<Layout> set(ls.begin(), ls.end());
+  CHECK(set.size() == 7);
+}
+
+TEST_CASE("PyTorch placements + explicit shard order <-> canonical layout", "[values]") {
+  const Mesh m = Mesh::parse("2x2x2");
+  const std::vector<Placement> pls{Placement::Shard(0), Placement::Shard(0), Placement::StridedShard(1, 2)};
+  const std::vector<Layout::ShardOrderEntry> order{{0, {1, 0}}, {1, {2}}};
+  const Layout l = Layout::from_torch(m, {8, 8}, DType::f32, pls, order);
+  CHECK(l.str() == "S(0)[1]S(0)[0]_S(1, 2)");
+  CHECK(l.torch_shard_order() == order);
+  CHECK(Layout::from_torch(m, {8, 8}, DType::f32, l.placements(), l.torch_shard_order()) == l);
+  CHECK_THROWS_AS(Layout::from_torch(m, {8, 8}, DType::f32, pls, std::vector<Layout::ShardOrderEntry>{{1, {0}}}), Error);
+}
+
+TEST_CASE("equivalent layouts", "[values]") {
+  const Mesh m = Mesh::parse("4x2");
+  auto L = [&](std::vector<std::int64_t> shape, const char* t) { return Layout::parse(m, shape, DType::f32, t); };
+  CHECK(equivalent(L({8, 4}, "_S(0, 2)S(0)"), L({8, 4}, "S(0)[1]S(0)[0]")));
+  CHECK_FALSE(equivalent(L({9, 4}, "_S(0, 2)S(0)"), L({9, 4}, "S(0)[1]S(0)[0]")));
+  CHECK(equivalent(L({8, 4}, "_S(0, 1)R"), L({8, 4}, "S(0)R")));
+  CHECK_FALSE(equivalent(L({8, 4}, "P(sum)R"), L({8, 4}, "RR")));
+  CHECK(equivalent(Layout::parse(Mesh::parse("1x2"), {4}, DType::f32, "PR"), Layout::parse(Mesh::parse("1x2"), {4}, DType::f32, "RR")));
+}
+
+TEST_CASE("overlap of two layouts' index sets", "[values]") {
+  const Mesh m = Mesh::parse("2x2");
+  const Layout a = Layout::parse(m, {9, 5}, DType::f32, "S(0)S(0)");
+  const Layout b = Layout::parse(m, {9, 5}, DType::f32, "S(0)S(1)");
+  // rank (0,0) owns rows 0:3 in a; rank (0,1) needs rows 0:5, cols 3:5 in b
+  const auto box = overlap(a, std::vector<std::int64_t>{0, 0}, b, std::vector<std::int64_t>{0, 1});
+  CHECK(box[0].str() == "0:3");
+  CHECK(box[1].str() == "3:5");
+  CHECK(box_numel(box) == 6);
+  const auto none = overlap(a, std::vector<std::int64_t>{1, 1}, b, std::vector<std::int64_t>{0, 0});
+  CHECK(box_numel(none) == 0);
+}
