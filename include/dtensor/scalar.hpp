@@ -1,0 +1,26 @@
+#pragma once
+// Element access and reductions for every dtype on host memory (the simulated backend's
+// arithmetic, and the seeding/verification of simulations).
+#include <cstdint>
+
+#include "dtensor/dtype.hpp"
+#include "dtensor/placement.hpp"
+
+namespace dtensor {
+
+// Value of element `i` of a buffer of `t`, as double (exact for every value a dtype holds).
+[[nodiscard]] double load_element(DType t, const void* data, std::int64_t i) noexcept;
+// Stores `v` rounded to `t` (round-to-nearest-even for floats, saturating fp8 e4m3, truncation
+// toward zero for integers, v != 0 for bool).
+void store_element(DType t, void* data, std::int64_t i, double v) noexcept;
+// acc[k] = op(acc[k], x[k]) for k < count (avg accumulates a sum; see finish_average).
+void reduce_into(DType t, ReduceOp op, void* acc, const void* x, std::int64_t count) noexcept;
+// acc[k] /= n (integer types: truncating division, as NCCL's ncclAvg).
+void finish_average(DType t, void* acc, std::int64_t count, std::int64_t n) noexcept;
+// The op's identity element, for Replicate -> Partial fills (sum: 0, product: 1).
+[[nodiscard]] double identity_of(ReduceOp op) noexcept;
+// The simulation value of global element `index` (SPEC §5: the index, reduced modulo what the
+// dtype holds exactly).
+[[nodiscard]] double simulation_value(DType t, std::int64_t index) noexcept;
+
+}  // namespace dtensor

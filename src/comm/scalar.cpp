@@ -1,0 +1,178 @@
+#include "dtensor/scalar.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace dtensor {
+namespace {
+
+// IEEE-style minifloats: `e` exponent bits, `m` mantissa bits. `fn` = e4m3fn style (no
+// infinities, saturating, NaN = all ones).
+struct Mini {
+  int e, m;
+  bool fn;
+};
+constexpr Mini kBF16{8, 7, false}, kF16{5, 10, false}, kE4M3{4, 3, true}, kE5M2{5, 2, false};
+
+double decode(std::uint32_t bits, Mini f) {
+  const int bias = (1 << (f.e - 1)) - 1;
+  const std::uint32_t man = bits & ((1u << f.m) - 1);
+  const std::uint32_t ex = (bits >> f.m) & ((1u << f.e) - 1);
+  const bool neg = (bits >> (f.e + f.m)) & 1u;
+  double v;
+  const std::uint32_t top = (1u << f.e) - 1;
+  if (f.fn && ex == top && man == (1u << f.m) - 1) return std::numeric_limits<double>::quiet_NaN();
+  if (!f.fn && ex == top) v = man ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else if (ex == 0) v = std::ldexp(static_cast<double>(man), 1 - bias - f.m);
+  else v = std::ldexp(1.0 + std::ldexp(static_cast<double>(man), -f.m), static_cast<int>(ex) - bias);
+  return neg ? -v : v;
+}
+
+std::uint32_t encode(double x, Mini f) {
+  const int bias = (1 << (f.e - 1)) - 1;
+  const std::uint32_t top = (1u << f.e) - 1;
+  const std::uint32_t sign = std::signbit(x) ? 1u << (f.e + f.m) : 0u;
+  const std::uint32_t man_max = (1u << f.m) - 1;
+  if (std::isnan(x)) return sign | (top << f.m) | man_max;
+  const double a = std::fabs(x);
+  if (a == 0) return sign;
+  // largest finite: fn formats reserve the all-ones pattern for NaN
+  const std::uint32_t max_bits = f.fn ? ((top << f.m) | (man_max - 1)) : (((top - 1) << f.m) | man_max);
+  if (std::isinf(x)) return f.fn ? sign | max_bits : sign | (top << f.m);
+  int e;
+  (void)std::frexp(a, &e);
+  int ex = e - 1 + bias;
+  std::uint64_t man;
+  if (ex >= 1) {
+    man = static_cast<std::uint64_t>(std::nearbyint((std::ldexp(a, -(e - 1)) - 1.0) * std::ldexp(1.0, f.m)));
+    if (man > man_max) {
+      man = 0;
+      ++ex;
+    }
+  } else {
+    man = static_cast<std::uint64_t>(std::nearbyint(std::ldexp(a, bias - 1 + f.m)));
+    ex = 0;
+    if (man > man_max) {
+      man = 0;
+      ex = 1;
+    }
+  }
+  const std::uint32_t bits = (static_cast<std::uint32_t>(ex) << f.m) | static_cast<std::uint32_t>(man);
+  if (static_cast<std::uint32_t>(ex) > top || bits > max_bits) return f.fn ? sign | max_bits : sign | (top << f.m);
+  return sign | bits;
+}
+
+template <typename T>
+T get(const void* p, std::int64_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(p) + i * static_cast<std::int64_t>(sizeof(T)), sizeof(T));
+  return v;
+}
+template <typename T>
+void put(void* p, std::int64_t i, T v) {
+  std::memcpy(static_cast<char*>(p) + i * static_cast<std::int64_t>(sizeof(T)), &v, sizeof(T));
+}
+
+template <typename T>
+T apply(ReduceOp op, T a, T b) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg: return static_cast<T>(a + b);
+    case ReduceOp::max: return std::max(a, b);
+    case ReduceOp::min: return std::min(a, b);
+    case ReduceOp::product: return static_cast<T>(a * b);
+  }
+  return a;
+}
+
+template <typename T>
+void reduce_native(ReduceOp op, void* acc, const void* x, std::int64_t n) {
+  for (std::int64_t k = 0; k < n; ++k) put<T>(acc, k, apply<T>(op, get<T>(acc, k), get<T>(x, k)));
+}
+
+}  // namespace
+
+double load_element(DType t, const void* d, std::int64_t i) noexcept {
+  switch (t) {
+    case DType::f64: return get<double>(d, i);
+    case DType::f32: return get<float>(d, i);
+    case DType::bf16: return decode(get<std::uint16_t>(d, i), kBF16);
+    case DType::f16: return decode(get<std::uint16_t>(d, i), kF16);
+    case DType::f8e4m3: return decode(get<std::uint8_t>(d, i), kE4M3);
+    case DType::f8e5m2: return decode(get<std::uint8_t>(d, i), kE5M2);
+    case DType::i64: return static_cast<double>(get<std::int64_t>(d, i));
+    case DType::i32: return get<std::int32_t>(d, i);
+    case DType::i8: return get<std::int8_t>(d, i);
+    case DType::u8: return get<std::uint8_t>(d, i);
+    case DType::boolean: return get<std::uint8_t>(d, i) ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+void store_element(DType t, void* d, std::int64_t i, double v) noexcept {
+  switch (t) {
+    case DType::f64: put<double>(d, i, v); break;
+    case DType::f32: put<float>(d, i, static_cast<float>(v)); break;
+    case DType::bf16: put<std::uint16_t>(d, i, static_cast<std::uint16_t>(encode(v, kBF16))); break;
+    case DType::f16: put<std::uint16_t>(d, i, static_cast<std::uint16_t>(encode(v, kF16))); break;
+    case DType::f8e4m3: put<std::uint8_t>(d, i, static_cast<std::uint8_t>(encode(v, kE4M3))); break;
+    case DType::f8e5m2: put<std::uint8_t>(d, i, static_cast<std::uint8_t>(encode(v, kE5M2))); break;
+    case DType::i64: put<std::int64_t>(d, i, static_cast<std::int64_t>(v)); break;
+    case DType::i32: put<std::int32_t>(d, i, static_cast<std::int32_t>(v)); break;
+    case DType::i8: put<std::int8_t>(d, i, static_cast<std::int8_t>(v)); break;
+    case DType::u8: put<std::uint8_t>(d, i, static_cast<std::uint8_t>(v)); break;
+    case DType::boolean: put<std::uint8_t>(d, i, v != 0 ? 1 : 0); break;
+  }
+}
+
+void reduce_into(DType t, ReduceOp op, void* acc, const void* x, std::int64_t n) noexcept {
+  switch (t) {
+    case DType::f64: reduce_native<double>(op, acc, x, n); return;
+    case DType::f32: reduce_native<float>(op, acc, x, n); return;
+    case DType::i64: reduce_native<std::int64_t>(op, acc, x, n); return;
+    case DType::i32: reduce_native<std::int32_t>(op, acc, x, n); return;
+    case DType::i8: reduce_native<std::int8_t>(op, acc, x, n); return;
+    case DType::u8: reduce_native<std::uint8_t>(op, acc, x, n); return;
+    case DType::boolean:
+      for (std::int64_t k = 0; k < n; ++k) {
+        const bool a = get<std::uint8_t>(acc, k) != 0, b = get<std::uint8_t>(x, k) != 0;
+        const bool r = op == ReduceOp::max || op == ReduceOp::sum || op == ReduceOp::avg ? (a || b) : (a && b);
+        put<std::uint8_t>(acc, k, r ? 1 : 0);
+      }
+      return;
+    default:  // 16- and 8-bit floats: compute in double, round once per reduction step
+      for (std::int64_t k = 0; k < n; ++k)
+        store_element(t, acc, k, apply<double>(op, load_element(t, acc, k), load_element(t, x, k)));
+      return;
+  }
+}
+
+void finish_average(DType t, void* acc, std::int64_t n, std::int64_t members) noexcept {
+  for (std::int64_t k = 0; k < n; ++k) {
+    switch (t) {
+      case DType::i64: put<std::int64_t>(acc, k, get<std::int64_t>(acc, k) / members); break;
+      case DType::i32: put<std::int32_t>(acc, k, static_cast<std::int32_t>(get<std::int32_t>(acc, k) / members)); break;
+      case DType::i8: put<std::int8_t>(acc, k, static_cast<std::int8_t>(get<std::int8_t>(acc, k) / members)); break;
+      case DType::u8: put<std::uint8_t>(acc, k, static_cast<std::uint8_t>(get<std::uint8_t>(acc, k) / members)); break;
+      case DType::boolean: break;
+      default: store_element(t, acc, k, load_element(t, acc, k) / static_cast<double>(members)); break;
+    }
+  }
+}
+
+double identity_of(ReduceOp op) noexcept { return op == ReduceOp::product ? 1.0 : 0.0; }
+
+double simulation_value(DType t, std::int64_t index) noexcept {
+  switch (t) {
+    case DType::f8e4m3: return static_cast<double>(index % 16);
+    case DType::f8e5m2: return static_cast<double>(index % 8);
+    case DType::bf16: case DType::f16: case DType::u8: return static_cast<double>(index % 256);
+    case DType::i8: return static_cast<double>(index % 128);
+    case DType::boolean: return static_cast<double>(index % 2);
+    default: return static_cast<double>(index);
+  }
+}
+
+}  // namespace dtensor
