@@ -3,6 +3,7 @@
 // the global tensor of element ids and splits it literally (torch.chunk on lists, the strided
 // chunk-of-chunks rule, composition in shard order). It shares no code with the library.
 #include <algorithm>
+#include <functional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -31,7 +32,8 @@ inline List strided_pick(const List& l, std::int64_t sf, std::int64_t n, std::in
   return out;
 }
 
-// A placement as PyTorch writes it: kind 'R', 'P', 'S' (Shard) or 'T' (StridedShard).
+// A placement as PyTorch writes it: kind 'R', 'S' (Shard), 'T' (StridedShard) or a Partial:
+// 'P' sum, 'A' avg, 'M' max, 'N' min, 'X' product.
 struct Pl {
   char kind;
   int dim = 0;
@@ -44,6 +46,10 @@ inline std::string text(const std::vector<Pl>& pls) {
   for (const auto& p : pls) {
     if (p.kind == 'R') s += "R";
     else if (p.kind == 'P') s += "P";
+    else if (p.kind == 'A') s += "P(avg)";
+    else if (p.kind == 'M') s += "P(max)";
+    else if (p.kind == 'N') s += "P(min)";
+    else if (p.kind == 'X') s += "P(product)";
     else if (p.kind == 'S') s += "S(" + std::to_string(p.dim) + ")";
     else s += "_S(" + std::to_string(p.dim) + ", " + std::to_string(p.sf) + ")";
     if (p.pos >= 0) s += "[" + std::to_string(p.pos) + "]";
@@ -100,6 +106,61 @@ inline List local_ids(const std::vector<std::int64_t>& shape, const std::vector<
     }
     if (shape.empty()) return out;
   }
+}
+
+inline bool is_partial(const Pl& p) { return p.kind == 'P' || p.kind == 'A' || p.kind == 'M' || p.kind == 'N' || p.kind == 'X'; }
+inline bool is_shard(const Pl& p) { return p.kind == 'S' || p.kind == 'T'; }
+
+// Every layout whose per-mesh-dim placements come from `options`, with every shard order, and
+// Partial ops that mix (only sum with avg).
+inline std::vector<std::vector<Pl>> layouts(int mesh_ndim, int tensor_ndim, const std::vector<Pl>& options) {
+  std::vector<std::vector<Pl>> out;
+  std::vector<std::size_t> pick(static_cast<std::size_t>(mesh_ndim), 0);
+  while (true) {
+    std::vector<Pl> pls;
+    for (auto i : pick) pls.push_back(options[i]);
+    bool valid = true;
+    char op = 0;
+    for (const auto& p : pls) {
+      if (!is_partial(p)) continue;
+      if (p.dim >= tensor_ndim && is_shard(p)) valid = false;
+      if (!op) op = p.kind;
+      else if (op != p.kind && !((op == 'P' || op == 'A') && (p.kind == 'P' || p.kind == 'A'))) valid = false;
+    }
+    for (const auto& p : pls)
+      if (is_shard(p) && p.dim >= tensor_ndim) valid = false;
+    if (valid) {
+      std::vector<std::vector<int>> groups(static_cast<std::size_t>(tensor_ndim));
+      for (int m = 0; m < mesh_ndim; ++m)
+        if (is_shard(pls[static_cast<std::size_t>(m)])) groups[static_cast<std::size_t>(pls[static_cast<std::size_t>(m)].dim)].push_back(m);
+      std::function<void(std::size_t)> rec = [&](std::size_t d) {
+        if (d == groups.size()) {
+          out.push_back(pls);
+          return;
+        }
+        const auto g = groups[d];
+        if (g.size() < 2) {
+          rec(d + 1);
+          return;
+        }
+        std::vector<int> perm(g.size());
+        for (std::size_t k = 0; k < g.size(); ++k) perm[k] = static_cast<int>(k);
+        do {
+          for (std::size_t k = 0; k < g.size(); ++k) pls[static_cast<std::size_t>(g[k])].pos = perm[k];
+          rec(d + 1);
+        } while (std::next_permutation(perm.begin(), perm.end()));
+        for (int m : g) pls[static_cast<std::size_t>(m)].pos = -1;
+      };
+      rec(0);
+    }
+    std::size_t k = 0;
+    for (; k < pick.size(); ++k) {
+      if (++pick[k] < options.size()) break;
+      pick[k] = 0;
+    }
+    if (k == pick.size()) break;
+  }
+  return out;
 }
 
 }  // namespace oracle

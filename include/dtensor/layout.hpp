@@ -1,4 +1,5 @@
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -25,15 +26,43 @@ struct ShardEntry {
   friend bool operator==(const ShardEntry&, const ShardEntry&) = default;
 };
 
+// A read-only view of one tensor dim's entries, in shard order.
+class Entries {
+ public:
+  Entries() = default;
+  Entries(const ShardEntry* p, std::size_t n) : p_(p), n_(n) {}
+  [[nodiscard]] const ShardEntry* begin() const noexcept { return p_; }
+  [[nodiscard]] const ShardEntry* end() const noexcept { return p_ + n_; }
+  [[nodiscard]] std::size_t size() const noexcept { return n_; }
+  [[nodiscard]] bool empty() const noexcept { return n_ == 0; }
+  [[nodiscard]] const ShardEntry& operator[](std::size_t i) const noexcept { return p_[i]; }
+  [[nodiscard]] const ShardEntry& back() const noexcept { return p_[n_ - 1]; }
+  operator std::span<const ShardEntry>() const noexcept { return {p_, n_}; }  // NOLINT: a view converts
+  friend bool operator==(const Entries& a, const Entries& b) noexcept {
+    if (a.n_ != b.n_) return false;
+    for (std::size_t i = 0; i < a.n_; ++i)
+      if (!(a.p_[i] == b.p_[i])) return false;
+    return true;
+  }
+
+ private:
+  const ShardEntry* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
 // The canonical, mesh-shape-independent part of a layout (SPEC §1): for every tensor dim the
 // ordered list of entries (first = outermost split), plus the Partial op of each partial mesh
-// dim. Every other mesh dim is replicated.
+// dim. Every other mesh dim is replicated. A small fixed-size value (no heap), so the planner
+// can create and hash millions of them cheaply.
 class Sharding {
  public:
+  static constexpr int kMaxMeshDims = 8;
+  static constexpr int kMaxTensorDims = 16;
+
   Sharding() = default;
-  // Validates: every mesh dim used once, split factors >= 1, Partial ops mixable.
-  Sharding(int mesh_ndim, std::vector<std::vector<ShardEntry>> dims,
-           std::vector<std::optional<ReduceOp>> partial);
+  // Validates: every mesh dim used once, split factors >= 1, Partial ops mixable, dim limits.
+  Sharding(int mesh_ndim, const std::vector<std::vector<ShardEntry>>& dims,
+           const std::vector<std::optional<ReduceOp>>& partial);
   // Fully replicated sharding.
   [[nodiscard]] static Sharding replicated(int mesh_ndim, int tensor_ndim);
   // PyTorch placements + optional `[k]` positions per mesh dim (-1 = none) -> canonical form.
@@ -42,14 +71,16 @@ class Sharding {
                                                 std::span<const int> order, int tensor_ndim);
   [[nodiscard]] static Sharding parse(std::string_view text, int mesh_ndim, int tensor_ndim);
 
-  [[nodiscard]] int mesh_ndim() const noexcept { return static_cast<int>(partial_.size()); }
-  [[nodiscard]] int tensor_ndim() const noexcept { return static_cast<int>(dims_.size()); }
-  [[nodiscard]] const std::vector<ShardEntry>& entries(int tensor_dim) const {
-    return dims_.at(static_cast<std::size_t>(tensor_dim));
+  [[nodiscard]] int mesh_ndim() const noexcept { return mesh_ndim_; }
+  [[nodiscard]] int tensor_ndim() const noexcept { return tensor_ndim_; }
+  [[nodiscard]] Entries entries(int tensor_dim) const noexcept {
+    return {entries_.data() + start_[static_cast<std::size_t>(tensor_dim)],
+            static_cast<std::size_t>(start_[static_cast<std::size_t>(tensor_dim) + 1] -
+                                     start_[static_cast<std::size_t>(tensor_dim)])};
   }
-  [[nodiscard]] const std::vector<std::vector<ShardEntry>>& dims() const noexcept { return dims_; }
-  [[nodiscard]] std::optional<ReduceOp> partial(int mesh_dim) const {
-    return partial_.at(static_cast<std::size_t>(mesh_dim));
+  [[nodiscard]] std::optional<ReduceOp> partial(int mesh_dim) const noexcept {
+    const auto p = partial_[static_cast<std::size_t>(mesh_dim)];
+    return p < 0 ? std::nullopt : std::optional<ReduceOp>(static_cast<ReduceOp>(p));
   }
   [[nodiscard]] bool has_partial() const noexcept;
   // Tensor dim sharded by `mesh_dim` (or -1) and the entry's position in that dim's order.
@@ -65,19 +96,20 @@ class Sharding {
   [[nodiscard]] std::string str() const;
 
   // New values for the planner's edges.
-  [[nodiscard]] Sharding with_replicate(int mesh_dim) const;
-  [[nodiscard]] Sharding with_shard_appended(int tensor_dim, ShardEntry entry) const;
-  [[nodiscard]] Sharding with_partial(int mesh_dim, ReduceOp op) const;
+  [[nodiscard]] Sharding with_replicate(int mesh_dim) const noexcept;
+  [[nodiscard]] Sharding with_shard_appended(int tensor_dim, ShardEntry entry) const noexcept;
+  [[nodiscard]] Sharding with_partial(int mesh_dim, ReduceOp op) const noexcept;
 
+  // Unused slots are always zero, so member-wise equality is value equality.
   friend bool operator==(const Sharding&, const Sharding&) = default;
 
  private:
-  struct Unchecked {};
-  Sharding(Unchecked, std::vector<std::vector<ShardEntry>> dims,
-           std::vector<std::optional<ReduceOp>> partial)
-      : dims_(std::move(dims)), partial_(std::move(partial)) {}
-  std::vector<std::vector<ShardEntry>> dims_;
-  std::vector<std::optional<ReduceOp>> partial_;
+  std::array<ShardEntry, kMaxMeshDims> entries_{};  // grouped by tensor dim, in shard order
+  std::array<std::uint8_t, kMaxTensorDims + 1> start_{};
+  std::array<std::int8_t, kMaxMeshDims> partial_{-1, -1, -1, -1, -1, -1, -1, -1};
+  std::uint8_t mesh_ndim_ = 0;
+  std::uint8_t tensor_ndim_ = 0;
+  [[nodiscard]] int entry_count() const noexcept { return start_[tensor_ndim_]; }
 };
 
 [[nodiscard]] std::size_t hash_value(const Sharding& s) noexcept;

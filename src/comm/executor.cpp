@@ -150,6 +150,43 @@ void add_box_copies(std::vector<Action>& out, Ref dst_ref, const std::vector<Ind
   }
 }
 
+// Fuses runs of equally shaped box copies whose offsets step evenly (one per peer, say) into
+// one copy with an extra innermost dimension: a gather along a non-leading dim then writes each
+// output row once, sequentially, instead of sweeping the output once per peer.
+void fuse_box_copies(std::vector<Action>& actions) {
+  std::vector<Action> out;
+  std::size_t i = 0;
+  while (i < actions.size()) {
+    const Action& a = actions[i];
+    std::size_t j = i + 1;
+    if (a.kind == Action::box && a.box_copy.count.size() < 14 && i + 1 < actions.size()) {
+      const BoxCopy& b0 = a.box_copy;
+      const Action& n1 = actions[i + 1];
+      const std::int64_t dd = n1.box_copy.dst.offset - b0.dst.offset, ds = n1.box_copy.src.offset - b0.src.offset;
+      auto same_shape = [&](const Action& x, std::size_t k) {
+        const BoxCopy& b = x.box_copy;
+        return x.kind == Action::box && b.dst.buf == b0.dst.buf && b.src.buf == b0.src.buf &&
+               b.run_bytes == b0.run_bytes && b.count == b0.count && b.dst_stride == b0.dst_stride &&
+               b.src_stride == b0.src_stride && b.dst.offset == b0.dst.offset + static_cast<std::int64_t>(k) * dd &&
+               b.src.offset == b0.src.offset + static_cast<std::int64_t>(k) * ds;
+      };
+      while (j < actions.size() && same_shape(actions[j], j - i)) ++j;
+    }
+    if (j - i >= 2) {
+      Action f = a;
+      f.box_copy.count.push_back(static_cast<std::int64_t>(j - i));
+      f.box_copy.dst_stride.push_back(actions[i + 1].box_copy.dst.offset - a.box_copy.dst.offset);
+      f.box_copy.src_stride.push_back(actions[i + 1].box_copy.src.offset - a.box_copy.src.offset);
+      out.push_back(std::move(f));
+      i = j;
+    } else {
+      out.push_back(std::move(actions[i]));
+      ++i;
+    }
+  }
+  actions = std::move(out);
+}
+
 std::vector<IndexSet> intersect(const std::vector<IndexSet>& a, const std::vector<IndexSet>& b) {
   std::vector<IndexSet> out;
   for (std::size_t d = 0; d < a.size(); ++d) out.push_back(a[d].intersect(b[d]));
@@ -291,6 +328,8 @@ Executor::Executor(const Plan& plan, const Communicator& comm, std::vector<std::
           const auto mem = members(mesh, c, st.mesh_dims);
           rs.comm.count = b.chunk;
           if (b.zero_copy) {
+            if (x_elems != b.chunk)
+              throw Error(fmt::format("step {}: in-place all_gather needs {} elements on rank {}, it holds {}", k, b.chunk, r, x_elems));
             rs.comm.send = x;
             rs.comm.recv = y;
             break;
@@ -313,6 +352,8 @@ Executor::Executor(const Plan& plan, const Communicator& comm, std::vector<std::
           const auto mem = members(mesh, c, st.mesh_dims);
           rs.comm.count = b.chunk;
           if (b.zero_copy) {
+            if (y_elems != b.chunk)
+              throw Error(fmt::format("step {}: in-place reduce_scatter needs {} elements on rank {}, it holds {}", k, b.chunk, r, y_elems));
             rs.comm.send = x;
             rs.comm.recv = y;
             break;
@@ -402,6 +443,8 @@ Executor::Executor(const Plan& plan, const Communicator& comm, std::vector<std::
           break;
         }
       }
+      fuse_box_copies(rs.pre);
+      fuse_box_copies(rs.post);
       prog.steps.push_back(std::move(rs));
     }
     impl_->programs.push_back(std::move(prog));

@@ -1,6 +1,9 @@
 #include "dtensor/simulated.hpp"
 
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "dtensor/error.hpp"
 #include "dtensor/scalar.hpp"
@@ -178,6 +181,30 @@ void SimulatedCommunicator::fill(void* dst, DType dtype, std::int64_t count, dou
   for (std::int64_t k = 0; k < count; ++k) store_element(dtype, dst, k, value);
 }
 
+namespace {
+// Large strided copies write each destination line once: non-temporal stores skip the read for
+// ownership that plain stores pay, which is most of the gap to one big memcpy.
+void copy_run(char* d, const char* s, std::size_t n, bool streaming) {
+#if defined(__SSE2__)
+  if (streaming && n >= 1024 && (reinterpret_cast<std::uintptr_t>(d) % 16) == 0 && n % 64 == 0) {
+    auto* dv = reinterpret_cast<__m128i*>(d);
+    const auto* sv = reinterpret_cast<const __m128i*>(s);
+    for (std::size_t k = 0; k < n / 16; k += 4) {
+      const __m128i a = _mm_loadu_si128(sv + k), b = _mm_loadu_si128(sv + k + 1), c = _mm_loadu_si128(sv + k + 2),
+                    e = _mm_loadu_si128(sv + k + 3);
+      _mm_stream_si128(dv + k, a);
+      _mm_stream_si128(dv + k + 1, b);
+      _mm_stream_si128(dv + k + 2, c);
+      _mm_stream_si128(dv + k + 3, e);
+    }
+    return;
+  }
+#endif
+  (void)streaming;
+  std::memcpy(d, s, n);
+}
+}  // namespace
+
 void SimulatedCommunicator::copy_strided(void* dst, const void* src, std::int64_t run_bytes,
                                          std::span<const std::int64_t> count, std::span<const std::int64_t> dst_stride,
                                          std::span<const std::int64_t> src_stride) {
@@ -191,19 +218,27 @@ void SimulatedCommunicator::copy_strided(void* dst, const void* src, std::int64_
   std::int64_t idx[16] = {};
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(src);
+  std::int64_t total = run_bytes;
+  for (auto c : count) total *= c;
+  const bool streaming = total >= (std::int64_t{8} << 20);  // larger than the caches
   while (true) {
     std::int64_t doff = 0, soff = 0;
     for (std::size_t k = 0; k < nd; ++k) {
       doff += idx[k] * dst_stride[k];
       soff += idx[k] * src_stride[k];
     }
-    std::memcpy(d + doff, s + soff, static_cast<std::size_t>(run_bytes));
+    copy_run(d + doff, s + soff, static_cast<std::size_t>(run_bytes), streaming);
     std::size_t k = nd;
     while (k > 0) {
       --k;
       if (++idx[k] < count[k]) break;
       idx[k] = 0;
-      if (k == 0) return;
+      if (k == 0) {
+#if defined(__SSE2__)
+        if (streaming) _mm_sfence();
+#endif
+        return;
+      }
     }
   }
 }

@@ -33,14 +33,21 @@ void validate_partials(const std::vector<std::optional<ReduceOp>>& partial) {
 
 }  // namespace
 
-Sharding::Sharding(int mesh_ndim, std::vector<std::vector<ShardEntry>> dims,
-                   std::vector<std::optional<ReduceOp>> partial)
-    : dims_(std::move(dims)), partial_(std::move(partial)) {
-  if (static_cast<int>(partial_.size()) != mesh_ndim)
-    throw Error(fmt::format("sharding has {} partial slots for a {}-d mesh", partial_.size(), mesh_ndim));
+Sharding::Sharding(int mesh_ndim, const std::vector<std::vector<ShardEntry>>& dims,
+                   const std::vector<std::optional<ReduceOp>>& partial) {
+  if (mesh_ndim < 1 || mesh_ndim > kMaxMeshDims)
+    throw Error(fmt::format("a mesh of {} dims is not supported (1 to {})", mesh_ndim, kMaxMeshDims));
+  if (dims.size() > static_cast<std::size_t>(kMaxTensorDims))
+    throw Error(fmt::format("a tensor of {} dims is not supported (at most {})", dims.size(), kMaxTensorDims));
+  if (static_cast<int>(partial.size()) != mesh_ndim)
+    throw Error(fmt::format("sharding has {} partial slots for a {}-d mesh", partial.size(), mesh_ndim));
+  mesh_ndim_ = static_cast<std::uint8_t>(mesh_ndim);
+  tensor_ndim_ = static_cast<std::uint8_t>(dims.size());
   std::vector<int> used(static_cast<std::size_t>(mesh_ndim), -1);
-  for (std::size_t d = 0; d < dims_.size(); ++d) {
-    for (const auto& e : dims_[d]) {
+  std::size_t n = 0;
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    start_[d] = static_cast<std::uint8_t>(n);
+    for (const auto& e : dims[d]) {
       if (e.mesh_dim < 0 || e.mesh_dim >= mesh_ndim)
         throw Error(fmt::format("mesh dim {} is out of range for a {}-d mesh", e.mesh_dim, mesh_ndim));
       if (e.split_factor < 1)
@@ -51,15 +58,18 @@ Sharding::Sharding(int mesh_ndim, std::vector<std::vector<ShardEntry>> dims,
       if (u != -1)
         throw Error(fmt::format("mesh dim {} shards tensor dims {} and {}", e.mesh_dim, u, d));
       u = static_cast<int>(d);
-      if (partial_[static_cast<std::size_t>(e.mesh_dim)])
+      if (partial[static_cast<std::size_t>(e.mesh_dim)])
         throw Error(fmt::format("mesh dim {} is both sharded and Partial", e.mesh_dim));
+      entries_[n++] = e;
     }
   }
-  validate_partials(partial_);
+  for (std::size_t d = dims.size(); d <= static_cast<std::size_t>(kMaxTensorDims); ++d) start_[d] = static_cast<std::uint8_t>(n);
+  for (std::size_t m = 0; m < partial.size(); ++m) partial_[m] = partial[m] ? static_cast<std::int8_t>(*partial[m]) : -1;
+  validate_partials(partial);
 }
 
 Sharding Sharding::replicated(int mesh_ndim, int tensor_ndim) {
-  return Sharding(Unchecked{}, std::vector<std::vector<ShardEntry>>(static_cast<std::size_t>(tensor_ndim)),
+  return Sharding(mesh_ndim, std::vector<std::vector<ShardEntry>>(static_cast<std::size_t>(tensor_ndim)),
                   std::vector<std::optional<ReduceOp>>(static_cast<std::size_t>(mesh_ndim)));
 }
 
@@ -136,32 +146,38 @@ Sharding Sharding::parse(std::string_view text, int mesh_ndim, int tensor_ndim) 
 }
 
 bool Sharding::has_partial() const noexcept {
-  return std::any_of(partial_.begin(), partial_.end(), [](const auto& p) { return p.has_value(); });
+  for (int m = 0; m < mesh_ndim_; ++m)
+    if (partial_[static_cast<std::size_t>(m)] >= 0) return true;
+  return false;
 }
 
 int Sharding::shard_dim_of(int mesh_dim) const noexcept {
-  for (std::size_t d = 0; d < dims_.size(); ++d)
-    for (const auto& e : dims_[d])
-      if (e.mesh_dim == mesh_dim) return static_cast<int>(d);
+  for (int d = 0; d < tensor_ndim_; ++d)
+    for (const auto& e : entries(d))
+      if (e.mesh_dim == mesh_dim) return d;
   return -1;
 }
 
 int Sharding::position_of(int mesh_dim) const noexcept {
-  for (const auto& es : dims_)
+  for (int d = 0; d < tensor_ndim_; ++d) {
+    const auto es = entries(d);
     for (std::size_t k = 0; k < es.size(); ++k)
       if (es[k].mesh_dim == mesh_dim) return static_cast<int>(k);
+  }
   return -1;
 }
 
 bool Sharding::is_last_in_order(int mesh_dim) const noexcept {
-  for (const auto& es : dims_)
+  for (int d = 0; d < tensor_ndim_; ++d) {
+    const auto es = entries(d);
     if (!es.empty() && es.back().mesh_dim == mesh_dim) return true;
+  }
   return false;
 }
 
 Placement Sharding::placement(int mesh_dim) const {
-  for (std::size_t d = 0; d < dims_.size(); ++d)
-    for (const auto& e : dims_[d])
+  for (int d = 0; d < tensor_ndim_; ++d)
+    for (const auto& e : entries(d))
       if (e.mesh_dim == mesh_dim)
         return e.strided ? Placement::StridedShard(static_cast<std::int64_t>(d), e.split_factor)
                          : Placement::Shard(static_cast<std::int64_t>(d));
@@ -176,9 +192,9 @@ std::vector<Placement> Sharding::placements() const {
 }
 
 std::vector<int> Sharding::printed_order() const {
-  std::vector<int> out(partial_.size(), -1);
-  for (const auto& es : dims_)
-    if (es.size() >= 2)
+  std::vector<int> out(static_cast<std::size_t>(mesh_ndim_), -1);
+  for (int d = 0; d < tensor_ndim_; ++d)
+    if (const auto es = entries(d); es.size() >= 2)
       for (std::size_t k = 0; k < es.size(); ++k) out[static_cast<std::size_t>(es[k].mesh_dim)] = static_cast<int>(k);
   return out;
 }
@@ -193,31 +209,42 @@ std::string Sharding::str() const {
   return s;
 }
 
-Sharding Sharding::with_replicate(int mesh_dim) const {
+Sharding Sharding::with_replicate(int mesh_dim) const noexcept {
   Sharding s = *this;
-  for (auto& es : s.dims_)
-    std::erase_if(es, [&](const ShardEntry& e) { return e.mesh_dim == mesh_dim; });
-  s.partial_[static_cast<std::size_t>(mesh_dim)].reset();
+  s.partial_[static_cast<std::size_t>(mesh_dim)] = -1;
+  const int n = entry_count();
+  for (int k = 0; k < n; ++k) {
+    if (s.entries_[static_cast<std::size_t>(k)].mesh_dim != mesh_dim) continue;
+    for (int j = k; j + 1 < n; ++j) s.entries_[static_cast<std::size_t>(j)] = s.entries_[static_cast<std::size_t>(j) + 1];
+    s.entries_[static_cast<std::size_t>(n - 1)] = ShardEntry{};
+    for (auto& st : s.start_)
+      if (st > k) --st;
+    break;
+  }
   return s;
 }
 
-Sharding Sharding::with_shard_appended(int tensor_dim, ShardEntry entry) const {
+Sharding Sharding::with_shard_appended(int tensor_dim, ShardEntry entry) const noexcept {
   Sharding s = with_replicate(entry.mesh_dim);
-  s.dims_[static_cast<std::size_t>(tensor_dim)].push_back(entry);
+  const int n = s.entry_count();
+  const int at = s.start_[static_cast<std::size_t>(tensor_dim) + 1];
+  for (int j = n; j > at; --j) s.entries_[static_cast<std::size_t>(j)] = s.entries_[static_cast<std::size_t>(j) - 1];
+  s.entries_[static_cast<std::size_t>(at)] = entry;
+  for (std::size_t d = static_cast<std::size_t>(tensor_dim) + 1; d < s.start_.size(); ++d) ++s.start_[d];
   return s;
 }
 
-Sharding Sharding::with_partial(int mesh_dim, ReduceOp op) const {
+Sharding Sharding::with_partial(int mesh_dim, ReduceOp op) const noexcept {
   Sharding s = with_replicate(mesh_dim);
-  s.partial_[static_cast<std::size_t>(mesh_dim)] = op;
+  s.partial_[static_cast<std::size_t>(mesh_dim)] = static_cast<std::int8_t>(op);
   return s;
 }
 
 std::size_t hash_value(const Sharding& s) noexcept {
   std::uint64_t h = 0x5348;
-  for (const auto& es : s.dims()) {
+  for (int d = 0; d < s.tensor_ndim(); ++d) {
     detail::hash_combine(h, 0xd1);
-    for (const auto& e : es) {
+    for (const auto& e : s.entries(d)) {
       detail::hash_combine(h, static_cast<std::uint64_t>(e.mesh_dim));
       detail::hash_combine(h, static_cast<std::uint64_t>(e.split_factor) * 2 + (e.strided ? 1 : 0));
     }

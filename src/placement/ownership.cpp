@@ -83,8 +83,8 @@ bool equivalent(const Sharding& a, const Sharding& b, std::span<const std::int64
   }
   std::vector<std::int64_t> coord(mesh_shape.size(), 0);
   for (int d = 0; d < a.tensor_ndim(); ++d) {
-    const auto& ea = a.entries(d);
-    const auto& eb = b.entries(d);
+    const auto ea = a.entries(d);
+    const auto eb = b.entries(d);
     if (ea == eb) continue;
     std::vector<int> dims;
     for (const auto& e : ea) dims.push_back(e.mesh_dim);

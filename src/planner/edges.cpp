@@ -72,7 +72,8 @@ StepBuffers step_buffers(const Geometry& g, StepKind kind, const std::vector<int
     case StepKind::all_gather:
       b.chunk = F.max;
       b.pad_send = F.max != F.min;
-      b.zero_copy = tensor_dims.size() == 1 && contiguous_concat(g, to, from, tensor_dims[0], mesh_dims);
+      // Every rank must hold exactly `chunk` elements (the collective's count is global).
+      b.zero_copy = F.max == F.min && tensor_dims.size() == 1 && contiguous_concat(g, to, from, tensor_dims[0], mesh_dims);
       if (!b.zero_copy) {
         b.recv_elems = n * b.chunk;
         b.send_elems = b.pad_send ? b.chunk : 0;
@@ -80,7 +81,7 @@ StepBuffers step_buffers(const Geometry& g, StepKind kind, const std::vector<int
       break;
     case StepKind::reduce_scatter:
       b.chunk = T.max;
-      b.zero_copy = tensor_dims.size() == 1 && contiguous_concat(g, from, to, tensor_dims[0], mesh_dims);
+      b.zero_copy = T.max == T.min && tensor_dims.size() == 1 && contiguous_concat(g, from, to, tensor_dims[0], mesh_dims);
       if (!b.zero_copy) {
         b.send_elems = n * b.chunk;
         b.recv_elems = b.chunk;
@@ -339,7 +340,7 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<
       bool ok = true;
       std::vector<int> group;
       for (int d = 0; d < from.tensor_ndim() && ok; ++d) {
-        const auto& es = from.entries(d);
+        const auto es = from.entries(d);
         bool seen = false;
         for (const auto& e : es) {
           if (in(e.mesh_dim)) { seen = true; group.push_back(e.mesh_dim); }

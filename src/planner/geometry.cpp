@@ -10,7 +10,7 @@
 namespace dtensor {
 namespace {
 
-void encode(std::string& k, const std::vector<ShardEntry>& es) {
+void encode(std::string& k, Entries es) {
   for (const auto& e : es) {
     k.push_back(static_cast<char>(e.mesh_dim));
     char buf[sizeof(std::int64_t)];
@@ -32,20 +32,20 @@ bool next_coord(std::vector<std::int64_t>& coord, const std::vector<int>& dims,
   return false;
 }
 
-std::vector<int> mesh_dims_of(const std::vector<ShardEntry>& es) {
+std::vector<int> mesh_dims_of(Entries es) {
   std::vector<int> out;
   for (const auto& e : es) out.push_back(e.mesh_dim);
   return out;
 }
 
-void add_unique(std::vector<int>& v, const std::vector<ShardEntry>& es) {
+void add_unique(std::vector<int>& v, Entries es) {
   for (const auto& e : es)
     if (std::find(v.begin(), v.end(), e.mesh_dim) == v.end()) v.push_back(e.mesh_dim);
 }
 
 }  // namespace
 
-SizeStats Geometry::dim_stats(int d, const std::vector<ShardEntry>& entries) const {
+SizeStats Geometry::dim_stats(int d, Entries entries) const {
   const auto len = shape_[static_cast<std::size_t>(d)];
   if (entries.empty()) return {len, len};
   // Fast key: up to 3 entries with small mesh dims and split factors pack into 64 bits.
@@ -171,12 +171,12 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
       }
     }
   }
-  auto variant = [&](const std::vector<ShardEntry>& es, const std::vector<std::int64_t>& c) {
+  auto variant = [&](Entries es, const std::vector<std::int64_t>& c) {
     std::int64_t v = 0;
     for (const auto& e : es) v = v * mesh_shape_[static_cast<std::size_t>(e.mesh_dim)] + c[static_cast<std::size_t>(e.mesh_dim)];
     return static_cast<std::int32_t>(v);
   };
-  auto variant_sets = [&](const std::vector<ShardEntry>& es, std::int64_t len) {
+  auto variant_sets = [&](Entries es, std::int64_t len) {
     std::vector<IndexSet> sets;
     std::vector<std::int64_t> c(static_cast<std::size_t>(md), 0);
     // enumerate variants in the same mixed-radix order as `variant` (first entry most significant)
@@ -184,9 +184,9 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
     for (const auto& e : es) count *= mesh_shape_[static_cast<std::size_t>(e.mesh_dim)];
     for (std::int64_t v = 0; v < count; ++v) {
       std::int64_t rest = v;
-      for (auto it = es.rbegin(); it != es.rend(); ++it) {
-        const auto n = mesh_shape_[static_cast<std::size_t>(it->mesh_dim)];
-        c[static_cast<std::size_t>(it->mesh_dim)] = rest % n;
+      for (std::size_t k = es.size(); k-- > 0;) {
+        const auto n = mesh_shape_[static_cast<std::size_t>(es[k].mesh_dim)];
+        c[static_cast<std::size_t>(es[k].mesh_dim)] = rest % n;
         rest /= n;
       }
       sets.push_back(owned_indices(es, len, mesh_shape_, c));

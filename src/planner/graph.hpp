@@ -29,7 +29,7 @@ class Geometry {
   [[nodiscard]] std::int64_t itemsize() const { return itemsize_; }
 
   // Largest/smallest owned size of tensor dim d over all ranks.
-  [[nodiscard]] SizeStats dim_stats(int d, const std::vector<ShardEntry>& entries) const;
+  [[nodiscard]] SizeStats dim_stats(int d, Entries entries) const;
   // Largest/smallest local numel over all ranks.
   [[nodiscard]] SizeStats numel_stats(const Sharding& s) const;
   // Largest element count one rank sends one peer in an all_to_all on mesh dim m.
