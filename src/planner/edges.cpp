@@ -145,6 +145,98 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
     }
   }
   std::sort(shard_kinds.begin() + 1, shard_kinds.end());
+
+  // Target tables for the lower bound: per tensor dim, every rank's variant and its size.
+  const auto& ms = mesh.shape();
+  // The bound is a max over ranks, so any subset of ranks still gives a lower bound: use at
+  // most 16 ranks, spread over the mesh (with the first and last), to keep it cheap.
+  const std::int64_t R = mesh.num_ranks();
+  const std::int64_t step = std::max<std::int64_t>(1, R / 16);
+  for (std::int64_t p = 0; p < R; p += step) coords_.push_back(mesh.coord_at(p));
+  if (R > 1 && (R - 1) % step != 0) coords_.push_back(mesh.coord_at(R - 1));
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+    DimTable t;
+    const auto es = dst.entries(d);
+    std::vector<std::int64_t> c(ms.size(), 0);
+    std::int64_t count = 1;
+    for (const auto& e : es) count *= ms[static_cast<std::size_t>(e.mesh_dim)];
+    for (std::int64_t v = 0; v < count; ++v) {
+      std::int64_t rest = v;
+      for (std::size_t k = es.size(); k-- > 0;) {
+        c[static_cast<std::size_t>(es[k].mesh_dim)] = rest % ms[static_cast<std::size_t>(es[k].mesh_dim)];
+        rest /= ms[static_cast<std::size_t>(es[k].mesh_dim)];
+      }
+      t.need.push_back(owned_indices(es, shape[static_cast<std::size_t>(d)], ms, c).size());
+    }
+    for (std::size_t p = 0; p < coords_.size(); ++p) {
+      std::int64_t v = 0;
+      for (const auto& e : es) v = v * ms[static_cast<std::size_t>(e.mesh_dim)] + coords_[p][static_cast<std::size_t>(e.mesh_dim)];
+      t.variant.push_back(static_cast<std::int32_t>(v));
+    }
+    dst_tables_.push_back(std::move(t));
+  }
+}
+
+// held[rank position] = how many of the target's elements along dim d the rank holds under `e`.
+const std::vector<std::int64_t>& GraphContext::held_table(int d, Entries e) const {
+  std::uint64_t key = static_cast<std::uint64_t>(d) * 0x9e3779b97f4a7c15ULL;
+  for (const auto& x : e)
+    key = (key ^ (static_cast<std::uint64_t>(x.mesh_dim) | (static_cast<std::uint64_t>(x.split_factor) << 8) |
+                  (x.strided ? 1ULL << 7 : 0))) * 0x100000001b3ULL + 0x51;
+  if (auto it = held_memo_.find(key); it != held_memo_.end() && it->second.first == std::vector<ShardEntry>(e.begin(), e.end()))
+    return it->second.second;
+  const auto& ms = mesh.shape();
+  const auto len = shape[static_cast<std::size_t>(d)];
+  const auto dst_e = dst.entries(d);
+  std::vector<std::int64_t> held(coords_.size());
+  std::unordered_map<std::int64_t, std::int64_t> cache;  // (variant pair) -> size
+  for (std::size_t p = 0; p < coords_.size(); ++p) {
+    std::int64_t v = 0;
+    for (const auto& x : e) v = v * ms[static_cast<std::size_t>(x.mesh_dim)] + coords_[p][static_cast<std::size_t>(x.mesh_dim)];
+    const std::int64_t pair = v * 1000003 + dst_tables_[static_cast<std::size_t>(d)].variant[p];
+    auto it = cache.find(pair);
+    if (it == cache.end()) {
+      const auto n = e == dst_e ? owned_indices(e, len, ms, coords_[p]).size()
+                                : owned_indices(e, len, ms, coords_[p]).intersect(owned_indices(dst_e, len, ms, coords_[p])).size();
+      it = cache.emplace(pair, n).first;
+    }
+    held[p] = it->second;
+  }
+  auto& slot = held_memo_[key];
+  slot = {std::vector<ShardEntry>(e.begin(), e.end()), std::move(held)};
+  return slot.second;
+}
+
+GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
+  if (s == dst) return {};
+  // S(d) -> P(sum) fills locally: a target P(sum) the state lacks can be made from any shard.
+  bool reduce = false;
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    if (mesh.size(m) == 1) continue;  // a Partial over one rank is already its value (relabel)
+    const auto have = s.partial(m), want = dst.partial(m);
+    if (want == ReduceOp::sum && have != ReduceOp::sum) return {};
+    if (have && have != want) reduce = true;  // every needed element must still be reduced
+  }
+  const int nd = static_cast<int>(shape.size());
+  std::vector<const std::vector<std::int64_t>*> held(static_cast<std::size_t>(nd));
+  for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &held_table(d, s.entries(d));
+  // The PyTorch formula's bound only asks whether anything is missing: stop at the first rank.
+  const bool any_only = cost.formula == CostModel::Formula::pytorch && edges == EdgeSet::pytorch;
+  std::int64_t worst = 0;
+  for (std::size_t p = 0; p < coords_.size(); ++p) {
+    std::int64_t need = 1, have = 1;
+    for (int d = 0; d < nd; ++d) {
+      need *= dst_tables_[static_cast<std::size_t>(d)].need[static_cast<std::size_t>(dst_tables_[static_cast<std::size_t>(d)].variant[p])];
+      have *= (*held[static_cast<std::size_t>(d)])[p];
+    }
+    worst = std::max(worst, reduce ? need : need - have);
+    if (any_only && worst > 0) break;
+  }
+  if (worst == 0) return {};
+  const double alpha = std::min(cost.intra.alpha_us, cost.inter.alpha_us);
+  if (cost.formula == CostModel::Formula::pytorch) return {alpha, worst};
+  const double bw = std::max({cost.intra.bw_GBps, cost.intra.p2p_bw_GBps, cost.inter.bw_GBps, cost.inter.p2p_bw_GBps});
+  return {alpha + static_cast<double>(worst * geo.itemsize()) / (bw * 1e3), worst};
 }
 
 namespace {
@@ -292,7 +384,15 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::vector<int> mesh_dim
   return st;
 }
 
-void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<Edge>& out, bool full) {
+bool direct_allowed(const GraphContext& ctx, const Sharding& from) {
+  if (ctx.edges != EdgeSet::all || from == ctx.dst) return false;
+  for (int m = 0; m < ctx.mesh.ndim(); ++m)  // no Partial on a mesh dim whose placement changes
+    if ((from.partial(m) || ctx.dst.partial(m)) && from.placement(m) != ctx.dst.placement(m)) return false;
+  return true;
+}
+
+void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<Edge>& out, bool full,
+                     bool with_direct) {
   out.clear();
   const int md = ctx.mesh.ndim();
   const bool all = ctx.edges == EdgeSet::all;
@@ -380,12 +480,7 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<
     }
   }
 
-  if (all && from != ctx.dst) {
-    bool ok = true;  // no Partial on a mesh dim whose placement changes
-    for (int m = 0; m < md && ok; ++m)
-      if ((from.partial(m) || ctx.dst.partial(m)) && from.placement(m) != ctx.dst.placement(m)) ok = false;
-    if (ok) emit(StepKind::direct, {}, ctx.dst);
-  }
+  if (with_direct && direct_allowed(ctx, from)) emit(StepKind::direct, {}, ctx.dst);
 }
 
 }  // namespace dtensor

@@ -88,10 +88,31 @@ struct GraphContext {
   EdgeSet edges;
   Sharding src, dst;
   std::vector<int> play_dims;                           // tensor dims that may be sharded
-  // Edges already enumerated (light records), shared by the plan and runner-up searches.
+  // Edges already enumerated (light records, direct excluded), and direct steps and lower
+  // bounds already computed: shared by the plan and runner-up searches.
   mutable std::unordered_map<Sharding, std::vector<struct Edge>> edge_memo;
+  mutable std::unordered_map<Sharding, Step> direct_memo;
   std::vector<std::pair<std::int64_t, bool>> shard_kinds;  // (split_factor, strided) options
   Geometry geo;
+
+  // A* lower bound on the cost from `s` to the target (µs), and the largest number of target
+  // elements one rank still lacks in `s`. Admissible and consistent (docs/planner.md).
+  struct Bound {
+    double us = 0;
+    std::int64_t missing = 0;
+  };
+  [[nodiscard]] Bound lower_bound(const Sharding& s) const;
+
+ private:
+  struct DimTable {
+    std::vector<std::int32_t> variant;  // per rank position: variant of the target's dim
+    std::vector<std::int64_t> need;     // per target variant: owned size
+  };
+  std::vector<DimTable> dst_tables_;
+  std::vector<std::vector<std::int64_t>> coords_;  // the ranks the bound looks at
+  // keyed by (dim, entries) hash; the entries are kept to rule out collisions
+  mutable std::unordered_map<std::uint64_t, std::pair<std::vector<ShardEntry>, std::vector<std::int64_t>>> held_memo_;
+  [[nodiscard]] const std::vector<std::int64_t>& held_table(int d, Entries e) const;
 };
 
 // One edge as the search sees it. `group` is the mesh-dim group the edge was generated with
@@ -105,7 +126,11 @@ struct Edge {
 // Fills `out` with every edge out of `from`, in the planner's deterministic order. With
 // `full` false the step records carry costs, bytes and peaks but no states or reason text
 // (the search rebuilds the chosen path's records in full).
-void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<Edge>& out, bool full = false);
+void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<Edge>& out, bool full = false,
+                     bool with_direct = true);
+// Whether the `direct` edge from `from` to the target exists (edge set all, no Partial on a
+// mesh dim whose placement changes).
+[[nodiscard]] bool direct_allowed(const GraphContext& ctx, const Sharding& from);
 // The step record (bytes, peak, cost breakdown and, when `full`, states and why) of a transition.
 [[nodiscard]] Step make_step(const GraphContext& ctx, StepKind kind, std::vector<int> mesh_dims,
                              const Sharding& from, const Sharding& to, bool full = true);

@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cmath>
 #include <queue>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <unordered_map>
 
@@ -23,8 +25,11 @@
 namespace dtensor {
 namespace {
 
+// g = cost so far; f = g + lower bound to the target (A*; the bound is consistent, so a state
+// is final when settled and the result is exactly Dijkstra's optimum).
 struct Dist {
   std::int64_t cost_ps = std::numeric_limits<std::int64_t>::max();
+  std::int64_t f_ps = std::numeric_limits<std::int64_t>::max();
   std::int32_t steps = 0;
   std::uint32_t id = 0;
   [[nodiscard]] bool better_than(const Dist& o) const {
@@ -33,7 +38,7 @@ struct Dist {
 };
 struct DistLess {
   bool operator()(const Dist& a, const Dist& b) const {
-    if (a.cost_ps != b.cost_ps) return a.cost_ps < b.cost_ps;
+    if (a.f_ps != b.f_ps) return a.f_ps < b.f_ps;
     if (a.steps != b.steps) return a.steps < b.steps;
     return a.id < b.id;
   }
@@ -59,6 +64,8 @@ inline std::size_t get(const HeapIndexMap& m, std::size_t k) { return (*m.v)[k];
 inline void put(const HeapIndexMap& m, std::size_t k, std::size_t x) { (*m.v)[k] = x; }
 
 std::int64_t quantise(double us) { return std::llround(us * 1e6); }
+// Bounds round down, with a margin for the rounding of each edge's quantised cost.
+std::int64_t quantise_bound(double us) { return std::max<std::int64_t>(0, static_cast<std::int64_t>(us * 1e6) - 64); }
 
 struct Found {
   std::vector<Step> steps;
@@ -78,7 +85,10 @@ struct FirstEdge {
 std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const FirstEdge* forbidden) {
   std::vector<Sharding> states{ctx.src};
   std::unordered_map<Sharding, std::size_t> index{{ctx.src, 0}};
-  std::vector<Dist> dist{Dist{0, 0, 0}};
+  std::vector<Dist> dist{Dist{0, quantise_bound(ctx.lower_bound(ctx.src).us), 0, 0}};
+  std::vector<GraphContext::Bound> bound{ctx.lower_bound(ctx.src)};
+  const bool with_direct = ctx.edges == EdgeSet::all;
+  std::int64_t dst_index = -1;
   std::vector<std::size_t> heap_pos{static_cast<std::size_t>(-1)};
   std::vector<std::int64_t> pred{-1};
   std::vector<std::pair<StepKind, std::vector<int>>> pred_edge(1);
@@ -92,6 +102,9 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     heap.pop();
     settled[u] = 1;
     if (states[u] == ctx.dst) {
+      if (std::getenv("DTENSOR_DEBUG_SEARCH"))
+        fprintf(stderr, "search: %zu states discovered, %ld settled\n", states.size(),
+                static_cast<long>(std::count(settled.begin(), settled.end(), 1)));
       std::vector<std::size_t> path;
       for (auto v = static_cast<std::int64_t>(u); v >= 0; v = pred[static_cast<std::size_t>(v)])
         path.push_back(static_cast<std::size_t>(v));
@@ -106,30 +119,58 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     }
     auto memo = ctx.edge_memo.find(states[u]);
     if (memo == ctx.edge_memo.end()) {
-      enumerate_edges(ctx, states[u], edges);
+      enumerate_edges(ctx, states[u], edges, false, false);
       memo = ctx.edge_memo.emplace(states[u], std::move(edges)).first;
     }
     const Dist du = dist[u];
-    for (const auto& [to, kind, group, step] : memo->second) {
-      if (budget >= 0 && step.peak_bytes > budget) continue;
-      if (u == 0 && forbidden && forbidden->matches(kind, step.mesh_dims, to)) continue;
+    auto relax = [&](const Sharding& to, StepKind kind, const std::vector<int>& group, const Step& step) {
+      if (budget >= 0 && step.peak_bytes > budget) return;
+      if (u == 0 && forbidden && forbidden->matches(kind, step.mesh_dims, to)) return;
       auto [it, inserted] = index.try_emplace(to, states.size());
       const std::size_t v = it->second;
       if (inserted) {
         states.push_back(to);
-        dist.push_back(Dist{std::numeric_limits<std::int64_t>::max(), 0, static_cast<std::uint32_t>(v)});
+        bound.push_back(ctx.lower_bound(to));
+        dist.push_back(Dist{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max(), 0,
+                            static_cast<std::uint32_t>(v)});
         heap_pos.push_back(static_cast<std::size_t>(-1));
         pred.push_back(-1);
         pred_edge.emplace_back();
         settled.push_back(0);
+        if (to == ctx.dst) dst_index = static_cast<std::int64_t>(v);
       }
-      if (settled[v]) continue;
-      Dist nd{du.cost_ps + quantise(step.cost_us), du.steps + 1, static_cast<std::uint32_t>(v)};
-      if (!nd.better_than(dist[v])) continue;
+      if (settled[v]) return;
+      const std::int64_t g = du.cost_ps + quantise(step.cost_us);
+      Dist nd{g, g + quantise_bound(bound[v].us), du.steps + 1, static_cast<std::uint32_t>(v)};
+      if (!nd.better_than(dist[v])) return;
       dist[v] = nd;
       pred[v] = static_cast<std::int64_t>(u);
       pred_edge[v] = {kind, group};
       heap.push_or_update(v);
+    };
+    for (const auto& e : memo->second) relax(e.to, e.kind, e.group, e.step);
+    // direct is the most expensive edge to cost: skip it when even its lower bound (one peer,
+    // the bytes this state still lacks at p2p bandwidth) cannot beat the target's current cost.
+    if (with_direct && direct_allowed(ctx, states[u])) {
+      const Sharding from = states[u];
+      const auto& L = ctx.cost.link(false);
+      const double p2p = std::max(ctx.cost.intra.p2p_bw_GBps, ctx.cost.inter.p2p_bw_GBps);
+      // with nothing missing a direct step is local copies only (no peers, no latency)
+      const double lb = bound[u].missing == 0
+                            ? 0.0
+                            : std::min(ctx.cost.intra.alpha_us, ctx.cost.inter.alpha_us) +
+                                  std::min(L.alpha_per_peer_us, ctx.cost.inter.alpha_per_peer_us) +
+                                  (ctx.cost.formula == CostModel::Formula::pytorch
+                                       ? 0.0
+                                       : static_cast<double>(bound[u].missing * ctx.geo.itemsize()) / (p2p * 1e3));
+      const std::int64_t cutoff = dst_index >= 0 ? dist[static_cast<std::size_t>(dst_index)].cost_ps
+                                                 : std::numeric_limits<std::int64_t>::max();
+      if (du.cost_ps + quantise_bound(lb) <= cutoff) {
+        auto dm = ctx.direct_memo.find(from);
+        if (dm == ctx.direct_memo.end())
+          dm = ctx.direct_memo.emplace(from, make_step(ctx, StepKind::direct, {}, from, ctx.dst, false)).first;
+        relax(ctx.dst, StepKind::direct, {}, dm->second);
+      }
     }
   }
   return std::nullopt;
