@@ -10,27 +10,13 @@
 #include "dtensor/planner.hpp"
 #include "dtensor/scalar.hpp"
 #include "dtensor/simulated.hpp"
+#include "exec_check.hpp"
 #include "oracle.hpp"
 
 using namespace dtensor;
+using namespace exec_check;
 
 namespace {
-
-// The value of global element `id`, written from SPEC §5 (not the library's function).
-double global_value(DType t, std::int64_t id) {
-  switch (t) {
-    case DType::f8e4m3: return static_cast<double>(id % 16);
-    case DType::f8e5m2: return static_cast<double>(id % 8);
-    case DType::bf16: case DType::f16: case DType::u8: return static_cast<double>(id % 256);
-    case DType::i8: return static_cast<double>(id % 128);
-    case DType::boolean: return static_cast<double>(id % 2);
-    default: return static_cast<double>(id);
-  }
-}
-
-struct Run {
-  std::vector<std::vector<std::byte>> outputs;
-};
 
 Run run_plan(const Plan& plan) {
   SimulatedCommunicator comm(plan.mesh);
@@ -51,82 +37,6 @@ Run run_plan(const Plan& plan) {
   exec.execute(comm, bufs);
   if (in != in_copy) FAIL("the executor wrote its input buffer");
   return run;
-}
-
-// "" when every rank's output matches the oracle for layout `pls`.
-std::string check(const std::vector<std::int64_t>& mesh, const std::vector<std::int64_t>& shape, DType dt,
-                  const std::vector<oracle::Pl>& pls, const Run& run) {
-  const Mesh m(mesh);
-  std::vector<int> partial;
-  for (std::size_t k = 0; k < pls.size(); ++k)
-    if (oracle::is_partial(pls[k])) partial.push_back(static_cast<int>(k));
-  for (std::int64_t r = 0; r < m.num_ranks(); ++r) {
-    const auto c = m.coord_of_rank(r);
-    const auto ids = oracle::local_ids(shape, oracle::owned(mesh, shape, pls, c));
-    const auto& out = run.outputs[static_cast<std::size_t>(r)];
-    if (out.size() != ids.size() * itemsize(dt)) return fmt::format("rank {}: {} bytes for {} elements", r, out.size(), ids.size());
-    // members of this rank's Partial group (varying the partial coordinates)
-    std::vector<std::int64_t> group;
-    std::vector<std::int64_t> cc = c;
-    for (int pm : partial) cc[static_cast<std::size_t>(pm)] = 0;
-    while (true) {
-      group.push_back(m.rank_at(cc));
-      std::size_t k = partial.size();
-      bool done = true;
-      while (k-- > 0) {
-        auto& x = cc[static_cast<std::size_t>(partial[k])];
-        if (++x < mesh[static_cast<std::size_t>(partial[k])]) { done = false; break; }
-        x = 0;
-      }
-      if (done) break;
-    }
-    for (std::size_t e = 0; e < ids.size(); ++e) {
-      double v;
-      if (partial.empty()) {
-        v = load_element(dt, out.data(), static_cast<std::int64_t>(e));
-      } else {
-        const char op = pls[static_cast<std::size_t>(partial[0])].kind;
-        const bool linear = op == 'P' || op == 'A';
-        v = linear ? 0.0 : load_element(dt, run.outputs[static_cast<std::size_t>(group[0])].data(), static_cast<std::int64_t>(e));
-        for (std::size_t g = linear ? 0 : 1; g < group.size(); ++g) {
-          const double x = load_element(dt, run.outputs[static_cast<std::size_t>(group[g])].data(), static_cast<std::int64_t>(e));
-          v = linear ? v + x : op == 'M' ? std::max(v, x) : op == 'N' ? std::min(v, x) : v * x;
-        }
-        if (linear)
-          for (int pm : partial)
-            if (pls[static_cast<std::size_t>(pm)].kind == 'A') v /= static_cast<double>(mesh[static_cast<std::size_t>(pm)]);
-      }
-      const double want = global_value(dt, ids[e]);
-      const bool ok = dt == DType::boolean ? ((v != 0) == (want != 0)) : v == want;
-      if (!ok) return fmt::format("rank {} element {} (global {}): {} != {}", r, e, ids[e], v, want);
-    }
-  }
-  return "";
-}
-
-std::vector<oracle::Pl> placement_options(int tensor_ndim) {
-  std::vector<oracle::Pl> o{{'R'}, {'P'}, {'A'}, {'M'}, {'N'}, {'X'}};
-  for (int d = 0; d < tensor_ndim; ++d) {
-    o.push_back({'S', d, 1});
-    o.push_back({'T', d, 2});
-  }
-  return o;
-}
-
-template <typename F>
-void for_each_shape(int nd, const std::vector<std::int64_t>& sizes, F&& f) {
-  std::vector<std::size_t> pick(static_cast<std::size_t>(nd), 0);
-  while (true) {
-    std::vector<std::int64_t> shape;
-    for (auto i : pick) shape.push_back(sizes[i]);
-    f(shape);
-    std::size_t k = 0;
-    for (; k < pick.size(); ++k) {
-      if (++pick[k] < sizes.size()) break;
-      pick[k] = 0;
-    }
-    if (k == pick.size()) return;
-  }
 }
 
 // Every `stride`-th case of the full set (1 = all of it); sanitizer builds may sample.
@@ -173,4 +83,113 @@ TEST_CASE("executor: full set against the oracle", "[executor]") {
   }
   INFO("cases " << cases << ", runs " << ran << ", stride " << stride);
   CHECK(ran >= 2 * cases / stride - 2);
+}
+
+TEST_CASE("executor: 20,000 seeded random pairs, round trips, larger meshes", "[executor]") {
+  std::mt19937_64 rng(777);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const std::vector<std::vector<std::int64_t>> meshes{{2, 2, 2}, {2, 4}, {4, 4, 8}};
+  const std::int64_t total = 20000 / sample_stride();
+  std::int64_t done = 0, round_trips = 0;
+  while (done < total) {
+    const auto& mesh = meshes[static_cast<std::size_t>(done % 3)];
+    const int nd = uni(1, 3);
+    std::vector<std::int64_t> shape;
+    for (int d = 0; d < nd; ++d) shape.push_back(uni(0, mesh.size() == 3 && mesh[2] == 8 ? 9 : 13));
+    auto random_pls = [&] {
+      std::vector<oracle::Pl> pls;
+      const char ops[] = {'P', 'A', 'M', 'N', 'X'};
+      const char op = ops[uni(0, 4)];
+      for (std::size_t m = 0; m < mesh.size(); ++m) {
+        switch (uni(0, 3)) {
+          case 0: pls.push_back({'R'}); break;
+          case 1: pls.push_back({op}); break;
+          case 2: pls.push_back({'S', uni(0, nd - 1), 1}); break;
+          default: pls.push_back({'T', uni(0, nd - 1), uni(2, 3)}); break;
+        }
+      }
+      return pls;
+    };
+    const auto a = random_pls(), b = random_pls();
+    const Layout src = Layout::parse(Mesh(mesh), shape, DType::i64, oracle::text(a));
+    const Layout dst = Layout::parse(Mesh(mesh), shape, DType::i64, oracle::text(b));
+    PlanOptions o;
+    o.runner_up = false;
+    o.edges = done % 2 ? EdgeSet::all : EdgeSet::pytorch;
+    const Plan fwd = plan_redistribution(src, dst, CostModel::default_model(), o);
+    const auto err = check(mesh, shape, DType::i64, b, run_plan(fwd));
+    if (!err.empty()) FAIL(Mesh(mesh).str() << " " << shape_str(shape) << ": " << src.str() << " -> " << dst.str() << " via " << fwd.trace() << ": " << err);
+    // X -> Y -> X is the identity (the source data again, Partial contributions reduced)
+    if (done % 10 == 0) {
+      const Plan back = plan_redistribution(dst, src, CostModel::default_model(), o);
+      const auto err2 = check(mesh, shape, DType::i64, a, run_plan(back));
+      if (!err2.empty()) FAIL("round trip " << src.str() << " -> " << dst.str() << " -> back: " << err2);
+      ++round_trips;
+    }
+    ++done;
+  }
+  CHECK(done == total);
+  CHECK(round_trips > 0);
+}
+
+TEST_CASE("executor: every dtype on a sample", "[executor]") {
+  const std::vector<std::int64_t> mesh{2, 3};
+  const auto layouts = oracle::layouts(2, 2, placement_options(2));
+  std::mt19937_64 rng(11);
+  int runs = 0;
+  for (DType dt : kAllDTypes) {
+    for (int i = 0; i < 150; ++i) {
+      const auto& a = layouts[rng() % layouts.size()];
+      const auto& b = layouts[rng() % layouts.size()];
+      const std::vector<std::int64_t> shape{static_cast<std::int64_t>(rng() % 9), static_cast<std::int64_t>(rng() % 9)};
+      const Layout src = Layout::parse(Mesh(mesh), shape, dt, oracle::text(a));
+      const Layout dst = Layout::parse(Mesh(mesh), shape, dt, oracle::text(b));
+      const Plan p = plan_redistribution(src, dst, CostModel::default_model());
+      const auto err = check(mesh, shape, dt, b, run_plan(p));
+      if (!err.empty()) FAIL(to_string(dt) << " " << src.str() << " -> " << dst.str() << " via " << p.trace() << ": " << err);
+      ++runs;
+    }
+  }
+  CHECK(runs == 150 * 11);
+}
+
+TEST_CASE("executor: buffers of the wrong size are rejected", "[executor]") {
+  using Catch::Matchers::Contains;
+  const Mesh mesh = Mesh::parse("2x2");
+  const Plan p = plan_redistribution(Layout::parse(mesh, {9, 5}, DType::f32, "S(0)S(1)"),
+                                     Layout::parse(mesh, {9, 5}, DType::f32, "RS(0)"), CostModel::default_model());
+  SimulatedCommunicator comm(mesh);
+  const Executor exec(p, comm);
+  std::vector<std::vector<std::byte>> in, out, ws;
+  for (std::int64_t r = 0; r < 4; ++r) {
+    in.emplace_back(static_cast<std::size_t>(exec.input_bytes(r)));
+    out.emplace_back(static_cast<std::size_t>(exec.output_bytes(r)));
+    ws.emplace_back(static_cast<std::size_t>(exec.workspace_bytes()));
+  }
+  auto bufs = [&] {
+    std::vector<RankBuffers> b;
+    for (std::int64_t r = 0; r < 4; ++r) b.push_back({r, in[static_cast<std::size_t>(r)], out[static_cast<std::size_t>(r)], ws[static_cast<std::size_t>(r)]});
+    return b;
+  };
+  out[2].resize(out[2].size() + 4);
+  try {
+    exec.execute(comm, bufs());
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Contains("rank 2: output buffer has"));
+  }
+  out[2].resize(out[2].size() - 4);
+  in[1].pop_back();
+  CHECK_THROWS_WITH(exec.execute(comm, bufs()), Contains("rank 1: input buffer"));
+  in[1].emplace_back();
+  if (exec.workspace_bytes() > 0) {
+    ws[3].pop_back();
+    CHECK_THROWS_WITH(exec.execute(comm, bufs()), Contains("rank 3: workspace"));
+    ws[3].emplace_back();
+  }
+  CHECK_NOTHROW(exec.execute(comm, bufs()));
+  // a plan whose recorded peak is too small for its steps is refused when prepared
+  Plan bad = p;
+  bad.peak_bytes = 0;
+  if (p.peak_bytes > 0) CHECK_THROWS_WITH(Executor(bad, comm), Contains("peak_bytes"));
 }

@@ -8,8 +8,9 @@
 namespace dtensor {
 
 // All ranks of a mesh in one process on host memory, with the real semantics of every
-// collective: the reference backend for tests, the CLI and machines without GPUs.
-class SimulatedCommunicator final : public Communicator {
+// collective: the reference backend for tests, the CLI and machines without GPUs. The memory
+// hooks (protected) let a device-memory variant reuse the pairing and the collective semantics.
+class SimulatedCommunicator : public Communicator {
  public:
   explicit SimulatedCommunicator(Mesh mesh);
   ~SimulatedCommunicator() override;
@@ -35,6 +36,13 @@ class SimulatedCommunicator final : public Communicator {
 
   // Collectives run so far (for tests).
   [[nodiscard]] std::int64_t collectives_run() const noexcept { return collectives_run_; }
+
+ protected:
+  // Memory the collectives use: move bytes, and out = op over inputs (avg: divided by their
+  // number). The host version reduces 16- and 8-bit floats in double and rounds once.
+  virtual void move(void* dst, const void* src, std::int64_t bytes);
+  virtual void reduce_group(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
+                            std::int64_t count);
 
  private:
   struct Pending;

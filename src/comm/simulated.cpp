@@ -1,5 +1,6 @@
 #include "dtensor/simulated.hpp"
 
+#include <algorithm>
 #include <cstring>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -67,6 +68,34 @@ SimulatedCommunicator::Pending& SimulatedCommunicator::pending_for(std::int64_t 
   return *slot;
 }
 
+void SimulatedCommunicator::move(void* dst, const void* src, std::int64_t bytes) {
+  if (bytes > 0 && dst != src) std::memmove(dst, src, static_cast<std::size_t>(bytes));
+}
+void SimulatedCommunicator::reduce_group(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
+                                         std::int64_t count) {
+  const auto n = static_cast<std::int64_t>(inputs.size());
+  const bool narrow_float = dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::f8e4m3 || dtype == DType::f8e5m2;
+  if (narrow_float) {
+    for (std::int64_t k = 0; k < count; ++k) {
+      double acc = load_element(dtype, inputs[0], k);
+      for (std::int64_t s = 1; s < n; ++s) {
+        const double x = load_element(dtype, inputs[static_cast<std::size_t>(s)], k);
+        switch (op) {
+          case ReduceOp::sum: case ReduceOp::avg: acc += x; break;
+          case ReduceOp::max: acc = std::max(acc, x); break;
+          case ReduceOp::min: acc = std::min(acc, x); break;
+          case ReduceOp::product: acc *= x; break;
+        }
+      }
+      store_element(dtype, out, k, op == ReduceOp::avg ? acc / static_cast<double>(n) : acc);
+    }
+    return;
+  }
+  move(out, inputs[0], count * static_cast<std::int64_t>(itemsize(dtype)));
+  for (std::int64_t s = 1; s < n; ++s) reduce_into(dtype, op, out, inputs[static_cast<std::size_t>(s)], count);
+  if (op == ReduceOp::avg) finish_average(dtype, out, count, n);
+}
+
 void SimulatedCommunicator::run(Pending& p) {
   const auto n = p.members;
   const auto bytes = p.count * static_cast<std::int64_t>(itemsize(p.dtype));
@@ -76,30 +105,26 @@ void SimulatedCommunicator::run(Pending& p) {
     case kAllGather:
       for (std::int64_t q = 0; q < n; ++q)
         for (std::int64_t s = 0; s < n; ++s)
-          if (bytes) std::memmove(at_mut(p.recv[static_cast<std::size_t>(q)], s), p.send[static_cast<std::size_t>(s)], static_cast<std::size_t>(bytes));
+          move(at_mut(p.recv[static_cast<std::size_t>(q)], s), p.send[static_cast<std::size_t>(s)], bytes);
       break;
     case kReduceScatter:
       for (std::int64_t q = 0; q < n; ++q) {
-        void* out = p.recv[static_cast<std::size_t>(q)];
-        if (bytes) std::memmove(out, at(p.send[0], q), static_cast<std::size_t>(bytes));
-        for (std::int64_t s = 1; s < n; ++s) reduce_into(p.dtype, p.op, out, at(p.send[static_cast<std::size_t>(s)], q), p.count);
-        if (p.op == ReduceOp::avg) finish_average(p.dtype, out, p.count, n);
+        std::vector<const void*> in;
+        for (std::int64_t s = 0; s < n; ++s) in.push_back(at(p.send[static_cast<std::size_t>(s)], q));
+        reduce_group(p.dtype, p.op, p.recv[static_cast<std::size_t>(q)], in, p.count);
       }
       break;
     case kAllReduce: {
       // Reduce into member 0's output, then copy it out: no member reads an output after it is written.
       void* out = p.recv[0];
-      if (bytes) std::memmove(out, p.send[0], static_cast<std::size_t>(bytes));
-      for (std::int64_t s = 1; s < n; ++s) reduce_into(p.dtype, p.op, out, p.send[static_cast<std::size_t>(s)], p.count);
-      if (p.op == ReduceOp::avg) finish_average(p.dtype, out, p.count, n);
-      for (std::int64_t q = 1; q < n; ++q)
-        if (bytes) std::memmove(p.recv[static_cast<std::size_t>(q)], out, static_cast<std::size_t>(bytes));
+      reduce_group(p.dtype, p.op, out, p.send, p.count);
+      for (std::int64_t q = 1; q < n; ++q) move(p.recv[static_cast<std::size_t>(q)], out, bytes);
       break;
     }
     case kAllToAll:
       for (std::int64_t q = 0; q < n; ++q)
         for (std::int64_t s = 0; s < n; ++s)
-          if (bytes) std::memmove(at_mut(p.recv[static_cast<std::size_t>(q)], s), at(p.send[static_cast<std::size_t>(s)], q), static_cast<std::size_t>(bytes));
+          move(at_mut(p.recv[static_cast<std::size_t>(q)], s), at(p.send[static_cast<std::size_t>(s)], q), bytes);
       break;
     default: break;
   }
@@ -158,7 +183,7 @@ void SimulatedCommunicator::synchronize() {
     if (!match) throw Error(fmt::format("rank {} expects data from rank {}, which sends none", r.to, r.from));
     if (match->count != r.count)
       throw Error(fmt::format("rank {} sends {} elements to rank {}, which expects {}", r.from, match->count, r.to, r.count));
-    std::memmove(r.buffer, match->buffer, static_cast<std::size_t>(r.count * static_cast<std::int64_t>(itemsize(r.dtype))));
+    move(r.buffer, match->buffer, r.count * static_cast<std::int64_t>(itemsize(r.dtype)));
   }
   for (const auto& s : p2p_) {
     if (!s.is_send) continue;

@@ -1,0 +1,187 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "kernels.cuh"
+
+namespace dtensor::cuda {
+namespace {
+
+template <typename V>
+__global__ void copy_strided_kernel(char* dst, const char* src, StridedCopy c, std::int64_t vecs_per_run,
+                                    std::int64_t total) {
+  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t run = t / vecs_per_run;
+    const std::int64_t within = t - run * vecs_per_run;
+    std::int64_t doff = 0, soff = 0;
+    for (int k = c.ndim - 1; k >= 0; --k) {
+      const std::int64_t i = run % c.count[k];
+      run /= c.count[k];
+      doff += i * c.dst_stride[k];
+      soff += i * c.src_stride[k];
+    }
+    reinterpret_cast<V*>(dst + doff)[within] = reinterpret_cast<const V*>(src + soff)[within];
+  }
+}
+
+template <int N>
+__global__ void fill_kernel(unsigned char* dst, std::uint64_t pattern, std::int64_t count) {
+  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < count;
+       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+#pragma unroll
+    for (int b = 0; b < N; ++b) dst[t * N + b] = static_cast<unsigned char>(pattern >> (8 * b));
+}
+
+unsigned blocks_for(std::int64_t n) {
+  const std::int64_t b = (n + 255) / 256;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 ? 65535 : b));
+}
+
+// Element access through float for the narrow float types; native arithmetic otherwise.
+template <typename T> struct Arith {
+  using acc = T;
+  __device__ static acc load(T v) { return v; }
+  __device__ static T store(acc v) { return v; }
+};
+template <> struct Arith<__nv_bfloat16> {
+  using acc = float;
+  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+};
+template <> struct Arith<__half> {
+  using acc = float;
+  __device__ static float load(__half v) { return __half2float(v); }
+  __device__ static __half store(float v) { return __float2half_rn(v); }
+};
+template <> struct Arith<__nv_fp8_e4m3> {
+  using acc = float;
+  __device__ static float load(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
+  __device__ static __nv_fp8_e4m3 store(float v) { return __nv_fp8_e4m3(v); }
+};
+template <> struct Arith<__nv_fp8_e5m2> {
+  using acc = float;
+  __device__ static float load(__nv_fp8_e5m2 v) { return static_cast<float>(v); }
+  __device__ static __nv_fp8_e5m2 store(float v) { return __nv_fp8_e5m2(v); }
+};
+
+// dtensor::ReduceOp values: sum 0, avg 1, max 2, min 3, product 4.
+template <typename T>
+__global__ void reduce_kernel(T* acc, const T* x, int op, std::int64_t n) {
+  using A = Arith<T>;
+  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < n;
+       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const auto a = A::load(acc[t]), b = A::load(x[t]);
+    typename A::acc r = a;
+    switch (op) {
+      case 0: case 1: r = a + b; break;
+      case 2: r = a > b ? a : b; break;
+      case 3: r = a < b ? a : b; break;
+      case 4: r = a * b; break;
+    }
+    acc[t] = A::store(r);
+  }
+}
+
+__global__ void reduce_bool_kernel(unsigned char* acc, const unsigned char* x, int op, std::int64_t n) {
+  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < n;
+       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const bool a = acc[t] != 0, b = x[t] != 0;
+    acc[t] = (op == 3 || op == 4) ? (a && b) : (a || b);
+  }
+}
+
+template <typename T>
+__global__ void average_kernel(T* acc, std::int64_t members, std::int64_t n) {
+  using A = Arith<T>;
+  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < n;
+       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    acc[t] = A::store(A::load(acc[t]) / static_cast<typename A::acc>(members));
+}
+
+template <template <typename> class F, typename... Args>
+cudaError_t dispatch(int dtype, Args... args) {
+  // dtensor::DType values: f64 0, f32 1, bf16 2, f16 3, f8e4m3 4, f8e5m2 5, i64 6, i32 7, i8 8, u8 9, bool 10
+  switch (dtype) {
+    case 0: return F<double>::run(args...);
+    case 1: return F<float>::run(args...);
+    case 2: return F<__nv_bfloat16>::run(args...);
+    case 3: return F<__half>::run(args...);
+    case 4: return F<__nv_fp8_e4m3>::run(args...);
+    case 5: return F<__nv_fp8_e5m2>::run(args...);
+    case 6: return F<long long>::run(args...);
+    case 7: return F<int>::run(args...);
+    case 8: return F<signed char>::run(args...);
+    case 9: return F<unsigned char>::run(args...);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T> struct Reduce {
+  static cudaError_t run(int op, void* acc, const void* x, std::int64_t n, cudaStream_t s) {
+    reduce_kernel<T><<<blocks_for(n), 256, 0, s>>>(static_cast<T*>(acc), static_cast<const T*>(x), op, n);
+    return cudaGetLastError();
+  }
+};
+template <typename T> struct Average {
+  static cudaError_t run(void* acc, std::int64_t members, std::int64_t n, cudaStream_t s) {
+    average_kernel<T><<<blocks_for(n), 256, 0, s>>>(static_cast<T*>(acc), members, n);
+    return cudaGetLastError();
+  }
+};
+
+}  // namespace
+
+cudaError_t launch_copy_strided(void* dst, const void* src, const StridedCopy& c, cudaStream_t stream) {
+  std::int64_t runs = 1;
+  for (int k = 0; k < c.ndim; ++k) runs *= c.count[k];
+  if (runs == 0 || c.run_bytes == 0) return cudaSuccess;
+  // widest vector that divides every offset the copy touches
+  std::uint64_t align = static_cast<std::uint64_t>(c.run_bytes) | reinterpret_cast<std::uintptr_t>(dst) |
+                        reinterpret_cast<std::uintptr_t>(src);
+  for (int k = 0; k < c.ndim; ++k)
+    align |= static_cast<std::uint64_t>(c.dst_stride[k]) | static_cast<std::uint64_t>(c.src_stride[k]);
+  auto go = [&](auto vec) {
+    using V = decltype(vec);
+    const std::int64_t per_run = c.run_bytes / static_cast<std::int64_t>(sizeof(V));
+    const std::int64_t total = per_run * runs;
+    copy_strided_kernel<V><<<blocks_for(total), 256, 0, stream>>>(static_cast<char*>(dst), static_cast<const char*>(src),
+                                                                   c, per_run, total);
+    return cudaGetLastError();
+  };
+  if (align % 16 == 0) return go(int4{});
+  if (align % 8 == 0) return go(std::uint64_t{});
+  if (align % 4 == 0) return go(std::uint32_t{});
+  if (align % 2 == 0) return go(std::uint16_t{});
+  return go(std::uint8_t{});
+}
+
+cudaError_t launch_fill(void* dst, std::uint64_t pattern, int elem_bytes, std::int64_t count, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  auto* d = static_cast<unsigned char*>(dst);
+  switch (elem_bytes) {
+    case 1: fill_kernel<1><<<blocks_for(count), 256, 0, stream>>>(d, pattern, count); break;
+    case 2: fill_kernel<2><<<blocks_for(count), 256, 0, stream>>>(d, pattern, count); break;
+    case 4: fill_kernel<4><<<blocks_for(count), 256, 0, stream>>>(d, pattern, count); break;
+    case 8: fill_kernel<8><<<blocks_for(count), 256, 0, stream>>>(d, pattern, count); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_reduce(int dtype, int op, void* acc, const void* x, std::int64_t count, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  if (dtype == 10) {
+    reduce_bool_kernel<<<blocks_for(count), 256, 0, stream>>>(static_cast<unsigned char*>(acc),
+                                                               static_cast<const unsigned char*>(x), op, count);
+    return cudaGetLastError();
+  }
+  return dispatch<Reduce>(dtype, op, acc, x, count, stream);
+}
+
+cudaError_t launch_average(int dtype, void* acc, std::int64_t count, std::int64_t members, cudaStream_t stream) {
+  if (count == 0 || dtype == 10) return cudaSuccess;
+  return dispatch<Average>(dtype, acc, members, count, stream);
+}
+
+}  // namespace dtensor::cuda

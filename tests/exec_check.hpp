@@ -1,0 +1,109 @@
+#pragma once
+// Shared by the host and GPU executor tests: the SPEC §5 global values, the oracle check of a
+// run's outputs, and the case enumeration.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dtensor/layout.hpp"
+#include "dtensor/scalar.hpp"
+#include "oracle.hpp"
+
+namespace exec_check {
+using namespace dtensor;
+
+struct Run {
+  std::vector<std::vector<std::byte>> outputs;
+};
+
+// The value of global element `id`, written from SPEC §5 (not the library's function).
+inline double global_value(DType t, std::int64_t id) {
+  switch (t) {
+    case DType::f8e4m3: return static_cast<double>(id % 16);
+    case DType::f8e5m2: return static_cast<double>(id % 8);
+    case DType::bf16: case DType::f16: case DType::u8: return static_cast<double>(id % 256);
+    case DType::i8: return static_cast<double>(id % 128);
+    case DType::boolean: return static_cast<double>(id % 2);
+    default: return static_cast<double>(id);
+  }
+}
+
+// "" when every rank's output matches the oracle for layout `pls`.
+inline std::string check(const std::vector<std::int64_t>& mesh, const std::vector<std::int64_t>& shape, DType dt,
+                  const std::vector<oracle::Pl>& pls, const Run& run) {
+  const Mesh m(mesh);
+  std::vector<int> partial;
+  for (std::size_t k = 0; k < pls.size(); ++k)
+    if (oracle::is_partial(pls[k])) partial.push_back(static_cast<int>(k));
+  for (std::int64_t r = 0; r < m.num_ranks(); ++r) {
+    const auto c = m.coord_of_rank(r);
+    const auto ids = oracle::local_ids(shape, oracle::owned(mesh, shape, pls, c));
+    const auto& out = run.outputs[static_cast<std::size_t>(r)];
+    if (out.size() != ids.size() * itemsize(dt)) return fmt::format("rank {}: {} bytes for {} elements", r, out.size(), ids.size());
+    // members of this rank's Partial group (varying the partial coordinates)
+    std::vector<std::int64_t> group;
+    std::vector<std::int64_t> cc = c;
+    for (int pm : partial) cc[static_cast<std::size_t>(pm)] = 0;
+    while (true) {
+      group.push_back(m.rank_at(cc));
+      std::size_t k = partial.size();
+      bool done = true;
+      while (k-- > 0) {
+        auto& x = cc[static_cast<std::size_t>(partial[k])];
+        if (++x < mesh[static_cast<std::size_t>(partial[k])]) { done = false; break; }
+        x = 0;
+      }
+      if (done) break;
+    }
+    for (std::size_t e = 0; e < ids.size(); ++e) {
+      double v;
+      if (partial.empty()) {
+        v = load_element(dt, out.data(), static_cast<std::int64_t>(e));
+      } else {
+        const char op = pls[static_cast<std::size_t>(partial[0])].kind;
+        const bool linear = op == 'P' || op == 'A';
+        v = linear ? 0.0 : load_element(dt, run.outputs[static_cast<std::size_t>(group[0])].data(), static_cast<std::int64_t>(e));
+        for (std::size_t g = linear ? 0 : 1; g < group.size(); ++g) {
+          const double x = load_element(dt, run.outputs[static_cast<std::size_t>(group[g])].data(), static_cast<std::int64_t>(e));
+          v = linear ? v + x : op == 'M' ? std::max(v, x) : op == 'N' ? std::min(v, x) : v * x;
+        }
+        if (linear)
+          for (int pm : partial)
+            if (pls[static_cast<std::size_t>(pm)].kind == 'A') v /= static_cast<double>(mesh[static_cast<std::size_t>(pm)]);
+      }
+      const double want = global_value(dt, ids[e]);
+      const bool ok = dt == DType::boolean ? ((v != 0) == (want != 0)) : v == want;
+      if (!ok) return fmt::format("rank {} element {} (global {}): {} != {}", r, e, ids[e], v, want);
+    }
+  }
+  return "";
+}
+
+inline std::vector<oracle::Pl> placement_options(int tensor_ndim) {
+  std::vector<oracle::Pl> o{{'R'}, {'P'}, {'A'}, {'M'}, {'N'}, {'X'}};
+  for (int d = 0; d < tensor_ndim; ++d) {
+    o.push_back({'S', d, 1});
+    o.push_back({'T', d, 2});
+  }
+  return o;
+}
+
+template <typename F>
+void for_each_shape(int nd, const std::vector<std::int64_t>& sizes, F&& f) {
+  std::vector<std::size_t> pick(static_cast<std::size_t>(nd), 0);
+  while (true) {
+    std::vector<std::int64_t> shape;
+    for (auto i : pick) shape.push_back(sizes[i]);
+    f(shape);
+    std::size_t k = 0;
+    for (; k < pick.size(); ++k) {
+      if (++pick[k] < sizes.size()) break;
+      pick[k] = 0;
+    }
+    if (k == pick.size()) return;
+  }
+}
+
+
+}  // namespace exec_check
