@@ -1,0 +1,162 @@
+// GPU tests: run where a GPU is present (CTest label "gpu"). The executor's full set on the
+// device-simulated backend (ranks as device buffers, so the CUDA kernels run multi-rank plans),
+// NCCL itself on a 1-rank mesh, and CUDA-graph capture/replay.
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "../exec_check.hpp"
+#include "dtensor/error.hpp"
+#include "dtensor/nccl.hpp"
+#include "gpu_util.hpp"
+
+using namespace dtensor;
+using namespace gpu_util;
+
+namespace {
+
+exec_check::Run run_on_device(const Plan& plan, cudaStream_t stream) {
+  DeviceSimulatedCommunicator comm(plan.mesh, stream);
+  const Executor exec(plan, comm);
+  const Layout src = plan.src_layout();
+  std::vector<DeviceBuffer> in, out, ws;
+  std::vector<RankBuffers> bufs;
+  for (std::int64_t r = 0; r < plan.mesh.num_ranks(); ++r) {
+    const auto host = seeded_input(src, r);
+    in.emplace_back(host.size());
+    if (!host.empty()) ck(cudaMemcpy(in.back().p, host.data(), host.size(), cudaMemcpyHostToDevice));
+    out.emplace_back(static_cast<std::size_t>(exec.output_bytes(r)));
+    ws.emplace_back(static_cast<std::size_t>(exec.workspace_bytes()));
+  }
+  for (std::int64_t r = 0; r < plan.mesh.num_ranks(); ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    bufs.push_back({r, std::span<const std::byte>(in[i].p, in[i].n), out[i].span(), ws[i].span()});
+  }
+  exec.execute(comm, bufs);
+  ck(cudaStreamSynchronize(stream));
+  exec_check::Run run;
+  for (auto& o : out) {
+    run.outputs.emplace_back(o.n);
+    if (o.n) ck(cudaMemcpy(run.outputs.back().data(), o.p, o.n, cudaMemcpyDeviceToHost));
+  }
+  return run;
+}
+
+std::int64_t stride() {
+  if (const char* s = std::getenv("DTENSOR_EXHAUSTIVE_STRIDE")) return std::max<std::int64_t>(1, std::atoll(s));
+  return 1;
+}
+
+}  // namespace
+
+TEST_CASE("GPU: executor full set on the device-simulated backend", "[gpu]") {
+  cudaStream_t stream;
+  ck(cudaStreamCreate(&stream));
+  std::int64_t cases = 0, ran = 0;
+  const auto st = stride();
+  for (const auto& mesh : {std::vector<std::int64_t>{4}, std::vector<std::int64_t>{2, 2}, std::vector<std::int64_t>{2, 3}}) {
+    for (int nd = 1; nd <= 2; ++nd) {
+      const auto layouts = oracle::layouts(static_cast<int>(mesh.size()), nd, exec_check::placement_options(nd));
+      exec_check::for_each_shape(nd, {0, 1, 3, 5, 8}, [&](const std::vector<std::int64_t>& shape) {
+        for (EdgeSet es : {EdgeSet::all, EdgeSet::pytorch}) {
+          PlanOptions o;
+          o.edges = es;
+          o.runner_up = false;
+          for (const auto& a : layouts)
+            for (const auto& b : layouts) {
+              if (cases++ % st != 0) continue;
+              Plan plan = plan_redistribution(Layout::parse(Mesh(mesh), shape, DType::f64, oracle::text(a)),
+                                              Layout::parse(Mesh(mesh), shape, DType::f64, oracle::text(b)),
+                                              CostModel::default_model(), o);
+              for (DType dt : {DType::f64, DType::i64}) {
+                plan.dtype = dt;
+                const auto err = exec_check::check(mesh, shape, dt, b, run_on_device(plan, stream));
+                if (!err.empty()) FAIL(oracle::text(a) << " -> " << oracle::text(b) << " via " << plan.trace() << ": " << err);
+                ++ran;
+              }
+            }
+        }
+      });
+    }
+  }
+  CHECK(ran > 0);
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("GPU: every dtype through the kernels (bf16, f16, fp8 included)", "[gpu]") {
+  cudaStream_t stream;
+  ck(cudaStreamCreate(&stream));
+  const std::vector<std::int64_t> mesh{2, 3};
+  const auto layouts = oracle::layouts(2, 2, exec_check::placement_options(2));
+  std::mt19937_64 rng(5);
+  for (DType dt : kAllDTypes)
+    for (int i = 0; i < 100; ++i) {
+      const auto& a = layouts[rng() % layouts.size()];
+      const auto& b = layouts[rng() % layouts.size()];
+      const std::vector<std::int64_t> shape{static_cast<std::int64_t>(rng() % 9), static_cast<std::int64_t>(rng() % 9)};
+      const Plan p = plan_redistribution(Layout::parse(Mesh(mesh), shape, dt, oracle::text(a)),
+                                         Layout::parse(Mesh(mesh), shape, dt, oracle::text(b)), CostModel::default_model());
+      const auto err = exec_check::check(mesh, shape, dt, b, run_on_device(p, stream));
+      if (!err.empty()) FAIL(to_string(dt) << " " << oracle::text(a) << " -> " << oracle::text(b) << ": " << err);
+    }
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("GPU: NCCL on a 1-rank mesh, and CUDA-graph capture/replay", "[gpu]") {
+  cudaStream_t stream;
+  ck(cudaStreamCreate(&stream));
+  const NcclUniqueId id = nccl_unique_id();
+  NcclOptions opt;
+  opt.device = 0;
+  opt.stream = stream;
+  NcclCommunicator comm(Mesh::parse("1x1"), 0, id, opt);
+  // real collectives over groups of one rank: all_gather, all_to_all, all_reduce, reduce_scatter
+  const Plan plan = chain("1x1", {64, 32}, DType::f32, {"P(sum)R", "RR", "RS(1)", "RS(0)", "P(sum)S(0)", "S(1)S(0)", "S(1)R"},
+                          {StepKind::all_reduce, StepKind::local_chunk, StepKind::all_to_all, StepKind::local_fill,
+                           StepKind::reduce_scatter, StepKind::all_gather});
+  comm.prepare(plan);
+  const Executor exec(plan, comm, {0});
+  const auto host_in = seeded_input(plan.src_layout(), 0);
+  DeviceBuffer in(host_in.size()), out(static_cast<std::size_t>(exec.output_bytes(0))),
+      ws(static_cast<std::size_t>(exec.workspace_bytes()));
+  ck(cudaMemcpy(in.p, host_in.data(), host_in.size(), cudaMemcpyHostToDevice));
+  const RankBuffers b{0, std::span<const std::byte>(in.p, in.n), out.span(), ws.span()};
+  auto check_out = [&] {
+    std::vector<std::vector<std::byte>> host(1, std::vector<std::byte>(out.n));
+    ck(cudaMemcpy(host[0].data(), out.p, out.n, cudaMemcpyDeviceToHost));
+    return verify_outputs(plan.dst_layout(), host);
+  };
+  exec.execute(comm, std::span(&b, 1));
+  ck(cudaStreamSynchronize(stream));
+  CHECK(check_out() == "");
+
+  // capture the whole plan into a CUDA graph and replay it
+  ck(cudaMemset(out.p, 0, out.n));
+  cudaGraph_t graph;
+  cudaGraphExec_t graph_exec;
+  ck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  exec.execute(comm, std::span(&b, 1));
+  ck(cudaStreamEndCapture(stream, &graph));
+  ck(cudaGraphInstantiate(&graph_exec, graph, 0));
+  for (int i = 0; i < 3; ++i) ck(cudaGraphLaunch(graph_exec, stream));
+  ck(cudaStreamSynchronize(stream));
+  CHECK(check_out() == "");
+  cudaGraphExecDestroy(graph_exec);
+  cudaGraphDestroy(graph);
+
+  // misuse: a communicator not prepared for the plan, captured
+  NcclCommunicator fresh(Mesh::parse("1x1"), 0, nccl_unique_id(), opt);
+  ck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  CHECK_THROWS_WITH(exec.execute(fresh, std::span(&b, 1)), Catch::Matchers::Contains("prepare"));
+  cudaGraph_t discard;
+  cudaStreamEndCapture(stream, &discard);
+  if (discard) cudaGraphDestroy(discard);
+  cudaGetLastError();
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("GPU: a duplicate-GPU mesh is rejected before NCCL", "[gpu]") {
+  NcclOptions opt;
+  opt.device_uuids = {"GPU-aaaa", "GPU-aaaa"};
+  CHECK_THROWS_WITH(NcclCommunicator(Mesh::parse("2"), 0, nccl_unique_id(), opt),
+                    Catch::Matchers::Contains("both on GPU GPU-aaaa"));
+}
