@@ -41,3 +41,9 @@ run_case(plan_bad_cost 2 "" "error: cost model 'nope.json'" plan --mesh 2 --shap
 run_case(plan_budget 2 "" "smallest budget that admits a plan is"
          plan --mesh 2x4 --shape 1024x1024 --from "S(0)S(1)" --to "S(1)S(0)" --max-memory 0)
 run_case(plan_bad_edges 2 "" "unknown edge set 'fast'" plan --mesh 2 --shape 8 --from R --to "S(0)" --edges fast)
+run_case(show_text 0 "state 1: RS\\(0\\)" "" show --mesh 2x2 --shape 9x5 --from "S(0)S(1)" --to "RS(0)")
+run_case(show_svg 0 "<svg xmlns" "" show --mesh 2x2 --shape 9x5 --from "S(0)S(1)" --to "RS(0)" --format svg)
+run_case(show_dot 0 "^digraph" "" show --mesh 2x2 --shape 9x5 --from "S(0)S(1)" --to "RS(0)" --format dot)
+run_case(show_bad_dims 2 "" "--dims names tensor dim 5" show --mesh 2 --shape 9x5 --from "S(0)" --to R --dims 0,5)
+run_case(simulate_ok 0 "verified: every rank" "" simulate --mesh 2x3 --shape 9x5 --from "P(max)R" --to "S(1)S(0)" --dtype i64)
+run_case(simulate_json 0 "\"verified\":true" "" simulate --mesh 2 --shape 3 --from "S(0)" --to R --format json)

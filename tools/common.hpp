@@ -36,6 +36,7 @@ void check_format(const std::string& format);
 void register_layout(CLI::App& app);
 void register_plan(CLI::App& app);
 void register_simulate(CLI::App& app);
+void register_show(CLI::App& app);
 // Exit status a callback asks for (simulate: 1 when verification fails).
 extern int g_exit_status;
 

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   dtensor::cli::register_layout(app);
   dtensor::cli::register_plan(app);
   dtensor::cli::register_simulate(app);
+  dtensor::cli::register_show(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

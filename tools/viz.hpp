@@ -1,0 +1,37 @@
+#pragma once
+// Pictures of layouts and plans (`dtensor show`), drawn from the ownership math only: any mesh
+// and shape works without materialising tensor data.
+#include <string>
+#include <vector>
+
+#include "dtensor/planner.hpp"
+
+namespace dtensor::viz {
+
+// One state of a plan on the two chosen tensor dims: blocks (aggregated where neighbours have
+// the same owners), each with the global ranks that own it.
+struct Block {
+  std::int64_t r0, r1, c0, c1;       // index ranges on the chosen dims (half-open)
+  std::vector<std::int64_t> ranks;   // owners, ascending
+};
+struct StateView {
+  std::string placements;
+  std::string partial_note;          // "" or "Partial P(sum) over mesh dim 1: ..."
+  std::vector<Block> blocks;
+  std::vector<std::int64_t> row_cuts, col_cuts;
+};
+
+struct Options {
+  int dim_row = 0;
+  int dim_col = 1;  // -1 for 1-d tensors
+  std::size_t max_blocks_per_dim = 256;
+};
+
+[[nodiscard]] StateView view_of(const Layout& layout, const Options& opt);
+[[nodiscard]] std::string render_svg(const Plan& plan, const Options& opt, bool standalone = true);
+[[nodiscard]] std::string render_html(const Plan& plan, const Options& opt);
+[[nodiscard]] std::string render_text(const Plan& plan, const Options& opt, int width);
+// The explored part of the graph (states within the plan's cost), the plan's path in bold.
+[[nodiscard]] std::string render_dot(const Plan& plan, const CostModel& cost, std::size_t max_states = 200);
+
+}  // namespace dtensor::viz
