@@ -241,19 +241,20 @@ Sharding Sharding::with_partial(int mesh_dim, ReduceOp op) const noexcept {
 }
 
 std::size_t hash_value(const Sharding& s) noexcept {
-  std::uint64_t h = 0x5348;
+  // one multiply-xor per field: the planner hashes every state it meets
+  std::uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<std::uint64_t>(s.tensor_ndim());
+  auto add = [&h](std::uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; };
   for (int d = 0; d < s.tensor_ndim(); ++d) {
-    detail::hash_combine(h, 0xd1);
-    for (const auto& e : s.entries(d)) {
-      detail::hash_combine(h, static_cast<std::uint64_t>(e.mesh_dim));
-      detail::hash_combine(h, static_cast<std::uint64_t>(e.split_factor) * 2 + (e.strided ? 1 : 0));
-    }
+    add(0xd1);
+    for (const auto& e : s.entries(d))
+      add(static_cast<std::uint64_t>(e.mesh_dim) | static_cast<std::uint64_t>(e.split_factor) << 8 |
+          (e.strided ? 1ULL << 7 : 0));
   }
   for (int m = 0; m < s.mesh_ndim(); ++m) {
     const auto p = s.partial(m);
-    detail::hash_combine(h, p ? static_cast<std::uint64_t>(*p) + 1 : 0);
+    add(p ? static_cast<std::uint64_t>(*p) + 1 : 0);
   }
-  return static_cast<std::size_t>(h);
+  return static_cast<std::size_t>(detail::mix64(h));
 }
 
 std::ostream& operator<<(std::ostream& os, const Sharding& s) { return os << s.str(); }
