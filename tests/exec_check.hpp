@@ -89,21 +89,6 @@ inline std::vector<oracle::Pl> placement_options(int tensor_ndim) {
   return o;
 }
 
-template <typename F>
-void for_each_shape(int nd, const std::vector<std::int64_t>& sizes, F&& f) {
-  std::vector<std::size_t> pick(static_cast<std::size_t>(nd), 0);
-  while (true) {
-    std::vector<std::int64_t> shape;
-    for (auto i : pick) shape.push_back(sizes[i]);
-    f(shape);
-    std::size_t k = 0;
-    for (; k < pick.size(); ++k) {
-      if (++pick[k] < sizes.size()) break;
-      pick[k] = 0;
-    }
-    if (k == pick.size()) return;
-  }
-}
-
+using oracle::for_each_shape;
 
 }  // namespace exec_check

@@ -108,6 +108,23 @@ inline List local_ids(const std::vector<std::int64_t>& shape, const std::vector<
   }
 }
 
+// Every shape of `nd` dims with sizes from `sizes`.
+template <typename F>
+void for_each_shape(int nd, const std::vector<std::int64_t>& sizes, F&& f) {
+  std::vector<std::size_t> pick(static_cast<std::size_t>(nd), 0);
+  while (true) {
+    std::vector<std::int64_t> shape;
+    for (auto i : pick) shape.push_back(sizes[i]);
+    f(shape);
+    std::size_t k = 0;
+    for (; k < pick.size(); ++k) {
+      if (++pick[k] < sizes.size()) break;
+      pick[k] = 0;
+    }
+    if (k == pick.size()) return;
+  }
+}
+
 inline bool is_partial(const Pl& p) { return p.kind == 'P' || p.kind == 'A' || p.kind == 'M' || p.kind == 'N' || p.kind == 'X'; }
 inline bool is_shard(const Pl& p) { return p.kind == 'S' || p.kind == 'T'; }
 

@@ -18,47 +18,8 @@ std::vector<Sharding> all_layouts(const Mesh& mesh, int tensor_ndim) {
   std::vector<oracle::Pl> options{{'R'}, {'P'}, {'M'}};
   for (int d = 0; d < tensor_ndim; ++d) options.push_back({'S', d, 1});
   std::vector<Sharding> out;
-  const int md = mesh.ndim();
-  std::vector<std::size_t> pick(static_cast<std::size_t>(md), 0);
-  while (true) {
-    std::string base;
-    std::vector<int> shard_dim(static_cast<std::size_t>(md), -1);
-    for (int m = 0; m < md; ++m) shard_dim[static_cast<std::size_t>(m)] = options[pick[static_cast<std::size_t>(m)]].kind == 'S' ? options[pick[static_cast<std::size_t>(m)]].dim : -1;
-    // every assignment of orders: positions by permutation per tensor dim
-    std::vector<std::vector<int>> groups(static_cast<std::size_t>(tensor_ndim));
-    for (int m = 0; m < md; ++m)
-      if (shard_dim[static_cast<std::size_t>(m)] >= 0) groups[static_cast<std::size_t>(shard_dim[static_cast<std::size_t>(m)])].push_back(m);
-    std::vector<int> pos(static_cast<std::size_t>(md), -1);
-    std::function<void(std::size_t)> rec = [&](std::size_t d) {
-      if (d == groups.size()) {
-        std::string t;
-        for (int m = 0; m < md; ++m) {
-          const auto& o = options[pick[static_cast<std::size_t>(m)]];
-          t += o.kind == 'R' ? "R" : o.kind == 'P' ? "P(sum)" : o.kind == 'M' ? "P(max)" : "S(" + std::to_string(o.dim) + ")";
-          if (pos[static_cast<std::size_t>(m)] >= 0) t += "[" + std::to_string(pos[static_cast<std::size_t>(m)]) + "]";
-        }
-        try {
-          out.push_back(Sharding::parse(t, md, tensor_ndim));
-        } catch (const std::exception&) {  // mixed sum/max: not a layout
-        }
-        return;
-      }
-      auto g = groups[d];
-      std::vector<int> perm(g.size());
-      std::iota(perm.begin(), perm.end(), 0);
-      do {
-        for (std::size_t k = 0; k < g.size(); ++k) pos[static_cast<std::size_t>(g[k])] = g.size() >= 2 ? perm[k] : -1;
-        rec(d + 1);
-      } while (std::next_permutation(perm.begin(), perm.end()));
-    };
-    rec(0);
-    std::size_t k = 0;
-    for (; k < pick.size(); ++k) {
-      if (++pick[k] < options.size()) break;
-      pick[k] = 0;
-    }
-    if (k == pick.size()) break;
-  }
+  for (const auto& pls : oracle::layouts(mesh.ndim(), tensor_ndim, options))
+    out.push_back(Sharding::parse(oracle::text(pls), mesh.ndim(), tensor_ndim));
   return out;
 }
 

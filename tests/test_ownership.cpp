@@ -46,64 +46,14 @@ bool check_layout(const std::vector<std::int64_t>& mesh_shape, const std::vector
 }
 
 // Every placement from {R, P, S(d), _S(d, 2), _S(d, 3)} per mesh dim, with every shard order.
-void for_each_layout(int mesh_ndim, int tensor_ndim, const std::function<void(const std::vector<oracle::Pl>&)>& f) {
+std::vector<std::vector<oracle::Pl>> all_layouts(int mesh_ndim, int tensor_ndim) {
   std::vector<oracle::Pl> options{{'R'}, {'P'}};
   for (int d = 0; d < tensor_ndim; ++d) {
     options.push_back({'S', d, 1});
     options.push_back({'T', d, 2});
     options.push_back({'T', d, 3});
   }
-  std::vector<std::size_t> pick(static_cast<std::size_t>(mesh_ndim), 0);
-  while (true) {
-    std::vector<oracle::Pl> pls;
-    for (auto i : pick) pls.push_back(options[i]);
-    // enumerate orders: per tensor dim, permutations of its mesh dims
-    std::vector<std::vector<int>> groups(static_cast<std::size_t>(tensor_ndim));
-    for (int m = 0; m < mesh_ndim; ++m)
-      if (pls[static_cast<std::size_t>(m)].kind == 'S' || pls[static_cast<std::size_t>(m)].kind == 'T')
-        groups[static_cast<std::size_t>(pls[static_cast<std::size_t>(m)].dim)].push_back(m);
-    std::function<void(std::size_t)> rec = [&](std::size_t d) {
-      if (d == groups.size()) {
-        f(pls);
-        return;
-      }
-      auto g = groups[d];
-      if (g.size() < 2) {
-        rec(d + 1);
-        return;
-      }
-      std::vector<int> perm(g.size());
-      std::iota(perm.begin(), perm.end(), 0);
-      do {
-        for (std::size_t k = 0; k < g.size(); ++k) pls[static_cast<std::size_t>(g[k])].pos = perm[k];
-        rec(d + 1);
-      } while (std::next_permutation(perm.begin(), perm.end()));
-      for (int m : g) pls[static_cast<std::size_t>(m)].pos = -1;
-    };
-    rec(0);
-    std::size_t k = 0;
-    for (; k < pick.size(); ++k) {
-      if (++pick[k] < options.size()) break;
-      pick[k] = 0;
-    }
-    if (k == pick.size()) break;
-  }
-}
-
-void for_each_shape(int ndim, const std::vector<std::int64_t>& sizes,
-                    const std::function<void(const std::vector<std::int64_t>&)>& f) {
-  std::vector<std::size_t> pick(static_cast<std::size_t>(ndim), 0);
-  while (true) {
-    std::vector<std::int64_t> shape;
-    for (auto i : pick) shape.push_back(sizes[i]);
-    f(shape);
-    std::size_t k = 0;
-    for (; k < pick.size(); ++k) {
-      if (++pick[k] < sizes.size()) break;
-      pick[k] = 0;
-    }
-    if (k == pick.size()) break;
-  }
+  return oracle::layouts(mesh_ndim, tensor_ndim, options);
 }
 
 }  // namespace
@@ -164,11 +114,10 @@ TEST_CASE("ownership matches the brute-force oracle: full set", "[ownership]") {
   for (const auto& mesh : meshes) {
     for (int nd = 1; nd <= 3; ++nd) {
       bool ok = true;
-      for_each_layout(static_cast<int>(mesh.size()), nd, [&](const std::vector<oracle::Pl>& pls) {
-        for_each_shape(nd, nd == 3 ? sizes3 : sizes12, [&](const std::vector<std::int64_t>& shape) {
+      for (const auto& pls : all_layouts(static_cast<int>(mesh.size()), nd))
+        oracle::for_each_shape(nd, nd == 3 ? sizes3 : sizes12, [&](const std::vector<std::int64_t>& shape) {
           if (ok) ok = check_layout(mesh, shape, pls, st);
         });
-      });
       REQUIRE(ok);
     }
   }

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "dtensor/error.hpp"
+#include "test_util.hpp"
 #include "dtensor/planner.hpp"
 
 using namespace dtensor;
@@ -17,14 +18,6 @@ double cost_of(const char* mesh, std::vector<std::int64_t> shape, const char* a,
   o.edges = edges;
   o.runner_up = false;
   return plan_redistribution(L(mesh, shape, a), L(mesh, shape, b), cm, o).total_cost_us;
-}
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 }  // namespace
 

@@ -2,6 +2,7 @@
 #include <unordered_set>
 
 #include "dtensor/error.hpp"
+#include "test_util.hpp"
 #include "dtensor/layout.hpp"
 
 using namespace dtensor;
@@ -9,14 +10,6 @@ using namespace dtensor;
 namespace {
 std::string roundtrip(const std::string& text, int mesh_ndim, int tensor_ndim) {
   return Sharding::parse(text, mesh_ndim, tensor_ndim).str();
-}
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 }  // namespace
 

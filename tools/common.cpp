@@ -5,6 +5,7 @@
 #include <set>
 
 #include "dtensor/error.hpp"
+#include "viz.hpp"
 
 namespace dtensor::cli {
 
@@ -45,18 +46,6 @@ PlanRequest make_request(const PlanArgs& a) {
   return {std::move(src), std::move(dst), std::move(cost), opt};
 }
 
-std::string rank_ranges(const std::vector<std::int64_t>& ranks) {
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
-    i = j + 1;
-  }
-  return out.empty() ? "-" : out;
-}
-
 std::string ownership_grid(const Layout& l, std::size_t max_blocks) {
   if (l.ndim() < 1 || l.ndim() > 2) return "";
   const auto& mesh = l.mesh();
@@ -85,7 +74,7 @@ std::string ownership_grid(const Layout& l, std::size_t max_blocks) {
       ranks.push_back(mesh.rank_at(mesh.coord_at(p)));
     }
     std::sort(ranks.begin(), ranks.end());
-    return rank_ranges(ranks);
+    return viz::rank_ranges(ranks);
   };
   std::vector<std::string> row_labels, col_labels;
   for (std::size_t r = 0; r + 1 < rows.size(); ++r) row_labels.push_back(fmt::format("{}:{}", rows[r], rows[r + 1]));

@@ -25,8 +25,6 @@ struct PlanRequest {
 };
 [[nodiscard]] PlanRequest make_request(const PlanArgs& a);
 
-// The owners of a set of ranks in compact form: "0-3,6".
-[[nodiscard]] std::string rank_ranges(const std::vector<std::int64_t>& ranks);
 // Block grid of which ranks own which part of a 1-d or 2-d tensor, or "" when not drawable.
 [[nodiscard]] std::string ownership_grid(const Layout& l, std::size_t max_blocks = 48);
 

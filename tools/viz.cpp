@@ -25,18 +25,6 @@ std::string esc(const std::string& s) {
   return o;
 }
 
-std::string ranges(const std::vector<std::int64_t>& r) {
-  std::string out;
-  for (std::size_t i = 0; i < r.size();) {
-    std::size_t j = i;
-    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += j == i ? fmt::format("{}", r[i]) : fmt::format("{}-{}", r[i], r[j]);
-    i = j + 1;
-  }
-  return out.empty() ? "-" : out;
-}
-
 // Evenly spaced hues: neighbouring ranks get distinguishable colours, the same everywhere.
 std::string color(std::int64_t rank, std::int64_t n) {
   const double h = std::fmod(static_cast<double>(rank) * 360.0 / static_cast<double>(std::max<std::int64_t>(n, 1)) +
@@ -65,6 +53,18 @@ std::string step_title(const Plan& plan, const Step& s) {
 }
 
 }  // namespace
+
+std::string rank_ranges(const std::vector<std::int64_t>& r) {
+  std::string out;
+  for (std::size_t i = 0; i < r.size();) {
+    std::size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += j == i ? fmt::format("{}", r[i]) : fmt::format("{}-{}", r[i], r[j]);
+    i = j + 1;
+  }
+  return out.empty() ? "-" : out;
+}
 
 StateView view_of(const Layout& l, const Options& opt) {
   StateView v;
@@ -214,7 +214,7 @@ std::string render_svg(const Plan& plan, const Options& opt, bool standalone) {
       const double y = y0 + static_cast<double>(b.r0) / static_cast<double>(Lr) * ph;
       const double w = static_cast<double>(b.c1 - b.c0) / static_cast<double>(Lc) * pw;
       const double h = static_cast<double>(b.r1 - b.r0) / static_cast<double>(Lr) * ph;
-      const std::string label = ranges(b.ranks);
+      const std::string label = rank_ranges(b.ranks);
       o += fmt::format("<g class=\"blk\" data-state=\"{}\" data-ranks=\"{}\" data-box=\"{} {} {} {}\"><title>dim {} {}:{}{} — "
                        "rank(s) {}</title>", k, fmt::join(b.ranks, " "), b.r0, b.r1, b.c0, b.c1, opt.dim_row, b.r0, b.r1,
                        opt.dim_col >= 0 ? fmt::format(", dim {} {}:{}", opt.dim_col, b.c0, b.c1) : std::string(), label);
@@ -352,7 +352,7 @@ std::string render_text(const Plan& plan, const Options& opt, int width) {
       const auto j0 = std::lower_bound(v.col_cuts.begin(), v.col_cuts.end(), b.c0) - v.col_cuts.begin();
       const auto j1 = std::lower_bound(v.col_cuts.begin(), v.col_cuts.end(), b.c1) - v.col_cuts.begin();
       for (auto i = i0; i < i1; ++i)
-        for (auto j = j0; j < j1; ++j) cell[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] = ranges(b.ranks);
+        for (auto j = j0; j < j1; ++j) cell[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] = rank_ranges(b.ranks);
     }
     std::size_t cw = 3, lw = 5;
     for (std::size_t i = 0; i < nr; ++i) {

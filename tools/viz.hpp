@@ -27,6 +27,9 @@ struct Options {
   std::size_t max_blocks_per_dim = 256;
 };
 
+// Ranks in compact form: "0-3,6" ("-" when none).
+[[nodiscard]] std::string rank_ranges(const std::vector<std::int64_t>& ranks);
+
 [[nodiscard]] StateView view_of(const Layout& layout, const Options& opt);
 [[nodiscard]] std::string render_svg(const Plan& plan, const Options& opt, bool standalone = true);
 [[nodiscard]] std::string render_html(const Plan& plan, const Options& opt);

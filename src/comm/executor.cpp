@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "../planner/graph.hpp"
+#include "groups.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/scalar.hpp"
 
@@ -193,28 +194,7 @@ std::vector<IndexSet> intersect(const std::vector<IndexSet>& a, const std::vecto
   return out;
 }
 
-// Coordinates of the members of `c`'s group over `dims`, in member order (row-major over dims).
-std::vector<std::vector<std::int64_t>> members(const Mesh& mesh, const std::vector<std::int64_t>& c,
-                                               const std::vector<int>& dims) {
-  std::vector<std::vector<std::int64_t>> out;
-  std::vector<std::int64_t> cur = c;
-  for (int m : dims) cur[static_cast<std::size_t>(m)] = 0;
-  while (true) {
-    out.push_back(cur);
-    std::size_t k = dims.size();
-    bool done = true;
-    while (k-- > 0) {
-      auto& x = cur[static_cast<std::size_t>(dims[k])];
-      if (++x < mesh.size(dims[k])) {
-        done = false;
-        break;
-      }
-      x = 0;
-    }
-    if (done) break;
-  }
-  return out;
-}
+using detail::group_members;
 
 CommCall::Kind comm_kind(StepKind k) {
   switch (k) {
@@ -325,7 +305,7 @@ Executor::Executor(const Plan& plan, const Communicator& comm, std::vector<std::
       rs.comm.op = op.value_or(ReduceOp::sum);
       switch (st.kind) {
         case StepKind::all_gather: {
-          const auto mem = members(mesh, c, st.mesh_dims);
+          const auto mem = group_members(mesh, c, st.mesh_dims);
           rs.comm.count = b.chunk;
           if (b.zero_copy) {
             if (x_elems != b.chunk)
@@ -349,7 +329,7 @@ Executor::Executor(const Plan& plan, const Communicator& comm, std::vector<std::
           break;
         }
         case StepKind::reduce_scatter: {
-          const auto mem = members(mesh, c, st.mesh_dims);
+          const auto mem = group_members(mesh, c, st.mesh_dims);
           rs.comm.count = b.chunk;
           if (b.zero_copy) {
             if (y_elems != b.chunk)
@@ -374,7 +354,7 @@ Executor::Executor(const Plan& plan, const Communicator& comm, std::vector<std::
           rs.comm.count = x_elems;
           break;
         case StepKind::all_to_all: {
-          const auto mem = members(mesh, c, st.mesh_dims);
+          const auto mem = group_members(mesh, c, st.mesh_dims);
           rs.comm.count = b.chunk;
           rs.pre.push_back({Action::fill, send, {}, b.send_elems, 0, {}});
           for (std::size_t q = 0; q < mem.size(); ++q) {
@@ -412,7 +392,7 @@ Executor::Executor(const Plan& plan, const Communicator& comm, std::vector<std::
           for (int d = 0; d < st.from.tensor_ndim(); ++d)
             for (const auto& e : st.from.entries(d)) sharded.push_back(e.mesh_dim);
           std::sort(sharded.begin(), sharded.end());
-          const auto peers = members(mesh, c, sharded);
+          const auto peers = group_members(mesh, c, sharded);
           std::int64_t send_off = 0;
           std::vector<std::pair<std::int64_t, std::vector<IndexSet>>> incoming;
           for (const auto& pc : peers) {

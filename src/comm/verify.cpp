@@ -6,6 +6,7 @@
 #include "dtensor/executor.hpp"
 #include "dtensor/scalar.hpp"
 #include "dtensor/simulated.hpp"
+#include "groups.hpp"
 
 namespace dtensor {
 namespace {
@@ -97,21 +98,7 @@ std::string verify_outputs(const Layout& l, const std::vector<std::vector<std::b
                          box_numel(sets) * s);
     // the group: every combination of coordinates on the Partial dims
     std::vector<std::int64_t> group;
-    std::vector<std::int64_t> cc = c;
-    while (true) {
-      group.push_back(mesh.rank_at(cc));
-      std::size_t k = partial_dims.size();
-      bool done = true;
-      while (k-- > 0) {
-        auto& x = cc[static_cast<std::size_t>(partial_dims[k])];
-        if (++x < mesh.size(partial_dims[k])) {
-          done = false;
-          break;
-        }
-        x = 0;
-      }
-      if (done) break;
-    }
+    for (const auto& gc : detail::group_members(mesh, c, partial_dims)) group.push_back(mesh.rank_at(gc));
     std::string err;
     for_each_local(l, sets, [&](std::int64_t k, std::int64_t lin) {
       if (!err.empty()) return;
