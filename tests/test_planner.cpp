@@ -164,6 +164,16 @@ TEST_CASE("invalid requests get clear errors", "[planner]") {
   CHECK(CostModel::from_json(pt.to_json()).fingerprint() == pt.fingerprint());
 }
 
+TEST_CASE("search effort is bounded with a clear error", "[planner]") {
+  PlanOptions o;
+  o.max_states = 5;
+  CHECK_THAT(error_of([&] {
+               (void)plan_redistribution(L("2x2x2", {64, 64, 64}, "S(0)S(1)S(2)"), L("2x2x2", {64, 64, 64}, "S(2)S(0)S(1)"),
+                                         CostModel::default_model(), o);
+             }),
+             Catch::Matchers::Contains("more than 5 states"));
+}
+
 TEST_CASE("explain names every step and the runner-up", "[planner]") {
   const auto p = plan_redistribution(L("2x4", {8192, 8192}, "S(0)S(1)"), L("2x4", {8192, 8192}, "S(1)S(0)"),
                                      CostModel::pytorch());

@@ -66,6 +66,11 @@ TEST_CASE("placement errors name the offending value", "[values]") {
   CHECK_THAT(error_of([] { (void)parse_dtype("f128"); }), Contains("f128"));
   CHECK_THAT(error_of([] { (void)Mesh(std::vector<std::int64_t>{2, 2}, {}, {0, 1, 1, 3}); }), Contains("rank 1 twice"));
   CHECK(parse_shape("0x3") == std::vector<std::int64_t>{0, 3});
+  CHECK_THAT(error_of([] { (void)Layout::parse(Mesh::parse("2"), {std::int64_t{1} << 40, std::int64_t{1} << 40}, DType::f32, "S(0)"); }),
+             Contains("more than 2^53 elements"));
+  // a split factor far beyond the dim's length: empty pieces, answered at once
+  const Layout huge_sf = Layout::parse(Mesh::parse("2"), {9}, DType::f32, "_S(0, 99999999999)");
+  CHECK(huge_sf.local_shape(std::vector<std::int64_t>{0})[0] == 9);
   CHECK(parse_shape("9,5") == std::vector<std::int64_t>{9, 5});
 }
 

@@ -15,6 +15,7 @@ struct PlanOptions {
   std::optional<EdgeSet> edges;
   std::optional<std::int64_t> max_peak_bytes;  // edges whose transient peak exceeds it are not taken
   bool runner_up = true;                       // also search the best plan with another first step
+  std::int64_t max_states = 2'000'000;         // search effort bound: beyond it, an error (never a wrong plan)
   friend bool operator==(const PlanOptions&, const PlanOptions&) = default;
 };
 

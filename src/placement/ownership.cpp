@@ -20,7 +20,9 @@ IndexSet owned_indices(std::span<const ShardEntry> entries, std::int64_t length,
     }
     // Strided rule: chunk into sf pieces, chunk each into n, take piece i of each.
     std::vector<Interval> runs;
-    for (std::int64_t s = 0; s < e.split_factor; ++s) {
+    // pieces past the list's length are empty (chunks of ceil(len/sf) >= 1 elements)
+    const std::int64_t pieces = std::min(e.split_factor, len);
+    for (std::int64_t s = 0; s < pieces; ++s) {
       const auto outer = chunk_bounds(len, e.split_factor, s);
       const auto inner = chunk_bounds(outer.end - outer.begin, n, i);
       const auto piece = cur.slice(outer.begin + inner.begin, outer.begin + inner.end);

@@ -385,7 +385,8 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::vector<int> mesh_dim
 }
 
 bool direct_allowed(const GraphContext& ctx, const Sharding& from) {
-  if (ctx.edges != EdgeSet::all || from == ctx.dst) return false;
+  // costing a direct step pairs every rank with every rank: meshes above 4096 ranks plan without it
+  if (ctx.edges != EdgeSet::all || from == ctx.dst || ctx.mesh.num_ranks() > 4096) return false;
   for (int m = 0; m < ctx.mesh.ndim(); ++m)  // no Partial on a mesh dim whose placement changes
     if ((from.partial(m) || ctx.dst.partial(m)) && from.placement(m) != ctx.dst.placement(m)) return false;
   return true;

@@ -17,6 +17,7 @@ std::shared_ptr<const Plan> PlanCache::get_or_plan(const Layout& src, const Layo
   detail::hash_combine(h, key.cost);
   detail::hash_combine(h, static_cast<std::uint64_t>(options.edges ? static_cast<int>(*options.edges) + 1 : 0) * 2 + (options.runner_up ? 1 : 0));
   detail::hash_combine(h, static_cast<std::uint64_t>(options.max_peak_bytes.value_or(-1)));
+  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_states));
   key.hash = static_cast<std::size_t>(h);
   const bool same_frame = src.mesh() == dst.mesh() && src.shape() == dst.shape() && src.dtype() == dst.dtype();
   if (same_frame) {

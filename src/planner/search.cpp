@@ -82,7 +82,8 @@ struct FirstEdge {
 };
 
 // Cheapest path under `budget` (< 0: unbounded), optionally never starting with `forbidden`.
-std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const FirstEdge* forbidden) {
+std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const FirstEdge* forbidden,
+                            std::int64_t max_states) {
   std::vector<Sharding> states{ctx.src};
   std::unordered_map<Sharding, std::size_t> index{{ctx.src, 0}};
   std::vector<Dist> dist{Dist{0, quantise_bound(ctx.lower_bound(ctx.src).us), 0, 0}};
@@ -129,6 +130,10 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       auto [it, inserted] = index.try_emplace(to, states.size());
       const std::size_t v = it->second;
       if (inserted) {
+        if (static_cast<std::int64_t>(states.size()) >= max_states)
+          throw Error(fmt::format("planning {} -> {} explored more than {} states (PlanOptions::max_states); the mesh "
+                                  "and tensor have too many intermediate layouts to search exhaustively",
+                                  ctx.src.str(), ctx.dst.str(), max_states));
         states.push_back(to);
         bound.push_back(ctx.lower_bound(to));
         dist.push_back(Dist{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max(), 0,
@@ -177,7 +182,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
 }
 
 // Smallest budget that admits any plan: minimise the largest step peak along the path.
-std::int64_t smallest_feasible_budget(const GraphContext& ctx) {
+std::int64_t smallest_feasible_budget(const GraphContext& ctx, std::int64_t max_states) {
   std::unordered_map<Sharding, std::int64_t> best{{ctx.src, 0}};
   using Item = std::pair<std::int64_t, std::size_t>;
   std::vector<Sharding> states{ctx.src};
@@ -196,6 +201,9 @@ std::int64_t smallest_feasible_budget(const GraphContext& ctx) {
       auto it = best.find(to);
       if (it != best.end() && it->second <= nb) continue;
       best[to] = nb;
+      if (static_cast<std::int64_t>(states.size()) >= max_states)
+        throw Error(fmt::format("no plan within the memory budget was found in {} states (PlanOptions::max_states)",
+                                max_states));
       states.push_back(to);
       pq.push({nb, states.size() - 1});
     }
@@ -233,9 +241,9 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
   plan.dst = dst.sharding();
   plan.cost_model = cost.name;
   plan.edges = edges;
-  auto best = search(ctx, budget, nullptr);
+  auto best = search(ctx, budget, nullptr, options.max_states);
   if (!best) {
-    const auto need = smallest_feasible_budget(ctx);
+    const auto need = smallest_feasible_budget(ctx, options.max_states);
     if (budget >= 0 && need >= 0)
       throw Error(fmt::format("no plan from {} to {} fits in {} peak bytes; the smallest budget that admits a plan "
                               "is {} bytes", src.str(), dst.str(), budget, need));
@@ -246,7 +254,7 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
   for (const auto& s : plan.steps) plan.peak_bytes = std::max(plan.peak_bytes, s.peak_bytes);
   if (options.runner_up && !plan.steps.empty()) {
     const FirstEdge first{plan.steps[0].kind, plan.steps[0].mesh_dims, plan.steps[0].to};
-    if (auto ru = search(ctx, budget, &first)) {
+    if (auto ru = search(ctx, budget, &first, options.max_states)) {
       RunnerUp r;
       r.total_cost_us = ru->total_cost_us;
       r.trace = trace_of(plan.src, ru->steps);
