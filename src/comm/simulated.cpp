@@ -199,6 +199,7 @@ void SimulatedCommunicator::copy(void* dst, const void* src, std::int64_t bytes)
 }
 
 void SimulatedCommunicator::fill(void* dst, DType dtype, std::int64_t count, double value) {
+  if (count <= 0) return;  // an empty buffer may have no address at all
   if (value == 0.0) {
     std::memset(dst, 0, static_cast<std::size_t>(count * static_cast<std::int64_t>(itemsize(dtype))));
     return;
@@ -234,6 +235,7 @@ void SimulatedCommunicator::copy_strided(void* dst, const void* src, std::int64_
                                          std::span<const std::int64_t> count, std::span<const std::int64_t> dst_stride,
                                          std::span<const std::int64_t> src_stride) {
   const std::size_t nd = count.size();
+  if (run_bytes <= 0) return;
   if (nd == 0) {
     std::memcpy(dst, src, static_cast<std::size_t>(run_bytes));
     return;
