@@ -41,8 +41,27 @@ class PlanCache {
              a.shape == b.shape && a.src == b.src && a.dst == b.dst && a.mesh == b.mesh;
     }
   };
+  // Lookups probe with references to the caller's values: no copies on a hit.
+  struct KeyRef {
+    const Layout& src;
+    const Layout& dst;
+    std::uint64_t cost;
+    const PlanOptions& options;
+    std::size_t hash;
+  };
   struct KeyHash {
+    using is_transparent = void;
     std::size_t operator()(const Key& k) const noexcept { return k.hash; }
+    std::size_t operator()(const KeyRef& k) const noexcept { return k.hash; }
+  };
+  struct KeyEq {
+    using is_transparent = void;
+    bool operator()(const Key& a, const Key& b) const { return a == b; }
+    bool operator()(const KeyRef& a, const Key& b) const {
+      return a.hash == b.hash && a.src.dtype() == b.dtype && a.cost == b.cost && a.options == b.options &&
+             a.src.shape() == b.shape && a.src.sharding() == b.src && a.dst.sharding() == b.dst && a.src.mesh() == b.mesh;
+    }
+    bool operator()(const Key& a, const KeyRef& b) const { return (*this)(b, a); }
   };
 
  private:
@@ -50,7 +69,7 @@ class PlanCache {
   std::size_t capacity_;
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // front = most recent
-  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
+  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash, KeyEq> index_;
   PlanCacheStats stats_;
 };
 

@@ -11,8 +11,9 @@ inline std::uint64_t mix64(std::uint64_t x) noexcept {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
+// One multiply per value (FNV-style); values are mixed once more by whoever finishes the hash.
 inline void hash_combine(std::uint64_t& seed, std::uint64_t v) noexcept {
-  seed = mix64(seed ^ (v + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2)));
+  seed = (seed ^ v) * 0x100000001b3ULL + 0x9e3779b97f4a7c15ULL;
 }
 
 }  // namespace dtensor::detail

@@ -343,7 +343,7 @@ std::size_t hash_value(const Layout& l) noexcept {
   for (auto s : l.shape()) detail::hash_combine(h, static_cast<std::uint64_t>(s));
   detail::hash_combine(h, static_cast<std::uint64_t>(l.dtype()));
   detail::hash_combine(h, hash_value(l.sharding()));
-  return static_cast<std::size_t>(h);
+  return static_cast<std::size_t>(detail::mix64(h));
 }
 
 }  // namespace dtensor

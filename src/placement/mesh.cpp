@@ -112,7 +112,7 @@ std::size_t hash_value(const Mesh& m) noexcept {
   for (auto s : m.shape()) detail::hash_combine(h, static_cast<std::uint64_t>(s));
   for (const auto& n : m.names()) detail::hash_combine(h, detail::fnv1a(n.data(), n.size()));
   for (auto r : m.ranks()) detail::hash_combine(h, static_cast<std::uint64_t>(r));
-  return static_cast<std::size_t>(h);
+  return static_cast<std::size_t>(detail::mix64(h));
 }
 
 }  // namespace dtensor

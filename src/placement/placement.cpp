@@ -41,7 +41,7 @@ std::size_t hash_value(const Placement& p) noexcept {
   detail::hash_combine(h, static_cast<std::uint64_t>(p.dim()));
   detail::hash_combine(h, static_cast<std::uint64_t>(p.split_factor()));
   detail::hash_combine(h, static_cast<std::uint64_t>(p.op()));
-  return static_cast<std::size_t>(h);
+  return static_cast<std::size_t>(detail::mix64(h));
 }
 
 }  // namespace dtensor

@@ -139,7 +139,7 @@ std::uint64_t CostModel::fingerprint() const noexcept {
     add(l->p2p_bw_GBps);
   }
   add(copy_bw_GBps);
-  return h;
+  return detail::mix64(h);
 }
 
 }  // namespace dtensor
