@@ -30,6 +30,7 @@ void BM_plan_uncached(benchmark::State& st) {
   const Case& c = cases()[static_cast<std::size_t>(st.range(0))];
   PlanOptions o;
   o.edges = st.range(1) == 0 ? EdgeSet::pytorch : EdgeSet::all;
+  o.runner_up = st.range(2) == 1;
   const auto cost = CostModel::default_model();
   const Mesh mesh = Mesh::parse(c.mesh);
   std::vector<std::pair<Layout, Layout>> pairs;
@@ -40,9 +41,11 @@ void BM_plan_uncached(benchmark::State& st) {
     const auto& [src, dst] = pairs[i++ % pairs.size()];
     benchmark::DoNotOptimize(plan_redistribution(src, dst, cost, o));
   }
-  st.SetLabel(std::string(c.mesh) + (o.edges == EdgeSet::pytorch ? " pytorch" : " all"));
+  st.SetLabel(std::string(c.mesh) + (o.edges == EdgeSet::pytorch ? " pytorch" : " all") +
+              (o.runner_up ? " +runner-up" : ""));
 }
-BENCHMARK(BM_plan_uncached)->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1}})->Unit(benchmark::kMicrosecond);
+// args: mesh case, edge set (0 pytorch, 1 all), runner-up search (0 off, 1 on: the default)
+BENCHMARK(BM_plan_uncached)->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
 void BM_plan_cached(benchmark::State& st) {
   PlanCache cache(256);
