@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
+#include <algorithm>
 
 #include "dtensor/error.hpp"
 #include "test_util.hpp"
@@ -200,4 +201,80 @@ TEST_CASE("triangle inequality of planner costs (property)", "[planner]") {
     ++checked;
   }
   CHECK(checked == 300);
+}
+
+#include "planner/graph.hpp"
+
+TEST_CASE("direct-step statistics: factored sums equal explicit pairs", "[planner]") {
+  // brute force: every receiver j takes from the holder i of each source box that shares j's
+  // coordinates off the source's sharded mesh dims
+  std::mt19937_64 rng(31);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const char* meshes[] = {"4", "2x3", "2x2x2", "3x2x2"};
+  int checked = 0;
+  for (int it = 0; it < 400; ++it) {
+    const Mesh mesh = Mesh::parse(meshes[uni(0, 3)]);
+    const int nd = uni(1, 3);
+    std::vector<std::int64_t> shape;
+    for (int d = 0; d < nd; ++d) shape.push_back(uni(0, 11));
+    auto random_text = [&](bool partial_ok, const std::string& keep) {
+      std::string t;
+      for (int m = 0; m < mesh.ndim(); ++m) {
+        if (!keep.empty() && keep[static_cast<std::size_t>(m)] == 'P') { t += "P"; continue; }
+        const int k = uni(0, partial_ok ? 3 : 2);
+        if (k == 0) t += "R";
+        else if (k == 1) t += "S(" + std::to_string(uni(0, nd - 1)) + ")";
+        else if (k == 2) t += "_S(" + std::to_string(uni(0, nd - 1)) + ", " + std::to_string(uni(2, 3)) + ")";
+        else t += "P";
+      }
+      return t;
+    };
+    const Layout a = Layout::parse(mesh, shape, DType::f32, random_text(false, ""));
+    const Layout b = Layout::parse(mesh, shape, DType::f32, random_text(false, ""));
+    const Geometry g(mesh.shape(), shape, 4);
+    const auto got = g.direct_stats(a.sharding(), b.sharding());
+    std::vector<int> sharded;
+    for (int d = 0; d < nd; ++d)
+      for (const auto& e : a.sharding().entries(d)) sharded.push_back(e.mesh_dim);
+    const auto R = mesh.num_ranks();
+    std::vector<std::int64_t> sent(static_cast<std::size_t>(R)), recv(static_cast<std::size_t>(R)),
+        send_peers(static_cast<std::size_t>(R)), recv_peers(static_cast<std::size_t>(R));
+    std::uint32_t crossed = 0;
+    for (std::int64_t j = 0; j < R; ++j) {
+      const auto cj = mesh.coord_of_rank(j);
+      const auto need = b.indices(cj);
+      for (std::int64_t i = 0; i < R; ++i) {
+        const auto ci = mesh.coord_of_rank(i);
+        bool same_group = i != j;
+        for (int m = 0; m < mesh.ndim(); ++m)
+          if (std::find(sharded.begin(), sharded.end(), m) == sharded.end() && ci[static_cast<std::size_t>(m)] != cj[static_cast<std::size_t>(m)])
+            same_group = false;
+        if (!same_group) continue;
+        const auto n = box_numel(overlap(a, ci, b, cj));
+        if (n == 0) continue;
+        sent[static_cast<std::size_t>(i)] += n;
+        recv[static_cast<std::size_t>(j)] += n;
+        ++send_peers[static_cast<std::size_t>(i)];
+        ++recv_peers[static_cast<std::size_t>(j)];
+        for (int m = 0; m < mesh.ndim(); ++m)
+          if (ci[static_cast<std::size_t>(m)] != cj[static_cast<std::size_t>(m)]) crossed |= 1u << m;
+      }
+    }
+    std::int64_t ms = 0, mr = 0, mt = 0, mp = 0;
+    for (std::int64_t r = 0; r < R; ++r) {
+      const auto k = static_cast<std::size_t>(r);
+      ms = std::max(ms, sent[k]);
+      mr = std::max(mr, recv[k]);
+      mt = std::max(mt, sent[k] + recv[k]);
+      mp = std::max({mp, send_peers[k], recv_peers[k]});
+    }
+    INFO(mesh.str() << " " << shape_str(shape) << " " << a.str() << " -> " << b.str());
+    CHECK(got.max_sent == ms);
+    CHECK(got.max_received == mr);
+    CHECK(got.max_traffic == mt);
+    CHECK(got.max_peers == mp);
+    CHECK(got.crossed_mesh_dims == crossed);
+    ++checked;
+  }
+  CHECK(checked == 400);
 }

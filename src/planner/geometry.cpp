@@ -147,113 +147,141 @@ std::int64_t Geometry::all_to_all_chunk(const Sharding& from, const Sharding& to
   return best * other;
 }
 
+// Every rank r receives, from the one holder of each source box that shares r's coordinates
+// off the source's sharded mesh dims (set S), the part of that box it needs. With per-tensor-dim
+// intersection tables T_d[source variant][target variant], the sums over a rank's group factor
+// per tensor dim (the mesh dims of different tensor dims are disjoint), so every statistic costs
+// O(ranks x dims x small enumerations) instead of O(ranks^2).
 Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Sharding& to) const {
   const int nd = from.tensor_ndim();
   const int md = static_cast<int>(mesh_shape_.size());
   std::int64_t R = 1;
   for (auto s : mesh_shape_) R *= s;
-  // Per tensor dim: variant index of every rank in `from` and in `to`, and the table of
-  // intersection sizes between variants.
-  struct DimTable {
-    std::vector<std::int32_t> fv, tv;  // per rank position
-    std::int64_t ntv = 0;
-    std::vector<std::int64_t> inter;   // [fv * ntv + tv]
-  };
-  std::vector<DimTable> tables(static_cast<std::size_t>(nd));
-  std::vector<std::vector<std::int64_t>> coords(static_cast<std::size_t>(R));
-  {
-    std::vector<std::int64_t> c(static_cast<std::size_t>(md), 0);
-    for (std::int64_t p = 0; p < R; ++p) {
-      coords[static_cast<std::size_t>(p)] = c;
-      for (int m = md - 1; m >= 0; --m) {
-        if (++c[static_cast<std::size_t>(m)] < mesh_shape_[static_cast<std::size_t>(m)]) break;
-        c[static_cast<std::size_t>(m)] = 0;
-      }
-    }
+  auto size_of = [&](int m) { return mesh_shape_[static_cast<std::size_t>(m)]; };
+  std::vector<char> in_s(static_cast<std::size_t>(md), 0), in_dst(static_cast<std::size_t>(md), 0);
+  for (int d = 0; d < nd; ++d) {
+    for (const auto& e : from.entries(d)) in_s[static_cast<std::size_t>(e.mesh_dim)] = 1;
+    for (const auto& e : to.entries(d)) in_dst[static_cast<std::size_t>(e.mesh_dim)] = 1;
   }
-  auto variant = [&](Entries es, const std::vector<std::int64_t>& c) {
-    std::int64_t v = 0;
-    for (const auto& e : es) v = v * mesh_shape_[static_cast<std::size_t>(e.mesh_dim)] + c[static_cast<std::size_t>(e.mesh_dim)];
-    return static_cast<std::int32_t>(v);
-  };
+  // source mesh dims no target entry uses: every value gives the same needs (a multiplicity)
+  std::int64_t mult = 1;
+  bool free_crossable = false;
+  for (int m = 0; m < md; ++m)
+    if (in_s[static_cast<std::size_t>(m)] && !in_dst[static_cast<std::size_t>(m)]) {
+      mult *= size_of(m);
+      free_crossable = free_crossable || size_of(m) > 1;
+    }
   auto variant_sets = [&](Entries es, std::int64_t len) {
     std::vector<IndexSet> sets;
     std::vector<std::int64_t> c(static_cast<std::size_t>(md), 0);
-    // enumerate variants in the same mixed-radix order as `variant` (first entry most significant)
     std::int64_t count = 1;
-    for (const auto& e : es) count *= mesh_shape_[static_cast<std::size_t>(e.mesh_dim)];
+    for (const auto& e : es) count *= size_of(e.mesh_dim);
     for (std::int64_t v = 0; v < count; ++v) {
       std::int64_t rest = v;
       for (std::size_t k = es.size(); k-- > 0;) {
-        const auto n = mesh_shape_[static_cast<std::size_t>(es[k].mesh_dim)];
-        c[static_cast<std::size_t>(es[k].mesh_dim)] = rest % n;
-        rest /= n;
+        c[static_cast<std::size_t>(es[k].mesh_dim)] = rest % size_of(es[k].mesh_dim);
+        rest /= size_of(es[k].mesh_dim);
       }
       sets.push_back(owned_indices(es, len, mesh_shape_, c));
     }
     return sets;
   };
+  struct DimTable {
+    std::int64_t ntv = 0, nfv = 0;
+    std::vector<std::int64_t> inter;     // [fv * ntv + tv]
+    std::vector<std::int64_t> need;      // [tv]
+    std::vector<std::int64_t> src_hits;  // [tv]: source variants with a nonzero overlap
+  };
+  std::vector<DimTable> tables(static_cast<std::size_t>(nd));
   for (int d = 0; d < nd; ++d) {
     auto& t = tables[static_cast<std::size_t>(d)];
     const auto len = shape_[static_cast<std::size_t>(d)];
     const auto fs = variant_sets(from.entries(d), len);
     const auto ts = variant_sets(to.entries(d), len);
+    t.nfv = static_cast<std::int64_t>(fs.size());
     t.ntv = static_cast<std::int64_t>(ts.size());
     t.inter.resize(fs.size() * ts.size());
+    t.src_hits.assign(ts.size(), 0);
+    for (std::size_t j = 0; j < ts.size(); ++j) t.need.push_back(ts[j].size());
     for (std::size_t i = 0; i < fs.size(); ++i)
-      for (std::size_t j = 0; j < ts.size(); ++j)
-        t.inter[i * ts.size() + j] = fs[i] == ts[j] ? fs[i].size() : fs[i].intersect(ts[j]).size();
-    t.fv.resize(static_cast<std::size_t>(R));
-    t.tv.resize(static_cast<std::size_t>(R));
-    for (std::int64_t p = 0; p < R; ++p) {
-      t.fv[static_cast<std::size_t>(p)] = variant(from.entries(d), coords[static_cast<std::size_t>(p)]);
-      t.tv[static_cast<std::size_t>(p)] = variant(to.entries(d), coords[static_cast<std::size_t>(p)]);
-    }
+      for (std::size_t j = 0; j < ts.size(); ++j) {
+        const auto n = fs[i] == ts[j] ? fs[i].size() : fs[i].intersect(ts[j]).size();
+        t.inter[i * ts.size() + j] = n;
+        t.src_hits[j] += n > 0 ? 1 : 0;
+      }
   }
-  std::vector<int> sharded;
-  for (int d = 0; d < nd; ++d)
-    for (const auto& e : from.entries(d)) sharded.push_back(e.mesh_dim);
-  std::sort(sharded.begin(), sharded.end());
-  std::vector<std::int64_t> stride(static_cast<std::size_t>(md), 1);
-  for (int m = md - 2; m >= 0; --m)
-    stride[static_cast<std::size_t>(m)] = stride[static_cast<std::size_t>(m) + 1] * mesh_shape_[static_cast<std::size_t>(m) + 1];
-
-  std::vector<std::int64_t> sent(static_cast<std::size_t>(R), 0), recv(static_cast<std::size_t>(R), 0);
-  std::vector<std::uint8_t> talk(static_cast<std::size_t>(R * R), 0);
   DirectStats out;
-  std::vector<std::int64_t> c;
-  for (std::int64_t j = 0; j < R; ++j) {
-    c = coords[static_cast<std::size_t>(j)];
-    std::vector<std::int64_t> base = c;
-    for (int m : sharded) c[static_cast<std::size_t>(m)] = 0;
-    do {
-      std::int64_t i = 0;
-      std::uint32_t crossed = 0;
-      for (int m = 0; m < md; ++m) {
-        i += c[static_cast<std::size_t>(m)] * stride[static_cast<std::size_t>(m)];
-        if (c[static_cast<std::size_t>(m)] != base[static_cast<std::size_t>(m)]) crossed |= 1u << m;
+  // per tensor dim: the target entries' mesh dims that vary within a rank's group
+  std::vector<std::vector<int>> free_of(static_cast<std::size_t>(nd));
+  for (int d = 0; d < nd; ++d)
+    for (const auto& e : to.entries(d))
+      if (in_s[static_cast<std::size_t>(e.mesh_dim)]) free_of[static_cast<std::size_t>(d)].push_back(e.mesh_dim);
+  std::vector<std::int64_t> c(static_cast<std::size_t>(md), 0), q;
+  std::vector<std::uint32_t> dim_cross(static_cast<std::size_t>(nd), 0);
+  for (std::int64_t p = 0; p < R; ++p) {
+    std::int64_t own = 1, need = 1, sent_all = mult, send_hits = mult, recv_hits = 1;
+    bool others_nonzero = true;  // per-dim: does any target variant overlap (for crossings)
+    std::uint32_t crossed_here = 0;
+    std::fill(dim_cross.begin(), dim_cross.end(), 0u);
+    for (int d = 0; d < nd; ++d) {
+      const auto& t = tables[static_cast<std::size_t>(d)];
+      std::int64_t fv = 0, tv = 0;
+      for (const auto& e : from.entries(d)) fv = fv * size_of(e.mesh_dim) + c[static_cast<std::size_t>(e.mesh_dim)];
+      for (const auto& e : to.entries(d)) tv = tv * size_of(e.mesh_dim) + c[static_cast<std::size_t>(e.mesh_dim)];
+      own *= t.inter[static_cast<std::size_t>(fv * t.ntv + tv)];
+      need *= t.need[static_cast<std::size_t>(tv)];
+      recv_hits *= t.src_hits[static_cast<std::size_t>(tv)];
+      // peers q of this rank's group: their target variants along d (source dims vary, others fixed)
+      const auto es = to.entries(d);
+      const auto& free_dims = free_of[static_cast<std::size_t>(d)];
+      q = c;
+      for (int m : free_dims) q[static_cast<std::size_t>(m)] = 0;
+      std::int64_t sum = 0, cnt = 0;
+      while (true) {
+        std::int64_t qtv = 0;
+        for (const auto& e : es) qtv = qtv * size_of(e.mesh_dim) + q[static_cast<std::size_t>(e.mesh_dim)];
+        const auto n = t.inter[static_cast<std::size_t>(fv * t.ntv + qtv)];
+        sum += n;
+        if (n > 0) {
+          ++cnt;
+          for (int m : free_dims)
+            if (q[static_cast<std::size_t>(m)] != c[static_cast<std::size_t>(m)]) dim_cross[static_cast<std::size_t>(d)] |= 1u << m;
+        }
+        std::size_t k = free_dims.size();
+        bool done = true;
+        while (k-- > 0) {
+          auto& x = q[static_cast<std::size_t>(free_dims[k])];
+          if (++x < size_of(free_dims[k])) {
+            done = false;
+            break;
+          }
+          x = 0;
+        }
+        if (done) break;
       }
-      if (i == j) continue;
-      std::int64_t n = 1;
-      for (int d = 0; d < nd && n; ++d) {
-        const auto& t = tables[static_cast<std::size_t>(d)];
-        n *= t.inter[static_cast<std::size_t>(t.fv[static_cast<std::size_t>(i)] * t.ntv + t.tv[static_cast<std::size_t>(j)])];
-      }
-      if (n == 0) continue;
-      recv[static_cast<std::size_t>(j)] += n;
-      sent[static_cast<std::size_t>(i)] += n;
-      talk[static_cast<std::size_t>(i * R + j)] = 1;
-      out.crossed_mesh_dims |= crossed;
-    } while (next_coord(c, sharded, mesh_shape_));
-  }
-  for (std::int64_t r = 0; r < R; ++r) {
-    std::int64_t peers = 0;
-    for (std::int64_t q = 0; q < R; ++q)
-      peers += (talk[static_cast<std::size_t>(r * R + q)] | talk[static_cast<std::size_t>(q * R + r)]) ? 1 : 0;
-    out.max_peers = std::max(out.max_peers, peers);
-    out.max_sent = std::max(out.max_sent, sent[static_cast<std::size_t>(r)]);
-    out.max_received = std::max(out.max_received, recv[static_cast<std::size_t>(r)]);
-    out.max_traffic = std::max(out.max_traffic, sent[static_cast<std::size_t>(r)] + recv[static_cast<std::size_t>(r)]);
+      sent_all *= sum;
+      send_hits *= cnt;
+      others_nonzero = others_nonzero && cnt > 0;
+    }
+    const std::int64_t self = own > 0 ? 1 : 0;
+    const std::int64_t received = need - own, sent = sent_all - own;
+    out.max_received = std::max(out.max_received, received);
+    out.max_sent = std::max(out.max_sent, sent);
+    out.max_traffic = std::max(out.max_traffic, sent + received);
+    out.max_peers = std::max({out.max_peers, send_hits - self, recv_hits - self});
+    // a transfer from this rank crosses mesh dim m when some receiver with another coordinate on
+    // m needs part of its box: m free (no target entry) or varied within its tensor dim's target
+    if (others_nonzero) {
+      if (free_crossable)
+        for (int m = 0; m < md; ++m)
+          if (in_s[static_cast<std::size_t>(m)] && !in_dst[static_cast<std::size_t>(m)] && size_of(m) > 1) crossed_here |= 1u << m;
+      for (int d = 0; d < nd; ++d) crossed_here |= dim_cross[static_cast<std::size_t>(d)];
+    }
+    out.crossed_mesh_dims |= crossed_here;
+    for (int m = md - 1; m >= 0; --m) {
+      if (++c[static_cast<std::size_t>(m)] < size_of(m)) break;
+      c[static_cast<std::size_t>(m)] = 0;
+    }
   }
   return out;
 }
