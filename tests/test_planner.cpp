@@ -278,3 +278,32 @@ TEST_CASE("direct-step statistics: factored sums equal explicit pairs", "[planne
   }
   CHECK(checked == 400);
 }
+
+TEST_CASE("local-size extrema equal the enumeration of every rank", "[planner]") {
+  std::mt19937_64 rng(8);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int it = 0; it < 2000; ++it) {
+    const Mesh mesh = Mesh::parse(std::vector<const char*>{"4", "3x2", "2x3x2", "5x3"}[static_cast<std::size_t>(uni(0, 3))]);
+    const std::vector<std::int64_t> shape{uni(0, 40), uni(0, 9)};
+    std::string t;
+    for (int m = 0; m < mesh.ndim(); ++m) {
+      const int k = uni(0, 2);
+      t += k == 0 ? "R" : k == 1 ? "S(" + std::to_string(uni(0, 1)) + ")"
+                                 : "_S(" + std::to_string(uni(0, 1)) + ", " + std::to_string(uni(1, 7)) + ")";
+    }
+    const Layout l = Layout::parse(mesh, shape, DType::f32, t);
+    const Geometry g(mesh.shape(), shape, 4);
+    for (int d = 0; d < 2; ++d) {
+      std::int64_t mx = 0, mn = shape[static_cast<std::size_t>(d)];
+      for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
+        const auto n = l.indices(mesh.coord_of_rank(r), d).size();
+        mx = std::max(mx, n);
+        mn = std::min(mn, n);
+      }
+      const auto st = g.dim_stats(d, l.sharding().entries(d));
+      INFO(t << " shape " << shape_str(shape) << " dim " << d);
+      CHECK(st.max == mx);
+      CHECK(st.min == mn);
+    }
+  }
+}

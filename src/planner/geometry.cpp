@@ -67,14 +67,35 @@ SizeStats Geometry::dim_stats(int d, Entries entries) const {
     encode(key, entries);
     if (auto it = dim_memo_.find(key); it != dim_memo_.end()) return it->second;
   }
-  std::vector<std::int64_t> coord(mesh_shape_.size(), 0);
-  const auto dims = mesh_dims_of(entries);
-  SizeStats s{0, len};
-  do {
-    const auto n = owned_indices(entries, len, mesh_shape_, coord).size();
-    s.max = std::max(s.max, n);
-    s.min = std::min(s.min, n);
-  } while (next_coord(coord, dims, mesh_shape_));
+  // A split's piece sizes depend only on the length of the list it splits, so the achievable
+  // local sizes propagate level by level as a (small) set of lengths: exact extrema without
+  // enumerating coordinates or index lists.
+  std::vector<std::int64_t> sizes{len}, next;
+  for (const auto& e : entries) {
+    const auto n = mesh_shape_[static_cast<std::size_t>(e.mesh_dim)];
+    next.clear();
+    for (const auto L : sizes) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        std::int64_t piece = 0;
+        if (e.split_factor == 1) {
+          const auto b = chunk_bounds(L, n, i);
+          piece = b.end - b.begin;
+        } else {
+          const std::int64_t outer_pieces = std::min(e.split_factor, L);
+          for (std::int64_t sidx = 0; sidx < outer_pieces; ++sidx) {
+            const auto o = chunk_bounds(L, e.split_factor, sidx);
+            const auto b = chunk_bounds(o.end - o.begin, n, i);
+            piece += b.end - b.begin;
+          }
+        }
+        next.push_back(piece);
+      }
+    }
+    std::sort(next.begin(), next.end());
+    next.erase(std::unique(next.begin(), next.end()), next.end());
+    sizes.swap(next);
+  }
+  const SizeStats s{sizes.back(), sizes.front()};
   if (fast) dim_fast_memo_.emplace(fast, s);
   else dim_memo_.emplace(std::move(key), s);
   return s;
