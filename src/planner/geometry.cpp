@@ -207,29 +207,32 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
     }
     return sets;
   };
-  struct DimTable {
-    std::int64_t ntv = 0, nfv = 0;
-    std::vector<std::int64_t> inter;     // [fv * ntv + tv]
-    std::vector<std::int64_t> need;      // [tv]
-    std::vector<std::int64_t> src_hits;  // [tv]: source variants with a nonzero overlap
-  };
-  std::vector<DimTable> tables(static_cast<std::size_t>(nd));
+  // intersection tables, memoised across states (the target side rarely changes)
+  std::vector<const OverlapTable*> tables(static_cast<std::size_t>(nd));
   for (int d = 0; d < nd; ++d) {
-    auto& t = tables[static_cast<std::size_t>(d)];
-    const auto len = shape_[static_cast<std::size_t>(d)];
-    const auto fs = variant_sets(from.entries(d), len);
-    const auto ts = variant_sets(to.entries(d), len);
-    t.nfv = static_cast<std::int64_t>(fs.size());
-    t.ntv = static_cast<std::int64_t>(ts.size());
-    t.inter.resize(fs.size() * ts.size());
-    t.src_hits.assign(ts.size(), 0);
-    for (std::size_t j = 0; j < ts.size(); ++j) t.need.push_back(ts[j].size());
-    for (std::size_t i = 0; i < fs.size(); ++i)
-      for (std::size_t j = 0; j < ts.size(); ++j) {
-        const auto n = fs[i] == ts[j] ? fs[i].size() : fs[i].intersect(ts[j]).size();
-        t.inter[i * ts.size() + j] = n;
-        t.src_hits[j] += n > 0 ? 1 : 0;
-      }
+    std::string key(1, static_cast<char>(d));
+    encode(key, from.entries(d));
+    encode(key, to.entries(d));
+    auto it = overlap_memo_.find(key);
+    if (it == overlap_memo_.end()) {
+      OverlapTable t;
+      const auto len = shape_[static_cast<std::size_t>(d)];
+      const auto fs = variant_sets(from.entries(d), len);
+      const auto ts = variant_sets(to.entries(d), len);
+      t.nfv = static_cast<std::int64_t>(fs.size());
+      t.ntv = static_cast<std::int64_t>(ts.size());
+      t.inter.resize(fs.size() * ts.size());
+      t.src_hits.assign(ts.size(), 0);
+      for (std::size_t j = 0; j < ts.size(); ++j) t.need.push_back(ts[j].size());
+      for (std::size_t i = 0; i < fs.size(); ++i)
+        for (std::size_t j = 0; j < ts.size(); ++j) {
+          const auto n = fs[i] == ts[j] ? fs[i].size() : fs[i].intersect(ts[j]).size();
+          t.inter[i * ts.size() + j] = n;
+          t.src_hits[j] += n > 0 ? 1 : 0;
+        }
+      it = overlap_memo_.emplace(std::move(key), std::move(t)).first;
+    }
+    tables[static_cast<std::size_t>(d)] = &it->second;
   }
   DirectStats out;
   // per tensor dim: the target entries' mesh dims that vary within a rank's group
@@ -239,47 +242,75 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
       if (in_s[static_cast<std::size_t>(e.mesh_dim)]) free_of[static_cast<std::size_t>(d)].push_back(e.mesh_dim);
   std::vector<std::int64_t> c(static_cast<std::size_t>(md), 0), q;
   std::vector<std::uint32_t> dim_cross(static_cast<std::size_t>(nd), 0);
+  struct GroupSums {
+    std::int64_t sum = 0, cnt = 0;
+    std::vector<int> distinct;             // per free dim: 0, 1 or 2+ values among nonzero peers
+    std::vector<std::int64_t> first_value;
+  };
+  std::vector<std::unordered_map<std::int64_t, GroupSums>> group_memo(static_cast<std::size_t>(nd));
   for (std::int64_t p = 0; p < R; ++p) {
     std::int64_t own = 1, need = 1, sent_all = mult, send_hits = mult, recv_hits = 1;
     bool others_nonzero = true;  // per-dim: does any target variant overlap (for crossings)
     std::uint32_t crossed_here = 0;
     std::fill(dim_cross.begin(), dim_cross.end(), 0u);
     for (int d = 0; d < nd; ++d) {
-      const auto& t = tables[static_cast<std::size_t>(d)];
+      const auto& t = *tables[static_cast<std::size_t>(d)];
       std::int64_t fv = 0, tv = 0;
       for (const auto& e : from.entries(d)) fv = fv * size_of(e.mesh_dim) + c[static_cast<std::size_t>(e.mesh_dim)];
       for (const auto& e : to.entries(d)) tv = tv * size_of(e.mesh_dim) + c[static_cast<std::size_t>(e.mesh_dim)];
       own *= t.inter[static_cast<std::size_t>(fv * t.ntv + tv)];
       need *= t.need[static_cast<std::size_t>(tv)];
       recv_hits *= t.src_hits[static_cast<std::size_t>(tv)];
-      // peers q of this rank's group: their target variants along d (source dims vary, others fixed)
+      // peers q of this rank's group: their target variants along d (source dims vary, others
+      // fixed). The sums depend only on (source variant, the fixed part): memoised per dim.
       const auto es = to.entries(d);
       const auto& free_dims = free_of[static_cast<std::size_t>(d)];
-      q = c;
-      for (int m : free_dims) q[static_cast<std::size_t>(m)] = 0;
-      std::int64_t sum = 0, cnt = 0;
-      while (true) {
-        std::int64_t qtv = 0;
-        for (const auto& e : es) qtv = qtv * size_of(e.mesh_dim) + q[static_cast<std::size_t>(e.mesh_dim)];
-        const auto n = t.inter[static_cast<std::size_t>(fv * t.ntv + qtv)];
-        sum += n;
-        if (n > 0) {
-          ++cnt;
-          for (int m : free_dims)
-            if (q[static_cast<std::size_t>(m)] != c[static_cast<std::size_t>(m)]) dim_cross[static_cast<std::size_t>(d)] |= 1u << m;
-        }
-        std::size_t k = free_dims.size();
-        bool done = true;
-        while (k-- > 0) {
-          auto& x = q[static_cast<std::size_t>(free_dims[k])];
-          if (++x < size_of(free_dims[k])) {
-            done = false;
-            break;
+      std::int64_t base_tv = 0;
+      for (const auto& e : es)
+        base_tv = base_tv * size_of(e.mesh_dim) + (in_s[static_cast<std::size_t>(e.mesh_dim)] ? 0 : c[static_cast<std::size_t>(e.mesh_dim)]);
+      auto& memo = group_memo[static_cast<std::size_t>(d)];
+      auto [slot, fresh] = memo.try_emplace(fv * t.ntv + base_tv);
+      GroupSums& gs = slot->second;
+      if (fresh) {
+        gs.first_value.assign(free_dims.size(), -1);
+        gs.distinct.assign(free_dims.size(), 0);
+        q = c;
+        for (int m : free_dims) q[static_cast<std::size_t>(m)] = 0;
+        while (true) {
+          std::int64_t qtv = 0;
+          for (const auto& e : es) qtv = qtv * size_of(e.mesh_dim) + q[static_cast<std::size_t>(e.mesh_dim)];
+          const auto n = t.inter[static_cast<std::size_t>(fv * t.ntv + qtv)];
+          gs.sum += n;
+          if (n > 0) {
+            ++gs.cnt;
+            for (std::size_t k = 0; k < free_dims.size(); ++k) {
+              const auto v = q[static_cast<std::size_t>(free_dims[k])];
+              if (gs.distinct[k] == 0) {
+                gs.distinct[k] = 1;
+                gs.first_value[k] = v;
+              } else if (gs.distinct[k] == 1 && gs.first_value[k] != v) {
+                gs.distinct[k] = 2;
+              }
+            }
           }
-          x = 0;
+          std::size_t k = free_dims.size();
+          bool done = true;
+          while (k-- > 0) {
+            auto& x = q[static_cast<std::size_t>(free_dims[k])];
+            if (++x < size_of(free_dims[k])) {
+              done = false;
+              break;
+            }
+            x = 0;
+          }
+          if (done) break;
         }
-        if (done) break;
       }
+      // a nonzero peer differs from this rank on m unless all of them sit at this rank's value
+      for (std::size_t k = 0; k < free_dims.size(); ++k)
+        if (gs.distinct[k] == 2 || (gs.distinct[k] == 1 && gs.first_value[k] != c[static_cast<std::size_t>(free_dims[k])]))
+          dim_cross[static_cast<std::size_t>(d)] |= 1u << free_dims[k];
+      const std::int64_t sum = gs.sum, cnt = gs.cnt;
       sent_all *= sum;
       send_hits *= cnt;
       others_nonzero = others_nonzero && cnt > 0;

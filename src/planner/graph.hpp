@@ -51,6 +51,13 @@ class Geometry {
   mutable std::unordered_map<std::uint64_t, SizeStats> dim_fast_memo_;
   mutable std::unordered_map<std::string, SizeStats> dim_memo_;
   mutable std::unordered_map<std::string, std::int64_t> a2a_memo_;
+  struct OverlapTable {
+    std::int64_t ntv = 0, nfv = 0;
+    std::vector<std::int64_t> inter;     // [source variant * ntv + target variant]
+    std::vector<std::int64_t> need;      // [target variant]: owned size
+    std::vector<std::int64_t> src_hits;  // [target variant]: source variants overlapping it
+  };
+  mutable std::unordered_map<std::string, OverlapTable> overlap_memo_;
 };
 
 // Workspace regions are aligned so that GPU buffers carved from one workspace stay aligned.
