@@ -147,7 +147,6 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
   std::sort(shard_kinds.begin() + 1, shard_kinds.end());
 
   // Target tables for the lower bound: per tensor dim, every rank's variant and its size.
-  const auto& ms = mesh.shape();
   // The bound is a max over ranks, so any subset of ranks still gives a lower bound: use at
   // most 16 ranks, spread over the mesh (with the first and last), to keep it cheap.
   const std::int64_t R = mesh.num_ranks();
@@ -157,22 +156,8 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
   for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
     DimTable t;
     const auto es = dst.entries(d);
-    std::vector<std::int64_t> c(ms.size(), 0);
-    std::int64_t count = 1;
-    for (const auto& e : es) count *= ms[static_cast<std::size_t>(e.mesh_dim)];
-    for (std::int64_t v = 0; v < count; ++v) {
-      std::int64_t rest = v;
-      for (std::size_t k = es.size(); k-- > 0;) {
-        c[static_cast<std::size_t>(es[k].mesh_dim)] = rest % ms[static_cast<std::size_t>(es[k].mesh_dim)];
-        rest /= ms[static_cast<std::size_t>(es[k].mesh_dim)];
-      }
-      t.need.push_back(owned_indices(es, shape[static_cast<std::size_t>(d)], ms, c).size());
-    }
-    for (std::size_t p = 0; p < coords_.size(); ++p) {
-      std::int64_t v = 0;
-      for (const auto& e : es) v = v * ms[static_cast<std::size_t>(e.mesh_dim)] + coords_[p][static_cast<std::size_t>(e.mesh_dim)];
-      t.variant.push_back(static_cast<std::int32_t>(v));
-    }
+    for (const auto& set : geo.variant_sets(es, shape[static_cast<std::size_t>(d)])) t.need.push_back(set.size());
+    for (const auto& c : coords_) t.variant.push_back(static_cast<std::int32_t>(geo.variant_of(es, c)));
     dst_tables_.push_back(std::move(t));
   }
 }
@@ -191,8 +176,7 @@ const std::vector<std::int64_t>& GraphContext::held_table(int d, Entries e) cons
   std::vector<std::int64_t> held(coords_.size());
   std::unordered_map<std::int64_t, std::int64_t> cache;  // (variant pair) -> size
   for (std::size_t p = 0; p < coords_.size(); ++p) {
-    std::int64_t v = 0;
-    for (const auto& x : e) v = v * ms[static_cast<std::size_t>(x.mesh_dim)] + coords_[p][static_cast<std::size_t>(x.mesh_dim)];
+    const std::int64_t v = geo.variant_of(e, coords_[p]);
     const std::int64_t pair = v * 1000003 + dst_tables_[static_cast<std::size_t>(d)].variant[p];
     auto it = cache.find(pair);
     if (it == cache.end()) {

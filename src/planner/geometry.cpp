@@ -32,18 +32,36 @@ bool next_coord(std::vector<std::int64_t>& coord, const std::vector<int>& dims,
   return false;
 }
 
-std::vector<int> mesh_dims_of(Entries es) {
-  std::vector<int> out;
-  for (const auto& e : es) out.push_back(e.mesh_dim);
-  return out;
-}
-
 void add_unique(std::vector<int>& v, Entries es) {
   for (const auto& e : es)
     if (std::find(v.begin(), v.end(), e.mesh_dim) == v.end()) v.push_back(e.mesh_dim);
 }
 
 }  // namespace
+
+std::vector<IndexSet> Geometry::variant_sets(Entries es, std::int64_t len) const {
+  std::vector<IndexSet> sets;
+  std::vector<std::int64_t> c(mesh_shape_.size(), 0);
+  std::int64_t count = 1;
+  for (const auto& e : es) count *= mesh_shape_[static_cast<std::size_t>(e.mesh_dim)];
+  for (std::int64_t v = 0; v < count; ++v) {
+    std::int64_t rest = v;
+    for (std::size_t k = es.size(); k-- > 0;) {
+      const auto n = mesh_shape_[static_cast<std::size_t>(es[k].mesh_dim)];
+      c[static_cast<std::size_t>(es[k].mesh_dim)] = rest % n;
+      rest /= n;
+    }
+    sets.push_back(owned_indices(es, len, mesh_shape_, c));
+  }
+  return sets;
+}
+
+std::int64_t Geometry::variant_of(Entries es, const std::vector<std::int64_t>& coord) const noexcept {
+  std::int64_t v = 0;
+  for (const auto& e : es)
+    v = v * mesh_shape_[static_cast<std::size_t>(e.mesh_dim)] + coord[static_cast<std::size_t>(e.mesh_dim)];
+  return v;
+}
 
 SizeStats Geometry::dim_stats(int d, Entries entries) const {
   const auto len = shape_[static_cast<std::size_t>(d)];
@@ -192,21 +210,6 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
       mult *= size_of(m);
       free_crossable = free_crossable || size_of(m) > 1;
     }
-  auto variant_sets = [&](Entries es, std::int64_t len) {
-    std::vector<IndexSet> sets;
-    std::vector<std::int64_t> c(static_cast<std::size_t>(md), 0);
-    std::int64_t count = 1;
-    for (const auto& e : es) count *= size_of(e.mesh_dim);
-    for (std::int64_t v = 0; v < count; ++v) {
-      std::int64_t rest = v;
-      for (std::size_t k = es.size(); k-- > 0;) {
-        c[static_cast<std::size_t>(es[k].mesh_dim)] = rest % size_of(es[k].mesh_dim);
-        rest /= size_of(es[k].mesh_dim);
-      }
-      sets.push_back(owned_indices(es, len, mesh_shape_, c));
-    }
-    return sets;
-  };
   // intersection tables, memoised across states (the target side rarely changes)
   std::vector<const OverlapTable*> tables(static_cast<std::size_t>(nd));
   for (int d = 0; d < nd; ++d) {
@@ -219,7 +222,6 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
       const auto len = shape_[static_cast<std::size_t>(d)];
       const auto fs = variant_sets(from.entries(d), len);
       const auto ts = variant_sets(to.entries(d), len);
-      t.nfv = static_cast<std::int64_t>(fs.size());
       t.ntv = static_cast<std::int64_t>(ts.size());
       t.inter.resize(fs.size() * ts.size());
       t.src_hits.assign(ts.size(), 0);
@@ -255,9 +257,7 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
     std::fill(dim_cross.begin(), dim_cross.end(), 0u);
     for (int d = 0; d < nd; ++d) {
       const auto& t = *tables[static_cast<std::size_t>(d)];
-      std::int64_t fv = 0, tv = 0;
-      for (const auto& e : from.entries(d)) fv = fv * size_of(e.mesh_dim) + c[static_cast<std::size_t>(e.mesh_dim)];
-      for (const auto& e : to.entries(d)) tv = tv * size_of(e.mesh_dim) + c[static_cast<std::size_t>(e.mesh_dim)];
+      const std::int64_t fv = variant_of(from.entries(d), c), tv = variant_of(to.entries(d), c);
       own *= t.inter[static_cast<std::size_t>(fv * t.ntv + tv)];
       need *= t.need[static_cast<std::size_t>(tv)];
       recv_hits *= t.src_hits[static_cast<std::size_t>(tv)];

@@ -28,6 +28,10 @@ class Geometry {
   [[nodiscard]] const std::vector<std::int64_t>& shape() const { return shape_; }
   [[nodiscard]] std::int64_t itemsize() const { return itemsize_; }
 
+  // The index sets of every variant of `entries` (a variant = one combination of coordinates on
+  // its mesh dims, mixed radix with the first entry most significant), and a coordinate's variant.
+  [[nodiscard]] std::vector<IndexSet> variant_sets(Entries entries, std::int64_t length) const;
+  [[nodiscard]] std::int64_t variant_of(Entries entries, const std::vector<std::int64_t>& coord) const noexcept;
   // Largest/smallest owned size of tensor dim d over all ranks.
   [[nodiscard]] SizeStats dim_stats(int d, Entries entries) const;
   // Largest/smallest local numel over all ranks.
@@ -52,7 +56,7 @@ class Geometry {
   mutable std::unordered_map<std::string, SizeStats> dim_memo_;
   mutable std::unordered_map<std::string, std::int64_t> a2a_memo_;
   struct OverlapTable {
-    std::int64_t ntv = 0, nfv = 0;
+    std::int64_t ntv = 0;
     std::vector<std::int64_t> inter;     // [source variant * ntv + target variant]
     std::vector<std::int64_t> need;      // [target variant]: owned size
     std::vector<std::int64_t> src_hits;  // [target variant]: source variants overlapping it

@@ -13,8 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <queue>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <unordered_map>
 
@@ -103,9 +101,6 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     heap.pop();
     settled[u] = 1;
     if (states[u] == ctx.dst) {
-      if (std::getenv("DTENSOR_DEBUG_SEARCH"))
-        fprintf(stderr, "search: %zu states discovered, %ld settled\n", states.size(),
-                static_cast<long>(std::count(settled.begin(), settled.end(), 1)));
       std::vector<std::size_t> path;
       for (auto v = static_cast<std::int64_t>(u); v >= 0; v = pred[static_cast<std::size_t>(v)])
         path.push_back(static_cast<std::size_t>(v));
