@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 #include "dtensor/executor.hpp"
@@ -19,16 +20,20 @@ namespace {
 // Local copies as the simulated backend does them; collectives move no data.
 class LocalOnly final : public Communicator {
  public:
-  explicit LocalOnly(Mesh m) : sim_(m), mesh_(std::move(m)) {}
+  LocalOnly(Mesh m, std::int64_t rank) : mesh_(std::move(m)), rank_(rank) {}
   const Mesh& mesh() const override { return mesh_; }
+  std::int64_t rank() const override { return rank_; }
+  std::vector<std::uint64_t> exchange(std::uint64_t v) override {
+    return std::vector<std::uint64_t>(static_cast<std::size_t>(mesh_.num_ranks()), v);
+  }
   bool supports(StepKind, DType, ReduceOp) const override { return true; }
-  void all_gather(std::int64_t, const Group&, const void*, void*, std::int64_t, DType) override {}
-  void reduce_scatter(std::int64_t, const Group&, const void*, void*, std::int64_t, DType, ReduceOp) override {}
-  void all_reduce(std::int64_t, const Group&, const void*, void*, std::int64_t, DType, ReduceOp) override {}
-  void all_to_all(std::int64_t, const Group&, const void*, void*, std::int64_t, DType) override {}
-  void send_recv(std::int64_t, std::span<const Transfer>, std::span<const Transfer>, DType) override {}
+  void all_gather(const Group&, const void*, void*, std::int64_t, DType) override {}
+  void reduce_scatter(const Group&, const void*, void*, std::int64_t, DType, ReduceOp) override {}
+  void all_reduce(const Group&, const void*, void*, std::int64_t, DType, ReduceOp) override {}
+  void all_to_all(const Group&, const void*, void*, std::int64_t, DType) override {}
+  void send_recv(std::span<const Transfer>, std::span<const Transfer>, DType) override {}
   void synchronize() override {}
-  void copy(void* d, const void* s, std::int64_t n) override { sim_.copy(d, s, n); }
+  void copy(void* d, const void* s, std::int64_t n) override { sim_.move(d, s, n); }
   void fill(void* d, DType t, std::int64_t n, double v) override { sim_.fill(d, t, n, v); }
   void copy_strided(void* d, const void* s, std::int64_t run, std::span<const std::int64_t> c,
                     std::span<const std::int64_t> ds, std::span<const std::int64_t> ss) override {
@@ -36,8 +41,9 @@ class LocalOnly final : public Communicator {
   }
 
  private:
-  SimulatedCommunicator sim_;
+  SimulatedMemory sim_;
   Mesh mesh_;
+  std::int64_t rank_;
 };
 
 // The single-step plan of `kind` from `from` to `to` (the planner may prefer a longer path).
@@ -51,27 +57,29 @@ Plan one_step(const char* from, const char* to, StepKind kind) {
       p.steps = {e.step};
       p.total_cost_us = e.step.cost_us;
       p.peak_bytes = e.step.peak_bytes;
+      lower_buffers(p);
       return p;
     }
   throw std::runtime_error("no such step");
 }
 
+// Every rank's executor on its own communicator, run one after the other (no collectives).
 struct Fixture {
   Plan plan;
-  LocalOnly comm;
-  Executor exec;
+  std::vector<std::unique_ptr<LocalOnly>> comms;
+  std::vector<Executor> execs;
   std::vector<std::vector<std::byte>> in, out, ws;
-  std::vector<RankBuffers> bufs;
-  Fixture(const char* from, const char* to, StepKind kind)
-      : plan(one_step(from, to, kind)),
-        comm(plan.mesh),
-        exec(plan, comm) {
+  Fixture(const char* from, const char* to, StepKind kind) : plan(one_step(from, to, kind)) {
     for (std::int64_t r = 0; r < 8; ++r) {
-      in.emplace_back(static_cast<std::size_t>(exec.input_bytes(r)), std::byte{1});
-      out.emplace_back(static_cast<std::size_t>(exec.output_bytes(r)));
-      ws.emplace_back(static_cast<std::size_t>(exec.workspace_bytes()));
+      comms.push_back(std::make_unique<LocalOnly>(plan.mesh, r));
+      execs.emplace_back(plan, *comms.back());
+      in.emplace_back(static_cast<std::size_t>(execs.back().input_bytes()), std::byte{1});
+      out.emplace_back(static_cast<std::size_t>(execs.back().output_bytes()));
+      ws.emplace_back(static_cast<std::size_t>(execs.back().workspace_bytes()));
     }
-    for (std::int64_t r = 0; r < 8; ++r) bufs.push_back({r, in[static_cast<std::size_t>(r)], out[static_cast<std::size_t>(r)], ws[static_cast<std::size_t>(r)]});
+  }
+  void run() {
+    for (std::size_t r = 0; r < 8; ++r) execs[r].execute({in[r], out[r], ws[r]});
   }
 };
 
@@ -79,7 +87,7 @@ void run_plan(benchmark::State& st, const char* from, const char* to, StepKind k
   Fixture f(from, to, kind);
   std::int64_t copied = 0;
   for (const auto& s : f.plan.steps) copied += s.copy_bytes;
-  for (auto _ : st) f.exec.execute(f.comm, f.bufs);
+  for (auto _ : st) f.run();
   st.SetBytesProcessed(st.iterations() * copied * 8);
   st.SetLabel(f.plan.trace());
 }

@@ -3,14 +3,15 @@
 // A 2-D training job on dp=2 x tp=4 keeps a linear layer's weight [out=1000, in=512] fully
 // sharded for the optimizer (FSDP: dim 0 split over both mesh dims, tp outermost), and needs
 // it column-parallel for the forward pass (replicated over dp, dim 1 split over tp). We plan
-// the redistribution, explain it, run it on the simulated mesh through the executor with
-// caller-owned buffers, and verify every rank. 1000 rows do not divide by 8: uneven shards.
+// the redistribution, explain it, and run it SPMD-style: one thread per rank, each with its own
+// communicator of the in-process backend, its own Executor and caller-owned buffers; then verify
+// every rank. 1000 rows do not divide by 8: uneven shards.
 #include <cstdio>
 #include <vector>
 
 #include "dtensor/executor.hpp"
 #include "dtensor/planner.hpp"
-#include "dtensor/simulated.hpp"
+#include "dtensor/testing.hpp"
 
 using namespace dtensor;
 
@@ -23,21 +24,21 @@ int main() {
   const Plan plan = plan_redistribution(fsdp, tp, CostModel::default_model());
   std::printf("%s\n", explain(plan, CostModel::default_model()).c_str());
 
-  SimulatedCommunicator comm(mesh);
-  const Executor exec(plan, comm);  // every index set and copy is prepared here
-  std::vector<std::vector<std::byte>> in, out, ws;
-  std::vector<RankBuffers> bufs;
-  for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
-    in.push_back(seeded_input(fsdp, r));  // element value = its global linear index
-    out.emplace_back(static_cast<std::size_t>(exec.output_bytes(r)));
-    ws.emplace_back(static_cast<std::size_t>(exec.workspace_bytes()));
-  }
-  for (std::int64_t r = 0; r < mesh.num_ranks(); ++r)
-    bufs.push_back({r, in[static_cast<std::size_t>(r)], out[static_cast<std::size_t>(r)], ws[static_cast<std::size_t>(r)]});
-  exec.execute(comm, bufs);
+  SimulatedWorld world(mesh);
+  std::vector<std::vector<std::byte>> out(static_cast<std::size_t>(mesh.num_ranks()));
+  std::int64_t workspace = 0;
+  run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+    const Executor exec(plan, comm);  // every index set and copy of this rank is prepared here
+    const std::vector<std::byte> in = seeded_input(fsdp, rank);  // element value = its global linear index
+    std::vector<std::byte> ws(static_cast<std::size_t>(exec.workspace_bytes()));
+    auto& mine = out[static_cast<std::size_t>(rank)];
+    mine.resize(static_cast<std::size_t>(exec.output_bytes()));
+    exec.execute({in, mine, ws});
+    if (rank == 0) workspace = exec.workspace_bytes();
+  });
 
   const std::string err = verify_outputs(tp, out);
-  std::printf("workspace per rank: %lld bytes; result: %s\n", static_cast<long long>(exec.workspace_bytes()),
+  std::printf("workspace per rank: %lld bytes; result: %s\n", static_cast<long long>(workspace),
               err.empty() ? "verified" : err.c_str());
   return err.empty() ? 0 : 1;
 }

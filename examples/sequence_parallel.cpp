@@ -7,7 +7,7 @@
 // and is verified. 2047 is odd: the last rank's shard is short (padding is planned and costed).
 #include <cstdio>
 
-#include "dtensor/executor.hpp"
+#include "dtensor/testing.hpp"
 #include "dtensor/plan_cache.hpp"
 
 using namespace dtensor;
@@ -26,7 +26,7 @@ int main() {
       if (layer == 0) {
         std::printf("%-5s -> %-5s : %s, %.3f us, padding %lld bytes\n", t[0], t[1], plan->trace().c_str(),
                     plan->total_cost_us, static_cast<long long>(plan->steps.at(0).padding_bytes));
-        const SimulationResult res = simulate(*plan);
+        const SimulationResult res = simulate(*plan, /*threads=*/true);  // one thread per rank
         if (!res.verified) {
           std::printf("verification failed: %s\n", res.mismatch.c_str());
           return 1;

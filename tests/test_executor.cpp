@@ -2,6 +2,9 @@
 // rank holds exactly the global elements its target layout names (per oracle::owned), and for
 // Partial targets the reduction over the partial mesh dims equals the global tensor.
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
 #include <cstring>
 #include <random>
 
@@ -9,7 +12,7 @@
 #include "dtensor/executor.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/scalar.hpp"
-#include "dtensor/simulated.hpp"
+#include "dtensor/testing.hpp"
 #include "exec_check.hpp"
 #include "oracle.hpp"
 
@@ -18,23 +21,48 @@ using namespace exec_check;
 
 namespace {
 
-Run run_plan(const Plan& plan) {
-  SimulatedCommunicator comm(plan.mesh);
-  const Executor exec(plan, comm);
+// Runs `plan` on the in-process backend: `threads` one thread per rank with blocking
+// collectives (the SPMD path), otherwise every rank from this thread (lockstep).
+SimulatedWorld& world_of(const Mesh& mesh) {  // one world (and its rank threads) per mesh
+  static std::map<std::vector<std::int64_t>, std::unique_ptr<SimulatedWorld>> worlds;
+  auto& w = worlds[mesh.shape()];
+  if (!w || w->mesh() != mesh) w = std::make_unique<SimulatedWorld>(mesh, WorldOptions{std::chrono::milliseconds(20000), nullptr});
+  return *w;
+}
+
+Run run_plan(const Plan& plan, bool threads = false) {
+  SimulatedWorld& world = world_of(plan.mesh);
   const Layout src = plan.src_layout();
-  const auto R = plan.mesh.num_ranks();
-  std::vector<std::vector<std::byte>> in, ws;
+  const auto R = static_cast<std::size_t>(plan.mesh.num_ranks());
+  std::vector<std::vector<std::byte>> in(R), ws(R);
   Run run;
-  std::vector<RankBuffers> bufs;
-  for (std::int64_t r = 0; r < R; ++r) {
-    in.push_back(seeded_input(src, r));
-    run.outputs.emplace_back(static_cast<std::size_t>(exec.output_bytes(r)));
-    ws.emplace_back(static_cast<std::size_t>(exec.workspace_bytes()));
-  }
+  run.outputs.resize(R);
+  for (std::size_t r = 0; r < R; ++r) in[r] = seeded_input(src, static_cast<std::int64_t>(r));
   const auto in_copy = in;
-  for (std::int64_t r = 0; r < R; ++r)
-    bufs.push_back({r, in[static_cast<std::size_t>(r)], run.outputs[static_cast<std::size_t>(r)], ws[static_cast<std::size_t>(r)]});
-  exec.execute(comm, bufs);
+  if (threads) {
+    run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+      const auto r = static_cast<std::size_t>(rank);
+      const Executor exec(plan, comm);
+      run.outputs[r].resize(static_cast<std::size_t>(exec.output_bytes()));
+      ws[r].resize(static_cast<std::size_t>(exec.workspace_bytes()));
+      exec.execute({in[r], run.outputs[r], ws[r]});
+    });
+  } else {
+    std::vector<Executor> execs;
+    std::vector<const Executor*> ptrs;
+    std::vector<Buffers> bufs;
+    execs.reserve(R);
+    for (std::size_t r = 0; r < R; ++r) {
+      execs.emplace_back(plan, world.communicator(static_cast<std::int64_t>(r)), ExecutorOptions{false});
+      run.outputs[r].resize(static_cast<std::size_t>(execs.back().output_bytes()));
+      ws[r].resize(static_cast<std::size_t>(execs.back().workspace_bytes()));
+    }
+    for (std::size_t r = 0; r < R; ++r) {
+      ptrs.push_back(&execs[r]);
+      bufs.push_back({in[r], run.outputs[r], ws[r]});
+    }
+    execute_all_ranks(ptrs, world, bufs);
+  }
   if (in != in_copy) FAIL("the executor wrote its input buffer");
   return run;
 }
@@ -61,12 +89,16 @@ TEST_CASE("executor: full set against the oracle", "[executor]") {
           for (const auto& a : layouts) {
             const Layout src = Layout::parse(Mesh(mesh), shape, DType::f64, oracle::text(a));
             for (const auto& b : layouts) {
-              if (cases++ % stride != 0) continue;
+              const std::int64_t index = cases++;
+              if (index % stride != 0) continue;
               const Layout dst = Layout::parse(Mesh(mesh), shape, DType::f64, oracle::text(b));
               Plan plan = plan_redistribution(src, dst, CostModel::default_model(), o);
               for (DType dt : {DType::f64, DType::i64}) {
                 plan.dtype = dt;  // same itemsize: the same plan
-                const auto err = check(mesh, shape, dt, b, run_plan(plan));
+                // every case on the lockstep driver; every 8th also on the SPMD path (one thread per
+                // rank, blocking collectives), which costs ~5x more on a 2-core machine
+                const bool threads = dt == DType::f64 && (index / stride) % 8 == 0;
+                const auto err = check(mesh, shape, dt, b, run_plan(plan, threads));
                 if (!err.empty()) {
                   FAIL_CHECK(Mesh(mesh).str() << " " << shape_str(shape) << " " << to_string(dt) << " edges "
                                               << to_string(es) << ": " << src.str() << " -> " << dst.str() << " via "
@@ -158,38 +190,154 @@ TEST_CASE("executor: buffers of the wrong size are rejected", "[executor]") {
   const Mesh mesh = Mesh::parse("2x2");
   const Plan p = plan_redistribution(Layout::parse(mesh, {9, 5}, DType::f32, "S(0)S(1)"),
                                      Layout::parse(mesh, {9, 5}, DType::f32, "RS(0)"), CostModel::default_model());
-  SimulatedCommunicator comm(mesh);
-  const Executor exec(p, comm);
-  std::vector<std::vector<std::byte>> in, out, ws;
-  for (std::int64_t r = 0; r < 4; ++r) {
-    in.emplace_back(static_cast<std::size_t>(exec.input_bytes(r)));
-    out.emplace_back(static_cast<std::size_t>(exec.output_bytes(r)));
-    ws.emplace_back(static_cast<std::size_t>(exec.workspace_bytes()));
-  }
-  auto bufs = [&] {
-    std::vector<RankBuffers> b;
-    for (std::int64_t r = 0; r < 4; ++r) b.push_back({r, in[static_cast<std::size_t>(r)], out[static_cast<std::size_t>(r)], ws[static_cast<std::size_t>(r)]});
-    return b;
-  };
-  out[2].resize(out[2].size() + 4);
-  try {
-    exec.execute(comm, bufs());
-    FAIL("no error");
-  } catch (const Error& e) {
-    CHECK_THAT(e.what(), Contains("rank 2: output buffer has"));
-  }
-  out[2].resize(out[2].size() - 4);
-  in[1].pop_back();
-  CHECK_THROWS_WITH(exec.execute(comm, bufs()), Contains("rank 1: input buffer"));
-  in[1].emplace_back();
-  if (exec.workspace_bytes() > 0) {
-    ws[3].pop_back();
-    CHECK_THROWS_WITH(exec.execute(comm, bufs()), Contains("rank 3: workspace"));
-    ws[3].emplace_back();
-  }
-  CHECK_NOTHROW(exec.execute(comm, bufs()));
-  // a plan whose recorded peak is too small for its steps is refused when prepared
+  SimulatedWorld world(mesh);
+  const Executor exec(p, world.communicator(2), ExecutorOptions{false});
+  std::vector<std::byte> in(static_cast<std::size_t>(exec.input_bytes())), out(static_cast<std::size_t>(exec.output_bytes())),
+      ws(static_cast<std::size_t>(exec.workspace_bytes()));
+  out.resize(out.size() + 4);
+  CHECK_THROWS_WITH(exec.execute({in, out, ws}), Contains("rank 2: output buffer has"));
+  out.resize(out.size() - 4);
+  in.pop_back();
+  CHECK_THROWS_WITH(exec.execute({in, out, ws}), Contains("rank 2: input buffer"));
+  in.emplace_back();
+  REQUIRE(exec.workspace_bytes() > 0);
+  ws.pop_back();
+  CHECK_THROWS_WITH(exec.execute({in, out, ws}), Contains("rank 2: workspace"));
+  // a plan whose recorded peak is too small for its buffer records is refused when prepared
   Plan bad = p;
   bad.peak_bytes = 0;
-  if (p.peak_bytes > 0) CHECK_THROWS_WITH(Executor(bad, comm), Contains("peak_bytes"));
+  CHECK_THROWS_AS(Executor(bad, world.communicator(0), ExecutorOptions{false}), InputError);
+  CHECK_THROWS_WITH(Executor(bad, world.communicator(0), ExecutorOptions{false}), Contains("workspace"));
+}
+
+TEST_CASE("executor: a plan read back from JSON executes without re-planning", "[executor]") {
+  const Mesh mesh = Mesh::parse("dp=2,tp=3");
+  const Plan p = plan_redistribution(Layout::parse(mesh, {7, 5}, DType::f32, "S(0)[1]S(0)[0]"),
+                                     Layout::parse(mesh, {7, 5}, DType::f32, "RS(1)"), CostModel::default_model());
+  const Plan q = Plan::from_json(p.to_json());
+  CHECK(q == p);
+  for (const auto& s : q.steps) CHECK((s.buffers.from_offset >= -1 && s.buffers.to_offset >= -1));
+  const auto res = simulate(q);
+  CHECK(res.verified);
+  CHECK(res.mismatch.empty());
+}
+
+TEST_CASE("executor: hostile buffer records in a plan are refused, never run", "[executor]") {
+  using Catch::Matchers::Contains;
+  const Mesh mesh = Mesh::parse("4");
+  const Plan p = plan_redistribution(Layout::parse(mesh, {10, 6}, DType::f32, "S(1)"),
+                                     Layout::parse(mesh, {10, 6}, DType::f32, "S(0)"), CostModel::default_model());
+  REQUIRE(!p.steps.empty());
+  SimulatedWorld world(mesh);
+  Communicator& c = world.communicator(1);
+  {
+    Plan bad = p;
+    bad.steps[0].buffers.send_offset = p.peak_bytes;  // outside the workspace
+    bad.steps[0].buffers.send_elems = std::max<std::int64_t>(1, bad.steps[0].buffers.send_elems);
+    CHECK_THROWS_AS(Executor(bad, c, ExecutorOptions{false}), InputError);
+  }
+  {
+    Plan bad = p;
+    bad.steps[0].buffers.send_elems = 1;  // smaller than what the rank exchanges
+    CHECK_THROWS_WITH(Executor(bad, c, ExecutorOptions{false}), Contains("scratch elements"));
+  }
+  {
+    Plan bad = p;
+    bad.steps[0].buffers.recv_offset = bad.steps[0].buffers.send_offset;  // overlapping scratch
+    if (bad.steps[0].buffers.recv_elems > 0 && bad.steps[0].buffers.send_elems > 0)
+      CHECK_THROWS_WITH(Executor(bad, c, ExecutorOptions{false}), Contains("overlap"));
+  }
+}
+
+TEST_CASE("threads backend: one thread per rank, plans agree or fail fast", "[executor]") {
+  using Catch::Matchers::Contains;
+  const Mesh mesh = Mesh::parse("2x2");
+  const Layout a = Layout::parse(mesh, {8, 6}, DType::f32, "S(0)S(1)");
+  const Plan p1 = plan_redistribution(a, Layout::parse(mesh, {8, 6}, DType::f32, "RR"), CostModel::default_model());
+  const Plan p2 = plan_redistribution(a, Layout::parse(mesh, {8, 6}, DType::f32, "S(1)S(0)"), CostModel::default_model());
+  REQUIRE(p1.hash() != p2.hash());
+  SimulatedWorld world(mesh, WorldOptions{std::chrono::milliseconds(5000), nullptr});
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+      const Executor exec(rank == 3 ? p2 : p1, comm);  // rank 3 was given another plan
+    });
+    FAIL("no error");
+  } catch (const BackendError& e) {
+    CHECK_THAT(e.what(), Contains("different plans"));
+    CHECK_THAT(e.what(), Contains("ranks 0-2 have plan"));
+    CHECK_THAT(e.what(), Contains("ranks 3 have plan"));
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4));  // failed fast, no timeout
+}
+
+TEST_CASE("threads backend: mismatched collectives and absent ranks are errors, not hangs", "[executor]") {
+  using Catch::Matchers::Contains;
+  const Mesh mesh = Mesh::parse("4");
+  std::vector<float> send(8, 1.0f), recv(32, 0.0f);
+  {
+    SimulatedWorld world(mesh, WorldOptions{std::chrono::milliseconds(3000), nullptr});
+    try {
+      run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+        std::vector<float> s(8, 1.0f), r(32);
+        if (rank == 2)
+          comm.reduce_scatter(Group{{0}}, r.data(), s.data(), 8, DType::f32, ReduceOp::sum);
+        else
+          comm.all_gather(Group{{0}}, s.data(), r.data(), 8, DType::f32);
+      });
+      FAIL("no error");
+    } catch (const BackendError& e) {
+      CHECK_THAT(e.what(), Contains("disagree"));
+      CHECK_THAT(e.what(), Contains("reduce_scatter"));
+      CHECK_THAT(e.what(), Contains("all_gather"));
+    }
+  }
+  {
+    SimulatedWorld world(mesh, WorldOptions{std::chrono::milliseconds(300), nullptr});
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+        std::vector<float> s(8, 1.0f), r(32);
+        if (rank != 1 && rank != 3) comm.all_gather(Group{{0}}, s.data(), r.data(), 8, DType::f32);
+      });
+      FAIL("no error");
+    } catch (const BackendError& e) {
+      CHECK_THAT(e.what(), Contains("all_gather over mesh dim 0"));
+      CHECK_THAT(e.what(), Contains("timed out"));
+      CHECK_THAT(e.what(), Contains("ranks 1,3 of its group did not arrive"));
+    }
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  }
+  {
+    SimulatedWorld world(mesh, WorldOptions{std::chrono::milliseconds(300), nullptr});
+    try {
+      run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+        std::vector<float> buf(4, static_cast<float>(rank));
+        std::vector<Transfer> sends, recvs;
+        if (rank == 0) recvs.push_back({2, buf.data(), 4});  // rank 2 never sends
+        comm.send_recv(sends, recvs, DType::f32);
+      });
+      FAIL("no error");
+    } catch (const BackendError& e) {
+      CHECK_THAT(e.what(), Contains("rank 2 never sent"));
+    }
+  }
+  {  // lockstep: a collective issued by some ranks only is named with the missing ranks
+    SimulatedWorld world(mesh);
+    const Plan p = plan_redistribution(Layout::parse(mesh, {8}, DType::f32, "S(0)"), Layout::parse(mesh, {8}, DType::f32, "R"),
+                                       CostModel::default_model());
+    std::vector<Executor> ex;
+    for (std::int64_t r = 0; r < 4; ++r) ex.emplace_back(p, world.communicator(r), ExecutorOptions{false});
+    std::vector<std::vector<std::byte>> in(4), out(4), ws(4);
+    std::vector<Buffers> bufs;
+    std::vector<const Executor*> ptrs;
+    for (std::size_t r = 0; r < 3; ++r) {
+      in[r].resize(static_cast<std::size_t>(ex[r].input_bytes()));
+      out[r].resize(static_cast<std::size_t>(ex[r].output_bytes()));
+      ws[r].resize(static_cast<std::size_t>(ex[r].workspace_bytes()));
+      bufs.push_back({in[r], out[r], ws[r]});
+      ptrs.push_back(&ex[r]);
+    }
+    CHECK_THROWS_WITH(execute_all_ranks(ptrs, world, bufs), Contains("but not by ranks 3"));
+  }
 }

@@ -23,7 +23,7 @@ void add_plan_flags(CLI::App& cmd, PlanArgs& a) {
 
 void check_format(const std::string& format) {
   if (format != "text" && format != "json")
-    throw Error(fmt::format("unknown --format '{}' (expected text or json)", format));
+    throw InputError(fmt::format("unknown --format '{}' (expected text or json)", format));
 }
 
 PlanRequest make_request(const PlanArgs& a) {
@@ -40,7 +40,7 @@ PlanRequest make_request(const PlanArgs& a) {
     std::int64_t v = 0;
     auto [p, ec] = std::from_chars(a.max_memory.data(), a.max_memory.data() + a.max_memory.size(), v);
     if (ec != std::errc() || p != a.max_memory.data() + a.max_memory.size() || v < 0)
-      throw Error(fmt::format("--max-memory '{}' must be a non-negative number of bytes", a.max_memory));
+      throw InputError(fmt::format("--max-memory '{}' must be a non-negative number of bytes", a.max_memory));
     opt.max_peak_bytes = v;
   }
   return {std::move(src), std::move(dst), std::move(cost), opt};

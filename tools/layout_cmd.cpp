@@ -20,7 +20,7 @@ void run(const LayoutArgs& a) {
   const Mesh mesh = Mesh::parse(a.mesh);
   const Layout l = Layout::parse(mesh, parse_shape(a.shape), parse_dtype(a.dtype), a.placements);
   if (a.rank >= mesh.num_ranks())
-    throw Error(fmt::format("--rank {} is out of range for mesh {} ({} ranks)", a.rank, mesh.str(), mesh.num_ranks()));
+    throw InputError(fmt::format("--rank {} is out of range for mesh {} ({} ranks)", a.rank, mesh.str(), mesh.num_ranks()));
   std::vector<std::int64_t> ranks;
   if (a.rank >= 0) ranks.push_back(a.rank);
   else

@@ -26,7 +26,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
-  } catch (const dtensor::Error& e) {
+  } catch (const dtensor::BackendError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 4;
+  } catch (const dtensor::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

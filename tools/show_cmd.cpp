@@ -24,23 +24,23 @@ void register_show(CLI::App& app) {
     std::string format = args.format;
     if (format == "text" && !output.empty()) format = output.ends_with(".svg") ? "svg" : "html";
     if (format != "text" && format != "json" && format != "html" && format != "svg" && format != "dot")
-      throw Error(fmt::format("unknown --format '{}' for show (expected html, svg, dot or text)", format));
-    if (format == "json") throw Error("show has no json format: use `dtensor plan --format json`");
+      throw InputError(fmt::format("unknown --format '{}' for show (expected html, svg, dot or text)", format));
+    if (format == "json") throw InputError("show has no json format: use `dtensor plan --format json`");
     PlanArgs plan_args = args;
     plan_args.format = "text";
     const auto req = make_request(plan_args);
     const Plan plan = plan_redistribution(req.src, req.dst, req.cost, req.options);
     viz::Options opt;
     const int nd = static_cast<int>(plan.shape.size());
-    if (nd == 0) throw Error("show needs a tensor of at least one dim");
+    if (nd == 0) throw InputError("show needs a tensor of at least one dim");
     opt.dim_row = 0;
     opt.dim_col = nd >= 2 ? 1 : -1;
     if (!dims_arg.empty()) {
       const auto d = parse_shape(dims_arg);
-      if (d.empty() || d.size() > 2) throw Error(fmt::format("--dims '{}' must name one or two tensor dims", dims_arg));
+      if (d.empty() || d.size() > 2) throw InputError(fmt::format("--dims '{}' must name one or two tensor dims", dims_arg));
       for (auto x : d)
-        if (x >= nd) throw Error(fmt::format("--dims names tensor dim {}, out of range for a {}-d tensor", x, nd));
-      if (d.size() == 2 && d[0] == d[1]) throw Error(fmt::format("--dims '{}' names the same dim twice", dims_arg));
+        if (x >= nd) throw InputError(fmt::format("--dims names tensor dim {}, out of range for a {}-d tensor", x, nd));
+      if (d.size() == 2 && d[0] == d[1]) throw InputError(fmt::format("--dims '{}' names the same dim twice", dims_arg));
       opt.dim_row = static_cast<int>(d[0]);
       opt.dim_col = d.size() == 2 ? static_cast<int>(d[1]) : -1;
     }
@@ -58,7 +58,7 @@ void register_show(CLI::App& app) {
       return;
     }
     std::ofstream f(output);
-    if (!f) throw Error(fmt::format("cannot write '{}'", output));
+    if (!f) throw InputError(fmt::format("cannot write '{}'", output));
     f << out;
     std::cerr << fmt::format("wrote {} ({} bytes)\n", output, out.size());
   });

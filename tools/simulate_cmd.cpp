@@ -2,7 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
-#include "dtensor/executor.hpp"
+#include "dtensor/testing.hpp"
 
 namespace dtensor::cli {
 namespace {

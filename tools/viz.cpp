@@ -103,7 +103,7 @@ StateView view_of(const Layout& l, const Options& opt) {
   v.row_cuts = cuts_of(rows, Lr);
   v.col_cuts = cuts_of(cols, Lc);
   if (v.row_cuts.size() > opt.max_blocks_per_dim + 1 || v.col_cuts.size() > opt.max_blocks_per_dim + 1)
-    throw Error(fmt::format("layout {} has {}x{} distinct blocks on dims {},{}: too many to draw (at most {} per dim)",
+    throw InputError(fmt::format("layout {} has {}x{} distinct blocks on dims {},{}: too many to draw (at most {} per dim)",
                             l.str(), v.row_cuts.size() - 1, v.col_cuts.size() - 1, dr, dc, opt.max_blocks_per_dim));
   if (Lr == 0 || Lc == 0) return v;
   const std::size_t nr = v.row_cuts.size() - 1, nc = v.col_cuts.size() - 1;

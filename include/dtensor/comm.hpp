@@ -1,6 +1,8 @@
 #pragma once
-// The Communicator interface of SPEC §4: collectives over a group of ranks given by mesh dims.
-// No CUDA types here: backends (simulated, NCCL) implement it.
+// The Communicator: one rank's view of the collectives over groups of a mesh. A communicator
+// serves exactly one rank (SPMD: one per process or per thread); every call is this rank's part
+// of a collective that every member of the group issues in the same order. No CUDA or MPI types
+// here: backends (threads, MPI, NCCL) implement it.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -21,34 +23,43 @@ struct Group {
 
 // One point-to-point transfer of a grouped send/recv.
 struct Transfer {
-  std::int64_t peer = 0;  // global rank
+  std::int64_t peer = 0;   // global rank
   void* buffer = nullptr;  // send: read; recv: written
   std::int64_t count = 0;  // elements
 };
 
-// Collectives are issued per rank (`rank` is a global rank id) and complete, in issue order, by
-// `synchronize()`; a backend that runs several ranks in one process (simulated) pairs the calls of
-// a group's members. Counts are in elements of `dtype`. Local memory operations run on the
-// backend's own memory (host or device).
+// Collectives complete, in issue order, by `synchronize()` (a backend may complete them earlier:
+// the threads and MPI backends block in the call, NCCL orders them on its stream). Counts are in
+// elements of `dtype`. Local memory operations run on the backend's own memory (host or device).
+// Failures of the backend (a peer that never arrives, a mismatched collective, a CUDA/NCCL/MPI
+// error) throw BackendError.
 class Communicator {
  public:
   virtual ~Communicator() = default;
   [[nodiscard]] virtual const Mesh& mesh() const = 0;
+  // The global rank this communicator serves.
+  [[nodiscard]] virtual std::int64_t rank() const = 0;
   // Whether this backend can run `kind` on `dtype` (with `op` for reductions).
   [[nodiscard]] virtual bool supports(StepKind kind, DType dtype, ReduceOp op) const = 0;
 
-  virtual void all_gather(std::int64_t rank, const Group& g, const void* send, void* recv, std::int64_t count,
-                          DType dtype) = 0;
+  // Collective over every rank of the mesh: each rank's `value`, by global rank. Used when a plan
+  // is prepared, to check that every rank runs the same plan. The default runs an all_gather on
+  // host memory (backends whose collectives need device memory override it).
+  [[nodiscard]] virtual std::vector<std::uint64_t> exchange(std::uint64_t value);
+  // Creates whatever the backend needs for the groups `plan` uses (collective: every rank of the
+  // mesh calls it with the same plan). Called by the Executor after the plans agree.
+  virtual void prepare(const Plan& plan) { (void)plan; }
+
+  virtual void all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) = 0;
   // `count` elements per member; `send` holds members * count.
-  virtual void reduce_scatter(std::int64_t rank, const Group& g, const void* send, void* recv, std::int64_t count,
-                              DType dtype, ReduceOp op) = 0;
-  virtual void all_reduce(std::int64_t rank, const Group& g, const void* send, void* recv, std::int64_t count,
-                          DType dtype, ReduceOp op) = 0;
+  virtual void reduce_scatter(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
+                              ReduceOp op) = 0;
+  virtual void all_reduce(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
+                          ReduceOp op) = 0;
   // `count` elements to / from each member.
-  virtual void all_to_all(std::int64_t rank, const Group& g, const void* send, void* recv, std::int64_t count,
-                          DType dtype) = 0;
-  virtual void send_recv(std::int64_t rank, std::span<const Transfer> sends, std::span<const Transfer> recvs,
-                         DType dtype) = 0;
+  virtual void all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) = 0;
+  // One grouped exchange: every send is matched by the peer's recv of the same count.
+  virtual void send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) = 0;
   // Completes every operation issued so far.
   virtual void synchronize() = 0;
 
@@ -59,5 +70,12 @@ class Communicator {
   virtual void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
                             std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) = 0;
 };
+
+// "ranks 0-3,6": the ranks' ids, runs collapsed (for messages).
+[[nodiscard]] std::string rank_list(std::vector<std::int64_t> ranks);
+
+// Checks that every rank's plan hash is the same (one `exchange`); throws BackendError naming the
+// ranks on each differing plan otherwise.
+void check_plans_agree(Communicator& comm, std::uint64_t plan_hash);
 
 }  // namespace dtensor

@@ -20,6 +20,23 @@ enum class EdgeSet : std::uint8_t { all, pytorch };
 [[nodiscard]] std::string_view to_string(EdgeSet e) noexcept;
 [[nodiscard]] EdgeSet parse_edge_set(std::string_view text);
 
+// How the executor lays one step out in memory, decided once by the planner (the executor
+// reads it and decides nothing). Counts are elements, offsets bytes into the workspace. A state
+// offset of -1 means the caller's buffer: the input for the first step's source, the output for
+// the last step's target.
+struct StepBuffers {
+  std::int64_t chunk = 0;         // per-member count of the collective, padded to the largest rank's
+  bool zero_copy = false;         // the collective reads and writes the state buffers directly
+  bool pad_send = false;          // all_gather: this rank's part first copied into a padded send region
+  std::int64_t from_offset = -1;  // where the step's source state lives
+  std::int64_t to_offset = -1;    // where the step's target state is written
+  std::int64_t send_offset = 0;   // scratch regions (direct: sends then receives, both in `send`)
+  std::int64_t send_elems = 0;
+  std::int64_t recv_offset = 0;
+  std::int64_t recv_elems = 0;
+  friend bool operator==(const StepBuffers&, const StepBuffers&) = default;
+};
+
 // One step of a plan (SPEC §3 step record). Byte counts are the largest over ranks.
 struct Step {
   StepKind kind = StepKind::relabel;
@@ -39,6 +56,7 @@ struct Step {
   double copy_us = 0;
   double cost_us = 0;
   std::string why;
+  StepBuffers buffers;  // set by the planner for the chosen plan's steps (not the runner-up's)
   friend bool operator==(const Step&, const Step&) = default;
 };
 

@@ -25,6 +25,12 @@ struct PlanOptions {
 [[nodiscard]] Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& cost,
                                        const PlanOptions& options = {});
 
+// (Re)computes every step's buffer record (Step::buffers: where each state and scratch region
+// lives in the workspace) from the plan's steps and peak_bytes. The planner and Plan::from_json
+// call it; call it after editing a plan's steps by hand. Throws InputError when peak_bytes is too
+// small for a step.
+void lower_buffers(Plan& plan);
+
 // Human-readable explanation of every step (what moves, why, bytes, padding, α/β/copy) and the
 // runner-up plan.
 [[nodiscard]] std::string explain(const Plan& plan, const CostModel& cost);

@@ -1,59 +1,59 @@
 #pragma once
-#include <map>
+// The in-process backend ("threads"): every rank of a mesh in one process on host memory, with
+// the real semantics of every collective. A SimulatedWorld hands out one Communicator per rank;
+// used from one thread per rank (like NCCL's one thread per GPU), a collective blocks until every
+// member of its group has issued it, and fails with a BackendError naming the collective and the
+// ranks that did not arrive when they do not come within the timeout, or naming both calls when
+// ranks issue different collectives.
+#include <chrono>
+#include <cstdint>
 #include <memory>
-#include <vector>
+#include <span>
 
 #include "dtensor/comm.hpp"
 
 namespace dtensor {
 
-// All ranks of a mesh in one process on host memory, with the real semantics of every
-// collective: the reference backend for tests, the CLI and machines without GPUs. The memory
-// hooks (protected) let a device-memory variant reuse the pairing and the collective semantics.
-class SimulatedCommunicator : public Communicator {
+// How the in-process backend touches memory. The default works on host memory (16- and 8-bit
+// floats reduced in double and rounded once); dtensor::nccl offers a device-memory variant that
+// checks the CUDA kernels on multi-rank plans.
+class SimulatedMemory {
  public:
-  explicit SimulatedCommunicator(Mesh mesh);
-  ~SimulatedCommunicator() override;
-  [[nodiscard]] const Mesh& mesh() const override { return mesh_; }
-  [[nodiscard]] bool supports(StepKind, DType, ReduceOp) const override { return true; }
-
-  void all_gather(std::int64_t rank, const Group& g, const void* send, void* recv, std::int64_t count,
-                  DType dtype) override;
-  void reduce_scatter(std::int64_t rank, const Group& g, const void* send, void* recv, std::int64_t count,
-                      DType dtype, ReduceOp op) override;
-  void all_reduce(std::int64_t rank, const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
-                  ReduceOp op) override;
-  void all_to_all(std::int64_t rank, const Group& g, const void* send, void* recv, std::int64_t count,
-                  DType dtype) override;
-  void send_recv(std::int64_t rank, std::span<const Transfer> sends, std::span<const Transfer> recvs,
-                 DType dtype) override;
-  void synchronize() override;
-
-  void copy(void* dst, const void* src, std::int64_t bytes) override;
-  void fill(void* dst, DType dtype, std::int64_t count, double value) override;
-  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
-                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override;
-
-  // Collectives run so far (for tests).
-  [[nodiscard]] std::int64_t collectives_run() const noexcept { return collectives_run_; }
-
- protected:
-  // Memory the collectives use: move bytes, and out = op over inputs (avg: divided by their
-  // number). The host version reduces 16- and 8-bit floats in double and rounds once.
+  virtual ~SimulatedMemory() = default;
+  [[nodiscard]] virtual bool supports(StepKind kind, DType dtype, ReduceOp op) const;
   virtual void move(void* dst, const void* src, std::int64_t bytes);
-  virtual void reduce_group(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
-                            std::int64_t count);
+  // out = op over inputs (avg: divided by their number); `out` may alias no input but the first.
+  virtual void reduce(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs, std::int64_t count);
+  virtual void fill(void* dst, DType dtype, std::int64_t count, double value);
+  virtual void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
+                            std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride);
+};
+
+struct WorldOptions {
+  // A rank that waits longer than this for its peers fails with a BackendError naming them.
+  std::chrono::milliseconds timeout{60000};
+  // nullptr: host memory.
+  std::shared_ptr<SimulatedMemory> memory;
+};
+
+class SimulatedWorld {
+ public:
+  explicit SimulatedWorld(Mesh mesh, WorldOptions options = {});
+  ~SimulatedWorld();
+  SimulatedWorld(const SimulatedWorld&) = delete;
+  SimulatedWorld& operator=(const SimulatedWorld&) = delete;
+
+  [[nodiscard]] const Mesh& mesh() const noexcept;
+  // The communicator of global rank `rank` (owned by the world, valid while it lives).
+  [[nodiscard]] Communicator& communicator(std::int64_t rank);
+  // Collectives completed so far (for tests).
+  [[nodiscard]] std::int64_t collectives_run() const noexcept;
+
+  struct Impl;
 
  private:
-  struct Pending;
-  Pending& pending_for(std::int64_t rank, const Group& g, int kind, std::int64_t count, DType dtype, ReduceOp op,
-                       std::int64_t& position);
-  void run(Pending& p);
-  Mesh mesh_;
-  std::map<std::vector<std::int64_t>, std::unique_ptr<Pending>> pending_;
-  struct P2P;
-  std::vector<P2P> p2p_;
-  std::int64_t collectives_run_ = 0;
+  std::unique_ptr<Impl> impl_;
+  friend struct WorldAccess;
 };
 
 }  // namespace dtensor

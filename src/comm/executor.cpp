@@ -1,61 +1,19 @@
-// Executor: every index set, box copy, buffer offset and transfer of a plan is computed when it
-// is prepared; `execute` only walks those actions and issues the collectives.
+// Executor: one rank's part of a plan. Every index set, box copy and transfer is computed when it
+// is prepared, from the plan alone (the buffer records the planner lowered); `execute` only walks
+// those actions and issues the collectives.
 #include "dtensor/executor.hpp"
 
 #include <algorithm>
+#include <optional>
 
-#include "../planner/graph.hpp"
-#include "groups.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/scalar.hpp"
+#include "executor_impl.hpp"
+#include "groups.hpp"
 
 namespace dtensor {
+using namespace detail;
 namespace {
-
-enum class Buf : std::uint8_t { input, output, ws };
-struct Ref {
-  Buf buf = Buf::ws;
-  std::int64_t offset = 0;  // bytes
-};
-
-// A strided copy between two regions (offsets included in the refs).
-struct BoxCopy {
-  Ref dst, src;
-  std::int64_t run_bytes = 0;
-  std::vector<std::int64_t> count, dst_stride, src_stride;
-};
-
-struct Action {
-  enum Kind : std::uint8_t { fill, copy, box } kind;
-  Ref dst, src;
-  std::int64_t bytes_or_count = 0;
-  double value = 0;
-  BoxCopy box_copy;
-};
-
-struct CommCall {
-  enum Kind : std::uint8_t { none, all_gather, reduce_scatter, all_reduce, all_to_all, send_recv } kind = none;
-  Ref send, recv;
-  std::int64_t count = 0;
-  ReduceOp op = ReduceOp::sum;
-  struct P2P {
-    std::int64_t peer;
-    Ref buffer;
-    std::int64_t count;
-  };
-  std::vector<P2P> sends, recvs;
-};
-
-struct RankStep {
-  std::vector<Action> pre, post;
-  CommCall comm;
-};
-
-struct RankProgram {
-  std::int64_t rank = 0;
-  std::int64_t input_bytes = 0, output_bytes = 0;
-  std::vector<RankStep> steps;
-};
 
 std::vector<std::int64_t> row_major_strides(const std::vector<IndexSet>& sets, std::int64_t itemsize) {
   std::vector<std::int64_t> st(sets.size());
@@ -209,322 +167,369 @@ CommCall::Kind comm_kind(StepKind k) {
 
 }  // namespace
 
-struct Executor::Impl {
-  Mesh mesh;
-  DType dtype;
-  std::int64_t workspace = 0;
-  std::vector<Group> groups;  // per step
-  std::vector<RankProgram> programs;
-  std::vector<std::int64_t> slot_of_rank;  // global rank -> program index or -1
+
+namespace {
+
+// What one step's lowering sees of this rank.
+struct StepContext {
+  const Mesh& mesh;
+  const Step& st;
+  std::size_t k;
+  std::int64_t rank;
+  std::vector<std::int64_t> coord;
+  Layout from, to;
+  std::vector<IndexSet> Xs, Ys;  // this rank's index sets before / after
+  std::int64_t x_elems, y_elems, s;
+  Ref x, y, send, recv;
+  std::int64_t group_size;
+
+  [[nodiscard]] Ref at(Ref base, std::int64_t elems) const { return Ref{base.buf, base.offset + elems * s}; }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError(fmt::format("plan step {} ({} over mesh dims {}) on rank {}: {}", k, to_string(st.kind),
+                                 fmt::join(st.mesh_dims, ","), rank, what));
+  }
+  void need(bool ok, const std::string& what) const {
+    if (!ok) fail(what);
+  }
 };
 
-Executor::Executor(const Plan& plan, const Communicator& comm, std::vector<std::int64_t> ranks)
-    : impl_(std::make_unique<Impl>(Impl{plan.mesh, plan.dtype, plan.peak_bytes, {}, {}, {}})) {
+void lower_all_gather(const StepContext& c, RankStep& rs) {
+  const StepBuffers& b = c.st.buffers;
+  const auto mem = group_members(c.mesh, c.coord, c.st.mesh_dims);
+  const auto n = static_cast<std::int64_t>(mem.size());
+  rs.comm.count = b.chunk;
+  if (b.zero_copy) {
+    c.need(c.x_elems == b.chunk && c.y_elems == n * b.chunk,
+           fmt::format("in-place all_gather of {} elements per member, but the rank holds {} before and {} after",
+                       b.chunk, c.x_elems, c.y_elems));
+    rs.comm.send = c.x;
+    rs.comm.recv = c.y;
+    return;
+  }
+  c.need(b.recv_elems >= n * b.chunk, fmt::format("receive region of {} elements for {} members of {}", b.recv_elems, n, b.chunk));
+  rs.comm.recv = c.recv;
+  if (b.pad_send) {
+    c.need(b.send_elems >= b.chunk, fmt::format("send region of {} elements for a chunk of {}", b.send_elems, b.chunk));
+    rs.pre.push_back({Action::fill, c.send, {}, b.chunk, 0, {}});
+    rs.pre.push_back({Action::copy, c.send, c.x, c.x_elems * c.s, 0, {}});
+    rs.comm.send = c.send;
+  } else {
+    c.need(c.x_elems == b.chunk, fmt::format("unpadded all_gather of {} elements, the rank holds {}", b.chunk, c.x_elems));
+    rs.comm.send = c.x;
+  }
+  for (std::size_t q = 0; q < mem.size(); ++q) {
+    const auto Xq = c.from.indices(mem[q]);
+    c.need(box_numel(Xq) <= b.chunk, fmt::format("member {} holds {} elements, above the chunk {}", q, box_numel(Xq), b.chunk));
+    add_box_copies(rs.post, c.y, c.Ys, c.at(c.recv, static_cast<std::int64_t>(q) * b.chunk), Xq, Xq, c.s);
+  }
+}
+
+void lower_reduce_scatter(const StepContext& c, RankStep& rs) {
+  const StepBuffers& b = c.st.buffers;
+  const auto mem = group_members(c.mesh, c.coord, c.st.mesh_dims);
+  const auto n = static_cast<std::int64_t>(mem.size());
+  rs.comm.count = b.chunk;
+  if (b.zero_copy) {
+    c.need(c.y_elems == b.chunk && c.x_elems == n * b.chunk,
+           fmt::format("in-place reduce_scatter of {} elements per member, but the rank holds {} before and {} after",
+                       b.chunk, c.x_elems, c.y_elems));
+    rs.comm.send = c.x;
+    rs.comm.recv = c.y;
+    return;
+  }
+  c.need(b.send_elems >= n * b.chunk && b.recv_elems >= b.chunk && c.y_elems <= b.chunk,
+         fmt::format("scratch of {}/{} elements for {} members of {}", b.send_elems, b.recv_elems, n, b.chunk));
+  rs.pre.push_back({Action::fill, c.send, {}, n * b.chunk, 0, {}});
+  for (std::size_t q = 0; q < mem.size(); ++q) {
+    const auto Yq = c.to.indices(mem[q]);
+    c.need(box_numel(Yq) <= b.chunk, fmt::format("member {} needs {} elements, above the chunk {}", q, box_numel(Yq), b.chunk));
+    add_box_copies(rs.pre, c.at(c.send, static_cast<std::int64_t>(q) * b.chunk), Yq, c.x, c.Xs, Yq, c.s);
+  }
+  rs.comm.send = c.send;
+  rs.comm.recv = c.recv;
+  rs.post.push_back({Action::copy, c.y, c.recv, c.y_elems * c.s, 0, {}});
+}
+
+void lower_all_reduce(const StepContext& c, RankStep& rs) {
+  c.need(c.x_elems == c.y_elems, fmt::format("all_reduce from {} to {} elements", c.x_elems, c.y_elems));
+  rs.comm.send = c.x;
+  rs.comm.recv = c.y;
+  rs.comm.count = c.x_elems;
+}
+
+void lower_all_to_all(const StepContext& c, RankStep& rs) {
+  const StepBuffers& b = c.st.buffers;
+  const auto mem = group_members(c.mesh, c.coord, c.st.mesh_dims);
+  const auto n = static_cast<std::int64_t>(mem.size());
+  c.need(b.send_elems >= n * b.chunk && b.recv_elems >= n * b.chunk,
+         fmt::format("scratch of {}/{} elements for {} members of {}", b.send_elems, b.recv_elems, n, b.chunk));
+  rs.comm.count = b.chunk;
+  rs.pre.push_back({Action::fill, c.send, {}, n * b.chunk, 0, {}});
+  for (std::size_t q = 0; q < mem.size(); ++q) {
+    const auto box = intersect(c.Xs, c.to.indices(mem[q]));
+    const auto back = intersect(c.from.indices(mem[q]), c.Ys);
+    c.need(box_numel(box) <= b.chunk && box_numel(back) <= b.chunk,
+           fmt::format("member {} exchanges {}/{} elements, above the chunk {}", q, box_numel(box), box_numel(back), b.chunk));
+    add_box_copies(rs.pre, c.at(c.send, static_cast<std::int64_t>(q) * b.chunk), box, c.x, c.Xs, box, c.s);
+    add_box_copies(rs.post, c.y, c.Ys, c.at(c.recv, static_cast<std::int64_t>(q) * b.chunk), back, back, c.s);
+  }
+  rs.comm.send = c.send;
+  rs.comm.recv = c.recv;
+}
+
+void lower_local_chunk(const StepContext& c, RankStep& rs) { add_box_copies(rs.pre, c.y, c.Ys, c.x, c.Xs, c.Ys, c.s); }
+
+void lower_local_fill(const StepContext& c, RankStep& rs) {
+  const int m = c.st.mesh_dims.at(0);
+  const auto fop = c.st.to.partial(m);
+  c.need(fop.has_value(), "a local fill must end in Partial on its mesh dim");
+  if (c.st.from.shard_dim_of(m) >= 0) {  // S(d) -> P(sum): the shard in a zero tensor
+    rs.pre.push_back({Action::fill, c.y, {}, c.y_elems, 0, {}});
+    add_box_copies(rs.pre, c.y, c.Ys, c.x, c.Xs, c.Xs, c.s);
+    return;
+  }
+  c.need(c.x_elems == c.y_elems, fmt::format("local fill from {} to {} elements", c.x_elems, c.y_elems));
+  if (c.coord[static_cast<std::size_t>(m)] == 0 || *fop == ReduceOp::avg || *fop == ReduceOp::max ||
+      *fop == ReduceOp::min)
+    rs.pre.push_back({Action::copy, c.y, c.x, c.y_elems * c.s, 0, {}});
+  else
+    rs.pre.push_back({Action::fill, c.y, {}, c.y_elems, identity_of(*fop), {}});
+}
+
+void lower_relabel(const StepContext& c, RankStep& rs) {
+  c.need(c.x_elems == c.y_elems, fmt::format("relabel from {} to {} elements", c.x_elems, c.y_elems));
+  rs.pre.push_back({Action::copy, c.y, c.x, c.y_elems * c.s, 0, {}});
+}
+
+void lower_direct(const StepContext& c, RankStep& rs) {
+  const StepBuffers& b = c.st.buffers;
+  std::vector<int> sharded;
+  for (int d = 0; d < c.st.from.tensor_ndim(); ++d)
+    for (const auto& e : c.st.from.entries(d)) sharded.push_back(e.mesh_dim);
+  std::sort(sharded.begin(), sharded.end());
+  const auto peers = group_members(c.mesh, c.coord, sharded);
+  std::int64_t send_off = 0;
+  std::vector<std::pair<std::int64_t, std::vector<IndexSet>>> incoming;
+  for (const auto& pc : peers) {
+    const auto peer = c.mesh.rank_at(pc);
+    if (peer == c.rank) {
+      add_box_copies(rs.pre, c.y, c.Ys, c.x, c.Xs, intersect(c.Xs, c.Ys), c.s);
+      continue;
+    }
+    const auto out_box = intersect(c.Xs, c.to.indices(pc));  // what the peer needs from me
+    if (const auto n = box_numel(out_box); n > 0) {
+      add_box_copies(rs.pre, c.at(c.send, send_off), out_box, c.x, c.Xs, out_box, c.s);
+      rs.comm.sends.push_back({peer, c.at(c.send, send_off), n});
+      send_off += n;
+    }
+    auto in_box = intersect(c.from.indices(pc), c.Ys);  // what I need from the peer
+    if (box_numel(in_box) > 0) incoming.emplace_back(peer, std::move(in_box));
+  }
+  std::int64_t recv_off = send_off;
+  for (auto& [peer, box] : incoming) {
+    const auto n = box_numel(box);
+    rs.comm.recvs.push_back({peer, c.at(c.send, recv_off), n});
+    add_box_copies(rs.post, c.y, c.Ys, c.at(c.send, recv_off), box, box, c.s);
+    recv_off += n;
+  }
+  c.need(recv_off <= b.send_elems, fmt::format("needs {} scratch elements, the plan sized {}", recv_off, b.send_elems));
+}
+
+using Lowering = void (*)(const StepContext&, RankStep&);
+Lowering lowering_of(StepKind k) {
+  switch (k) {
+    case StepKind::all_gather: return lower_all_gather;
+    case StepKind::reduce_scatter: return lower_reduce_scatter;
+    case StepKind::all_reduce: return lower_all_reduce;
+    case StepKind::all_to_all: return lower_all_to_all;
+    case StepKind::local_chunk: return lower_local_chunk;
+    case StepKind::local_fill: return lower_local_fill;
+    case StepKind::relabel: return lower_relabel;
+    case StepKind::direct: return lower_direct;
+  }
+  return lower_relabel;
+}
+
+// The regions a step touches must lie inside the workspace and not overlap one another.
+void check_regions(const StepContext& c, std::int64_t workspace) {
+  struct Region {
+    const char* name;
+    std::int64_t offset, bytes;
+  };
+  const StepBuffers& b = c.st.buffers;
+  std::vector<Region> rs;
+  if (c.x.buf == Buf::ws) rs.push_back({"source state", c.x.offset, c.x_elems * c.s});
+  if (c.y.buf == Buf::ws) rs.push_back({"target state", c.y.offset, c.y_elems * c.s});
+  rs.push_back({"send scratch", b.send_offset, b.send_elems * c.s});
+  rs.push_back({"receive scratch", b.recv_offset, b.recv_elems * c.s});
+  for (const auto& r : rs)
+    if (r.bytes > 0 && (r.offset < 0 || r.offset > workspace || r.bytes > workspace - r.offset))
+      c.fail(fmt::format("its {} [{}, +{}) lies outside the {}-byte workspace", r.name, r.offset, r.bytes, workspace));
+  for (std::size_t i = 0; i < rs.size(); ++i)
+    for (std::size_t j = i + 1; j < rs.size(); ++j) {
+      const auto& a = rs[i];
+      const auto& o = rs[j];
+      if (a.bytes > 0 && o.bytes > 0 && a.offset < o.offset + o.bytes && o.offset < a.offset + a.bytes)
+        c.fail(fmt::format("its {} and {} overlap", a.name, o.name));
+    }
+}
+
+}  // namespace
+
+Executor::Executor(const Plan& plan, Communicator& comm, ExecutorOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& I = *impl_;
   const Mesh& mesh = plan.mesh;
   if (comm.mesh() != mesh)
-    throw Error(fmt::format("the communicator's mesh {} is not the plan's mesh {}", comm.mesh().str(), mesh.str()));
-  if (plan.shape.size() > 15) throw Error(fmt::format("tensors of {} dims exceed the executor's 15", plan.shape.size()));
+    throw InputError(fmt::format("the communicator's mesh {} is not the plan's mesh {}", comm.mesh().str(), mesh.str()));
+  if (plan.shape.size() > 15) throw InputError(fmt::format("tensors of {} dims exceed the executor's 15", plan.shape.size()));
+  if (plan.peak_bytes < 0) throw InputError(fmt::format("plan's peak_bytes {} is negative", plan.peak_bytes));
+  I.comm = &comm;
+  I.dtype = plan.dtype;
+  I.rank = comm.rank();
+  I.workspace = plan.peak_bytes;
   const std::int64_t s = static_cast<std::int64_t>(itemsize(plan.dtype));
-  const Geometry geo(mesh.shape(), plan.shape, s);
-  // The state chain, and the backend's abilities, checked before any communication.
-  std::vector<Sharding> states{plan.src};
-  for (std::size_t k = 0; k < plan.steps.size(); ++k) {
+  const std::size_t S = plan.steps.size();
+  // The state chain and the buffer records' hand-over, and the backend's abilities, checked
+  // before any communication.
+  Sharding cur = plan.src;
+  for (std::size_t k = 0; k < S; ++k) {
     const Step& st = plan.steps[k];
-    if (st.from != states.back())
-      throw Error(fmt::format("plan step {} starts from {} but the previous state is {}", k, st.from.str(), states.back().str()));
-    states.push_back(st.to);
+    if (st.from != cur)
+      throw InputError(fmt::format("plan step {} starts from {} but the previous state is {}", k, st.from.str(), cur.str()));
+    cur = st.to;
+    if ((st.buffers.from_offset == -1) != (k == 0) || (st.buffers.to_offset == -1) != (k + 1 == S) ||
+        (k > 0 && st.buffers.from_offset != plan.steps[k - 1].buffers.to_offset))
+      throw InputError(fmt::format("plan step {}: its buffer record places the states inconsistently (from offset {}, "
+                                   "to offset {}); re-plan or re-read the plan",
+                                   k, st.buffers.from_offset, st.buffers.to_offset));
+    std::optional<ReduceOp> op;
+    for (int m : st.mesh_dims) {
+      if (m < 0 || m >= mesh.ndim()) throw InputError(fmt::format("plan step {} names mesh dim {}, out of range", k, m));
+      if (auto p = st.from.partial(m)) op = p;
+    }
+    if (!comm.supports(st.kind, plan.dtype, op.value_or(ReduceOp::sum)))
+      throw InputError(fmt::format("this backend cannot run step {} ({} over mesh dims {}) on {}{}", k, to_string(st.kind),
+                                   fmt::join(st.mesh_dims, ","), to_string(plan.dtype),
+                                   op ? fmt::format(" with op {}", to_string(*op)) : std::string()));
+  }
+  if (cur != plan.dst)
+    throw InputError(fmt::format("plan steps end in {} but the target is {}", cur.str(), plan.dst.str()));
+
+  const auto c = mesh.coord_of_rank(I.rank);
+  const Layout src_layout(mesh, plan.shape, plan.dtype, plan.src);
+  const Layout dst_layout(mesh, plan.shape, plan.dtype, plan.dst);
+  I.input_bytes = src_layout.local_numel(c) * s;
+  I.output_bytes = dst_layout.local_numel(c) * s;
+  for (std::size_t k = 0; k < S; ++k) {
+    const Step& st = plan.steps[k];
+    const StepBuffers& b = st.buffers;
+    Layout from(mesh, plan.shape, plan.dtype, st.from), to(mesh, plan.shape, plan.dtype, st.to);
+    auto Xs = from.indices(c), Ys = to.indices(c);
+    const std::int64_t xe = box_numel(Xs), ye = box_numel(Ys);
+    const Ref x = k == 0 ? Ref{Buf::input, 0} : Ref{Buf::ws, b.from_offset};
+    const Ref y = k + 1 == S ? Ref{Buf::output, 0} : Ref{Buf::ws, b.to_offset};
+    const StepContext ctx{mesh, st, k, I.rank, c, std::move(from), std::move(to), std::move(Xs), std::move(Ys), xe, ye, s,
+                          x, y, Ref{Buf::ws, b.send_offset}, Ref{Buf::ws, b.recv_offset}, 0};
+    if (b.chunk < 0 || b.send_elems < 0 || b.recv_elems < 0 || b.chunk > (INT64_MAX / 16) / s ||
+        b.send_elems > (INT64_MAX / 16) / s || b.recv_elems > (INT64_MAX / 16) / s)
+      ctx.fail(fmt::format("its buffer record has impossible sizes (chunk {}, send {}, recv {})", b.chunk, b.send_elems,
+                           b.recv_elems));
+    check_regions(ctx, I.workspace);
+    RankStep rs;
+    rs.comm.kind = comm_kind(st.kind);
     std::optional<ReduceOp> op;
     for (int m : st.mesh_dims)
       if (auto p = st.from.partial(m)) op = p;
-    if (!comm.supports(st.kind, plan.dtype, op.value_or(ReduceOp::sum)))
-      throw Error(fmt::format("this backend cannot run step {} ({} over mesh dims {}) on {}{}", k, to_string(st.kind),
-                              fmt::join(st.mesh_dims, ","), to_string(plan.dtype),
-                              op ? fmt::format(" with op {}", to_string(*op)) : std::string()));
+    rs.comm.op = op.value_or(ReduceOp::sum);
+    lowering_of(st.kind)(ctx, rs);
+    fuse_box_copies(rs.pre);
+    fuse_box_copies(rs.post);
+    I.steps.push_back(std::move(rs));
+    I.groups.push_back(Group{st.mesh_dims});
   }
-  if (states.back() != plan.dst)
-    throw Error(fmt::format("plan steps end in {} but the target is {}", states.back().str(), plan.dst.str()));
-  for (std::size_t k = 1; k + 1 < states.size(); ++k)
-    if (states[k] == plan.src || states[k] == plan.dst)
-      throw Error(fmt::format("plan revisits its source or target at step {}", k));
-
-  // Workspace: odd intermediate states at the front, even ones at the back, scratch between.
-  const std::size_t S = plan.steps.size();
-  std::vector<std::int64_t> state_max(states.size());
-  for (std::size_t k = 0; k < states.size(); ++k) state_max[k] = geo.numel_stats(states[k]).max;
-  auto state_ref = [&](std::size_t k) -> Ref {
-    if (k == 0) return {Buf::input, 0};
-    if (k == S) return {Buf::output, 0};
-    if (k % 2 == 1) return {Buf::ws, 0};
-    return {Buf::ws, impl_->workspace - ws_round(state_max[k] * s)};
-  };
-  std::vector<StepBuffers> bufs;
-  std::vector<std::int64_t> scratch_base;
-  for (std::size_t k = 0; k < S; ++k) {
-    const Step& st = plan.steps[k];
-    bufs.push_back(step_buffers(geo, st.kind, st.mesh_dims, st.tensor_dims, st.from, st.to));
-    const auto need = step_peak_bytes(geo, bufs.back(), k == 0, k + 1 == S);
-    if (need > impl_->workspace)
-      throw Error(fmt::format("plan's peak_bytes {} is below the {} bytes step {} needs", impl_->workspace, need, k));
-    std::int64_t base = 0;
-    if (k > 0 && k % 2 == 1) base = ws_round(state_max[k] * s);           // from-state at the front
-    if (k + 1 < S && (k + 1) % 2 == 1) base = ws_round(state_max[k + 1] * s);  // to-state at the front
-    scratch_base.push_back(base);
-    impl_->groups.push_back(Group{st.mesh_dims});
-  }
-
-  if (ranks.empty())
-    for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) ranks.push_back(r);
-  impl_->slot_of_rank.assign(static_cast<std::size_t>(mesh.num_ranks()), -1);
-  for (const auto r : ranks) {
-    const auto c = mesh.coord_of_rank(r);
-    if (impl_->slot_of_rank[static_cast<std::size_t>(r)] != -1) throw Error(fmt::format("rank {} is prepared twice", r));
-    impl_->slot_of_rank[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(impl_->programs.size());
-    RankProgram prog;
-    prog.rank = r;
-    const Layout src_layout(mesh, plan.shape, plan.dtype, plan.src);
-    const Layout dst_layout(mesh, plan.shape, plan.dtype, plan.dst);
-    prog.input_bytes = src_layout.local_numel(c) * s;
-    prog.output_bytes = dst_layout.local_numel(c) * s;
-    for (std::size_t k = 0; k < S; ++k) {
-      const Step& st = plan.steps[k];
-      const StepBuffers& b = bufs[k];
-      const Layout from(mesh, plan.shape, plan.dtype, st.from);
-      const Layout to(mesh, plan.shape, plan.dtype, st.to);
-      const auto Xs = from.indices(c);
-      const auto Ys = to.indices(c);
-      const Ref x = state_ref(k), y = state_ref(k + 1);
-      const std::int64_t x_elems = box_numel(Xs), y_elems = box_numel(Ys);
-      const Ref send{Buf::ws, scratch_base[k]};
-      const Ref recv{Buf::ws, scratch_base[k] + ws_round(b.send_elems * s)};
-      auto at = [&](Ref base, std::int64_t elems) { return Ref{base.buf, base.offset + elems * s}; };
-      RankStep rs;
-      rs.comm.kind = comm_kind(st.kind);
-      std::optional<ReduceOp> op;
-      for (int m : st.mesh_dims)
-        if (auto p = st.from.partial(m)) op = p;
-      rs.comm.op = op.value_or(ReduceOp::sum);
-      switch (st.kind) {
-        case StepKind::all_gather: {
-          const auto mem = group_members(mesh, c, st.mesh_dims);
-          rs.comm.count = b.chunk;
-          if (b.zero_copy) {
-            if (x_elems != b.chunk)
-              throw Error(fmt::format("step {}: in-place all_gather needs {} elements on rank {}, it holds {}", k, b.chunk, r, x_elems));
-            rs.comm.send = x;
-            rs.comm.recv = y;
-            break;
-          }
-          rs.comm.recv = recv;
-          if (b.pad_send) {
-            rs.pre.push_back({Action::fill, send, {}, b.chunk, 0, {}});
-            rs.pre.push_back({Action::copy, send, x, x_elems * s, 0, {}});
-            rs.comm.send = send;
-          } else {
-            rs.comm.send = x;
-          }
-          for (std::size_t q = 0; q < mem.size(); ++q) {
-            const auto Xq = from.indices(mem[q]);
-            add_box_copies(rs.post, y, Ys, at(recv, static_cast<std::int64_t>(q) * b.chunk), Xq, Xq, s);
-          }
-          break;
-        }
-        case StepKind::reduce_scatter: {
-          const auto mem = group_members(mesh, c, st.mesh_dims);
-          rs.comm.count = b.chunk;
-          if (b.zero_copy) {
-            if (y_elems != b.chunk)
-              throw Error(fmt::format("step {}: in-place reduce_scatter needs {} elements on rank {}, it holds {}", k, b.chunk, r, y_elems));
-            rs.comm.send = x;
-            rs.comm.recv = y;
-            break;
-          }
-          rs.pre.push_back({Action::fill, send, {}, b.send_elems, 0, {}});
-          for (std::size_t q = 0; q < mem.size(); ++q) {
-            const auto Yq = to.indices(mem[q]);
-            add_box_copies(rs.pre, at(send, static_cast<std::int64_t>(q) * b.chunk), Yq, x, Xs, Yq, s);
-          }
-          rs.comm.send = send;
-          rs.comm.recv = recv;
-          rs.post.push_back({Action::copy, y, recv, y_elems * s, 0, {}});
-          break;
-        }
-        case StepKind::all_reduce:
-          rs.comm.send = x;
-          rs.comm.recv = y;
-          rs.comm.count = x_elems;
-          break;
-        case StepKind::all_to_all: {
-          const auto mem = group_members(mesh, c, st.mesh_dims);
-          rs.comm.count = b.chunk;
-          rs.pre.push_back({Action::fill, send, {}, b.send_elems, 0, {}});
-          for (std::size_t q = 0; q < mem.size(); ++q) {
-            const auto box = intersect(Xs, to.indices(mem[q]));
-            add_box_copies(rs.pre, at(send, static_cast<std::int64_t>(q) * b.chunk), box, x, Xs, box, s);
-            const auto back = intersect(from.indices(mem[q]), Ys);
-            add_box_copies(rs.post, y, Ys, at(recv, static_cast<std::int64_t>(q) * b.chunk), back, back, s);
-          }
-          rs.comm.send = send;
-          rs.comm.recv = recv;
-          break;
-        }
-        case StepKind::local_chunk:
-          add_box_copies(rs.pre, y, Ys, x, Xs, Ys, s);
-          break;
-        case StepKind::local_fill: {
-          const int m = st.mesh_dims.at(0);
-          const ReduceOp fop = *st.to.partial(m);
-          if (st.from.shard_dim_of(m) >= 0) {  // S(d) -> P(sum): the shard in a zero tensor
-            rs.pre.push_back({Action::fill, y, {}, y_elems, 0, {}});
-            add_box_copies(rs.pre, y, Ys, x, Xs, Xs, s);
-          } else if (c[static_cast<std::size_t>(m)] == 0 || fop == ReduceOp::avg || fop == ReduceOp::max ||
-                     fop == ReduceOp::min) {
-            rs.pre.push_back({Action::copy, y, x, y_elems * s, 0, {}});
-          } else {
-            rs.pre.push_back({Action::fill, y, {}, y_elems, identity_of(fop), {}});
-          }
-          break;
-        }
-        case StepKind::relabel:
-          rs.pre.push_back({Action::copy, y, x, y_elems * s, 0, {}});
-          break;
-        case StepKind::direct: {
-          std::vector<int> sharded;
-          for (int d = 0; d < st.from.tensor_ndim(); ++d)
-            for (const auto& e : st.from.entries(d)) sharded.push_back(e.mesh_dim);
-          std::sort(sharded.begin(), sharded.end());
-          const auto peers = group_members(mesh, c, sharded);
-          std::int64_t send_off = 0;
-          std::vector<std::pair<std::int64_t, std::vector<IndexSet>>> incoming;
-          for (const auto& pc : peers) {
-            const auto peer = mesh.rank_at(pc);
-            if (peer == r) {
-              add_box_copies(rs.pre, y, Ys, x, Xs, intersect(Xs, Ys), s);
-              continue;
-            }
-            const auto out_box = intersect(Xs, to.indices(pc));  // what the peer needs from me
-            if (const auto n = box_numel(out_box); n > 0) {
-              add_box_copies(rs.pre, at(send, send_off), out_box, x, Xs, out_box, s);
-              rs.comm.sends.push_back({peer, at(send, send_off), n});
-              send_off += n;
-            }
-            auto in_box = intersect(from.indices(pc), Ys);  // what I need from the peer
-            if (box_numel(in_box) > 0) incoming.emplace_back(peer, std::move(in_box));
-          }
-          std::int64_t recv_off = send_off;
-          for (auto& [peer, box] : incoming) {
-            const auto n = box_numel(box);
-            rs.comm.recvs.push_back({peer, at(send, recv_off), n});
-            add_box_copies(rs.post, y, Ys, at(send, recv_off), box, box, s);
-            recv_off += n;
-          }
-          if (recv_off > b.send_elems)
-            throw Error(fmt::format("direct step {} needs {} scratch elements on rank {}, the plan sized {}", k,
-                                    recv_off, r, b.send_elems));
-          break;
-        }
-      }
-      fuse_box_copies(rs.pre);
-      fuse_box_copies(rs.post);
-      prog.steps.push_back(std::move(rs));
-    }
-    impl_->programs.push_back(std::move(prog));
-  }
+  // Collective part: the plans agree, then the backend prepares its groups.
+  if (options.check_plans_agree) check_plans_agree(comm, plan.hash());
+  comm.prepare(plan);
 }
 
 Executor::~Executor() = default;
 Executor::Executor(Executor&&) noexcept = default;
 Executor& Executor::operator=(Executor&&) noexcept = default;
 
+std::int64_t Executor::rank() const noexcept { return impl_->rank; }
 std::int64_t Executor::workspace_bytes() const noexcept { return impl_->workspace; }
+std::int64_t Executor::input_bytes() const noexcept { return impl_->input_bytes; }
+std::int64_t Executor::output_bytes() const noexcept { return impl_->output_bytes; }
 
-std::int64_t Executor::input_bytes(std::int64_t rank) const {
-  if (rank < 0 || rank >= static_cast<std::int64_t>(impl_->slot_of_rank.size()) ||
-      impl_->slot_of_rank[static_cast<std::size_t>(rank)] < 0)
-    throw Error(fmt::format("rank {} was not prepared by this executor", rank));
-  return impl_->programs[static_cast<std::size_t>(impl_->slot_of_rank[static_cast<std::size_t>(rank)])].input_bytes;
+void Executor::Impl::check(const Buffers& b) const {
+  if (static_cast<std::int64_t>(b.input.size()) != input_bytes)
+    throw InputError(fmt::format("rank {}: input buffer has {} bytes, the source layout needs {}", rank, b.input.size(),
+                                 input_bytes));
+  if (static_cast<std::int64_t>(b.output.size()) != output_bytes)
+    throw InputError(fmt::format("rank {}: output buffer has {} bytes, the target layout needs {}", rank,
+                                 b.output.size(), output_bytes));
+  if (static_cast<std::int64_t>(b.workspace.size()) < workspace)
+    throw InputError(fmt::format("rank {}: workspace has {} bytes, the plan needs {}", rank, b.workspace.size(), workspace));
 }
 
-std::int64_t Executor::output_bytes(std::int64_t rank) const {
-  (void)input_bytes(rank);
-  return impl_->programs[static_cast<std::size_t>(impl_->slot_of_rank[static_cast<std::size_t>(rank)])].output_bytes;
-}
-
-void Executor::execute(Communicator& comm, std::span<const RankBuffers> buffers) const {
-  const Impl& I = *impl_;
-  if (buffers.size() != I.programs.size())
-    throw Error(fmt::format("execute got buffers for {} rank(s); the executor was prepared for {}", buffers.size(),
-                            I.programs.size()));
-  std::vector<const RankProgram*> progs;
-  for (const auto& b : buffers) {
-    const auto in = input_bytes(b.rank);
-    const RankProgram& p = I.programs[static_cast<std::size_t>(I.slot_of_rank[static_cast<std::size_t>(b.rank)])];
-    for (const auto* q : progs)
-      if (q == &p) throw Error(fmt::format("rank {} appears twice in execute", b.rank));
-    if (static_cast<std::int64_t>(b.input.size()) != in)
-      throw Error(fmt::format("rank {}: input buffer has {} bytes, the source layout needs {}", b.rank, b.input.size(), in));
-    if (static_cast<std::int64_t>(b.output.size()) != p.output_bytes)
-      throw Error(fmt::format("rank {}: output buffer has {} bytes, the target layout needs {}", b.rank,
-                              b.output.size(), p.output_bytes));
-    if (static_cast<std::int64_t>(b.workspace.size()) < I.workspace)
-      throw Error(fmt::format("rank {}: workspace has {} bytes, the plan needs {}", b.rank, b.workspace.size(), I.workspace));
-    progs.push_back(&p);
+std::byte* Executor::Impl::ptr(const Buffers& b, Ref r) const {
+  switch (r.buf) {
+    case Buf::input: return const_cast<std::byte*>(b.input.data()) + r.offset;  // only ever read
+    case Buf::output: return b.output.data() + r.offset;
+    case Buf::ws: return b.workspace.data() + r.offset;
   }
-  auto ptr = [&](const RankBuffers& b, Ref r) -> std::byte* {
-    switch (r.buf) {
-      case Buf::input: return const_cast<std::byte*>(b.input.data()) + r.offset;  // only ever read
-      case Buf::output: return b.output.data() + r.offset;
-      case Buf::ws: return b.workspace.data() + r.offset;
+  return nullptr;
+}
+
+void Executor::Impl::run(const Buffers& b, const std::vector<Action>& actions) const {
+  for (const auto& a : actions) {
+    switch (a.kind) {
+      case Action::fill: comm->fill(ptr(b, a.dst), dtype, a.bytes_or_count, a.value); break;
+      case Action::copy: comm->copy(ptr(b, a.dst), ptr(b, a.src), a.bytes_or_count); break;
+      case Action::box:
+        comm->copy_strided(ptr(b, a.box_copy.dst), ptr(b, a.box_copy.src), a.box_copy.run_bytes, a.box_copy.count,
+                           a.box_copy.dst_stride, a.box_copy.src_stride);
+        break;
     }
-    return nullptr;
-  };
-  auto run = [&](const RankBuffers& b, const std::vector<Action>& actions) {
-    for (const auto& a : actions) {
-      switch (a.kind) {
-        case Action::fill: comm.fill(ptr(b, a.dst), I.dtype, a.bytes_or_count, a.value); break;
-        case Action::copy: comm.copy(ptr(b, a.dst), ptr(b, a.src), a.bytes_or_count); break;
-        case Action::box:
-          comm.copy_strided(ptr(b, a.box_copy.dst), ptr(b, a.box_copy.src), a.box_copy.run_bytes, a.box_copy.count,
-                            a.box_copy.dst_stride, a.box_copy.src_stride);
-          break;
-      }
+  }
+}
+
+void Executor::Impl::issue(const Buffers& b, std::size_t k) const {
+  const auto& cc = steps[k].comm;
+  const Group& g = groups[k];
+  switch (cc.kind) {
+    case CommCall::none: break;
+    case CommCall::all_gather: comm->all_gather(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype); break;
+    case CommCall::reduce_scatter: comm->reduce_scatter(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype, cc.op); break;
+    case CommCall::all_reduce: comm->all_reduce(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype, cc.op); break;
+    case CommCall::all_to_all: comm->all_to_all(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype); break;
+    case CommCall::send_recv: {
+      // at most a few peers: small vectors, built per call
+      std::vector<Transfer> sends, recvs;
+      sends.reserve(cc.sends.size());
+      recvs.reserve(cc.recvs.size());
+      for (const auto& t : cc.sends) sends.push_back({t.peer, ptr(b, t.buffer), t.count});
+      for (const auto& t : cc.recvs) recvs.push_back({t.peer, ptr(b, t.buffer), t.count});
+      comm->send_recv(sends, recvs, dtype);
+      break;
     }
-  };
-  if (!progs.empty() && progs[0]->steps.empty()) {  // source == target
-    for (const auto& b : buffers) comm.copy(b.output.data(), b.input.data(), static_cast<std::int64_t>(b.input.size()));
+  }
+}
+
+void Executor::execute(const Buffers& b) const {
+  const Impl& I = *impl_;
+  I.check(b);
+  if (I.steps.empty()) {  // source == target
+    I.comm->copy(b.output.data(), b.input.data(), static_cast<std::int64_t>(b.input.size()));
     return;
   }
-  const std::size_t S = progs.empty() ? 0 : progs[0]->steps.size();
-  std::vector<Transfer> sends, recvs;
-  for (std::size_t k = 0; k < S; ++k) {
-    bool any_comm = false;
-    for (std::size_t i = 0; i < buffers.size(); ++i) {
-      const auto& b = buffers[i];
-      const RankStep& rs = progs[i]->steps[k];
-      run(b, rs.pre);
-      const auto& cc = rs.comm;
-      const Group& g = I.groups[k];
-      switch (cc.kind) {
-        case CommCall::none: break;
-        case CommCall::all_gather: comm.all_gather(b.rank, g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, I.dtype); break;
-        case CommCall::reduce_scatter:
-          comm.reduce_scatter(b.rank, g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, I.dtype, cc.op);
-          break;
-        case CommCall::all_reduce:
-          comm.all_reduce(b.rank, g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, I.dtype, cc.op);
-          break;
-        case CommCall::all_to_all: comm.all_to_all(b.rank, g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, I.dtype); break;
-        case CommCall::send_recv:
-          sends.clear();
-          recvs.clear();
-          for (const auto& t : cc.sends) sends.push_back({t.peer, ptr(b, t.buffer), t.count});
-          for (const auto& t : cc.recvs) recvs.push_back({t.peer, ptr(b, t.buffer), t.count});
-          comm.send_recv(b.rank, sends, recvs, I.dtype);
-          break;
-      }
-      any_comm = any_comm || cc.kind != CommCall::none;
+  for (std::size_t k = 0; k < I.steps.size(); ++k) {
+    I.run(b, I.steps[k].pre);
+    if (I.steps[k].comm.kind != CommCall::none) {
+      I.issue(b, k);
+      I.comm->synchronize();
     }
-    if (any_comm) comm.synchronize();
-    for (std::size_t i = 0; i < buffers.size(); ++i) run(buffers[i], progs[i]->steps[k].post);
+    I.run(b, I.steps[k].post);
   }
 }
 

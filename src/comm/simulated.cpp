@@ -1,78 +1,567 @@
+// The in-process backend: a world of per-rank communicators meeting at rendezvous points. Used
+// from one thread per rank, a call blocks until its group has arrived (or fails, naming who did
+// not come). The all-ranks driver (testing.hpp) runs every rank from one thread instead: then a
+// call only registers, the last member's call runs the collective, and the driver checks at each
+// step that every collective completed.
 #include "dtensor/simulated.hpp"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <thread>
+#include <map>
+#include <mutex>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
 #include "dtensor/error.hpp"
 #include "dtensor/scalar.hpp"
+#include "dtensor/testing.hpp"
+#include "executor_impl.hpp"
 
 namespace dtensor {
+namespace {
 
 enum CollKind : int { kAllGather, kReduceScatter, kAllReduce, kAllToAll };
+const char* kind_name(int k) {
+  switch (k) {
+    case kAllGather: return "all_gather";
+    case kReduceScatter: return "reduce_scatter";
+    case kAllReduce: return "all_reduce";
+    default: return "all_to_all";
+  }
+}
 
-struct SimulatedCommunicator::Pending {
-  int kind;
-  std::int64_t count;
-  DType dtype;
-  ReduceOp op;
-  std::int64_t members;
-  std::int64_t arrived = 0;
+// One collective instance of one group: the i-th call of every member.
+struct Op {
+  int kind = -1;
+  std::int64_t count = 0;
+  DType dtype = DType::f32;
+  ReduceOp op = ReduceOp::sum;
   std::vector<const void*> send;
   std::vector<void*> recv;
+  std::vector<char> present;
+  std::int64_t arrived = 0, left = 0;
+  bool done = false;
+  std::string error;
 };
 
-struct SimulatedCommunicator::P2P {
-  std::int64_t from, to;
-  void* buffer;
+struct Channel {
+  std::vector<int> dims;
+  std::vector<std::int64_t> member_ranks;  // by position
+  std::int64_t base = 0;                   // index of ops.front()
+  std::deque<Op> ops;
+  std::vector<std::int64_t> next;          // per position: index of its next call
+};
+
+struct Message {
+  const void* buffer;
   std::int64_t count;
   DType dtype;
-  bool is_send;
+  bool taken = false;
+  std::string error;
 };
 
-SimulatedCommunicator::SimulatedCommunicator(Mesh mesh) : mesh_(std::move(mesh)) {}
-SimulatedCommunicator::~SimulatedCommunicator() = default;
+std::string describe(const Mesh& mesh, const std::vector<int>& dims) {
+  if (dims.empty()) return "no mesh dim";
+  std::string s;
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? " + " : "") + mesh.describe_dim(dims[i]);
+  return "mesh dim " + s;
+}
 
-SimulatedCommunicator::Pending& SimulatedCommunicator::pending_for(std::int64_t rank, const Group& g, int kind,
-                                                                   std::int64_t count, DType dtype, ReduceOp op,
-                                                                   std::int64_t& position) {
-  const auto coord = mesh_.coord_of_rank(rank);
-  std::vector<std::int64_t> key{kind};
-  std::vector<char> in_group(static_cast<std::size_t>(mesh_.ndim()), 0);
-  std::int64_t members = 1;
-  position = 0;
+}  // namespace
+
+class ThreadsCommunicator;
+
+struct SimulatedWorld::Impl {
+  Mesh mesh{std::vector<std::int64_t>{1}};
+  WorldOptions options;
+  std::shared_ptr<SimulatedMemory> mem;
+  std::vector<std::unique_ptr<ThreadsCommunicator>> comms;
+  std::mutex mu;
+  // One condition variable per rank: a wake-up goes to the ranks it concerns only.
+  std::vector<std::unique_ptr<std::condition_variable>> cv;
+  std::condition_variable& cv_of(std::int64_t rank) { return *cv[static_cast<std::size_t>(rank)]; }
+  void wake(const std::vector<std::int64_t>& ranks) {
+    for (auto r : ranks) cv_of(r).notify_one();
+  }
+  std::map<std::vector<std::int64_t>, Channel> channels;
+  std::map<std::pair<std::int64_t, std::int64_t>, std::deque<std::shared_ptr<Message>>> mail;  // (from, to)
+  std::int64_t collectives_run = 0;
+  bool lockstep = false;  // one thread drives every rank (the all-ranks driver)
+  struct P2P {
+    std::int64_t from, to;
+    void* buffer;
+    std::int64_t count;
+    DType dtype;
+    bool is_send;
+  };
+  std::vector<P2P> p2p;  // lockstep only: matched by flush()
+
+  // Rank threads kept between run_rank_threads calls (one per rank, started on first use).
+  struct Pool {
+    std::mutex mu;
+    std::condition_variable work, finished;
+    std::vector<std::thread> threads;
+    const std::function<void(std::int64_t, Communicator&)>* job = nullptr;
+    std::uint64_t generation = 0;
+    std::int64_t running = 0;
+    bool stop = false;
+    std::vector<std::exception_ptr> errors;
+  } pool;
+  void run_threads(const std::function<void(std::int64_t, Communicator&)>& fn);
+  ~Impl();
+
+  void collective(std::int64_t rank, const Group& g, int kind, const void* send, void* recv, std::int64_t count,
+                  DType dtype, ReduceOp op);
+  void run(Op& p, std::int64_t members);
+  void exchange_p2p(std::int64_t rank, std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype);
+  void flush();
+  [[nodiscard]] std::chrono::steady_clock::time_point deadline() const {
+    return std::chrono::steady_clock::now() + options.timeout;
+  }
+};
+
+struct WorldAccess {
+  static SimulatedWorld::Impl& impl(SimulatedWorld& w) { return *w.impl_; }
+};
+
+class ThreadsCommunicator final : public Communicator {
+ public:
+  ThreadsCommunicator(SimulatedWorld::Impl& w, std::int64_t rank) : w_(w), rank_(rank) {}
+  [[nodiscard]] const Mesh& mesh() const override { return w_.mesh; }
+  [[nodiscard]] std::int64_t rank() const override { return rank_; }
+  [[nodiscard]] bool supports(StepKind k, DType t, ReduceOp op) const override { return w_.mem->supports(k, t, op); }
+  void all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override {
+    w_.collective(rank_, g, kAllGather, send, recv, count, dtype, ReduceOp::sum);
+  }
+  void reduce_scatter(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
+                      ReduceOp op) override {
+    w_.collective(rank_, g, kReduceScatter, send, recv, count, dtype, op);
+  }
+  void all_reduce(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype, ReduceOp op) override {
+    w_.collective(rank_, g, kAllReduce, send, recv, count, dtype, op);
+  }
+  void all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override {
+    w_.collective(rank_, g, kAllToAll, send, recv, count, dtype, ReduceOp::sum);
+  }
+  void send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) override {
+    w_.exchange_p2p(rank_, sends, recvs, dtype);
+  }
+  void synchronize() override {}  // every call completed before it returned (or, in lockstep, by the driver)
+  void copy(void* dst, const void* src, std::int64_t bytes) override { w_.mem->move(dst, src, bytes); }
+  void fill(void* dst, DType dtype, std::int64_t count, double value) override { w_.mem->fill(dst, dtype, count, value); }
+  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
+                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
+    w_.mem->copy_strided(dst, src, run_bytes, count, dst_stride, src_stride);
+  }
+
+ private:
+  SimulatedWorld::Impl& w_;
+  std::int64_t rank_;
+};
+
+void SimulatedWorld::Impl::run(Op& p, std::int64_t n) {
+  const auto bytes = p.count * static_cast<std::int64_t>(itemsize(p.dtype));
+  auto at = [&](const void* base, std::int64_t k) { return static_cast<const char*>(base) + k * bytes; };
+  auto at_mut = [&](void* base, std::int64_t k) { return static_cast<char*>(base) + k * bytes; };
+  const auto u = [](std::int64_t q) { return static_cast<std::size_t>(q); };
+  switch (p.kind) {
+    case kAllGather:
+      for (std::int64_t q = 0; q < n; ++q)
+        for (std::int64_t s = 0; s < n; ++s) mem->move(at_mut(p.recv[u(q)], s), p.send[u(s)], bytes);
+      break;
+    case kReduceScatter: {
+      std::vector<const void*> in(u(n));
+      for (std::int64_t q = 0; q < n; ++q) {
+        for (std::int64_t s = 0; s < n; ++s) in[u(s)] = at(p.send[u(s)], q);
+        mem->reduce(p.dtype, p.op, p.recv[u(q)], in, p.count);
+      }
+      break;
+    }
+    case kAllReduce: {
+      // Reduce into member 0's output, then copy it out: no member reads an output after it is
+      // written (each rank's output is its own memory; in place, it is also its own input).
+      mem->reduce(p.dtype, p.op, p.recv[0], p.send, p.count);
+      for (std::int64_t q = 1; q < n; ++q) mem->move(p.recv[u(q)], p.recv[0], bytes);
+      break;
+    }
+    case kAllToAll:
+      for (std::int64_t q = 0; q < n; ++q)
+        for (std::int64_t s = 0; s < n; ++s) mem->move(at_mut(p.recv[u(q)], s), at(p.send[u(s)], q), bytes);
+      break;
+    default: break;
+  }
+}
+
+void SimulatedWorld::Impl::collective(std::int64_t rank, const Group& g, int kind, const void* send, void* recv,
+                                      std::int64_t count, DType dtype, ReduceOp op) {
+  const auto coord = mesh.coord_of_rank(rank);
+  std::vector<std::int64_t> key;
+  std::vector<char> in_group(static_cast<std::size_t>(mesh.ndim()), 0);
+  std::int64_t members = 1, position = 0;
   for (int m : g.mesh_dims) {
-    if (m < 0 || m >= mesh_.ndim()) throw Error(fmt::format("group names mesh dim {}, out of range", m));
-    if (in_group[static_cast<std::size_t>(m)]) throw Error(fmt::format("group names mesh dim {} twice", m));
+    if (m < 0 || m >= mesh.ndim()) throw InputError(fmt::format("group names mesh dim {}, out of range", m));
+    if (in_group[static_cast<std::size_t>(m)]) throw InputError(fmt::format("group names mesh dim {} twice", m));
     in_group[static_cast<std::size_t>(m)] = 1;
     key.push_back(m);
-    members *= mesh_.size(m);
-    position = position * mesh_.size(m) + coord[static_cast<std::size_t>(m)];
+    members *= mesh.size(m);
+    position = position * mesh.size(m) + coord[static_cast<std::size_t>(m)];
   }
+  if (count < 0) throw InputError(fmt::format("{} with a negative count {}", kind_name(kind), count));
   key.push_back(-1);
-  for (int m = 0; m < mesh_.ndim(); ++m)
+  for (int m = 0; m < mesh.ndim(); ++m)
     if (!in_group[static_cast<std::size_t>(m)]) key.push_back(coord[static_cast<std::size_t>(m)]);
-  auto& slot = pending_[key];
-  if (!slot) {
-    slot = std::make_unique<Pending>();
-    *slot = Pending{kind, count, dtype, op, members, 0, std::vector<const void*>(static_cast<std::size_t>(members)),
-                    std::vector<void*>(static_cast<std::size_t>(members))};
+  const auto pos = static_cast<std::size_t>(position);
+  const std::string what = fmt::format("{} over {} ({} elements of {})", kind_name(kind), describe(mesh, g.mesh_dims),
+                                       count, to_string(dtype));
+
+  std::unique_lock lock(mu);
+  auto [it, fresh] = channels.try_emplace(key);
+  Channel& ch = it->second;
+  if (fresh) {
+    ch.dims = g.mesh_dims;
+    ch.next.assign(static_cast<std::size_t>(members), 0);
+    std::vector<std::int64_t> c = coord;
+    for (std::int64_t q = 0; q < members; ++q) {
+      std::int64_t rem = q;
+      for (std::size_t i = g.mesh_dims.size(); i-- > 0;) {
+        const int m = g.mesh_dims[i];
+        c[static_cast<std::size_t>(m)] = rem % mesh.size(m);
+        rem /= mesh.size(m);
+      }
+      ch.member_ranks.push_back(mesh.rank_at(c));
+    }
   }
-  if (slot->count != count || slot->dtype != dtype || slot->op != op)
-    throw Error(fmt::format("collective mismatch in a group: rank {} issued count {} ({}), others count {} ({})", rank,
-                            count, to_string(dtype), slot->count, to_string(slot->dtype)));
-  if (slot->send[static_cast<std::size_t>(position)] || slot->recv[static_cast<std::size_t>(position)])
-    throw Error(fmt::format("rank {} issued the same collective twice before synchronize", rank));
-  return *slot;
+  const std::int64_t index = ch.next[pos]++;
+  while (index - ch.base >= static_cast<std::int64_t>(ch.ops.size())) ch.ops.emplace_back();
+  Op& p = ch.ops[static_cast<std::size_t>(index - ch.base)];
+  if (p.kind < 0) {
+    p.kind = kind;
+    p.count = count;
+    p.dtype = dtype;
+    p.op = op;
+    p.send.assign(static_cast<std::size_t>(members), nullptr);
+    p.recv.assign(static_cast<std::size_t>(members), nullptr);
+    p.present.assign(static_cast<std::size_t>(members), 0);
+  } else if (p.error.empty() && (p.kind != kind || p.count != count || p.dtype != dtype || p.op != op)) {
+    std::int64_t other = -1;
+    for (std::size_t q = 0; q < p.present.size(); ++q)
+      if (p.present[q]) other = ch.member_ranks[q];
+    p.error = fmt::format("ranks disagree on a collective: rank {} issued {}{}, while rank {} issued {} over the same "
+                          "group ({} elements of {}{})",
+                          rank, what, kind == kReduceScatter || kind == kAllReduce ? fmt::format(" op {}", to_string(op)) : "",
+                          other, kind_name(p.kind), p.count, to_string(p.dtype),
+                          p.kind == kReduceScatter || p.kind == kAllReduce ? fmt::format(", op {}", to_string(p.op)) : "");
+  }
+  p.send[pos] = send ? send : static_cast<const void*>(recv);
+  p.recv[pos] = recv;
+  p.present[pos] = 1;
+  ++p.arrived;
+  auto leave = [&] {
+    if (++p.left == members) {
+      while (!ch.ops.empty() && ch.ops.front().left == members) {
+        ch.ops.pop_front();
+        ++ch.base;
+      }
+    }
+  };
+  if (!p.error.empty()) {
+    const std::string err = p.error;
+    wake(ch.member_ranks);
+    leave();
+    throw BackendError(err);
+  }
+  if (p.arrived == members) {
+    if (lockstep) {
+      run(p, members);
+    } else {
+      lock.unlock();  // members are blocked in their calls: their buffers stay put
+      std::string failure;
+      try {
+        run(p, members);
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+      lock.lock();
+      if (!failure.empty()) p.error = fmt::format("{} failed: {}", what, failure);
+    }
+    p.done = true;
+    ++collectives_run;
+    wake(ch.member_ranks);
+  } else if (!lockstep) {
+    const auto until = deadline();
+    const bool ok = cv_of(rank).wait_until(lock, until, [&] { return p.done || !p.error.empty(); });
+    if (!ok) {
+      std::vector<std::int64_t> missing;
+      for (std::size_t q = 0; q < p.present.size(); ++q)
+        if (!p.present[q]) missing.push_back(ch.member_ranks[q]);
+      p.error = fmt::format("{} timed out after {} ms on rank {}: ranks {} of its group did not arrive", what,
+                            options.timeout.count(), rank, rank_list(missing));
+      wake(ch.member_ranks);
+    }
+  }
+  if (lockstep) {
+    // nobody waits in lockstep: each call leaves at once; flush() checks completion
+    leave();
+    return;
+  }
+  const std::string err = p.error;
+  leave();
+  if (!err.empty()) throw BackendError(err);
 }
 
-void SimulatedCommunicator::move(void* dst, const void* src, std::int64_t bytes) {
+void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Transfer> sends,
+                                        std::span<const Transfer> recvs, DType dtype) {
+  const auto check_peer = [&](std::int64_t peer) {
+    if (peer < 0 || peer >= mesh.num_ranks())
+      throw InputError(fmt::format("rank {} names peer {}, outside the mesh's {} ranks", rank, peer, mesh.num_ranks()));
+  };
+  for (const auto& t : sends) check_peer(t.peer);
+  for (const auto& t : recvs) check_peer(t.peer);
+  const auto isz = static_cast<std::int64_t>(itemsize(dtype));
+  std::unique_lock lock(mu);
+  if (lockstep) {
+    for (const auto& s : sends) p2p.push_back({rank, s.peer, s.buffer, s.count, dtype, true});
+    for (const auto& r : recvs) p2p.push_back({r.peer, rank, r.buffer, r.count, dtype, false});
+    return;
+  }
+  std::vector<std::shared_ptr<Message>> posted;
+  for (const auto& s : sends) {
+    auto m = std::make_shared<Message>(Message{s.buffer, s.count, dtype, false, {}});
+    mail[{rank, s.peer}].push_back(m);
+    posted.push_back(std::move(m));
+    cv_of(s.peer).notify_one();
+  }
+  const auto until = deadline();
+  // Take messages in whatever order they arrive: one wake-up may find several.
+  std::vector<char> got(recvs.size(), 0);
+  std::size_t remaining = recvs.size();
+  while (remaining > 0) {
+    bool progress = false;
+    for (std::size_t i = 0; i < recvs.size(); ++i) {
+      if (got[i]) continue;
+      const auto& r = recvs[i];
+      auto& box = mail[{r.peer, rank}];
+      if (box.empty()) continue;
+      auto m = box.front();
+      box.pop_front();
+      if (m->count != r.count || m->dtype != dtype) {
+        m->error = fmt::format("direct exchange: rank {} sends {} elements of {} to rank {}, which expects {} of {}",
+                               r.peer, m->count, to_string(m->dtype), rank, r.count, to_string(dtype));
+        cv_of(r.peer).notify_one();
+        throw BackendError(m->error);
+      }
+      lock.unlock();
+      mem->move(r.buffer, m->buffer, r.count * isz);
+      lock.lock();
+      m->taken = true;
+      cv_of(r.peer).notify_one();
+      got[i] = 1;
+      --remaining;
+      progress = true;
+    }
+    if (remaining == 0 || progress) continue;
+    if (cv_of(rank).wait_until(lock, until) == std::cv_status::timeout) {
+      bool any = false;
+      for (std::size_t i = 0; i < recvs.size(); ++i) any = any || (!got[i] && !mail[{recvs[i].peer, rank}].empty());
+      if (any) continue;
+      std::vector<std::int64_t> missing;
+      for (std::size_t i = 0; i < recvs.size(); ++i)
+        if (!got[i]) missing.push_back(recvs[i].peer);
+      throw BackendError(fmt::format("direct exchange timed out after {} ms on rank {}: {} {} never sent the data it "
+                                     "expects", options.timeout.count(), rank, missing.size() == 1 ? "rank" : "ranks",
+                                     rank_list(missing)));
+    }
+  }
+  for (std::size_t i = 0; i < posted.size(); ++i) {
+    const auto& m = posted[i];
+    if (!cv_of(rank).wait_until(lock, until, [&] { return m->taken || !m->error.empty(); })) {
+      // withdraw it, so a later exchange does not pair with it
+      auto& box = mail[{rank, sends[i].peer}];
+      box.erase(std::remove(box.begin(), box.end(), m), box.end());
+      throw BackendError(fmt::format("direct exchange timed out after {} ms on rank {}: rank {} did not receive the {} "
+                                     "elements sent to it", options.timeout.count(), rank, sends[i].peer, m->count));
+    }
+    if (!m->error.empty()) throw BackendError(m->error);
+  }
+}
+
+void SimulatedWorld::Impl::flush() {
+  for (const auto& [key, ch] : channels)
+    for (const auto& p : ch.ops)
+      if (!p.done) {
+        std::vector<std::int64_t> missing, present;
+        for (std::size_t q = 0; q < p.present.size(); ++q) (p.present[q] ? present : missing).push_back(ch.member_ranks[q]);
+        throw BackendError(fmt::format("{} over {} was issued by ranks {} but not by ranks {}", kind_name(p.kind),
+                                       describe(mesh, ch.dims), rank_list(present), rank_list(missing)));
+      }
+  // Pair every recv with the send of the same (from, to); one message per ordered pair.
+  for (const auto& r : p2p) {
+    if (r.is_send) continue;
+    const P2P* match = nullptr;
+    for (const auto& s : p2p)
+      if (s.is_send && s.from == r.from && s.to == r.to) {
+        if (match) throw BackendError(fmt::format("two sends from rank {} to rank {} in one exchange", r.from, r.to));
+        match = &s;
+      }
+    if (!match) throw BackendError(fmt::format("rank {} expects data from rank {}, which sends none", r.to, r.from));
+    if (match->count != r.count)
+      throw BackendError(fmt::format("rank {} sends {} elements to rank {}, which expects {}", r.from, match->count, r.to, r.count));
+    mem->move(r.buffer, match->buffer, r.count * static_cast<std::int64_t>(itemsize(r.dtype)));
+  }
+  for (const auto& s : p2p) {
+    if (!s.is_send) continue;
+    bool received = false;
+    for (const auto& r : p2p) received = received || (!r.is_send && r.from == s.from && r.to == s.to);
+    if (!received) throw BackendError(fmt::format("rank {} sends to rank {}, which expects nothing", s.from, s.to));
+  }
+  p2p.clear();
+}
+
+void SimulatedWorld::Impl::run_threads(const std::function<void(std::int64_t, Communicator&)>& fn) {
+  const auto R = mesh.num_ranks();
+  std::unique_lock lock(pool.mu);
+  if (pool.job) throw InputError("run_rank_threads: the world is already running rank threads");
+  if (pool.threads.empty()) {
+    for (std::int64_t r = 0; r < R; ++r) {
+      Communicator* c = comms[static_cast<std::size_t>(r)].get();
+      pool.threads.emplace_back([this, r, c] {
+        std::uint64_t seen = 0;
+        std::unique_lock l(pool.mu);
+        while (true) {
+          pool.work.wait(l, [&] { return pool.stop || pool.generation != seen; });
+          if (pool.stop) return;
+          seen = pool.generation;
+          const auto* f = pool.job;
+          l.unlock();
+          std::exception_ptr err;
+          try {
+            (*f)(r, *c);
+          } catch (...) {
+            err = std::current_exception();
+          }
+          l.lock();
+          pool.errors[static_cast<std::size_t>(r)] = err;
+          if (--pool.running == 0) pool.finished.notify_all();
+        }
+      });
+    }
+  }
+  pool.errors.assign(static_cast<std::size_t>(R), nullptr);
+  pool.job = &fn;
+  pool.running = R;
+  ++pool.generation;
+  pool.work.notify_all();
+  pool.finished.wait(lock, [&] { return pool.running == 0; });
+  pool.job = nullptr;
+  for (const auto& e : pool.errors)
+    if (e) std::rethrow_exception(e);
+}
+
+SimulatedWorld::Impl::~Impl() {
+  {
+    std::lock_guard lock(pool.mu);
+    pool.stop = true;
+  }
+  pool.work.notify_all();
+  for (auto& t : pool.threads) t.join();
+}
+
+void run_rank_threads(SimulatedWorld& world, const std::function<void(std::int64_t, Communicator&)>& fn) {
+  for (std::int64_t r = 0; r < world.mesh().num_ranks(); ++r) (void)world.communicator(r);
+  WorldAccess::impl(world).run_threads(fn);
+}
+
+SimulatedWorld::SimulatedWorld(Mesh mesh, WorldOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->mesh = std::move(mesh);
+  impl_->options = std::move(options);
+  impl_->mem = impl_->options.memory ? impl_->options.memory : std::make_shared<SimulatedMemory>();
+  if (impl_->options.timeout.count() <= 0)
+    throw InputError(fmt::format("the world's timeout must be positive, not {} ms", impl_->options.timeout.count()));
+  impl_->comms.resize(static_cast<std::size_t>(impl_->mesh.num_ranks()));
+  for (std::int64_t r = 0; r < impl_->mesh.num_ranks(); ++r)
+    impl_->cv.push_back(std::make_unique<std::condition_variable>());
+}
+SimulatedWorld::~SimulatedWorld() = default;
+
+const Mesh& SimulatedWorld::mesh() const noexcept { return impl_->mesh; }
+
+Communicator& SimulatedWorld::communicator(std::int64_t rank) {
+  if (rank < 0 || rank >= impl_->mesh.num_ranks())
+    throw InputError(fmt::format("rank {} is outside mesh {} ({} ranks)", rank, impl_->mesh.str(), impl_->mesh.num_ranks()));
+  std::lock_guard lock(impl_->mu);
+  auto& c = impl_->comms[static_cast<std::size_t>(rank)];
+  if (!c) c = std::make_unique<ThreadsCommunicator>(*impl_, rank);
+  return *c;
+}
+
+std::int64_t SimulatedWorld::collectives_run() const noexcept {
+  std::lock_guard lock(impl_->mu);
+  return impl_->collectives_run;
+}
+
+// ---------------------------------------------------------------- the all-ranks driver
+
+void execute_all_ranks(std::span<const Executor* const> executors, SimulatedWorld& world,
+                       std::span<const Buffers> buffers) {
+  auto& W = WorldAccess::impl(world);
+  if (executors.size() != buffers.size())
+    throw InputError(fmt::format("execute_all_ranks got {} executors and {} buffers", executors.size(), buffers.size()));
+  std::vector<const Executor::Impl*> ex;
+  for (const auto* e : executors) ex.push_back(&ExecutorAccess::impl(*e));
+  for (std::size_t i = 0; i < ex.size(); ++i) {
+    ex[i]->check(buffers[i]);
+    if (ex[i]->comm != &world.communicator(ex[i]->rank))
+      throw InputError(fmt::format("executor {} (rank {}) was not prepared on this world", i, ex[i]->rank));
+  }
+  struct Lockstep {
+    SimulatedWorld::Impl& w;
+    explicit Lockstep(SimulatedWorld::Impl& x) : w(x) {
+      std::lock_guard lock(w.mu);
+      w.lockstep = true;
+    }
+    ~Lockstep() {
+      std::lock_guard lock(w.mu);
+      w.lockstep = false;
+      w.channels.clear();
+      w.p2p.clear();
+    }
+  } guard(W);
+  const std::size_t S = ex.empty() ? 0 : ex[0]->steps.size();
+  for (const auto* e : ex)
+    if (e->steps.size() != S) throw InputError("execute_all_ranks: the executors run plans of different lengths");
+  if (S == 0) {
+    for (std::size_t i = 0; i < ex.size(); ++i)
+      ex[i]->comm->copy(buffers[i].output.data(), buffers[i].input.data(), static_cast<std::int64_t>(buffers[i].input.size()));
+    return;
+  }
+  for (std::size_t k = 0; k < S; ++k) {
+    bool any_comm = false;
+    for (std::size_t i = 0; i < ex.size(); ++i) {
+      ex[i]->run(buffers[i], ex[i]->steps[k].pre);
+      ex[i]->issue(buffers[i], k);
+      any_comm = any_comm || ex[i]->steps[k].comm.kind != detail::CommCall::none;
+    }
+    if (any_comm) W.flush();
+    for (std::size_t i = 0; i < ex.size(); ++i) ex[i]->run(buffers[i], ex[i]->steps[k].post);
+  }
+}
+
+// ---------------------------------------------------------------- host memory
+
+bool SimulatedMemory::supports(StepKind, DType, ReduceOp) const { return true; }
+
+void SimulatedMemory::move(void* dst, const void* src, std::int64_t bytes) {
   if (bytes > 0 && dst != src) std::memmove(dst, src, static_cast<std::size_t>(bytes));
 }
-void SimulatedCommunicator::reduce_group(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
-                                         std::int64_t count) {
+
+void SimulatedMemory::reduce(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
+                             std::int64_t count) {
   const auto n = static_cast<std::int64_t>(inputs.size());
   const bool narrow_float = dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::f8e4m3 || dtype == DType::f8e5m2;
   if (narrow_float) {
@@ -96,109 +585,7 @@ void SimulatedCommunicator::reduce_group(DType dtype, ReduceOp op, void* out, st
   if (op == ReduceOp::avg) finish_average(dtype, out, count, n);
 }
 
-void SimulatedCommunicator::run(Pending& p) {
-  const auto n = p.members;
-  const auto bytes = p.count * static_cast<std::int64_t>(itemsize(p.dtype));
-  auto at = [&](const void* base, std::int64_t k) { return static_cast<const char*>(base) + k * bytes; };
-  auto at_mut = [&](void* base, std::int64_t k) { return static_cast<char*>(base) + k * bytes; };
-  switch (p.kind) {
-    case kAllGather:
-      for (std::int64_t q = 0; q < n; ++q)
-        for (std::int64_t s = 0; s < n; ++s)
-          move(at_mut(p.recv[static_cast<std::size_t>(q)], s), p.send[static_cast<std::size_t>(s)], bytes);
-      break;
-    case kReduceScatter:
-      for (std::int64_t q = 0; q < n; ++q) {
-        std::vector<const void*> in;
-        for (std::int64_t s = 0; s < n; ++s) in.push_back(at(p.send[static_cast<std::size_t>(s)], q));
-        reduce_group(p.dtype, p.op, p.recv[static_cast<std::size_t>(q)], in, p.count);
-      }
-      break;
-    case kAllReduce: {
-      // Reduce into member 0's output, then copy it out: no member reads an output after it is written.
-      void* out = p.recv[0];
-      reduce_group(p.dtype, p.op, out, p.send, p.count);
-      for (std::int64_t q = 1; q < n; ++q) move(p.recv[static_cast<std::size_t>(q)], out, bytes);
-      break;
-    }
-    case kAllToAll:
-      for (std::int64_t q = 0; q < n; ++q)
-        for (std::int64_t s = 0; s < n; ++s)
-          move(at_mut(p.recv[static_cast<std::size_t>(q)], s), at(p.send[static_cast<std::size_t>(s)], q), bytes);
-      break;
-    default: break;
-  }
-  ++collectives_run_;
-}
-
-#define DTENSOR_SIM_COLLECTIVE(KIND, OP)                                                  \
-  std::int64_t pos = 0;                                                                   \
-  auto& p = pending_for(rank, g, KIND, count, dtype, OP, pos);                            \
-  p.send[static_cast<std::size_t>(pos)] = send ? send : static_cast<const void*>(recv);   \
-  p.recv[static_cast<std::size_t>(pos)] = recv;                                           \
-  if (++p.arrived == p.members) {                                                         \
-    run(p);                                                                               \
-    p.arrived = 0;                                                                        \
-    std::fill(p.send.begin(), p.send.end(), nullptr);                                     \
-    std::fill(p.recv.begin(), p.recv.end(), nullptr);                                     \
-  }
-
-void SimulatedCommunicator::all_gather(std::int64_t rank, const Group& g, const void* send, void* recv,
-                                       std::int64_t count, DType dtype) {
-  DTENSOR_SIM_COLLECTIVE(kAllGather, ReduceOp::sum)
-}
-void SimulatedCommunicator::reduce_scatter(std::int64_t rank, const Group& g, const void* send, void* recv,
-                                           std::int64_t count, DType dtype, ReduceOp op) {
-  DTENSOR_SIM_COLLECTIVE(kReduceScatter, op)
-}
-void SimulatedCommunicator::all_reduce(std::int64_t rank, const Group& g, const void* send, void* recv,
-                                       std::int64_t count, DType dtype, ReduceOp op) {
-  DTENSOR_SIM_COLLECTIVE(kAllReduce, op)
-}
-void SimulatedCommunicator::all_to_all(std::int64_t rank, const Group& g, const void* send, void* recv,
-                                       std::int64_t count, DType dtype) {
-  DTENSOR_SIM_COLLECTIVE(kAllToAll, ReduceOp::sum)
-}
-#undef DTENSOR_SIM_COLLECTIVE
-
-void SimulatedCommunicator::send_recv(std::int64_t rank, std::span<const Transfer> sends,
-                                      std::span<const Transfer> recvs, DType dtype) {
-  for (const auto& s : sends) p2p_.push_back({rank, s.peer, s.buffer, s.count, dtype, true});
-  for (const auto& r : recvs) p2p_.push_back({r.peer, rank, r.buffer, r.count, dtype, false});
-}
-
-void SimulatedCommunicator::synchronize() {
-  for (const auto& [key, p] : pending_)
-    if (p->arrived != 0)
-      throw Error(fmt::format("a collective was issued by {} of the {} members of its group", p->arrived, p->members));
-  // Pair every recv with the send of the same (from, to); one message per ordered pair.
-  for (const auto& r : p2p_) {
-    if (r.is_send) continue;
-    const P2P* match = nullptr;
-    for (const auto& s : p2p_)
-      if (s.is_send && s.from == r.from && s.to == r.to) {
-        if (match) throw Error(fmt::format("two sends from rank {} to rank {} in one exchange", r.from, r.to));
-        match = &s;
-      }
-    if (!match) throw Error(fmt::format("rank {} expects data from rank {}, which sends none", r.to, r.from));
-    if (match->count != r.count)
-      throw Error(fmt::format("rank {} sends {} elements to rank {}, which expects {}", r.from, match->count, r.to, r.count));
-    move(r.buffer, match->buffer, r.count * static_cast<std::int64_t>(itemsize(r.dtype)));
-  }
-  for (const auto& s : p2p_) {
-    if (!s.is_send) continue;
-    bool received = false;
-    for (const auto& r : p2p_) received = received || (!r.is_send && r.from == s.from && r.to == s.to);
-    if (!received) throw Error(fmt::format("rank {} sends to rank {}, which expects nothing", s.from, s.to));
-  }
-  p2p_.clear();
-}
-
-void SimulatedCommunicator::copy(void* dst, const void* src, std::int64_t bytes) {
-  if (bytes > 0 && dst != src) std::memmove(dst, src, static_cast<std::size_t>(bytes));
-}
-
-void SimulatedCommunicator::fill(void* dst, DType dtype, std::int64_t count, double value) {
+void SimulatedMemory::fill(void* dst, DType dtype, std::int64_t count, double value) {
   if (count <= 0) return;  // an empty buffer may have no address at all
   if (value == 0.0) {
     std::memset(dst, 0, static_cast<std::size_t>(count * static_cast<std::int64_t>(itemsize(dtype))));
@@ -231,7 +618,7 @@ void copy_run(char* d, const char* s, std::size_t n, bool streaming) {
 }
 }  // namespace
 
-void SimulatedCommunicator::copy_strided(void* dst, const void* src, std::int64_t run_bytes,
+void SimulatedMemory::copy_strided(void* dst, const void* src, std::int64_t run_bytes,
                                          std::span<const std::int64_t> count, std::span<const std::int64_t> dst_stride,
                                          std::span<const std::int64_t> src_stride) {
   const std::size_t nd = count.size();

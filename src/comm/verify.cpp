@@ -2,10 +2,13 @@
 // every rank against the target layout.
 #include <cmath>
 
+#include <exception>
+#include <thread>
+
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/scalar.hpp"
-#include "dtensor/simulated.hpp"
+#include "dtensor/testing.hpp"
 #include "groups.hpp"
 
 namespace dtensor {
@@ -63,6 +66,32 @@ double seed(DType t, ReduceOp op, double w, std::int64_t c, std::int64_t n) {
   return w;
 }
 
+// Every element must be held by exactly (product of the sizes of the mesh dims that do not shard)
+// ranks: Shard mesh dims partition a tensor dim, the others copy it. This does not trust the
+// layout's index sets to be a partition: it counts them.
+std::string check_coverage(const Layout& l) {
+  const Mesh& mesh = l.mesh();
+  std::int64_t copies = 1;
+  for (int m = 0; m < mesh.ndim(); ++m)
+    if (l.sharding().shard_dim_of(m) < 0) copies *= mesh.size(m);
+  const std::int64_t numel = l.numel();
+  std::int64_t total = 0;
+  const bool count_each = numel <= (std::int64_t{1} << 26);
+  std::vector<std::int32_t> hits(count_each ? static_cast<std::size_t>(numel) : 0, 0);
+  for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
+    const auto sets = l.indices(mesh.coord_of_rank(r));
+    total += box_numel(sets);
+    if (count_each) for_each_local(l, sets, [&](std::int64_t, std::int64_t lin) { ++hits[static_cast<std::size_t>(lin)]; });
+  }
+  if (total != numel * copies)
+    return fmt::format("the ranks hold {} elements in all; a tensor of {} elements laid out as {} needs {} ({} per "
+                       "element)", total, numel, l.str(), numel * copies, copies);
+  for (std::size_t i = 0; i < hits.size(); ++i)
+    if (hits[i] != copies)
+      return fmt::format("global element {} is held by {} ranks, the layout {} implies {}", i, hits[i], l.str(), copies);
+  return "";
+}
+
 }  // namespace
 
 std::vector<std::byte> seeded_input(const Layout& l, std::int64_t rank) {
@@ -82,11 +111,12 @@ std::vector<std::byte> seeded_input(const Layout& l, std::int64_t rank) {
 std::string verify_outputs(const Layout& l, const std::vector<std::vector<std::byte>>& outputs) {
   const Mesh& mesh = l.mesh();
   if (static_cast<std::int64_t>(outputs.size()) != mesh.num_ranks())
-    throw Error(fmt::format("verify_outputs got {} rank outputs for {} ranks", outputs.size(), mesh.num_ranks()));
+    throw InputError(fmt::format("verify_outputs got {} rank outputs for {} ranks", outputs.size(), mesh.num_ranks()));
   std::vector<int> partial_dims;
   for (int m = 0; m < mesh.ndim(); ++m)
     if (l.sharding().partial(m)) partial_dims.push_back(m);
   const auto s = static_cast<std::int64_t>(itemsize(l.dtype()));
+  if (auto err = check_coverage(l); !err.empty()) return err;
   for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
     const auto c = mesh.coord_of_rank(r);
     bool lead = true;
@@ -135,22 +165,56 @@ std::string verify_outputs(const Layout& l, const std::vector<std::vector<std::b
   return "";
 }
 
-SimulationResult simulate(const Plan& plan) {
-  SimulatedCommunicator comm(plan.mesh);
-  const Executor exec(plan, comm);
+std::string verify_rank_output(const Layout& l, std::int64_t rank, std::span<const std::byte> output) {
+  if (l.sharding().has_partial())
+    throw InputError(fmt::format("verify_rank_output: layout {} holds Partial values; reduce them first", l.str()));
+  const auto sets = l.indices(l.mesh().coord_of_rank(rank));
+  const auto s = static_cast<std::int64_t>(itemsize(l.dtype()));
+  if (static_cast<std::int64_t>(output.size()) != box_numel(sets) * s)
+    return fmt::format("rank {} holds {} bytes, its layout needs {}", rank, output.size(), box_numel(sets) * s);
+  std::string err;
+  for_each_local(l, sets, [&](std::int64_t k, std::int64_t lin) {
+    if (!err.empty()) return;
+    const double v = load_element(l.dtype(), output.data(), k);
+    const double want = simulation_value(l.dtype(), lin);
+    const bool ok = l.dtype() == DType::boolean ? ((v != 0) == (want != 0)) : v == want;
+    if (!ok) err = fmt::format("rank {} local element {} (global index {}) is {}, expected {}", rank, k, lin, v, want);
+  });
+  return err;
+}
+
+SimulationResult simulate(const Plan& plan, bool threads) {
+  SimulatedWorld world(plan.mesh);
   const Layout src = plan.src_layout(), dst = plan.dst_layout();
   const auto R = plan.mesh.num_ranks();
-  std::vector<std::vector<std::byte>> inputs, outputs, workspaces;
-  std::vector<RankBuffers> bufs;
-  for (std::int64_t r = 0; r < R; ++r) {
-    inputs.push_back(seeded_input(src, r));
-    outputs.emplace_back(static_cast<std::size_t>(exec.output_bytes(r)));
-    workspaces.emplace_back(static_cast<std::size_t>(exec.workspace_bytes()));
+  std::vector<std::vector<std::byte>> inputs, outputs(static_cast<std::size_t>(R)), workspaces(static_cast<std::size_t>(R));
+  for (std::int64_t r = 0; r < R; ++r) inputs.push_back(seeded_input(src, r));
+  if (threads) {
+    run_rank_threads(world, [&](std::int64_t r, Communicator& comm) {
+      const Executor exec(plan, comm);
+      const auto u = static_cast<std::size_t>(r);
+      outputs[u].resize(static_cast<std::size_t>(exec.output_bytes()));
+      workspaces[u].resize(static_cast<std::size_t>(exec.workspace_bytes()));
+      exec.execute({inputs[u], outputs[u], workspaces[u]});
+    });
+  } else {
+    std::vector<Executor> execs;
+    std::vector<const Executor*> ptrs;
+    std::vector<Buffers> bufs;
+    execs.reserve(static_cast<std::size_t>(R));
+    for (std::int64_t r = 0; r < R; ++r) {
+      execs.emplace_back(plan, world.communicator(r), ExecutorOptions{.check_plans_agree = false});
+      const auto u = static_cast<std::size_t>(r);
+      outputs[u].resize(static_cast<std::size_t>(execs.back().output_bytes()));
+      workspaces[u].resize(static_cast<std::size_t>(execs.back().workspace_bytes()));
+    }
+    for (std::int64_t r = 0; r < R; ++r) {
+      const auto u = static_cast<std::size_t>(r);
+      ptrs.push_back(&execs[u]);
+      bufs.push_back({inputs[u], outputs[u], workspaces[u]});
+    }
+    execute_all_ranks(ptrs, world, bufs);
   }
-  for (std::int64_t r = 0; r < R; ++r)
-    bufs.push_back({r, inputs[static_cast<std::size_t>(r)], outputs[static_cast<std::size_t>(r)],
-                    workspaces[static_cast<std::size_t>(r)]});
-  exec.execute(comm, bufs);
   SimulationResult res;
   res.mismatch = verify_outputs(dst, outputs);
   res.verified = res.mismatch.empty();

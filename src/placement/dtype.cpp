@@ -44,7 +44,7 @@ bool is_floating(DType t) noexcept {
 DType parse_dtype(std::string_view text) {
   for (DType t : kAllDTypes)
     if (to_string(t) == text) return t;
-  throw Error("unknown dtype '" + std::string(text) +
+  throw InputError("unknown dtype '" + std::string(text) +
               "' (expected one of f64 f32 bf16 f16 f8e4m3 f8e5m2 i64 i32 i8 u8 bool)");
 }
 

@@ -11,31 +11,31 @@ json parse_json(std::string_view text, std::string_view what) {
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
-    throw Error(fmt::format("invalid {} JSON: {}", what, e.what()));
+    throw InputError(fmt::format("invalid {} JSON: {}", what, e.what()));
   }
 }
 
 std::vector<std::int64_t> int_list(const json& j, std::string_view field) {
-  if (!j.is_array()) throw Error(fmt::format("JSON field '{}' must be an array of integers, got {}", field, j.dump()));
+  if (!j.is_array()) throw InputError(fmt::format("JSON field '{}' must be an array of integers, got {}", field, j.dump()));
   std::vector<std::int64_t> v;
   for (const auto& x : j) {
     if (!x.is_number_integer())
-      throw Error(fmt::format("JSON field '{}' must hold integers, got {}", field, x.dump()));
+      throw InputError(fmt::format("JSON field '{}' must hold integers, got {}", field, x.dump()));
     v.push_back(x.get<std::int64_t>());
   }
   return v;
 }
 
 const json& field(const json& j, const char* name, std::string_view what) {
-  if (!j.is_object()) throw Error(fmt::format("{} JSON must be an object, got {}", what, j.dump()));
+  if (!j.is_object()) throw InputError(fmt::format("{} JSON must be an object, got {}", what, j.dump()));
   auto it = j.find(name);
-  if (it == j.end()) throw Error(fmt::format("{} JSON lacks the field '{}'", what, name));
+  if (it == j.end()) throw InputError(fmt::format("{} JSON lacks the field '{}'", what, name));
   return *it;
 }
 
 std::string string_field(const json& j, const char* name, std::string_view what) {
   const auto& f = field(j, name, what);
-  if (!f.is_string()) throw Error(fmt::format("JSON field '{}' must be a string, got {}", name, f.dump()));
+  if (!f.is_string()) throw InputError(fmt::format("JSON field '{}' must be a string, got {}", name, f.dump()));
   return f.get<std::string>();
 }
 
@@ -52,9 +52,9 @@ Mesh mesh_of(const json& j) {
   const auto shape = int_list(field(j, "shape", "mesh"), "shape");
   std::vector<std::string> names;
   if (auto it = j.find("names"); it != j.end()) {
-    if (!it->is_array()) throw Error(fmt::format("JSON field 'names' must be an array of strings, got {}", it->dump()));
+    if (!it->is_array()) throw InputError(fmt::format("JSON field 'names' must be an array of strings, got {}", it->dump()));
     for (const auto& n : *it) {
-      if (!n.is_string()) throw Error(fmt::format("JSON field 'names' must hold strings, got {}", n.dump()));
+      if (!n.is_string()) throw InputError(fmt::format("JSON field 'names' must hold strings, got {}", n.dump()));
       names.push_back(n.get<std::string>());
     }
   }

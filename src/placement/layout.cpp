@@ -26,7 +26,7 @@ void validate_partials(const std::vector<std::optional<ReduceOp>>& partial) {
       continue;
     }
     if (!mixable(first->second, *partial[m]))
-      throw Error(fmt::format("Partial ops P({}) on mesh dim {} and P({}) on mesh dim {} cannot be mixed "
+      throw InputError(fmt::format("Partial ops P({}) on mesh dim {} and P({}) on mesh dim {} cannot be mixed "
                               "(only sum and avg mix)", first->second, first->first, *partial[m], m));
   }
 }
@@ -36,11 +36,11 @@ void validate_partials(const std::vector<std::optional<ReduceOp>>& partial) {
 Sharding::Sharding(int mesh_ndim, const std::vector<std::vector<ShardEntry>>& dims,
                    const std::vector<std::optional<ReduceOp>>& partial) {
   if (mesh_ndim < 1 || mesh_ndim > kMaxMeshDims)
-    throw Error(fmt::format("a mesh of {} dims is not supported (1 to {})", mesh_ndim, kMaxMeshDims));
+    throw InputError(fmt::format("a mesh of {} dims is not supported (1 to {})", mesh_ndim, kMaxMeshDims));
   if (dims.size() > static_cast<std::size_t>(kMaxTensorDims))
-    throw Error(fmt::format("a tensor of {} dims is not supported (at most {})", dims.size(), kMaxTensorDims));
+    throw InputError(fmt::format("a tensor of {} dims is not supported (at most {})", dims.size(), kMaxTensorDims));
   if (static_cast<int>(partial.size()) != mesh_ndim)
-    throw Error(fmt::format("sharding has {} partial slots for a {}-d mesh", partial.size(), mesh_ndim));
+    throw InputError(fmt::format("sharding has {} partial slots for a {}-d mesh", partial.size(), mesh_ndim));
   mesh_ndim_ = static_cast<std::uint8_t>(mesh_ndim);
   tensor_ndim_ = static_cast<std::uint8_t>(dims.size());
   std::vector<int> used(static_cast<std::size_t>(mesh_ndim), -1);
@@ -49,17 +49,17 @@ Sharding::Sharding(int mesh_ndim, const std::vector<std::vector<ShardEntry>>& di
     start_[d] = static_cast<std::uint8_t>(n);
     for (const auto& e : dims[d]) {
       if (e.mesh_dim < 0 || e.mesh_dim >= mesh_ndim)
-        throw Error(fmt::format("mesh dim {} is out of range for a {}-d mesh", e.mesh_dim, mesh_ndim));
+        throw InputError(fmt::format("mesh dim {} is out of range for a {}-d mesh", e.mesh_dim, mesh_ndim));
       if (e.split_factor < 1)
-        throw Error(fmt::format("split_factor {} on mesh dim {} must be at least 1", e.split_factor, e.mesh_dim));
+        throw InputError(fmt::format("split_factor {} on mesh dim {} must be at least 1", e.split_factor, e.mesh_dim));
       if (!e.strided && e.split_factor != 1)
-        throw Error(fmt::format("a plain Shard on mesh dim {} cannot have split_factor {}", e.mesh_dim, e.split_factor));
+        throw InputError(fmt::format("a plain Shard on mesh dim {} cannot have split_factor {}", e.mesh_dim, e.split_factor));
       auto& u = used[static_cast<std::size_t>(e.mesh_dim)];
       if (u != -1)
-        throw Error(fmt::format("mesh dim {} shards tensor dims {} and {}", e.mesh_dim, u, d));
+        throw InputError(fmt::format("mesh dim {} shards tensor dims {} and {}", e.mesh_dim, u, d));
       u = static_cast<int>(d);
       if (partial[static_cast<std::size_t>(e.mesh_dim)])
-        throw Error(fmt::format("mesh dim {} is both sharded and Partial", e.mesh_dim));
+        throw InputError(fmt::format("mesh dim {} is both sharded and Partial", e.mesh_dim));
       entries_[n++] = e;
     }
   }
@@ -77,7 +77,7 @@ Sharding Sharding::from_placements(std::span<const Placement> placements, std::s
                                    int tensor_ndim) {
   const int mesh_ndim = static_cast<int>(placements.size());
   if (!order.empty() && order.size() != placements.size())
-    throw Error(fmt::format("{} shard-order positions for {} placements", order.size(), placements.size()));
+    throw InputError(fmt::format("{} shard-order positions for {} placements", order.size(), placements.size()));
   auto pos_of = [&](int m) { return order.empty() ? -1 : order[static_cast<std::size_t>(m)]; };
   std::vector<std::vector<int>> mesh_dims_of(static_cast<std::size_t>(tensor_ndim));
   std::vector<std::optional<ReduceOp>> partial(static_cast<std::size_t>(mesh_ndim));
@@ -86,18 +86,18 @@ Sharding Sharding::from_placements(std::span<const Placement> placements, std::s
     const Placement& p = placements[static_cast<std::size_t>(m)];
     if (!p.is_any_shard()) {
       if (pos_of(m) >= 0)
-        throw Error(fmt::format("shard order position [{}] on mesh dim {} follows {}, which is not a shard",
+        throw InputError(fmt::format("shard order position [{}] on mesh dim {} follows {}, which is not a shard",
                                 pos_of(m), m, p.str()));
       if (p.is_partial()) partial[static_cast<std::size_t>(m)] = p.op();
       continue;
     }
     std::int64_t d = p.dim();
     if (d < -tensor_ndim || d >= tensor_ndim)
-      throw Error(fmt::format("tensor dim {} of {} on mesh dim {} is out of range for a {}-d tensor", p.dim(),
+      throw InputError(fmt::format("tensor dim {} of {} on mesh dim {} is out of range for a {}-d tensor", p.dim(),
                               p.str(), m, tensor_ndim));
     if (d < 0) d += tensor_ndim;
     if (p.is_strided_shard() && p.split_factor() < 1)
-      throw Error(fmt::format("split_factor {} of {} on mesh dim {} must be at least 1", p.split_factor(),
+      throw InputError(fmt::format("split_factor {} of {} on mesh dim {} must be at least 1", p.split_factor(),
                               p.str(), m));
     dim_of[static_cast<std::size_t>(m)] = d;
     mesh_dims_of[static_cast<std::size_t>(d)].push_back(m);
@@ -113,17 +113,17 @@ Sharding Sharding::from_placements(std::span<const Placement> placements, std::s
       ordered = ms;
     } else {
       if (!missing.empty())
-        throw Error(fmt::format("shard order of tensor dim {}: position given for mesh dim(s) {} but missing "
+        throw InputError(fmt::format("shard order of tensor dim {}: position given for mesh dim(s) {} but missing "
                                 "for mesh dim(s) {} (give [k] for all or none)",
                                 d, fmt::join(given, ","), fmt::join(missing, ",")));
       for (int m : ms) {
         const int k = pos_of(m);
         if (k >= static_cast<int>(ms.size()))
-          throw Error(fmt::format("shard order position [{}] on mesh dim {} is out of range: tensor dim {} is "
+          throw InputError(fmt::format("shard order position [{}] on mesh dim {} is out of range: tensor dim {} is "
                                   "sharded by {} mesh dim(s), positions 0..{}",
                                   k, m, d, ms.size(), ms.size() - 1));
         if (ordered[static_cast<std::size_t>(k)] != -1)
-          throw Error(fmt::format("shard order position [{}] is given twice for tensor dim {} (mesh dims {} and {})",
+          throw InputError(fmt::format("shard order position [{}] is given twice for tensor dim {} (mesh dims {} and {})",
                                   k, d, ordered[static_cast<std::size_t>(k)], m));
         ordered[static_cast<std::size_t>(k)] = m;
       }
@@ -140,7 +140,7 @@ Sharding Sharding::from_placements(std::span<const Placement> placements, std::s
 Sharding Sharding::parse(std::string_view text, int mesh_ndim, int tensor_ndim) {
   const PlacementSpec spec = parse_placements(text);
   if (static_cast<int>(spec.placements.size()) != mesh_ndim)
-    throw Error(fmt::format("placements \"{}\" name {} mesh dim(s) but the mesh has {}", text,
+    throw InputError(fmt::format("placements \"{}\" name {} mesh dim(s) but the mesh has {}", text,
                             spec.placements.size(), mesh_ndim));
   return from_placements(spec.placements, spec.order, tensor_ndim);
 }
@@ -267,23 +267,23 @@ Layout::Layout(Mesh mesh, std::vector<std::int64_t> shape, DType dtype, Sharding
   std::int64_t numel = 1;
   for (std::size_t d = 0; d < shape_.size(); ++d) {
     if (shape_[d] < 0)
-      throw Error(fmt::format("tensor size {} on dim {} is negative (size 0 is a valid empty dim)", shape_[d], d));
+      throw InputError(fmt::format("tensor size {} on dim {} is negative (size 0 is a valid empty dim)", shape_[d], d));
     if (shape_[d] > 0 && numel > kMaxNumel / shape_[d])
-      throw Error(fmt::format("tensor shape {} has more than 2^53 elements", shape_str(shape_)));
+      throw InputError(fmt::format("tensor shape {} has more than 2^53 elements", shape_str(shape_)));
     numel *= std::max<std::int64_t>(shape_[d], 1);
   }
   if (sharding_.mesh_ndim() != mesh_.ndim())
-    throw Error(fmt::format("placements \"{}\" name {} mesh dim(s) but mesh {} has {}", sharding_.str(),
+    throw InputError(fmt::format("placements \"{}\" name {} mesh dim(s) but mesh {} has {}", sharding_.str(),
                             sharding_.mesh_ndim(), mesh_.str(), mesh_.ndim()));
   if (sharding_.tensor_ndim() != ndim())
-    throw Error(fmt::format("sharding \"{}\" is for a {}-d tensor but shape {} is {}-d", sharding_.str(),
+    throw InputError(fmt::format("sharding \"{}\" is for a {}-d tensor but shape {} is {}-d", sharding_.str(),
                             sharding_.tensor_ndim(), shape_str(shape_), ndim()));
 }
 
 Layout Layout::from_placements(Mesh mesh, std::vector<std::int64_t> shape, DType dtype,
                                std::span<const Placement> placements, std::span<const int> order) {
   if (static_cast<int>(placements.size()) != mesh.ndim())
-    throw Error(fmt::format("{} placement(s) given for mesh {} with {} dim(s)", placements.size(), mesh.str(),
+    throw InputError(fmt::format("{} placement(s) given for mesh {} with {} dim(s)", placements.size(), mesh.str(),
                             mesh.ndim()));
   auto s = Sharding::from_placements(placements, order, static_cast<int>(shape.size()));
   return Layout(std::move(mesh), std::move(shape), dtype, std::move(s));
@@ -296,17 +296,17 @@ Layout Layout::from_torch(Mesh mesh, std::vector<std::int64_t> shape, DType dtyp
   for (const auto& entry : shard_order) {
     std::int64_t d = entry.tensor_dim < 0 ? entry.tensor_dim + nd : entry.tensor_dim;
     if (d < 0 || d >= nd)
-      throw Error(fmt::format("shard_order names tensor dim {}, out of range for a {}-d tensor", entry.tensor_dim, nd));
+      throw InputError(fmt::format("shard_order names tensor dim {}, out of range for a {}-d tensor", entry.tensor_dim, nd));
     for (std::size_t k = 0; k < entry.mesh_dims.size(); ++k) {
       const int m = entry.mesh_dims[k];
       if (m < 0 || m >= static_cast<int>(placements.size()))
-        throw Error(fmt::format("shard_order names mesh dim {}, out of range for a {}-d mesh", m, placements.size()));
+        throw InputError(fmt::format("shard_order names mesh dim {}, out of range for a {}-d mesh", m, placements.size()));
       const Placement& p = placements[static_cast<std::size_t>(m)];
       std::int64_t pd = p.dim() < 0 ? p.dim() + nd : p.dim();
       if (!p.is_any_shard() || pd != d)
-        throw Error(fmt::format("shard_order puts mesh dim {} on tensor dim {}, but its placement is {}", m, d, p.str()));
+        throw InputError(fmt::format("shard_order puts mesh dim {} on tensor dim {}, but its placement is {}", m, d, p.str()));
       if (order[static_cast<std::size_t>(m)] != -1)
-        throw Error(fmt::format("shard_order names mesh dim {} twice", m));
+        throw InputError(fmt::format("shard_order names mesh dim {} twice", m));
       order[static_cast<std::size_t>(m)] = static_cast<int>(k);
     }
   }

@@ -10,41 +10,41 @@ namespace dtensor {
 
 Mesh::Mesh(std::vector<std::int64_t> shape, std::vector<std::string> names, std::vector<std::int64_t> ranks)
     : shape_(std::move(shape)), names_(std::move(names)), ranks_(std::move(ranks)) {
-  if (shape_.empty()) throw Error("mesh must have at least one dim");
+  if (shape_.empty()) throw InputError("mesh must have at least one dim");
   constexpr std::int64_t kMaxRanks = std::int64_t{1} << 24;
   for (std::size_t i = 0; i < shape_.size(); ++i) {
     if (shape_[i] < 1)
-      throw Error(fmt::format("mesh dim {} has size {}: mesh sizes must be at least 1", i, shape_[i]));
+      throw InputError(fmt::format("mesh dim {} has size {}: mesh sizes must be at least 1", i, shape_[i]));
     if (num_ranks_ > kMaxRanks / shape_[i])
-      throw Error(fmt::format("mesh {} has more than {} ranks", fmt::join(shape_, "x"), kMaxRanks));
+      throw InputError(fmt::format("mesh {} has more than {} ranks", fmt::join(shape_, "x"), kMaxRanks));
     num_ranks_ *= shape_[i];
   }
   if (!names_.empty()) {
     if (names_.size() != shape_.size())
-      throw Error(fmt::format("mesh has {} dims but {} dim names", shape_.size(), names_.size()));
+      throw InputError(fmt::format("mesh has {} dims but {} dim names", shape_.size(), names_.size()));
     for (std::size_t i = 0; i < names_.size(); ++i) {
       const auto& n = names_[i];
       if (n.empty() || !std::all_of(n.begin(), n.end(), [](char c) {
             return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
           }))
-        throw Error(fmt::format("mesh dim name '{}' must be letters, digits or '_'", n));
+        throw InputError(fmt::format("mesh dim name '{}' must be letters, digits or '_'", n));
       if (std::isdigit(static_cast<unsigned char>(n[0])))
-        throw Error(fmt::format("mesh dim name '{}' must not start with a digit", n));
+        throw InputError(fmt::format("mesh dim name '{}' must not start with a digit", n));
       for (std::size_t j = 0; j < i; ++j)
-        if (names_[j] == n) throw Error(fmt::format("mesh dim name '{}' is used twice", n));
+        if (names_[j] == n) throw InputError(fmt::format("mesh dim name '{}' is used twice", n));
     }
   }
   if (!ranks_.empty()) {
     if (static_cast<std::int64_t>(ranks_.size()) != num_ranks_)
-      throw Error(fmt::format("mesh {} has {} ranks but the rank list has {} entries",
+      throw InputError(fmt::format("mesh {} has {} ranks but the rank list has {} entries",
                               fmt::join(shape_, "x"), num_ranks_, ranks_.size()));
     inverse_.assign(ranks_.size(), -1);
     for (std::size_t p = 0; p < ranks_.size(); ++p) {
       std::int64_t r = ranks_[p];
       if (r < 0 || r >= num_ranks_)
-        throw Error(fmt::format("rank list entry {} is out of range for {} ranks", r, num_ranks_));
+        throw InputError(fmt::format("rank list entry {} is out of range for {} ranks", r, num_ranks_));
       if (inverse_[static_cast<std::size_t>(r)] != -1)
-        throw Error(fmt::format("rank list holds rank {} twice", r));
+        throw InputError(fmt::format("rank list holds rank {} twice", r));
       inverse_[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(p);
     }
     bool identity = true;
@@ -64,12 +64,12 @@ std::string Mesh::describe_dim(int dim) const {
 
 std::int64_t Mesh::position(std::span<const std::int64_t> coord) const {
   if (static_cast<int>(coord.size()) != ndim())
-    throw Error(fmt::format("coordinate has {} entries for a {}-d mesh", coord.size(), ndim()));
+    throw InputError(fmt::format("coordinate has {} entries for a {}-d mesh", coord.size(), ndim()));
   std::int64_t p = 0;
   for (int d = 0; d < ndim(); ++d) {
     const auto c = coord[static_cast<std::size_t>(d)];
     if (c < 0 || c >= shape_[static_cast<std::size_t>(d)])
-      throw Error(fmt::format("coordinate {} is out of range on mesh dim {}", c, describe_dim(d)));
+      throw InputError(fmt::format("coordinate {} is out of range on mesh dim {}", c, describe_dim(d)));
     p = p * shape_[static_cast<std::size_t>(d)] + c;
   }
   return p;
@@ -77,7 +77,7 @@ std::int64_t Mesh::position(std::span<const std::int64_t> coord) const {
 
 std::vector<std::int64_t> Mesh::coord_at(std::int64_t position) const {
   if (position < 0 || position >= num_ranks_)
-    throw Error(fmt::format("position {} is out of range for mesh {}", position, str()));
+    throw InputError(fmt::format("position {} is out of range for mesh {}", position, str()));
   std::vector<std::int64_t> c(shape_.size());
   for (int d = ndim() - 1; d >= 0; --d) {
     c[static_cast<std::size_t>(d)] = position % shape_[static_cast<std::size_t>(d)];
@@ -93,7 +93,7 @@ std::int64_t Mesh::rank_at(std::span<const std::int64_t> coord) const {
 
 std::vector<std::int64_t> Mesh::coord_of_rank(std::int64_t rank) const {
   if (rank < 0 || rank >= num_ranks_)
-    throw Error(fmt::format("rank {} is out of range for mesh {} ({} ranks)", rank, str(), num_ranks_));
+    throw InputError(fmt::format("rank {} is out of range for mesh {} ({} ranks)", rank, str(), num_ranks_));
   return coord_at(inverse_.empty() ? rank : inverse_[static_cast<std::size_t>(rank)]);
 }
 

@@ -42,7 +42,7 @@ void check_coord(const Mesh& mesh, std::span<const std::int64_t> coord) {
 IndexSet Layout::indices(std::span<const std::int64_t> coord, int tensor_dim) const {
   check_coord(mesh_, coord);
   if (tensor_dim < 0 || tensor_dim >= ndim())
-    throw Error(fmt::format("tensor dim {} is out of range for a {}-d tensor", tensor_dim, ndim()));
+    throw InputError(fmt::format("tensor dim {} is out of range for a {}-d tensor", tensor_dim, ndim()));
   return owned_indices(sharding_.entries(tensor_dim), shape_[static_cast<std::size_t>(tensor_dim)],
                        mesh_.shape(), coord);
 }
@@ -116,9 +116,9 @@ bool equivalent(const Layout& a, const Layout& b) {
 std::vector<IndexSet> overlap(const Layout& a, std::span<const std::int64_t> src_coord, const Layout& b,
                               std::span<const std::int64_t> dst_coord) {
   if (a.mesh() != b.mesh())
-    throw Error(fmt::format("overlap of layouts on different meshes {} and {}", a.mesh().str(), b.mesh().str()));
+    throw InputError(fmt::format("overlap of layouts on different meshes {} and {}", a.mesh().str(), b.mesh().str()));
   if (a.shape() != b.shape())
-    throw Error(fmt::format("overlap of layouts of different shapes {} and {}", shape_str(a.shape()),
+    throw InputError(fmt::format("overlap of layouts of different shapes {} and {}", shape_str(a.shape()),
                             shape_str(b.shape())));
   auto sa = a.indices(src_coord);
   const auto sb = b.indices(dst_coord);

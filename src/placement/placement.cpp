@@ -21,7 +21,7 @@ std::string_view to_string(ReduceOp op) noexcept {
 ReduceOp parse_reduce_op(std::string_view text) {
   for (ReduceOp op : kAllReduceOps)
     if (to_string(op) == text) return op;
-  throw Error("unknown Partial op '" + std::string(text) + "' (expected sum, avg, max, min or product)");
+  throw InputError("unknown Partial op '" + std::string(text) + "' (expected sum, avg, max, min or product)");
 }
 
 std::string Placement::str() const {

@@ -16,20 +16,20 @@ using nlohmann::json;
 
 double positive(const json& obj, const char* key, std::string_view where, bool allow_zero = false) {
   auto it = obj.find(key);
-  if (it == obj.end()) throw Error(fmt::format("cost model: {} lacks '{}'", where, key));
-  if (!it->is_number()) throw Error(fmt::format("cost model: {}.{} must be a number, got {}", where, key, it->dump()));
+  if (it == obj.end()) throw InputError(fmt::format("cost model: {} lacks '{}'", where, key));
+  if (!it->is_number()) throw InputError(fmt::format("cost model: {}.{} must be a number, got {}", where, key, it->dump()));
   const double v = it->get<double>();
   if (!(allow_zero ? v >= 0 : v > 0))
-    throw Error(fmt::format("cost model: {}.{} = {} must be {}", where, key, v, allow_zero ? ">= 0" : "> 0"));
+    throw InputError(fmt::format("cost model: {}.{} = {} must be {}", where, key, v, allow_zero ? ">= 0" : "> 0"));
   return v;
 }
 
 void only_keys(const json& obj, std::initializer_list<const char*> keys, std::string_view where) {
-  if (!obj.is_object()) throw Error(fmt::format("cost model: {} must be an object, got {}", where, obj.dump()));
+  if (!obj.is_object()) throw InputError(fmt::format("cost model: {} must be an object, got {}", where, obj.dump()));
   for (const auto& [k, v] : obj.items()) {
     bool known = false;
     for (const char* key : keys) known = known || k == key;
-    if (!known) throw Error(fmt::format("cost model: unknown field '{}' in {}", k, where));
+    if (!known) throw InputError(fmt::format("cost model: unknown field '{}' in {}", k, where));
   }
 }
 
@@ -64,29 +64,29 @@ CostModel CostModel::from_json(std::string_view text) {
   try {
     j = json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
-    throw Error(fmt::format("invalid cost model JSON: {}", e.what()));
+    throw InputError(fmt::format("invalid cost model JSON: {}", e.what()));
   }
   only_keys(j, {"name", "formula", "devices_per_host", "links", "copy_bw_GBps"}, "profile");
   CostModel m;
   auto name = j.find("name");
   if (name == j.end() || !name->is_string() || name->get<std::string>().empty())
-    throw Error("cost model: 'name' must be a non-empty string");
+    throw InputError("cost model: 'name' must be a non-empty string");
   m.name = name->get<std::string>();
   if (auto f = j.find("formula"); f != j.end()) {
     if (*f == "ring") m.formula = Formula::ring;
     else if (*f == "pytorch") m.formula = Formula::pytorch;
-    else throw Error(fmt::format("cost model: unknown formula {} (expected \"ring\" or \"pytorch\")", f->dump()));
+    else throw InputError(fmt::format("cost model: unknown formula {} (expected \"ring\" or \"pytorch\")", f->dump()));
   }
   auto dph = j.find("devices_per_host");
   if (dph == j.end() || !dph->is_number_integer() || dph->get<std::int64_t>() < 1)
-    throw Error(fmt::format("cost model: devices_per_host must be an integer >= 1, got {}",
+    throw InputError(fmt::format("cost model: devices_per_host must be an integer >= 1, got {}",
                             dph == j.end() ? "nothing" : dph->dump()));
   m.devices_per_host = dph->get<std::int64_t>();
   auto links = j.find("links");
-  if (links == j.end()) throw Error("cost model: profile lacks 'links'");
+  if (links == j.end()) throw InputError("cost model: profile lacks 'links'");
   only_keys(*links, {"intra", "inter"}, "links");
   if (!links->contains("intra") || !links->contains("inter"))
-    throw Error("cost model: 'links' needs both 'intra' and 'inter'");
+    throw InputError("cost model: 'links' needs both 'intra' and 'inter'");
   m.intra = link_of((*links)["intra"], "links.intra");
   m.inter = link_of((*links)["inter"], "links.inter");
   m.copy_bw_GBps = positive(j, "copy_bw_GBps", "profile");
@@ -98,13 +98,13 @@ CostModel CostModel::load(std::string_view name_or_path) {
   if (name_or_path == "pytorch") return pytorch();
   std::ifstream in{std::string(name_or_path)};
   if (!in)
-    throw Error(fmt::format("cost model '{}' is neither 'default', 'pytorch' nor a readable JSON file", name_or_path));
+    throw InputError(fmt::format("cost model '{}' is neither 'default', 'pytorch' nor a readable JSON file", name_or_path));
   std::stringstream ss;
   ss << in.rdbuf();
   try {
     return from_json(ss.str());
   } catch (const Error& e) {
-    throw Error(fmt::format("{} (in {})", e.what(), name_or_path));
+    throw InputError(fmt::format("{} (in {})", e.what(), name_or_path));
   }
 }
 

@@ -56,10 +56,10 @@ bool ops_mixable(const Sharding& s) {
 
 }  // namespace
 
-StepBuffers step_buffers(const Geometry& g, StepKind kind, const std::vector<int>& mesh_dims,
+BufferGeometry step_buffers(const Geometry& g, StepKind kind, const std::vector<int>& mesh_dims,
                          const std::vector<int>& tensor_dims, const Sharding& from, const Sharding& to,
                          const Geometry::DirectStats* direct) {
-  StepBuffers b;
+  BufferGeometry b;
   const auto F = g.numel_stats(from);
   const auto T = g.numel_stats(to);
   b.from_max = F.max;
@@ -108,7 +108,7 @@ StepBuffers step_buffers(const Geometry& g, StepKind kind, const std::vector<int
   return b;
 }
 
-std::int64_t step_peak_bytes(const Geometry& g, const StepBuffers& b, bool from_is_input, bool to_is_output) {
+std::int64_t step_peak_bytes(const Geometry& g, const BufferGeometry& b, bool from_is_input, bool to_is_output) {
   const auto s = g.itemsize();
   std::int64_t peak = 0;
   if (b.send_elems) peak += ws_round(b.send_elems * s);
@@ -122,14 +122,14 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
     : mesh(s.mesh()), shape(s.shape()), dtype(s.dtype()), cost(c), edges(e), src(s.sharding()),
       dst(d.sharding()), geo(s.mesh().shape(), s.shape(), static_cast<std::int64_t>(itemsize(s.dtype()))) {
   if (s.mesh() != d.mesh())
-    throw Error(fmt::format("source mesh {} and target mesh {} differ: a redistribution stays on one mesh",
+    throw InputError(fmt::format("source mesh {} and target mesh {} differ: a redistribution stays on one mesh",
                             s.mesh().str(), d.mesh().str()));
   if (s.shape() != d.shape())
-    throw Error(fmt::format("source shape {} and target shape {} differ", shape_str(s.shape()), shape_str(d.shape())));
+    throw InputError(fmt::format("source shape {} and target shape {} differ", shape_str(s.shape()), shape_str(d.shape())));
   if (s.dtype() != d.dtype())
-    throw Error(fmt::format("source dtype {} and target dtype {} differ: redistribution does not convert",
+    throw InputError(fmt::format("source dtype {} and target dtype {} differ: redistribution does not convert",
                             to_string(s.dtype()), to_string(d.dtype())));
-  if (mesh.ndim() > 31) throw Error(fmt::format("mesh {} has more than 31 dims", mesh.str()));
+  if (mesh.ndim() > 31) throw InputError(fmt::format("mesh {} has more than 31 dims", mesh.str()));
   shard_kinds.push_back({1, false});
   // A tensor dim plays a role when the source or target shards it, or when it has two or more
   // elements: sharding an otherwise untouched dim can make a cheaper path (reduce_scatter onto

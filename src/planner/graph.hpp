@@ -10,6 +10,7 @@
 #include "dtensor/cost_model.hpp"
 #include "dtensor/layout.hpp"
 #include "dtensor/plan.hpp"
+#include "dtensor/planner.hpp"
 
 namespace dtensor {
 
@@ -71,7 +72,7 @@ inline constexpr std::int64_t kWorkspaceAlign = 256;
 }
 
 // Buffer geometry of one step, in elements; the executor allocates exactly these regions.
-struct StepBuffers {
+struct BufferGeometry {
   std::int64_t group_size = 1;
   std::int64_t chunk = 0;       // padded per-peer chunk of a collective
   bool zero_copy = false;       // the collective runs on the caller's buffers directly
@@ -83,11 +84,11 @@ struct StepBuffers {
   std::int64_t from_min = 0;
   std::int64_t to_min = 0;
 };
-[[nodiscard]] StepBuffers step_buffers(const Geometry& g, StepKind kind, const std::vector<int>& mesh_dims,
+[[nodiscard]] BufferGeometry step_buffers(const Geometry& g, StepKind kind, const std::vector<int>& mesh_dims,
                                        const std::vector<int>& tensor_dims, const Sharding& from,
                                        const Sharding& to, const Geometry::DirectStats* direct = nullptr);
 // Bytes live during a step besides the caller's buffers.
-[[nodiscard]] std::int64_t step_peak_bytes(const Geometry& g, const StepBuffers& b, bool from_is_input,
+[[nodiscard]] std::int64_t step_peak_bytes(const Geometry& g, const BufferGeometry& b, bool from_is_input,
                                            bool to_is_output);
 
 struct GraphContext {

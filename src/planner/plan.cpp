@@ -4,10 +4,12 @@
 #include <nlohmann/json.hpp>
 
 #include "../placement/hash.hpp"
+#include "graph.hpp"
 #include "dtensor/error.hpp"
 
 namespace dtensor {
 namespace {
+constexpr std::int64_t kPlanJsonVersion = 2;
 using nlohmann::json;
 using ordered = nlohmann::ordered_json;
 
@@ -39,25 +41,85 @@ ordered step_json(const Step& s) {
   j["inter_host"] = s.inter_host;
   j["peak_bytes"] = s.peak_bytes;
   j["why"] = s.why;
+  const StepBuffers& b = s.buffers;
+  j["buffers"] = ordered{{"chunk", b.chunk},           {"zero_copy", b.zero_copy},     {"pad_send", b.pad_send},
+                         {"from_offset", b.from_offset}, {"to_offset", b.to_offset},     {"send_offset", b.send_offset},
+                         {"send_elems", b.send_elems},   {"recv_offset", b.recv_offset}, {"recv_elems", b.recv_elems}};
   return j;
 }
 
-template <typename T>
-T get_field(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end()) throw Error(fmt::format("plan JSON lacks the field '{}'", key));
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    throw Error(fmt::format("plan JSON field '{}' has the wrong type: {}", key, it->dump()));
+std::string quote(const json& v) {
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  std::string d = v.dump();
+  if (d.size() > 80) d = d.substr(0, 77) + "...";
+  return d;
+}
+
+// Integers must be JSON integers in range: 2.9, 1e30 or 2^64 are refused, never truncated.
+std::int64_t int_of(const json& v, const char* key, std::int64_t lo, std::int64_t hi) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(hi))
+      throw InputError(fmt::format("plan JSON field '{}' is {}, above {}", key, u, hi));
+    return static_cast<std::int64_t>(u);
   }
+  if (!v.is_number_integer()) throw InputError(fmt::format("plan JSON field '{}' must be an integer, not {}", key, quote(v)));
+  const auto x = v.get<std::int64_t>();
+  if (x < lo || x > hi) throw InputError(fmt::format("plan JSON field '{}' is {}, outside [{}, {}]", key, x, lo, hi));
+  return x;
+}
+
+const json& field(const json& j, const char* key) {
+  if (!j.is_object()) throw InputError(fmt::format("plan JSON: expected an object holding '{}', got {}", key, quote(j)));
+  auto it = j.find(key);
+  if (it == j.end()) throw InputError(fmt::format("plan JSON lacks the field '{}'", key));
+  return *it;
+}
+
+template <typename T>
+T get_field(const json& j, const char* key, std::int64_t lo = 0, std::int64_t hi = INT64_MAX) {
+  const json& v = field(j, key);
+  if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, int>) {
+    return static_cast<T>(int_of(v, key, lo, hi));
+  } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>> || std::is_same_v<T, std::vector<int>>) {
+    if (!v.is_array()) throw InputError(fmt::format("plan JSON field '{}' must be an array, not {}", key, quote(v)));
+    T out;
+    for (const auto& x : v) out.push_back(static_cast<typename T::value_type>(int_of(x, key, lo, hi)));
+    return out;
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (!v.is_number()) throw InputError(fmt::format("plan JSON field '{}' must be a number, not {}", key, quote(v)));
+    const double x = v.get<double>();
+    if (!std::isfinite(x)) throw InputError(fmt::format("plan JSON field '{}' is not finite", key));
+    return x;
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const json::exception&) {
+      throw InputError(fmt::format("plan JSON field '{}' has the wrong type: {}", key, quote(v)));
+    }
+  }
+}
+
+StepBuffers buffers_of(const json& j) {
+  StepBuffers b;
+  b.chunk = get_field<std::int64_t>(j, "chunk");
+  b.zero_copy = get_field<bool>(j, "zero_copy");
+  b.pad_send = get_field<bool>(j, "pad_send");
+  b.from_offset = get_field<std::int64_t>(j, "from_offset", -1);
+  b.to_offset = get_field<std::int64_t>(j, "to_offset", -1);
+  b.send_offset = get_field<std::int64_t>(j, "send_offset");
+  b.send_elems = get_field<std::int64_t>(j, "send_elems");
+  b.recv_offset = get_field<std::int64_t>(j, "recv_offset");
+  b.recv_elems = get_field<std::int64_t>(j, "recv_elems");
+  return b;
 }
 
 Step step_of(const json& j, int mesh_ndim, int tensor_ndim) {
   Step s;
   s.kind = parse_step_kind(get_field<std::string>(j, "kind"));
-  s.mesh_dims = get_field<std::vector<int>>(j, "mesh_dims");
-  s.tensor_dims = get_field<std::vector<int>>(j, "tensor_dims");
+  s.mesh_dims = get_field<std::vector<int>>(j, "mesh_dims", 0, mesh_ndim - 1);
+  s.tensor_dims = get_field<std::vector<int>>(j, "tensor_dims", 0, tensor_ndim - 1);
   s.from = Sharding::parse(get_field<std::string>(j, "from"), mesh_ndim, tensor_ndim);
   s.to = Sharding::parse(get_field<std::string>(j, "to"), mesh_ndim, tensor_ndim);
   s.bytes_sent = get_field<std::int64_t>(j, "bytes_sent");
@@ -69,11 +131,12 @@ Step step_of(const json& j, int mesh_ndim, int tensor_ndim) {
   s.wire_us = get_field<double>(j, "wire_us");
   s.copy_us = get_field<double>(j, "copy_us");
   s.peers = get_field<std::int64_t>(j, "peers");
+  if (j.contains("buffers")) s.buffers = buffers_of(field(j, "buffers"));
   s.inter_host = get_field<bool>(j, "inter_host");
   s.peak_bytes = get_field<std::int64_t>(j, "peak_bytes");
   s.why = get_field<std::string>(j, "why");
   for (int m : s.mesh_dims)
-    if (m < 0 || m >= mesh_ndim) throw Error(fmt::format("plan JSON step names mesh dim {}, out of range", m));
+    if (m < 0 || m >= mesh_ndim) throw InputError(fmt::format("plan JSON step names mesh dim {}, out of range", m));
   return s;
 }
 }  // namespace
@@ -95,7 +158,7 @@ std::string_view to_string(StepKind k) noexcept {
 StepKind parse_step_kind(std::string_view text) {
   for (auto k : kKinds)
     if (to_string(k) == text) return k;
-  throw Error(fmt::format("unknown step kind '{}'", text));
+  throw InputError(fmt::format("unknown step kind '{}'", text));
 }
 
 bool is_communication(StepKind k) noexcept {
@@ -107,7 +170,7 @@ std::string_view to_string(EdgeSet e) noexcept { return e == EdgeSet::all ? "all
 EdgeSet parse_edge_set(std::string_view text) {
   if (text == "all") return EdgeSet::all;
   if (text == "pytorch") return EdgeSet::pytorch;
-  throw Error(fmt::format("unknown edge set '{}' (expected all or pytorch)", text));
+  throw InputError(fmt::format("unknown edge set '{}' (expected all or pytorch)", text));
 }
 
 std::string trace_of(const Sharding& src, const std::vector<Step>& steps) {
@@ -130,6 +193,7 @@ std::uint64_t Plan::hash() const {
 
 std::string Plan::to_json(int indent) const {
   ordered j;
+  j["version"] = kPlanJsonVersion;
   j["mesh"] = mesh.shape();
   if (!mesh.names().empty()) j["mesh_names"] = mesh.names();
   if (mesh.has_explicit_ranks()) j["mesh_ranks"] = mesh.ranks();
@@ -161,14 +225,22 @@ std::string Plan::to_json(int indent) const {
 Plan Plan::from_json(std::string_view text) {
   json j;
   try {
-    j = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    throw Error(fmt::format("invalid plan JSON: {}", e.what()));
+    // Depth is bounded while parsing: no nesting attack reaches a recursive walk.
+    j = json::parse(text.begin(), text.end(), [](int depth, json::parse_event_t, json&) {
+      if (depth > 32) throw InputError("plan JSON is nested deeper than 32 levels");
+      return true;
+    });
+  } catch (const json::exception& e) {
+    throw InputError(fmt::format("invalid plan JSON: {}", e.what()));
   }
-  if (!j.is_object()) throw Error("plan JSON must be an object");
+  if (!j.is_object()) throw InputError("plan JSON must be an object");
   Plan p;
   std::vector<std::string> names;
   std::vector<std::int64_t> ranks;
+  const std::int64_t version = j.contains("version") ? get_field<std::int64_t>(j, "version") : 1;
+  if (version != 1 && version != kPlanJsonVersion)
+    throw InputError(fmt::format("plan JSON version {} is not supported (this library reads 1 and {})", version,
+                                 kPlanJsonVersion));
   if (j.contains("mesh_names")) names = get_field<std::vector<std::string>>(j, "mesh_names");
   if (j.contains("mesh_ranks")) ranks = get_field<std::vector<std::int64_t>>(j, "mesh_ranks");
   p.mesh = Mesh(get_field<std::vector<std::int64_t>>(j, "mesh"), names, ranks);
@@ -182,16 +254,18 @@ Plan Plan::from_json(std::string_view text) {
   p.total_cost_us = get_field<double>(j, "total_cost_us");
   p.peak_bytes = get_field<std::int64_t>(j, "peak_bytes");
   const auto steps = j.find("steps");
-  if (steps == j.end() || !steps->is_array()) throw Error("plan JSON needs a 'steps' array");
+  if (steps == j.end() || !steps->is_array()) throw InputError("plan JSON needs a 'steps' array");
   for (const auto& s : *steps) p.steps.push_back(step_of(s, md, td));
   // Structural check: the steps chain from the source to the target.
   Sharding cur = p.src;
   for (std::size_t i = 0; i < p.steps.size(); ++i) {
     if (p.steps[i].from != cur)
-      throw Error(fmt::format("plan JSON step {} starts from {} but the previous state is {}", i, p.steps[i].from.str(), cur.str()));
+      throw InputError(fmt::format("plan JSON step {} starts from {} but the previous state is {}", i, p.steps[i].from.str(), cur.str()));
     cur = p.steps[i].to;
   }
-  if (cur != p.dst) throw Error(fmt::format("plan JSON steps end in {} but the target is {}", cur.str(), p.dst.str()));
+  if (cur != p.dst) throw InputError(fmt::format("plan JSON steps end in {} but the target is {}", cur.str(), p.dst.str()));
+  if (version < 2)  // version 1 carried no buffer records: rebuild them (the same function the planner runs)
+    lower_buffers(p);
   if (auto r = j.find("runner_up"); r != j.end() && !r->is_null()) {
     RunnerUp ru;
     ru.total_cost_us = get_field<double>(*r, "total_cost_us");

@@ -6,7 +6,7 @@
 namespace dtensor {
 
 PlanCache::PlanCache(std::size_t capacity) : capacity_(capacity) {
-  if (capacity_ == 0) throw Error("plan cache capacity must be at least 1");
+  if (capacity_ == 0) throw InputError("plan cache capacity must be at least 1");
 }
 
 std::shared_ptr<const Plan> PlanCache::get_or_plan(const Layout& src, const Layout& dst, const CostModel& cost,

@@ -126,7 +126,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       const std::size_t v = it->second;
       if (inserted) {
         if (static_cast<std::int64_t>(states.size()) >= max_states)
-          throw Error(fmt::format("planning {} -> {} explored more than {} states (PlanOptions::max_states); the mesh "
+          throw InputError(fmt::format("planning {} -> {} explored more than {} states (PlanOptions::max_states); the mesh "
                                   "and tensor have too many intermediate layouts to search exhaustively",
                                   ctx.src.str(), ctx.dst.str(), max_states));
         states.push_back(to);
@@ -197,7 +197,7 @@ std::int64_t smallest_feasible_budget(const GraphContext& ctx, std::int64_t max_
       if (it != best.end() && it->second <= nb) continue;
       best[to] = nb;
       if (static_cast<std::int64_t>(states.size()) >= max_states)
-        throw Error(fmt::format("no plan within the memory budget was found in {} states (PlanOptions::max_states)",
+        throw InputError(fmt::format("no plan within the memory budget was found in {} states (PlanOptions::max_states)",
                                 max_states));
       states.push_back(to);
       pq.push({nb, states.size() - 1});
@@ -226,7 +226,7 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
       options.edges.value_or(cost.formula == CostModel::Formula::pytorch ? EdgeSet::pytorch : EdgeSet::all);
   const GraphContext ctx(src, dst, cost, edges);
   if (options.max_peak_bytes && *options.max_peak_bytes < 0)
-    throw Error(fmt::format("max peak bytes {} must not be negative", *options.max_peak_bytes));
+    throw InputError(fmt::format("max peak bytes {} must not be negative", *options.max_peak_bytes));
   const std::int64_t budget = options.max_peak_bytes.value_or(-1);
   Plan plan;
   plan.mesh = src.mesh();
@@ -240,13 +240,14 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
   if (!best) {
     const auto need = smallest_feasible_budget(ctx, options.max_states);
     if (budget >= 0 && need >= 0)
-      throw Error(fmt::format("no plan from {} to {} fits in {} peak bytes; the smallest budget that admits a plan "
+      throw InputError(fmt::format("no plan from {} to {} fits in {} peak bytes; the smallest budget that admits a plan "
                               "is {} bytes", src.str(), dst.str(), budget, need));
-    throw Error(fmt::format("no plan from {} to {} with edge set {}", src.str(), dst.str(), to_string(edges)));
+    throw InputError(fmt::format("no plan from {} to {} with edge set {}", src.str(), dst.str(), to_string(edges)));
   }
   plan.steps = std::move(best->steps);
   plan.total_cost_us = best->total_cost_us;
   for (const auto& s : plan.steps) plan.peak_bytes = std::max(plan.peak_bytes, s.peak_bytes);
+  lower_buffers(plan);
   if (options.runner_up && !plan.steps.empty()) {
     const FirstEdge first{plan.steps[0].kind, plan.steps[0].mesh_dims, plan.steps[0].to};
     if (auto ru = search(ctx, budget, &first, options.max_states)) {

@@ -84,7 +84,7 @@ void wait_ready(ncclComm_t comm, std::chrono::milliseconds timeout, const std::s
     if (st != ncclInProgress) break;
     if (std::chrono::steady_clock::now() > deadline) {
       ncclCommAbort(comm);
-      throw Error(fmt::format("{}: timed out after {} ms (peers missing or unreachable); communicator aborted", what,
+      throw InputError(fmt::format("{}: timed out after {} ms (peers missing or unreachable); communicator aborted", what,
                               timeout.count()));
     }
     std::this_thread::yield();
@@ -93,7 +93,7 @@ void wait_ready(ncclComm_t comm, std::chrono::milliseconds timeout, const std::s
     const std::string msg = fmt::format("{}: NCCL error {} ({}): {}", what, static_cast<int>(st), ncclGetErrorString(st),
                                         ncclGetLastError(comm));
     ncclCommAbort(comm);
-    throw Error(msg);
+    throw InputError(msg);
   }
 }
 }  // namespace
@@ -109,11 +109,11 @@ NcclCommunicator::NcclCommunicator(Mesh mesh, std::int64_t rank, const NcclUniqu
   state_->cc_major = prop.major;
   if (!options_.device_uuids.empty()) {
     if (static_cast<std::int64_t>(options_.device_uuids.size()) != mesh_.num_ranks())
-      throw Error(fmt::format("device_uuids lists {} GPUs for {} ranks", options_.device_uuids.size(), mesh_.num_ranks()));
+      throw InputError(fmt::format("device_uuids lists {} GPUs for {} ranks", options_.device_uuids.size(), mesh_.num_ranks()));
     for (std::size_t a = 0; a < options_.device_uuids.size(); ++a)
       for (std::size_t b = a + 1; b < options_.device_uuids.size(); ++b)
         if (options_.device_uuids[a] == options_.device_uuids[b])
-          throw Error(fmt::format("ranks {} and {} are both on GPU {}: NCCL needs one GPU per rank; give every rank "
+          throw InputError(fmt::format("ranks {} and {} are both on GPU {}: NCCL needs one GPU per rank; give every rank "
                                   "its own device (e.g. device = local rank, or CUDA_VISIBLE_DEVICES per process)",
                                   a, b, options_.device_uuids[a]));
   }
@@ -142,17 +142,17 @@ void NcclCommunicator::abort() noexcept {
 
 void NcclCommunicator::check_rank(std::int64_t rank, const char* op) const {
   if (rank != rank_)
-    throw Error(fmt::format("{} issued for rank {} on the communicator of rank {}: one NCCL communicator serves "
+    throw InputError(fmt::format("{} issued for rank {} on the communicator of rank {}: one NCCL communicator serves "
                             "its own rank only", op, rank, rank_));
 }
 
 void* NcclCommunicator::group_comm(const Group& g, const char* op) {
-  if (!state_->world) throw Error(fmt::format("{}: the communicator was aborted", op));
+  if (!state_->world) throw InputError(fmt::format("{}: the communicator was aborted", op));
   if (auto it = state_->groups.find(g.mesh_dims); it != state_->groups.end()) return it->second;
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   detail::cuda_check(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream_), &cap), "cudaStreamIsCapturing");
   if (cap != cudaStreamCaptureStatusNone)
-    throw Error(fmt::format("{} over {}: its communicator does not exist yet and the stream is being captured; call "
+    throw InputError(fmt::format("{} over {}: its communicator does not exist yet and the stream is being captured; call "
                             "NcclCommunicator::prepare(plan) before capturing", op, group_str(mesh_, g)));
   // color: this rank's coordinates off the group; key: its position in the group
   std::int64_t color = 0, key = 0;
@@ -172,7 +172,7 @@ void* NcclCommunicator::group_comm(const Group& g, const char* op) {
 }
 
 void NcclCommunicator::prepare(const Plan& plan) {
-  if (plan.mesh != mesh_) throw Error(fmt::format("plan mesh {} is not this communicator's mesh {}", plan.mesh.str(), mesh_.str()));
+  if (plan.mesh != mesh_) throw InputError(fmt::format("plan mesh {} is not this communicator's mesh {}", plan.mesh.str(), mesh_.str()));
   for (const auto& s : plan.steps) {
     if (s.kind == StepKind::all_gather || s.kind == StepKind::reduce_scatter || s.kind == StepKind::all_reduce ||
         s.kind == StepKind::all_to_all)
@@ -248,7 +248,7 @@ void NcclCommunicator::all_to_all(std::int64_t rank, const Group& g, const void*
 void NcclCommunicator::send_recv(std::int64_t rank, std::span<const Transfer> sends, std::span<const Transfer> recvs,
                                  DType dtype) {
   check_rank(rank, "send_recv");
-  if (!state_->world) throw Error("send_recv: the communicator was aborted");
+  if (!state_->world) throw InputError("send_recv: the communicator was aborted");
   ncclComm_t c = state_->world;  // world ranks are global ranks
   const std::string what = fmt::format("grouped send/recv on rank {} ({} sends, {} recvs)", rank_, sends.size(), recvs.size());
   after(ncclGroupStart(), c, what);
@@ -282,7 +282,7 @@ std::uint64_t pattern_of(DType dtype, double value) {
 cuda::StridedCopy strided(std::int64_t run_bytes, std::span<const std::int64_t> count,
                           std::span<const std::int64_t> ds, std::span<const std::int64_t> ss) {
   cuda::StridedCopy c;
-  if (count.size() > static_cast<std::size_t>(cuda::kMaxDims)) throw Error("strided copy has too many dims");
+  if (count.size() > static_cast<std::size_t>(cuda::kMaxDims)) throw InputError("strided copy has too many dims");
   c.run_bytes = run_bytes;
   c.ndim = static_cast<int>(count.size());
   for (std::size_t k = 0; k < count.size(); ++k) {

@@ -1,0 +1,59 @@
+#pragma once
+// Helpers for tests, examples and tools: the reference global tensor, seeded inputs, output
+// verification, and drivers that run every rank of a mesh in one process. Not needed to plan or
+// execute in production.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dtensor/executor.hpp"
+#include "dtensor/layout.hpp"
+#include "dtensor/simulated.hpp"
+
+namespace dtensor {
+
+// The local input of `rank` for `layout` when the global tensor's element i holds its linear
+// index i (reduced modulo what narrow dtypes hold exactly); Partial mesh dims are seeded so that
+// their reduction gives that tensor back exactly. Raw bytes of the layout's dtype.
+[[nodiscard]] std::vector<std::byte> seeded_input(const Layout& layout, std::int64_t rank);
+
+// Checks every rank's local data of `layout` (outputs by global rank) against that global tensor,
+// reducing Partial mesh dims over the ranks that share the other coordinates, and checks that
+// together the ranks hold every element of the tensor the number of times the layout implies.
+// Returns "" when right, else the first mismatch.
+[[nodiscard]] std::string verify_outputs(const Layout& layout, const std::vector<std::vector<std::byte>>& outputs);
+// The same check for one rank's output.
+[[nodiscard]] std::string verify_rank_output(const Layout& layout, std::int64_t rank, std::span<const std::byte> output);
+
+// Runs prepared executors, one per rank (buffers[i] for executors[i]), all from this thread on
+// `world`: step by step, every rank's copies, then every rank's collective, then the next step.
+// The executors must have been prepared on `world`'s communicators with
+// ExecutorOptions{.check_plans_agree = false} (agreement is a blocking collective).
+void execute_all_ranks(std::span<const Executor* const> executors, SimulatedWorld& world,
+                       std::span<const Buffers> buffers);
+
+// Runs fn(rank, communicator) on one thread per rank of `world` and waits for all of them; if any
+// throws, rethrows the exception of the lowest such rank. The world keeps its rank threads for the
+// next call (started on the first).
+void run_rank_threads(SimulatedWorld& world, const std::function<void(std::int64_t, Communicator&)>& fn);
+
+// Plans nothing: runs `plan` on a fresh in-process world over seeded inputs and verifies the
+// outputs (`threads`: one thread per rank with blocking collectives; otherwise all ranks from this
+// thread).
+struct SimulationResult {
+  struct Rank {
+    std::int64_t rank;
+    std::vector<std::int64_t> coord;
+    std::vector<std::int64_t> local_shape;
+    std::vector<double> data;  // row-major local values
+  };
+  std::vector<Rank> ranks;
+  bool verified = false;
+  std::string mismatch;  // first mismatch, when not verified
+};
+[[nodiscard]] SimulationResult simulate(const Plan& plan, bool threads = false);
+
+}  // namespace dtensor

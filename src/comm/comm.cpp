@@ -1,0 +1,50 @@
+#include "dtensor/comm.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "dtensor/error.hpp"
+
+namespace dtensor {
+
+std::string rank_list(std::vector<std::int64_t> r) {
+  std::sort(r.begin(), r.end());
+  std::string out;
+  for (std::size_t i = 0; i < r.size();) {
+    std::size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += j == i ? fmt::format("{}", r[i]) : fmt::format("{}-{}", r[i], r[j]);
+    i = j + 1;
+  }
+  return out.empty() ? "-" : out;
+}
+
+std::vector<std::uint64_t> Communicator::exchange(std::uint64_t value) {
+  const Mesh& m = mesh();
+  Group world;
+  for (int d = 0; d < m.ndim(); ++d) world.mesh_dims.push_back(d);
+  std::vector<std::uint64_t> by_position(static_cast<std::size_t>(m.num_ranks()));
+  all_gather(world, &value, by_position.data(), 1, DType::i64);
+  synchronize();
+  // world-group members are in row-major coordinate order; report by global rank
+  std::vector<std::uint64_t> by_rank(by_position.size());
+  for (std::int64_t p = 0; p < m.num_ranks(); ++p)
+    by_rank[static_cast<std::size_t>(m.rank_at(m.coord_at(p)))] = by_position[static_cast<std::size_t>(p)];
+  return by_rank;
+}
+
+void check_plans_agree(Communicator& comm, std::uint64_t plan_hash) {
+  const auto hashes = comm.exchange(plan_hash);
+  std::map<std::uint64_t, std::vector<std::int64_t>> by_hash;
+  for (std::size_t r = 0; r < hashes.size(); ++r) by_hash[hashes[r]].push_back(static_cast<std::int64_t>(r));
+  if (by_hash.size() <= 1) return;
+  std::string detail;
+  for (const auto& [h, ranks] : by_hash) detail += fmt::format("{}ranks {} have plan {:016x}", detail.empty() ? "" : "; ", rank_list(ranks), h);
+  const auto mine = hashes.empty() ? plan_hash : hashes[static_cast<std::size_t>(comm.rank())];
+  throw BackendError(fmt::format("the ranks were given different plans (this is rank {}, plan {:016x}): {}; every "
+                                 "rank must plan the same redistribution with the same cost model and options",
+                                 comm.rank(), mine, detail));
+}
+
+}  // namespace dtensor

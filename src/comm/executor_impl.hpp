@@ -1,0 +1,76 @@
+#pragma once
+// The prepared form of one rank's part of a plan (shared by the executor and the all-ranks driver).
+#include <cstdint>
+#include <vector>
+
+#include "dtensor/comm.hpp"
+#include "dtensor/executor.hpp"
+
+namespace dtensor::detail {
+
+enum class Buf : std::uint8_t { input, output, ws };
+struct Ref {
+  Buf buf = Buf::ws;
+  std::int64_t offset = 0;  // bytes
+};
+
+// A strided copy between two regions (offsets included in the refs).
+struct BoxCopy {
+  Ref dst, src;
+  std::int64_t run_bytes = 0;
+  std::vector<std::int64_t> count, dst_stride, src_stride;
+};
+
+struct Action {
+  enum Kind : std::uint8_t { fill, copy, box } kind;
+  Ref dst, src;
+  std::int64_t bytes_or_count = 0;
+  double value = 0;
+  BoxCopy box_copy;
+};
+
+struct CommCall {
+  enum Kind : std::uint8_t { none, all_gather, reduce_scatter, all_reduce, all_to_all, send_recv } kind = none;
+  Ref send, recv;
+  std::int64_t count = 0;
+  ReduceOp op = ReduceOp::sum;
+  struct P2P {
+    std::int64_t peer;
+    Ref buffer;
+    std::int64_t count;
+  };
+  std::vector<P2P> sends, recvs;
+};
+
+struct RankStep {
+  std::vector<Action> pre, post;
+  CommCall comm;
+};
+
+
+}  // namespace dtensor::detail
+
+namespace dtensor {
+
+struct Executor::Impl {
+  Communicator* comm = nullptr;
+  DType dtype = DType::f32;
+  std::int64_t rank = 0;
+  std::int64_t workspace = 0;
+  std::int64_t input_bytes = 0, output_bytes = 0;
+  std::vector<Group> groups;  // per step
+  std::vector<detail::RankStep> steps;
+
+  void check(const Buffers& b) const;
+  [[nodiscard]] std::byte* ptr(const Buffers& b, detail::Ref r) const;
+  void run(const Buffers& b, const std::vector<detail::Action>& actions) const;
+  // Issues step k's collective on `comm` (no synchronize).
+  void issue(const Buffers& b, std::size_t k) const;
+};
+
+// Step-level access for the all-ranks driver (testing.hpp).
+struct ExecutorAccess {
+  static const Executor::Impl& impl(const Executor& e) { return *e.impl_; }
+};
+
+}  // namespace dtensor
