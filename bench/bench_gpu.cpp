@@ -44,13 +44,13 @@ void time_device(benchmark::State& st, F&& f) {
 constexpr std::int64_t kRows = 8192, kCols = 8192, kPeers = 8;
 
 void BM_unpack_kernel(benchmark::State& st) {
-  DeviceSimulatedCommunicator comm(Mesh::parse("8"), the_stream());
+  const auto mem = device_memory(the_stream());
   const std::int64_t bytes = kRows * kCols * 4;
   DeviceBuffer src(static_cast<std::size_t>(bytes)), dst(static_cast<std::size_t>(bytes));
   // recv buffer [peer][row][col/8] -> output [row][col]: one strided copy (rows x peers runs)
   const std::int64_t run = kCols / kPeers * 4;
   const std::vector<std::int64_t> count{kRows, kPeers}, ds{kCols * 4, run}, ss{run, kRows * run};
-  time_device(st, [&] { comm.copy_strided(dst.p, src.p, run, count, ds, ss); });
+  time_device(st, [&] { mem->copy_strided(dst.p, src.p, run, count, ds, ss); });
   st.SetBytesProcessed(st.iterations() * bytes);
 }
 BENCHMARK(BM_unpack_kernel)->UseManualTime()->Unit(benchmark::kMicrosecond);
@@ -68,7 +68,7 @@ struct NcclFixture {
   std::unique_ptr<NcclCommunicator> comm;
   std::unique_ptr<Executor> exec;
   std::unique_ptr<DeviceBuffer> in, out, ws;
-  RankBuffers b;
+  Buffers b;
   NcclFixture()
       : plan(chain("1x1", {1024, 1024}, DType::f32, {"P(sum)R", "RR", "RS(1)", "RS(0)", "P(sum)S(0)", "S(1)S(0)", "S(1)R"},
                    {StepKind::all_reduce, StepKind::local_chunk, StepKind::all_to_all, StepKind::local_fill,
@@ -77,18 +77,17 @@ struct NcclFixture {
     o.device = 0;
     o.stream = the_stream();
     comm = std::make_unique<NcclCommunicator>(Mesh::parse("1x1"), 0, nccl_unique_id(), o);
-    comm->prepare(plan);
-    exec = std::make_unique<Executor>(plan, *comm, std::vector<std::int64_t>{0});
-    in = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(exec->input_bytes(0)));
-    out = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(exec->output_bytes(0)));
+    exec = std::make_unique<Executor>(plan, *comm);
+    in = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(exec->input_bytes()));
+    out = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(exec->output_bytes()));
     ws = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(exec->workspace_bytes()));
-    b = {0, std::span<const std::byte>(in->p, in->n), out->span(), ws->span()};
+    b = {std::span<const std::byte>(in->p, in->n), out->span(), ws->span()};
   }
 };
 
 void BM_host_overhead_per_step(benchmark::State& st) {
   NcclFixture f;
-  for (auto _ : st) f.exec->execute(*f.comm, std::span(&f.b, 1));  // host time of issuing only
+  for (auto _ : st) f.exec->execute(f.b);  // host time of issuing only
   ck(cudaStreamSynchronize(the_stream()));
   st.counters["steps"] = static_cast<double>(f.plan.steps.size());
   st.counters["us_per_step"] = benchmark::Counter(static_cast<double>(f.plan.steps.size()),
@@ -98,7 +97,7 @@ BENCHMARK(BM_host_overhead_per_step)->Unit(benchmark::kMicrosecond);
 
 void BM_eager(benchmark::State& st) {
   NcclFixture f;
-  time_device(st, [&] { f.exec->execute(*f.comm, std::span(&f.b, 1)); });
+  time_device(st, [&] { f.exec->execute(f.b); });
 }
 BENCHMARK(BM_eager)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
@@ -107,7 +106,7 @@ void BM_graph_replay(benchmark::State& st) {
   cudaGraph_t g;
   cudaGraphExec_t ge;
   ck(cudaStreamBeginCapture(the_stream(), cudaStreamCaptureModeThreadLocal));
-  f.exec->execute(*f.comm, std::span(&f.b, 1));
+  f.exec->execute(f.b);
   ck(cudaStreamEndCapture(the_stream(), &g));
   ck(cudaGraphInstantiate(&ge, g, 0));
   time_device(st, [&] { ck(cudaGraphLaunch(ge, the_stream())); });

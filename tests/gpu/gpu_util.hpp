@@ -60,6 +60,7 @@ inline Plan chain(const char* mesh, std::vector<std::int64_t> shape, DType dt, c
   std::int64_t elems = 1;
   for (auto x : shape) elems *= x;
   p.peak_bytes = std::max<std::int64_t>(p.peak_bytes, 4 * elems * static_cast<std::int64_t>(itemsize(dt)) + 4096);
+  lower_buffers(p);
   return p;
 }
 

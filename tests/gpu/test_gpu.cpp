@@ -2,11 +2,13 @@
 // device-simulated backend (ranks as device buffers, so the CUDA kernels run multi-rank plans),
 // NCCL itself on a 1-rank mesh, and CUDA-graph capture/replay.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <random>
 
 #include "../exec_check.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/nccl.hpp"
+#include "dtensor/testing.hpp"
 #include "gpu_util.hpp"
 
 using namespace dtensor;
@@ -14,24 +16,30 @@ using namespace gpu_util;
 
 namespace {
 
+// Every rank of the plan as device buffers on this GPU, run by the all-ranks driver on the
+// in-process backend with device memory (the CUDA kernels do every copy and reduction).
 exec_check::Run run_on_device(const Plan& plan, cudaStream_t stream) {
-  DeviceSimulatedCommunicator comm(plan.mesh, stream);
-  const Executor exec(plan, comm);
+  SimulatedWorld world(plan.mesh, WorldOptions{std::chrono::milliseconds(60000), device_memory(stream)});
   const Layout src = plan.src_layout();
+  const auto R = static_cast<std::size_t>(plan.mesh.num_ranks());
+  std::vector<Executor> execs;
+  execs.reserve(R);
   std::vector<DeviceBuffer> in, out, ws;
-  std::vector<RankBuffers> bufs;
-  for (std::int64_t r = 0; r < plan.mesh.num_ranks(); ++r) {
-    const auto host = seeded_input(src, r);
+  for (std::size_t r = 0; r < R; ++r) {
+    execs.emplace_back(plan, world.communicator(static_cast<std::int64_t>(r)), ExecutorOptions{false});
+    const auto host = seeded_input(src, static_cast<std::int64_t>(r));
     in.emplace_back(host.size());
     if (!host.empty()) ck(cudaMemcpy(in.back().p, host.data(), host.size(), cudaMemcpyHostToDevice));
-    out.emplace_back(static_cast<std::size_t>(exec.output_bytes(r)));
-    ws.emplace_back(static_cast<std::size_t>(exec.workspace_bytes()));
+    out.emplace_back(static_cast<std::size_t>(execs.back().output_bytes()));
+    ws.emplace_back(static_cast<std::size_t>(execs.back().workspace_bytes()));
   }
-  for (std::int64_t r = 0; r < plan.mesh.num_ranks(); ++r) {
-    const auto i = static_cast<std::size_t>(r);
-    bufs.push_back({r, std::span<const std::byte>(in[i].p, in[i].n), out[i].span(), ws[i].span()});
+  std::vector<Buffers> bufs;
+  std::vector<const Executor*> ptrs;
+  for (std::size_t r = 0; r < R; ++r) {
+    bufs.push_back({std::span<const std::byte>(in[r].p, in[r].n), out[r].span(), ws[r].span()});
+    ptrs.push_back(&execs[r]);
   }
-  exec.execute(comm, bufs);
+  execute_all_ranks(ptrs, world, bufs);
   ck(cudaStreamSynchronize(stream));
   exec_check::Run run;
   for (auto& o : out) {
@@ -113,20 +121,19 @@ TEST_CASE("GPU: NCCL on a 1-rank mesh, and CUDA-graph capture/replay", "[gpu]") 
   const Plan plan = chain("1x1", {64, 32}, DType::f32, {"P(sum)R", "RR", "RS(1)", "RS(0)", "P(sum)S(0)", "S(1)S(0)", "S(1)R"},
                           {StepKind::all_reduce, StepKind::local_chunk, StepKind::all_to_all, StepKind::local_fill,
                            StepKind::reduce_scatter, StepKind::all_gather});
-  comm.prepare(plan);
-  const Executor exec(plan, comm, {0});
+  const Executor exec(plan, comm);  // exchanges the plan hash over NCCL and prepares the groups
   const auto host_in = seeded_input(plan.src_layout(), 0);
-  DeviceBuffer in(host_in.size()), out(static_cast<std::size_t>(exec.output_bytes(0))),
+  DeviceBuffer in(host_in.size()), out(static_cast<std::size_t>(exec.output_bytes())),
       ws(static_cast<std::size_t>(exec.workspace_bytes()));
   ck(cudaMemcpy(in.p, host_in.data(), host_in.size(), cudaMemcpyHostToDevice));
-  const RankBuffers b{0, std::span<const std::byte>(in.p, in.n), out.span(), ws.span()};
+  const Buffers b{std::span<const std::byte>(in.p, in.n), out.span(), ws.span()};
   auto check_out = [&] {
-    std::vector<std::vector<std::byte>> host(1, std::vector<std::byte>(out.n));
-    ck(cudaMemcpy(host[0].data(), out.p, out.n, cudaMemcpyDeviceToHost));
-    return verify_outputs(plan.dst_layout(), host);
+    std::vector<std::byte> host(out.n);
+    ck(cudaMemcpy(host.data(), out.p, out.n, cudaMemcpyDeviceToHost));
+    return verify_rank_output(plan.dst_layout(), 0, host);
   };
-  exec.execute(comm, std::span(&b, 1));
-  ck(cudaStreamSynchronize(stream));
+  exec.execute(b);
+  comm.wait();
   CHECK(check_out() == "");
 
   // capture the whole plan into a CUDA graph and replay it
@@ -134,7 +141,7 @@ TEST_CASE("GPU: NCCL on a 1-rank mesh, and CUDA-graph capture/replay", "[gpu]") 
   cudaGraph_t graph;
   cudaGraphExec_t graph_exec;
   ck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  exec.execute(comm, std::span(&b, 1));
+  exec.execute(b);
   ck(cudaStreamEndCapture(stream, &graph));
   ck(cudaGraphInstantiate(&graph_exec, graph, 0));
   for (int i = 0; i < 3; ++i) ck(cudaGraphLaunch(graph_exec, stream));
@@ -142,16 +149,18 @@ TEST_CASE("GPU: NCCL on a 1-rank mesh, and CUDA-graph capture/replay", "[gpu]") 
   CHECK(check_out() == "");
   cudaGraphExecDestroy(graph_exec);
   cudaGraphDestroy(graph);
-
-  // misuse: a communicator not prepared for the plan, captured
-  NcclCommunicator fresh(Mesh::parse("1x1"), 0, nccl_unique_id(), opt);
-  ck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  CHECK_THROWS_WITH(exec.execute(fresh, std::span(&b, 1)), Catch::Matchers::Contains("prepare"));
-  cudaGraph_t discard;
-  cudaStreamEndCapture(stream, &discard);
-  if (discard) cudaGraphDestroy(discard);
-  cudaGetLastError();
   cudaStreamDestroy(stream);
+}
+
+TEST_CASE("GPU: a borrowed ncclComm_t and local_world", "[gpu]") {
+  auto world = NcclCommunicator::local_world(Mesh::parse("1"), {0});
+  REQUIRE(world.size() == 1);
+  const Plan plan = chain("1", {16}, DType::f32, {"P(sum)", "R"}, {StepKind::all_reduce});
+  const Executor exec(plan, *world[0]);
+  DeviceBuffer in(64), out(64), ws(static_cast<std::size_t>(std::max<std::int64_t>(exec.workspace_bytes(), 1)));
+  ck(cudaMemset(in.p, 0, 64));
+  exec.execute({std::span<const std::byte>(in.p, in.n), out.span(), ws.span()});
+  world[0]->wait();
 }
 
 TEST_CASE("GPU: a duplicate-GPU mesh is rejected before NCCL", "[gpu]") {

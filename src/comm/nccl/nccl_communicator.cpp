@@ -2,7 +2,10 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <map>
 #include <cstring>
+#include <cstdlib>
+#include <exception>
 #include <thread>
 
 #include "checks.hpp"
@@ -50,12 +53,44 @@ std::string group_str(const Mesh& mesh, const Group& g) {
 
 }  // namespace
 
+namespace {
+// The description is built only when something failed: no formatting on the hot path.
+template <typename Describe>
+void after(ncclResult_t r, ncclComm_t comm, const Describe& what) {
+  if (r != ncclSuccess && r != ncclInProgress) detail::throw_nccl(r, comm, what());
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(comm, &async);
+  if (async != ncclSuccess && async != ncclInProgress) detail::throw_nccl(async, comm, what());
+}
+void after(ncclResult_t r, ncclComm_t comm, const std::string& what) {
+  after(r, comm, [&] { return what; });
+}
+}  // namespace
+
 struct NcclCommunicator::State {
   ncclComm_t world = nullptr;
+  bool borrowed = false;  // the world communicator is the caller's: never destroyed or aborted here
   std::map<std::vector<int>, ncclComm_t> groups;
   int device = 0;
   int cc_major = 0;
+  const char* last_kind = nullptr;  // the last collective issued, for the watchdog's message
+  std::vector<int> last_dims;
+  std::int64_t last_count = 0;
+  DType last_dtype = DType::f32;
 };
+
+void NcclCommunicator::note(const char* kind, const Group& g, std::int64_t count, DType dtype) noexcept {
+  state_->last_kind = kind;
+  state_->last_dims.assign(g.mesh_dims.begin(), g.mesh_dims.end());  // no allocation once sized
+  state_->last_count = count;
+  state_->last_dtype = dtype;
+}
+
+std::string NcclCommunicator::last_op() const {
+  if (!state_->last_kind) return "nothing issued yet";
+  return fmt::format("{} over {} ({} elements of {})", state_->last_kind, group_str(mesh_, Group{state_->last_dims}),
+                     state_->last_count, to_string(state_->last_dtype));
+}
 
 NcclUniqueId nccl_unique_id() {
   ncclUniqueId id;
@@ -73,6 +108,27 @@ int nccl_version() {
   return v;
 }
 
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+int local_device() {
+  for (const char* var : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(var); v && *v) {
+      char* end = nullptr;
+      const long r = std::strtol(v, &end, 10);
+      if (*end != '\0' || r < 0) throw InputError(fmt::format("{}={} is not a local rank", var, v));
+      const int n = cuda_device_count();
+      return n > 0 ? static_cast<int>(r % n) : 0;
+    }
+  return 0;
+}
+
 namespace {
 // Non-blocking init/split: poll until ready, abort past the timeout or on an error.
 void wait_ready(ncclComm_t comm, std::chrono::milliseconds timeout, const std::string& what) {
@@ -84,7 +140,7 @@ void wait_ready(ncclComm_t comm, std::chrono::milliseconds timeout, const std::s
     if (st != ncclInProgress) break;
     if (std::chrono::steady_clock::now() > deadline) {
       ncclCommAbort(comm);
-      throw InputError(fmt::format("{}: timed out after {} ms (peers missing or unreachable); communicator aborted", what,
+      throw BackendError(fmt::format("{}: timed out after {} ms (peers missing or unreachable); communicator aborted", what,
                               timeout.count()));
     }
     std::this_thread::yield();
@@ -93,14 +149,12 @@ void wait_ready(ncclComm_t comm, std::chrono::milliseconds timeout, const std::s
     const std::string msg = fmt::format("{}: NCCL error {} ({}): {}", what, static_cast<int>(st), ncclGetErrorString(st),
                                         ncclGetLastError(comm));
     ncclCommAbort(comm);
-    throw InputError(msg);
+    throw BackendError(msg);
   }
 }
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(Mesh mesh, std::int64_t rank, const NcclUniqueId& id, NcclOptions options)
-    : mesh_(std::move(mesh)), rank_(rank), stream_(options.stream), options_(std::move(options)),
-      state_(std::make_unique<State>()) {
+void NcclCommunicator::init_device() {
   coord_ = mesh_.coord_of_rank(rank_);  // validates the rank
   if (options_.device >= 0) detail::cuda_check(cudaSetDevice(options_.device), "cudaSetDevice");
   detail::cuda_check(cudaGetDevice(&state_->device), "cudaGetDevice");
@@ -114,9 +168,15 @@ NcclCommunicator::NcclCommunicator(Mesh mesh, std::int64_t rank, const NcclUniqu
       for (std::size_t b = a + 1; b < options_.device_uuids.size(); ++b)
         if (options_.device_uuids[a] == options_.device_uuids[b])
           throw InputError(fmt::format("ranks {} and {} are both on GPU {}: NCCL needs one GPU per rank; give every rank "
-                                  "its own device (e.g. device = local rank, or CUDA_VISIBLE_DEVICES per process)",
-                                  a, b, options_.device_uuids[a]));
+                                       "its own device (e.g. device = local rank, or CUDA_VISIBLE_DEVICES per process)",
+                                       a, b, options_.device_uuids[a]));
   }
+}
+
+NcclCommunicator::NcclCommunicator(Mesh mesh, std::int64_t rank, const NcclUniqueId& id, NcclOptions options)
+    : mesh_(std::move(mesh)), rank_(rank), stream_(options.stream), options_(std::move(options)),
+      state_(std::make_unique<State>()) {
+  init_device();
   ncclUniqueId uid;
   std::memcpy(&uid, id.bytes.data(), sizeof uid);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -128,26 +188,127 @@ NcclCommunicator::NcclCommunicator(Mesh mesh, std::int64_t rank, const NcclUniqu
   wait_ready(state_->world, options_.timeout, what);
 }
 
+NcclCommunicator::NcclCommunicator(Mesh mesh, void* borrowed, NcclOptions options)
+    : mesh_(std::move(mesh)), stream_(options.stream), options_(std::move(options)), state_(std::make_unique<State>()) {
+  if (!borrowed) throw InputError("the borrowed NCCL communicator is null");
+  auto* c = static_cast<ncclComm_t>(borrowed);
+  int n = 0, r = 0, dev = 0;
+  detail::check_nccl(ncclCommCount(c, &n), c, "ncclCommCount of the borrowed communicator");
+  detail::check_nccl(ncclCommUserRank(c, &r), c, "ncclCommUserRank of the borrowed communicator");
+  detail::check_nccl(ncclCommCuDevice(c, &dev), c, "ncclCommCuDevice of the borrowed communicator");
+  if (n != mesh_.num_ranks())
+    throw InputError(fmt::format("the borrowed NCCL communicator has {} ranks but mesh {} has {}", n, mesh_.str(),
+                                 mesh_.num_ranks()));
+  if (options_.device >= 0 && options_.device != dev)
+    throw InputError(fmt::format("options.device is {} but the borrowed communicator lives on device {}", options_.device, dev));
+  options_.device = dev;
+  rank_ = r;
+  init_device();
+  state_->world = c;
+  state_->borrowed = true;
+}
+
+std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::local_world(Mesh mesh, std::vector<int> devices,
+                                                                             std::chrono::milliseconds timeout) {
+  if (static_cast<std::int64_t>(devices.size()) != mesh.num_ranks())
+    throw InputError(fmt::format("local_world got {} devices for mesh {} of {} ranks", devices.size(), mesh.str(),
+                                 mesh.num_ranks()));
+  const int visible = cuda_device_count();
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i] < 0 || devices[i] >= visible)
+      throw InputError(fmt::format("device {} of rank {} is not among the {} visible CUDA devices", devices[i], i, visible));
+    for (std::size_t j = 0; j < i; ++j)
+      if (devices[j] == devices[i])
+        throw InputError(fmt::format("ranks {} and {} are both on device {}: NCCL needs one GPU per rank", j, i, devices[i]));
+  }
+  const NcclUniqueId id = nccl_unique_id();
+  std::vector<std::unique_ptr<NcclCommunicator>> out(devices.size());
+  std::vector<std::exception_ptr> errors(devices.size());
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < devices.size(); ++r)
+    threads.emplace_back([&, r] {
+      try {
+        NcclOptions o;
+        o.device = devices[r];
+        o.timeout = timeout;
+        out[r] = std::make_unique<NcclCommunicator>(mesh, static_cast<std::int64_t>(r), id, o);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return out;
+}
+
 NcclCommunicator::~NcclCommunicator() {
   for (auto& [dims, c] : state_->groups) ncclCommDestroy(c);
-  if (state_->world) ncclCommDestroy(state_->world);
+  if (state_->world && !state_->borrowed) ncclCommDestroy(state_->world);
 }
 
 void NcclCommunicator::abort() noexcept {
   for (auto& [dims, c] : state_->groups) ncclCommAbort(c);
   state_->groups.clear();
-  if (state_->world) ncclCommAbort(state_->world);
+  if (state_->world && !state_->borrowed) ncclCommAbort(state_->world);
   state_->world = nullptr;
 }
 
-void NcclCommunicator::check_rank(std::int64_t rank, const char* op) const {
-  if (rank != rank_)
-    throw InputError(fmt::format("{} issued for rank {} on the communicator of rank {}: one NCCL communicator serves "
-                            "its own rank only", op, rank, rank_));
+void NcclCommunicator::wait() {
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  auto* st = static_cast<cudaStream_t>(stream_);
+  while (true) {
+    const cudaError_t q = cudaStreamQuery(st);
+    if (q == cudaSuccess) return;
+    if (q != cudaErrorNotReady) detail::throw_cuda(q, fmt::format("waiting for {} on rank {}", last_op(), rank_));
+    std::vector<ncclComm_t> comms;
+    if (state_->world) comms.push_back(state_->world);
+    for (auto& [d, c] : state_->groups) comms.push_back(c);
+    for (auto* c : comms) {
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(c, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        const std::string msg = fmt::format("{} on rank {} failed: NCCL error {} ({}); communicators aborted",
+                                            last_op(), rank_, static_cast<int>(async), ncclGetErrorString(async));
+        abort();
+        throw BackendError(msg);
+      }
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      abort();
+      throw BackendError(fmt::format("{} did not complete within {} ms on rank {} (a peer missing or stuck); "
+                                     "communicators aborted", last_op(), options_.timeout.count(), rank_));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+std::vector<std::uint64_t> NcclCommunicator::exchange(std::uint64_t value) {
+  if (!state_->world) throw BackendError("exchange: the communicator was aborted");
+  const auto n = static_cast<std::size_t>(mesh_.num_ranks());
+  void* buf = nullptr;
+  detail::cuda_check(cudaMalloc(&buf, 8 * (n + 1)), "exchange buffer");
+  std::vector<std::uint64_t> out(n);
+  try {
+    auto* st = static_cast<cudaStream_t>(stream_);
+    auto* mine = static_cast<char*>(buf) + 8 * n;
+    detail::cuda_check(cudaMemcpyAsync(mine, &value, 8, cudaMemcpyHostToDevice, st), "exchange upload");
+    Group world;
+    for (int d = 0; d < mesh_.ndim(); ++d) world.mesh_dims.push_back(d);
+    note("the plan-hash exchange (all_gather)", world, 1, DType::i64);
+    after(ncclAllGather(mine, buf, 1, ncclUint64, state_->world, st), state_->world, [&] { return last_op(); });
+    wait();
+    detail::cuda_check(cudaMemcpy(out.data(), buf, 8 * n, cudaMemcpyDeviceToHost), "exchange download");
+  } catch (...) {
+    cudaFree(buf);
+    throw;
+  }
+  cudaFree(buf);
+  return out;  // world ranks are global ranks
 }
 
 void* NcclCommunicator::group_comm(const Group& g, const char* op) {
-  if (!state_->world) throw InputError(fmt::format("{}: the communicator was aborted", op));
+  if (!state_->world) throw BackendError(fmt::format("{}: the communicator was aborted", op));
   if (auto it = state_->groups.find(g.mesh_dims); it != state_->groups.end()) return it->second;
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   detail::cuda_check(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream_), &cap), "cudaStreamIsCapturing");
@@ -172,7 +333,8 @@ void* NcclCommunicator::group_comm(const Group& g, const char* op) {
 }
 
 void NcclCommunicator::prepare(const Plan& plan) {
-  if (plan.mesh != mesh_) throw InputError(fmt::format("plan mesh {} is not this communicator's mesh {}", plan.mesh.str(), mesh_.str()));
+  if (plan.mesh != mesh_)
+    throw InputError(fmt::format("plan mesh {} is not this communicator's mesh {}", plan.mesh.str(), mesh_.str()));
   for (const auto& s : plan.steps) {
     if (s.kind == StepKind::all_gather || s.kind == StepKind::reduce_scatter || s.kind == StepKind::all_reduce ||
         s.kind == StepKind::all_to_all)
@@ -189,52 +351,39 @@ bool NcclCommunicator::supports(StepKind kind, DType dtype, ReduceOp op) const {
   return true;
 }
 
-namespace {
-void after(ncclResult_t r, ncclComm_t comm, const std::string& what) {
-  if (r != ncclSuccess && r != ncclInProgress) detail::throw_nccl(r, comm, what);
-  ncclResult_t async = ncclSuccess;
-  ncclCommGetAsyncError(comm, &async);
-  if (async != ncclSuccess && async != ncclInProgress) detail::throw_nccl(async, comm, what);
-}
-}  // namespace
 
-void NcclCommunicator::all_gather(std::int64_t rank, const Group& g, const void* send, void* recv, std::int64_t count,
-                                  DType dtype) {
-  check_rank(rank, "all_gather");
+void NcclCommunicator::all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) {
   auto* c = static_cast<ncclComm_t>(group_comm(g, "all_gather"));
+  note("all_gather", g, count, dtype);
   after(ncclAllGather(send, recv, static_cast<size_t>(count), nccl_type(dtype), c, static_cast<cudaStream_t>(stream_)), c,
-        fmt::format("all_gather over {} ({} elements of {})", group_str(mesh_, g), count, to_string(dtype)));
+        [&] { return last_op(); });
 }
 
-void NcclCommunicator::reduce_scatter(std::int64_t rank, const Group& g, const void* send, void* recv,
-                                      std::int64_t count, DType dtype, ReduceOp op) {
-  check_rank(rank, "reduce_scatter");
+void NcclCommunicator::reduce_scatter(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
+                                      ReduceOp op) {
   auto* c = static_cast<ncclComm_t>(group_comm(g, "reduce_scatter"));
+  note("reduce_scatter", g, count, dtype);
   after(ncclReduceScatter(send, recv, static_cast<size_t>(count), nccl_type(dtype), nccl_op(op, dtype), c,
                           static_cast<cudaStream_t>(stream_)),
-        c, fmt::format("reduce_scatter({}) over {} ({} elements of {})", to_string(op), group_str(mesh_, g), count,
-                       to_string(dtype)));
+        c, [&] { return last_op() + fmt::format(" op {}", to_string(op)); });
 }
 
-void NcclCommunicator::all_reduce(std::int64_t rank, const Group& g, const void* send, void* recv, std::int64_t count,
-                                  DType dtype, ReduceOp op) {
-  check_rank(rank, "all_reduce");
+void NcclCommunicator::all_reduce(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
+                                  ReduceOp op) {
   auto* c = static_cast<ncclComm_t>(group_comm(g, "all_reduce"));
+  note("all_reduce", g, count, dtype);
   after(ncclAllReduce(send, recv, static_cast<size_t>(count), nccl_type(dtype), nccl_op(op, dtype), c,
                       static_cast<cudaStream_t>(stream_)),
-        c, fmt::format("all_reduce({}) over {} ({} elements of {})", to_string(op), group_str(mesh_, g), count,
-                       to_string(dtype)));
+        c, [&] { return last_op() + fmt::format(" op {}", to_string(op)); });
 }
 
-void NcclCommunicator::all_to_all(std::int64_t rank, const Group& g, const void* send, void* recv, std::int64_t count,
-                                  DType dtype) {
-  check_rank(rank, "all_to_all");
+void NcclCommunicator::all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) {
   auto* c = static_cast<ncclComm_t>(group_comm(g, "all_to_all"));
+  note("all_to_all", g, count, dtype);
   int n = 0;
   ncclCommCount(c, &n);
   const auto bytes = count * static_cast<std::int64_t>(itemsize(dtype));
-  const std::string what = fmt::format("all_to_all over {} ({} elements of {} per peer)", group_str(mesh_, g), count,
-                                       to_string(dtype));
+  const auto what = [&] { return last_op(); };
   after(ncclGroupStart(), c, what);
   for (int p = 0; p < n; ++p) {
     after(ncclSend(static_cast<const char*>(send) + p * bytes, static_cast<size_t>(count), nccl_type(dtype), p, c,
@@ -245,12 +394,13 @@ void NcclCommunicator::all_to_all(std::int64_t rank, const Group& g, const void*
   after(ncclGroupEnd(), c, what);
 }
 
-void NcclCommunicator::send_recv(std::int64_t rank, std::span<const Transfer> sends, std::span<const Transfer> recvs,
-                                 DType dtype) {
-  check_rank(rank, "send_recv");
-  if (!state_->world) throw InputError("send_recv: the communicator was aborted");
+void NcclCommunicator::send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) {
+  if (!state_->world) throw BackendError("send_recv: the communicator was aborted");
   ncclComm_t c = state_->world;  // world ranks are global ranks
-  const std::string what = fmt::format("grouped send/recv on rank {} ({} sends, {} recvs)", rank_, sends.size(), recvs.size());
+  note("direct exchange (grouped send/recv)", Group{}, static_cast<std::int64_t>(sends.size() + recvs.size()), dtype);
+  const auto what = [&] {
+    return fmt::format("grouped send/recv on rank {} ({} sends, {} recvs)", rank_, sends.size(), recvs.size());
+  };
   after(ncclGroupStart(), c, what);
   for (const auto& s : sends)
     after(ncclSend(s.buffer, static_cast<size_t>(s.count), nccl_type(dtype), static_cast<int>(s.peer), c,
@@ -306,47 +456,47 @@ void NcclCommunicator::copy_strided(void* dst, const void* src, std::int64_t run
                                                static_cast<cudaStream_t>(stream_)), "pack/unpack kernel");
 }
 
-// ---------------------------------------------------------------- device-simulated backend
+// ---------------------------------------------------------------- device memory for the in-process backend
 
-DeviceSimulatedCommunicator::DeviceSimulatedCommunicator(Mesh mesh, void* stream)
-    : SimulatedCommunicator(std::move(mesh)), stream_(stream) {}
+namespace {
+class DeviceMemory final : public SimulatedMemory {
+ public:
+  explicit DeviceMemory(void* stream) : stream_(static_cast<cudaStream_t>(stream)) {}
+  [[nodiscard]] bool supports(StepKind kind, DType dtype, ReduceOp op) const override {
+    const bool reduces = kind == StepKind::reduce_scatter || kind == StepKind::all_reduce;
+    return !(reduces && dtype == DType::boolean && op == ReduceOp::avg);
+  }
+  void move(void* dst, const void* src, std::int64_t bytes) override {
+    if (bytes <= 0 || dst == src) return;
+    detail::cuda_check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_),
+                       "device copy");
+  }
+  void fill(void* dst, DType dtype, std::int64_t count, double value) override {
+    detail::cuda_check(cuda::launch_fill(dst, pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count, stream_),
+                       "fill kernel");
+  }
+  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
+                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
+    detail::cuda_check(cuda::launch_copy_strided(dst, src, strided(run_bytes, count, dst_stride, src_stride), stream_),
+                       "pack/unpack kernel");
+  }
+  void reduce(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs, std::int64_t count) override {
+    // pairwise, rounding to the dtype after each member (as NCCL's ring does)
+    move(out, inputs[0], count * static_cast<std::int64_t>(itemsize(dtype)));
+    for (std::size_t s = 1; s < inputs.size(); ++s)
+      detail::cuda_check(cuda::launch_reduce(static_cast<int>(dtype), static_cast<int>(op), out, inputs[s], count, stream_),
+                         "reduction kernel");
+    if (op == ReduceOp::avg)
+      detail::cuda_check(cuda::launch_average(static_cast<int>(dtype), out, count,
+                                              static_cast<std::int64_t>(inputs.size()), stream_),
+                         "average kernel");
+  }
 
-bool DeviceSimulatedCommunicator::supports(StepKind kind, DType dtype, ReduceOp op) const {
-  const bool reduces = kind == StepKind::reduce_scatter || kind == StepKind::all_reduce;
-  return !(reduces && dtype == DType::boolean && op == ReduceOp::avg);
-}
+ private:
+  cudaStream_t stream_;
+};
+}  // namespace
 
-void DeviceSimulatedCommunicator::copy(void* dst, const void* src, std::int64_t bytes) { move(dst, src, bytes); }
-
-void DeviceSimulatedCommunicator::move(void* dst, const void* src, std::int64_t bytes) {
-  if (bytes <= 0 || dst == src) return;
-  detail::cuda_check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
-                                     static_cast<cudaStream_t>(stream_)), "device copy");
-}
-
-void DeviceSimulatedCommunicator::fill(void* dst, DType dtype, std::int64_t count, double value) {
-  detail::cuda_check(cuda::launch_fill(dst, pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count,
-                                       static_cast<cudaStream_t>(stream_)), "fill kernel");
-}
-
-void DeviceSimulatedCommunicator::copy_strided(void* dst, const void* src, std::int64_t run_bytes,
-                                               std::span<const std::int64_t> count,
-                                               std::span<const std::int64_t> dst_stride,
-                                               std::span<const std::int64_t> src_stride) {
-  detail::cuda_check(cuda::launch_copy_strided(dst, src, strided(run_bytes, count, dst_stride, src_stride),
-                                               static_cast<cudaStream_t>(stream_)), "pack/unpack kernel");
-}
-
-void DeviceSimulatedCommunicator::reduce_group(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
-                                               std::int64_t count) {
-  // pairwise, rounding to the dtype after each member (as NCCL's ring does)
-  move(out, inputs[0], count * static_cast<std::int64_t>(itemsize(dtype)));
-  for (std::size_t s = 1; s < inputs.size(); ++s)
-    detail::cuda_check(cuda::launch_reduce(static_cast<int>(dtype), static_cast<int>(op), out, inputs[s], count,
-                                           static_cast<cudaStream_t>(stream_)), "reduction kernel");
-  if (op == ReduceOp::avg)
-    detail::cuda_check(cuda::launch_average(static_cast<int>(dtype), out, count, static_cast<std::int64_t>(inputs.size()),
-                                            static_cast<cudaStream_t>(stream_)), "average kernel");
-}
+std::shared_ptr<SimulatedMemory> device_memory(void* stream) { return std::make_shared<DeviceMemory>(stream); }
 
 }  // namespace dtensor
