@@ -40,7 +40,8 @@ void check_plans_agree(Communicator& comm, std::uint64_t plan_hash) {
   for (std::size_t r = 0; r < hashes.size(); ++r) by_hash[hashes[r]].push_back(static_cast<std::int64_t>(r));
   if (by_hash.size() <= 1) return;
   std::string detail;
-  for (const auto& [h, ranks] : by_hash) detail += fmt::format("{}ranks {} have plan {:016x}", detail.empty() ? "" : "; ", rank_list(ranks), h);
+  for (const auto& [h, ranks] : by_hash) detail += fmt::format("{}{} {} {} plan {:016x}", detail.empty() ? "" : "; ", ranks.size() == 1 ? "rank" : "ranks",
+                          rank_list(ranks), ranks.size() == 1 ? "has" : "have", h);
   const auto mine = hashes.empty() ? plan_hash : hashes[static_cast<std::size_t>(comm.rank())];
   throw BackendError(fmt::format("the ranks were given different plans (this is rank {}, plan {:016x}): {}; every "
                                  "rank must plan the same redistribution with the same cost model and options",

@@ -300,8 +300,8 @@ void SimulatedWorld::Impl::collective(std::int64_t rank, const Group& g, int kin
       std::vector<std::int64_t> missing;
       for (std::size_t q = 0; q < p.present.size(); ++q)
         if (!p.present[q]) missing.push_back(ch.member_ranks[q]);
-      p.error = fmt::format("{} timed out after {} ms on rank {}: ranks {} of its group did not arrive", what,
-                            options.timeout.count(), rank, rank_list(missing));
+      p.error = fmt::format("{} timed out after {} ms on rank {}: {} {} of its group did not arrive", what,
+                            options.timeout.count(), rank, missing.size() == 1 ? "rank" : "ranks", rank_list(missing));
       wake(ch.member_ranks);
     }
   }

@@ -1,0 +1,386 @@
+// SPMD redistribution: every rank plans on its own, checks that all ranks hold the same plan,
+// fills its input from the global arange, executes its part, and checks its own output against
+// the expected shard. One program, three launchers:
+//
+//   spmd_redistribute --mesh 2x4 --shape 1000x512 --from 'S(0)[1]S(0)[0]' --to 'RS(1)'          # threads
+//   mpirun -np 8 spmd_redistribute --backend mpi --mesh 2x4 ...                                  # MPI (CPU)
+//   mpirun -np 8 spmd_redistribute --backend nccl --mesh 2x4 ...                                 # NCCL (GPUs)
+//
+// `--backend nccl` without mpirun drives every visible GPU from one process (one thread per GPU;
+// the mesh must have that many ranks). Rank 0 prints one summary line:
+//   ranks=N plan_hash=H verified=V/N time_per_iter_us=T
+// `--random K --seed S` runs K random (shape, source, target) pairs on the mesh instead, one
+// summary line each. Two faults can be injected, to see the failure modes: `--inject-mismatch R`
+// makes rank R plan another target (the run fails, exit 4, naming the ranks whose plans differ);
+// `--inject-absent R` makes rank R leave before executing (its peers time out after --timeout
+// seconds, naming the collective, exit 4).
+// Exit status: 0 every rank verified, 1 verification failed, 2 bad input (including a world size
+// that differs from the mesh), 4 backend failure or timeout.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dtensor/error.hpp"
+#include "dtensor/executor.hpp"
+#include "dtensor/planner.hpp"
+#include "dtensor/testing.hpp"
+#ifdef DTENSOR_WITH_MPI
+#include "dtensor/mpi.hpp"
+#endif
+#ifdef DTENSOR_WITH_NCCL
+#include <cuda_runtime.h>
+
+#include "dtensor/nccl.hpp"
+#ifdef DTENSOR_WITH_MPI
+#include "dtensor/nccl_mpi.hpp"
+#endif
+#endif
+
+using namespace dtensor;
+
+namespace {
+
+struct Args {
+  std::string mesh, shape, from, to, dtype = "f32", backend = "threads", cost_model = "default";
+  std::int64_t iters = 1, random = 0, seed = 1, inject_mismatch = -1, inject_absent = -1;
+  double timeout_s = 60;
+};
+
+[[noreturn]] void usage_error(const std::string& msg) { throw InputError(msg); }
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  auto need = [&](int& i) -> std::string {
+    if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", argv[i]));
+    return argv[++i];
+  };
+  auto integer = [&](const std::string& flag, const std::string& v, std::int64_t lo) {
+    char* end = nullptr;
+    errno = 0;
+    const long long x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno == ERANGE || x < lo)
+      usage_error(fmt::format("{} '{}' is not an integer >= {}", flag, v, lo));
+    return static_cast<std::int64_t>(x);
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    if (f == "--mesh") a.mesh = need(i);
+    else if (f == "--shape") a.shape = need(i);
+    else if (f == "--from") a.from = need(i);
+    else if (f == "--to") a.to = need(i);
+    else if (f == "--dtype") a.dtype = need(i);
+    else if (f == "--backend") a.backend = need(i);
+    else if (f == "--cost-model") a.cost_model = need(i);
+    else if (f == "--iters") a.iters = integer(f, need(i), 1);
+    else if (f == "--random") a.random = integer(f, need(i), 1);
+    else if (f == "--seed") a.seed = integer(f, need(i), 0);
+    else if (f == "--inject-mismatch") a.inject_mismatch = integer(f, need(i), 0);
+    else if (f == "--inject-absent") a.inject_absent = integer(f, need(i), 0);
+    else if (f == "--timeout") {
+      const std::string v = need(i);
+      char* end = nullptr;
+      a.timeout_s = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(a.timeout_s > 0) || a.timeout_s > 86400)
+        usage_error(fmt::format("--timeout '{}' is not a number of seconds in (0, 86400]", v));
+    } else if (f == "--help" || f == "-h") {
+      std::printf("usage: spmd_redistribute --mesh M (--shape S --from X --to Y | --random K [--seed S]) [--dtype T]\n"
+                  "       [--backend threads|mpi|nccl] [--iters N] [--timeout SECONDS] [--cost-model NAME|FILE]\n");
+      std::exit(0);
+    } else {
+      usage_error(fmt::format("unknown flag '{}'", f));
+    }
+  }
+  if (a.mesh.empty()) usage_error("--mesh is required");
+  if (a.random == 0 && (a.shape.empty() || a.from.empty() || a.to.empty()))
+    usage_error("--shape, --from and --to are required (or --random K)");
+  if (a.backend != "threads" && a.backend != "mpi" && a.backend != "nccl")
+    usage_error(fmt::format("unknown backend '{}' (expected threads, mpi or nccl)", a.backend));
+  return a;
+}
+
+struct Case {
+  std::vector<std::int64_t> shape;
+  std::string from, to;
+};
+
+// Deterministic on every rank: the same seed gives the same list everywhere.
+std::vector<Case> random_cases(const Mesh& mesh, std::int64_t n, std::int64_t seed) {
+  std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
+  auto uni = [&](std::int64_t lo, std::int64_t hi) { return lo + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(hi - lo + 1)); };
+  const char* ops[] = {"sum", "avg", "max", "min"};
+  std::vector<Case> out;
+  while (static_cast<std::int64_t>(out.size()) < n) {
+    Case c;
+    const auto nd = uni(1, 3);
+    for (std::int64_t d = 0; d < nd; ++d) c.shape.push_back(uni(0, 13));
+    const char* op = ops[uni(0, 3)];
+    auto pls = [&] {
+      std::string s;
+      for (int m = 0; m < mesh.ndim(); ++m) {
+        switch (uni(0, 4)) {
+          case 0: s += "R"; break;
+          case 1: s += fmt::format("P({})", op); break;
+          case 2: case 3: s += fmt::format("S({})", uni(0, nd - 1)); break;
+          default: s += fmt::format("_S({}, {})", uni(0, nd - 1), uni(2, 3)); break;
+        }
+      }
+      return s;
+    };
+    c.from = pls();
+    c.to = pls();
+    try {  // keep the layouts that are valid (e.g. a split factor within its dim)
+      (void)Layout::parse(mesh, c.shape, DType::f32, c.from);
+      (void)Layout::parse(mesh, c.shape, DType::f32, c.to);
+    } catch (const InputError&) {
+      continue;
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// Where a backend keeps its buffers: host memory, or device memory for NCCL.
+struct Memory {
+  std::function<std::byte*(std::size_t)> alloc;
+  std::function<void(std::byte*)> free;
+  std::function<void(std::byte*, const std::byte*, std::size_t)> upload, download;
+};
+Memory host_memory() {
+  return {[](std::size_t n) { return n ? new std::byte[n] : nullptr; }, [](std::byte* p) { delete[] p; },
+          [](std::byte* d, const std::byte* s, std::size_t n) { if (n) std::memcpy(d, s, n); },
+          [](std::byte* d, const std::byte* s, std::size_t n) { if (n) std::memcpy(d, s, n); }};
+}
+
+struct Buffer {
+  const Memory* mem;
+  std::byte* p = nullptr;
+  std::size_t n = 0;
+  Buffer(const Memory& m, std::size_t bytes) : mem(&m), p(m.alloc(bytes)), n(bytes) {}
+  Buffer(const Buffer&) = delete;
+  ~Buffer() {
+    if (p) mem->free(p);
+  }
+};
+
+struct Absent {};  // --inject-absent: this rank leaves without executing
+
+struct Outcome {
+  std::uint64_t plan_hash = 0;
+  bool verified = false;
+  std::string mismatch;
+  double time_us = 0;
+};
+
+// One rank's part of one case: plan, agree, fill, execute, reduce Partial dims, verify.
+Outcome run_rank(Communicator& comm, const Memory& mem, const Args& a, const Case& c, const CostModel& cost,
+                 const std::function<void()>& wait) {
+  const Mesh& mesh = comm.mesh();
+  const DType dt = parse_dtype(a.dtype);
+  const Layout src = Layout::parse(mesh, c.shape, dt, c.from);
+  const Layout dst = Layout::parse(mesh, c.shape, dt, c.to);
+  Layout planned_dst = dst;
+  if (comm.rank() == a.inject_mismatch)  // a deliberate disagreement, to exercise the agreement check
+    planned_dst = Layout::parse(mesh, c.shape, dt, src.str() == dst.str() ? Sharding::replicated(mesh.ndim(), static_cast<int>(c.shape.size())).str() : src.str());
+  const Plan plan = plan_redistribution(src, planned_dst, cost);
+  const Executor exec(plan, comm);  // exchanges plan hashes: differing ranks fail here, all of them
+  if (comm.rank() == a.inject_absent) throw Absent{};
+  const auto host_in = seeded_input(src, comm.rank());
+  Buffer in(mem, host_in.size()), out(mem, static_cast<std::size_t>(exec.output_bytes())),
+      ws(mem, static_cast<std::size_t>(exec.workspace_bytes()));
+  mem.upload(in.p, host_in.data(), host_in.size());
+  const Buffers b{std::span<const std::byte>(in.p, in.n), std::span<std::byte>(out.p, out.n), std::span<std::byte>(ws.p, ws.n)};
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::int64_t i = 0; i < a.iters; ++i) exec.execute(b);  // the input is never written: every run gives the same output
+  wait();
+  const auto t1 = std::chrono::steady_clock::now();
+  Outcome o;
+  o.plan_hash = plan.hash();
+  o.time_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / static_cast<double>(a.iters);
+  // Partial targets: reduce over each Partial mesh dim with its op (the library's own collective),
+  // then every rank holds plain values of the target's shard.
+  Layout check = dst;
+  for (int m = 0; m < mesh.ndim(); ++m)
+    if (auto op = dst.sharding().partial(m)) {
+      comm.all_reduce(Group{{m}}, out.p, out.p, exec.output_bytes() / static_cast<std::int64_t>(itemsize(dt)), dt, *op);
+      comm.synchronize();
+      check = Layout(mesh, c.shape, dt, check.sharding().with_replicate(m));
+    }
+  wait();
+  std::vector<std::byte> host_out(out.n);
+  mem.download(host_out.data(), out.p, out.n);
+  o.mismatch = verify_rank_output(check, comm.rank(), host_out);
+  o.verified = o.mismatch.empty();
+  return o;
+}
+
+// Runs every case on this rank; returns the exit status. Rank 0 prints the summaries.
+int run_cases(Communicator& comm, const Memory& mem, const Args& a, const std::vector<Case>& cases,
+              const std::function<void()>& wait, bool print_rank_hash) {
+  const CostModel cost = CostModel::load(a.cost_model);
+  const auto R = comm.mesh().num_ranks();
+  bool all_ok = true;
+  for (const auto& c : cases) {
+    Outcome o;
+    try {
+      o = run_rank(comm, mem, a, c, cost, wait);
+    } catch (const Absent&) {
+      std::fprintf(stderr, "rank %lld: leaving without executing (--inject-absent)\n", static_cast<long long>(comm.rank()));
+      return 0;
+    }
+    if (print_rank_hash) std::printf("rank %lld: plan_hash=%016llx\n", static_cast<long long>(comm.rank()),
+                                     static_cast<unsigned long long>(o.plan_hash));
+    const auto ok = comm.exchange(o.verified ? 1 : 0);
+    const auto ns = comm.exchange(static_cast<std::uint64_t>(o.time_us * 1000));
+    const auto verified = std::count(ok.begin(), ok.end(), 1u);
+    all_ok = all_ok && verified == R;
+    if (!o.verified) std::fprintf(stderr, "rank %lld: VERIFICATION FAILED (%s -> %s, shape %s): %s\n",
+                                  static_cast<long long>(comm.rank()), c.from.c_str(), c.to.c_str(),
+                                  shape_str(c.shape).c_str(), o.mismatch.c_str());
+    if (comm.rank() == 0) {
+      const double t = static_cast<double>(*std::max_element(ns.begin(), ns.end())) / 1000.0;
+      std::printf("ranks=%lld plan_hash=%016llx verified=%lld/%lld time_per_iter_us=%.3f%s\n", static_cast<long long>(R),
+                  static_cast<unsigned long long>(o.plan_hash), static_cast<long long>(verified),
+                  static_cast<long long>(R), t,
+                  cases.size() > 1 ? fmt::format("  ({} {} -> {})", shape_str(c.shape), c.from, c.to).c_str() : "");
+      std::fflush(stdout);
+    }
+  }
+  return all_ok ? 0 : 1;
+}
+
+std::vector<Case> cases_of(const Args& a, const Mesh& mesh) {
+  if (a.random > 0) return random_cases(mesh, a.random, a.seed);
+  return {Case{parse_shape(a.shape), a.from, a.to}};
+}
+
+int run_threads(const Args& a) {
+  const Mesh mesh = Mesh::parse(a.mesh);
+  if (a.inject_mismatch >= mesh.num_ranks())
+    throw InputError(fmt::format("--inject-mismatch {} is not a rank of mesh {}", a.inject_mismatch, mesh.str()));
+  const auto cases = cases_of(a, mesh);
+  WorldOptions o;
+  o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
+  SimulatedWorld world(mesh, o);
+  const Memory mem = host_memory();
+  std::vector<int> status(static_cast<std::size_t>(mesh.num_ranks()), 0);
+  run_rank_threads(world, [&](std::int64_t r, Communicator& comm) {
+    status[static_cast<std::size_t>(r)] = run_cases(comm, mem, a, cases, [] {}, a.random == 0);
+  });
+  return *std::max_element(status.begin(), status.end());
+}
+
+#ifdef DTENSOR_WITH_NCCL
+Memory device_memory_of() {
+  return {[](std::size_t n) {
+            void* p = nullptr;
+            if (n && cudaMalloc(&p, n) != cudaSuccess) throw BackendError(fmt::format("cudaMalloc of {} bytes failed", n));
+            return static_cast<std::byte*>(p);
+          },
+          [](std::byte* p) { cudaFree(p); },
+          [](std::byte* d, const std::byte* s, std::size_t n) {
+            if (n && cudaMemcpy(d, s, n, cudaMemcpyHostToDevice) != cudaSuccess) throw BackendError("upload failed");
+          },
+          [](std::byte* d, const std::byte* s, std::size_t n) {
+            if (n && cudaMemcpy(d, s, n, cudaMemcpyDeviceToHost) != cudaSuccess) throw BackendError("download failed");
+          }};
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool mpi = false;
+  int mpi_rank = 0;
+  try {
+    const Args a = parse_args(argc, argv);
+    if (a.backend == "threads") return run_threads(a);
+#ifdef DTENSOR_WITH_MPI
+    const bool launched_by_mpi = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+    if (a.backend == "mpi" || (a.backend == "nccl" && launched_by_mpi)) {
+      MPI_Init(&argc, &argv);
+      mpi = true;
+      MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+      const Mesh mesh = Mesh::parse(a.mesh);
+      const auto cases = cases_of(a, mesh);
+      int status = 0;
+      if (a.backend == "mpi") {
+        MpiOptions o;
+        o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
+        MpiCommunicator comm(mesh, MPI_COMM_WORLD, o);
+        status = run_cases(comm, host_memory(), a, cases, [] {}, a.random == 0);
+      } else {
+#ifdef DTENSOR_WITH_NCCL
+        NcclOptions o;
+        o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
+        auto comm = nccl_communicator_from_mpi(mesh, o);
+        const Memory mem = device_memory_of();
+        status = run_cases(*comm, mem, a, cases, [&] { comm->wait(); }, a.random == 0);
+#endif
+      }
+      MPI_Finalize();
+      return status;
+    }
+#endif
+    if (a.backend == "mpi") throw InputError("this build has no MPI backend (install libopenmpi-dev and rebuild)");
+#ifdef DTENSOR_WITH_NCCL
+    {  // one process, one thread per visible GPU
+      const Mesh mesh = Mesh::parse(a.mesh);
+      const int gpus = cuda_device_count();
+      if (mesh.num_ranks() != gpus)
+        throw InputError(fmt::format("mesh {} has {} ranks but this process sees {} GPU(s); give one rank per GPU "
+                                     "(or launch with mpirun)", mesh.str(), mesh.num_ranks(), gpus));
+      const auto cases = cases_of(a, mesh);
+      std::vector<int> devices(static_cast<std::size_t>(gpus));
+      for (int g = 0; g < gpus; ++g) devices[static_cast<std::size_t>(g)] = g;
+      auto comms = NcclCommunicator::local_world(mesh, devices, std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000)));
+      const Memory mem = device_memory_of();
+      std::vector<int> status(comms.size(), 0);
+      std::vector<std::exception_ptr> errors(comms.size());
+      std::vector<std::thread> threads;
+      for (std::size_t r = 0; r < comms.size(); ++r)
+        threads.emplace_back([&, r] {
+          try {
+            cudaSetDevice(devices[r]);
+            auto* c = comms[r].get();
+            status[r] = run_cases(*c, mem, a, cases, [c] { c->wait(); }, a.random == 0);
+          } catch (...) {
+            errors[r] = std::current_exception();
+          }
+        });
+      for (auto& t : threads) t.join();
+      for (const auto& e : errors)
+        if (e) std::rethrow_exception(e);
+      return *std::max_element(status.begin(), status.end());
+    }
+#else
+    throw InputError("this build has no NCCL backend (needs CUDA and NCCL at build time)");
+#endif
+  } catch (const InputError& e) {
+    if (mpi_rank == 0) std::fprintf(stderr, "error: %s\n", e.what());
+#ifdef DTENSOR_WITH_MPI
+    if (mpi) MPI_Finalize();
+#endif
+    return 2;
+  } catch (const BackendError& e) {
+    std::fprintf(stderr, "error: rank %d: %s\n", mpi_rank, e.what());
+#ifdef DTENSOR_WITH_MPI
+    if (mpi) MPI_Abort(MPI_COMM_WORLD, 4);  // peers may be blocked in a collective: end the job
+#endif
+    return 4;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: internal: %s\n", e.what());
+#ifdef DTENSOR_WITH_MPI
+    if (mpi) MPI_Abort(MPI_COMM_WORLD, 3);
+#endif
+    return 3;
+  }
+}

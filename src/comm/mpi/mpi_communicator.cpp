@@ -1,0 +1,279 @@
+#include "dtensor/mpi.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "dtensor/error.hpp"
+#include "dtensor/scalar.hpp"
+#include "dtensor/simulated.hpp"
+
+namespace dtensor {
+namespace {
+
+std::string group_str(const Mesh& mesh, const Group& g) {
+  std::string s;
+  for (std::size_t i = 0; i < g.mesh_dims.size(); ++i) s += (i ? " + " : "") + mesh.describe_dim(g.mesh_dims[i]);
+  return s.empty() ? "the world" : "mesh dim " + s;
+}
+
+void check(int rc, const std::string& what) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw BackendError(fmt::format("{}: MPI error {} ({})", what, rc, std::string(msg, static_cast<std::size_t>(len))));
+}
+
+int as_int(std::int64_t count, const char* what) {
+  if (count < 0 || count > INT_MAX)
+    throw InputError(fmt::format("{} of {} elements exceeds what one MPI call carries ({})", what, count, INT_MAX));
+  return static_cast<int>(count);
+}
+
+// One contiguous MPI datatype per dtype (its bytes), and user-defined reductions over them that
+// run dtensor's own arithmetic: MPI has no bf16, f16 or fp8.
+struct Types {
+  MPI_Datatype raw[16] = {};
+  MPI_Op user_op[5] = {};
+};
+Types& types() {
+  static Types t;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (DType d : kAllDTypes) {
+      MPI_Datatype x;
+      MPI_Type_contiguous(static_cast<int>(itemsize(d)), MPI_BYTE, &x);
+      MPI_Type_commit(&x);
+      t.raw[static_cast<int>(d)] = x;
+    }
+  });
+  return t;
+}
+DType dtype_of(MPI_Datatype x) {
+  for (DType d : kAllDTypes)
+    if (types().raw[static_cast<int>(d)] == x) return d;
+  return DType::u8;  // not reached: these ops are only used with the types above
+}
+template <ReduceOp Op>
+void user_reduce(void* in, void* inout, int* len, MPI_Datatype* type) {
+  reduce_into(dtype_of(*type), Op, inout, in, *len);
+}
+MPI_Op user_op(ReduceOp op) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto& t = types();
+    MPI_Op_create(&user_reduce<ReduceOp::sum>, 1, &t.user_op[static_cast<int>(ReduceOp::sum)]);
+    MPI_Op_create(&user_reduce<ReduceOp::max>, 1, &t.user_op[static_cast<int>(ReduceOp::max)]);
+    MPI_Op_create(&user_reduce<ReduceOp::min>, 1, &t.user_op[static_cast<int>(ReduceOp::min)]);
+    MPI_Op_create(&user_reduce<ReduceOp::product>, 1, &t.user_op[static_cast<int>(ReduceOp::product)]);
+  });
+  return types().user_op[static_cast<int>(op == ReduceOp::avg ? ReduceOp::sum : op)];
+}
+
+// The datatype and op of a reduction: MPI's own where it has the type (bool as bytes: sum is
+// logical or, product logical and, as on the other backends), dtensor's otherwise.
+std::pair<MPI_Datatype, MPI_Op> reduction(DType t, ReduceOp op) {
+  auto builtin = [&](MPI_Datatype x) -> std::pair<MPI_Datatype, MPI_Op> {
+    switch (op) {
+      case ReduceOp::sum: case ReduceOp::avg: return {x, MPI_SUM};
+      case ReduceOp::max: return {x, MPI_MAX};
+      case ReduceOp::min: return {x, MPI_MIN};
+      case ReduceOp::product: return {x, MPI_PROD};
+    }
+    return {x, MPI_SUM};
+  };
+  switch (t) {
+    case DType::f64: return builtin(MPI_DOUBLE);
+    case DType::f32: return builtin(MPI_FLOAT);
+    case DType::i64: return builtin(MPI_INT64_T);
+    case DType::i32: return builtin(MPI_INT32_T);
+    case DType::i8: return builtin(MPI_INT8_T);
+    case DType::u8: return builtin(MPI_UINT8_T);
+    case DType::boolean:
+      return {MPI_UINT8_T, op == ReduceOp::product || op == ReduceOp::min ? MPI_MIN : MPI_MAX};
+    default: return {types().raw[static_cast<int>(t)], user_op(op)};
+  }
+}
+
+SimulatedMemory& host() {
+  static SimulatedMemory m;
+  return m;
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(Mesh mesh, MPI_Comm comm, MpiOptions options)
+    : mesh_(std::move(mesh)), options_(options) {
+  int init = 0;
+  MPI_Initialized(&init);
+  if (!init) throw InputError("MpiCommunicator: MPI is not initialised (call MPI_Init first)");
+  if (options_.timeout.count() <= 0)
+    throw InputError(fmt::format("the MPI timeout must be positive, not {} ms", options_.timeout.count()));
+  int size = 0, r = 0;
+  check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  check(MPI_Comm_rank(comm, &r), "MPI_Comm_rank");
+  if (size != mesh_.num_ranks())
+    throw InputError(fmt::format("the MPI communicator has {} processes but mesh {} has {} ranks", size, mesh_.str(),
+                                 mesh_.num_ranks()));
+  rank_ = r;
+  check(MPI_Comm_dup(comm, &world_), "MPI_Comm_dup");
+  (void)types();
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  for (auto& [dims, c] : groups_) MPI_Comm_free(&c);
+  if (world_ != MPI_COMM_NULL) MPI_Comm_free(&world_);
+}
+
+bool MpiCommunicator::supports(StepKind kind, DType dtype, ReduceOp op) const {
+  const bool reduces = kind == StepKind::reduce_scatter || kind == StepKind::all_reduce;
+  return !(reduces && dtype == DType::boolean && op == ReduceOp::avg);
+}
+
+int MpiCommunicator::local_rank() const {
+  MPI_Comm node;
+  check(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, static_cast<int>(rank_), MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type");
+  int r = 0;
+  MPI_Comm_rank(node, &r);
+  MPI_Comm_free(&node);
+  return r;
+}
+
+void MpiCommunicator::wait(MPI_Request* reqs, int n, const char* kind, const Group& g, std::int64_t count, DType dtype) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  int done = 0;
+  auto spin = 0;
+  while (true) {
+    check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), fmt::format("{} over {}", kind, group_str(mesh_, g)));
+    if (done) return;
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr,
+                   "error: %s over %s (%lld elements of %s) did not complete within %lld ms on rank %lld (a peer "
+                   "missing or stuck); aborting the job (MPI_Abort)\n",
+                   kind, group_str(mesh_, g).c_str(), static_cast<long long>(count), to_string(dtype).data(),
+                   static_cast<long long>(options_.timeout.count()), static_cast<long long>(rank_));
+      std::fflush(stderr);
+      MPI_Abort(world_, 4);
+    }
+    if (++spin > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));  // oversubscribed cores
+  }
+}
+
+MPI_Comm MpiCommunicator::group_comm(const Group& g) {
+  if (auto it = groups_.find(g.mesh_dims); it != groups_.end()) return it->second;
+  // color: the coordinates off the group; key: the position in the group (row-major, listed order)
+  const auto coord = mesh_.coord_of_rank(rank_);
+  std::int64_t color = 0, key = 0;
+  for (int m = 0; m < mesh_.ndim(); ++m)
+    if (std::find(g.mesh_dims.begin(), g.mesh_dims.end(), m) == g.mesh_dims.end())
+      color = color * mesh_.size(m) + coord[static_cast<std::size_t>(m)];
+  for (int m : g.mesh_dims) {
+    if (m < 0 || m >= mesh_.ndim()) throw InputError(fmt::format("group names mesh dim {}, out of range", m));
+    key = key * mesh_.size(m) + coord[static_cast<std::size_t>(m)];
+  }
+  MPI_Comm c;
+  check(MPI_Comm_split(world_, static_cast<int>(color), static_cast<int>(key), &c),
+        fmt::format("MPI_Comm_split for {}", group_str(mesh_, g)));
+  groups_.emplace(g.mesh_dims, c);
+  return c;
+}
+
+std::vector<std::uint64_t> MpiCommunicator::exchange(std::uint64_t value) {
+  std::vector<std::uint64_t> out(static_cast<std::size_t>(mesh_.num_ranks()));
+  MPI_Request req;
+  check(MPI_Iallgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, world_, &req), "plan-hash exchange");
+  wait(&req, 1, "the plan-hash exchange (all_gather)", Group{}, 1, DType::i64);
+  return out;  // world ranks are global ranks
+}
+
+void MpiCommunicator::prepare(const Plan& plan) {
+  if (plan.mesh != mesh_)
+    throw InputError(fmt::format("plan mesh {} is not this communicator's mesh {}", plan.mesh.str(), mesh_.str()));
+  for (const auto& s : plan.steps)
+    if (s.kind == StepKind::all_gather || s.kind == StepKind::reduce_scatter || s.kind == StepKind::all_reduce ||
+        s.kind == StepKind::all_to_all)
+      (void)group_comm(Group{s.mesh_dims});
+}
+
+void MpiCommunicator::all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) {
+  const MPI_Comm c = group_comm(g);
+  const MPI_Datatype t = types().raw[static_cast<int>(dtype)];
+  const int n = as_int(count, "all_gather");
+  MPI_Request req;
+  check(MPI_Iallgather(send, n, t, recv, n, t, c, &req), "MPI_Iallgather");
+  wait(&req, 1, "all_gather", g, count, dtype);
+}
+
+void MpiCommunicator::reduce_scatter(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
+                                     ReduceOp op) {
+  const MPI_Comm c = group_comm(g);
+  const auto [t, o] = reduction(dtype, op);
+  MPI_Request req;
+  check(MPI_Ireduce_scatter_block(send, recv, as_int(count, "reduce_scatter"), t, o, c, &req), "MPI_Ireduce_scatter_block");
+  wait(&req, 1, "reduce_scatter", g, count, dtype);
+  if (op == ReduceOp::avg) {
+    int n = 0;
+    MPI_Comm_size(c, &n);
+    finish_average(dtype, recv, count, n);
+  }
+}
+
+void MpiCommunicator::all_reduce(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
+                                 ReduceOp op) {
+  const MPI_Comm c = group_comm(g);
+  const auto [t, o] = reduction(dtype, op);
+  MPI_Request req;
+  check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, as_int(count, "all_reduce"), t, o, c, &req),
+        "MPI_Iallreduce");
+  wait(&req, 1, "all_reduce", g, count, dtype);
+  if (op == ReduceOp::avg) {
+    int n = 0;
+    MPI_Comm_size(c, &n);
+    finish_average(dtype, recv, count, n);
+  }
+}
+
+void MpiCommunicator::all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) {
+  const MPI_Comm c = group_comm(g);
+  const MPI_Datatype t = types().raw[static_cast<int>(dtype)];
+  const int n = as_int(count, "all_to_all");
+  MPI_Request req;
+  check(MPI_Ialltoall(send, n, t, recv, n, t, c, &req), "MPI_Ialltoall");
+  wait(&req, 1, "all_to_all", g, count, dtype);
+}
+
+void MpiCommunicator::send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) {
+  const MPI_Datatype t = types().raw[static_cast<int>(dtype)];
+  constexpr int kTag = 0x7d7;
+  reqs_.clear();
+  std::int64_t total = 0;
+  for (const auto& r : recvs) {
+    reqs_.emplace_back();
+    check(MPI_Irecv(r.buffer, as_int(r.count, "a direct receive"), t, static_cast<int>(r.peer), kTag, world_, &reqs_.back()),
+          "MPI_Irecv");
+    total += r.count;
+  }
+  for (const auto& s : sends) {
+    reqs_.emplace_back();
+    check(MPI_Isend(s.buffer, as_int(s.count, "a direct send"), t, static_cast<int>(s.peer), kTag, world_, &reqs_.back()),
+          "MPI_Isend");
+    total += s.count;
+  }
+  wait(reqs_.data(), static_cast<int>(reqs_.size()), "direct exchange (send/recv)", Group{}, total, dtype);
+}
+
+void MpiCommunicator::copy(void* dst, const void* src, std::int64_t bytes) { host().move(dst, src, bytes); }
+void MpiCommunicator::fill(void* dst, DType dtype, std::int64_t count, double value) { host().fill(dst, dtype, count, value); }
+void MpiCommunicator::copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
+                                   std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) {
+  host().copy_strided(dst, src, run_bytes, count, dst_stride, src_stride);
+}
+
+}  // namespace dtensor

@@ -1,0 +1,21 @@
+# Runs CMD (a ;-list), then checks its exit status (EXPECT_RC) and that its combined output
+# matches every regex of EXPECT_MATCH (a ;-list) and, when given, appears at least MIN_COUNT times
+# for COUNT_REGEX.
+execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 300)
+set(all "${out}${err}")
+if(NOT "${rc}" STREQUAL "${EXPECT_RC}")
+  message(FATAL_ERROR "exit status ${rc}, expected ${EXPECT_RC}\n${all}")
+endif()
+foreach(re IN LISTS EXPECT_MATCH)
+  if(NOT all MATCHES "${re}")
+    message(FATAL_ERROR "output does not match '${re}':\n${all}")
+  endif()
+endforeach()
+if(COUNT_REGEX)
+  string(REGEX MATCHALL "${COUNT_REGEX}" hits "${all}")
+  list(LENGTH hits n)
+  if(n LESS MIN_COUNT)
+    message(FATAL_ERROR "'${COUNT_REGEX}' appears ${n} times, expected at least ${MIN_COUNT}:\n${all}")
+  endif()
+  message(STATUS "'${COUNT_REGEX}': ${n} times")
+endif()
