@@ -189,7 +189,7 @@ Outcome run_rank(Communicator& comm, const Memory& mem, const Args& a, const Cas
   const Layout dst = Layout::parse(mesh, c.shape, dt, c.to);
   Layout planned_dst = dst;
   if (comm.rank() == a.inject_mismatch)  // a deliberate disagreement, to exercise the agreement check
-    planned_dst = Layout::parse(mesh, c.shape, dt, src.str() == dst.str() ? Sharding::replicated(mesh.ndim(), static_cast<int>(c.shape.size())).str() : src.str());
+    planned_dst = Layout::parse(mesh, c.shape, dt, src.placements_str() == dst.placements_str() ? Sharding::replicated(mesh.ndim(), static_cast<int>(c.shape.size())).str() : src.placements_str());
   const Plan plan = plan_redistribution(src, planned_dst, cost);
   const Executor exec(plan, comm);  // exchanges plan hashes: differing ranks fail here, all of them
   if (comm.rank() == a.inject_absent) throw Absent{};

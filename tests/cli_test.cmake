@@ -1,4 +1,4 @@
-# Runs the dtensor CLI and checks exit codes, stdout and stderr (SPEC §5 contract).
+# Runs the dtensor CLI and checks exit codes, stdout and stderr (the contract of docs/cli.md).
 function(run_case name expect_rc expect_out expect_err)
   execute_process(COMMAND ${DTENSOR} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL expect_rc)
@@ -37,7 +37,7 @@ run_case(plan_pytorch 0 "\"total_cost_us\":907.42" ""
 run_case(plan_text 0 "trace: S\\(0\\)S\\(1\\)->RS\\(1\\)->RS\\(0\\)->S\\(1\\)S\\(0\\)" ""
          plan --mesh 2x4 --shape 8192x8192 --from "S(0)S(1)" --to "S(1)S(0)" --cost-model pytorch)
 run_case(plan_explain 0 "runner-up" "" plan --mesh 2x2 --shape 64x64 --from "S(0)R" --to "RS(0)" --explain)
-run_case(plan_bad_cost 2 "" "error: cost model 'nope.json'" plan --mesh 2 --shape 8 --from R --to "S(0)" --cost-model nope.json)
+run_case(plan_bad_cost 2 "" "error: cost model \"nope.json\"" plan --mesh 2 --shape 8 --from R --to "S(0)" --cost-model nope.json)
 run_case(plan_budget 2 "" "smallest budget that admits a plan is"
          plan --mesh 2x4 --shape 1024x1024 --from "S(0)S(1)" --to "S(1)S(0)" --max-memory 0)
 run_case(plan_bad_edges 2 "" "unknown edge set 'fast'" plan --mesh 2 --shape 8 --from R --to "S(0)" --edges fast)
@@ -47,3 +47,23 @@ run_case(show_dot 0 "^digraph" "" show --mesh 2x2 --shape 9x5 --from "S(0)S(1)" 
 run_case(show_bad_dims 2 "" "--dims names tensor dim 5" show --mesh 2 --shape 9x5 --from "S(0)" --to R --dims 0,5)
 run_case(simulate_ok 0 "verified: every rank" "" simulate --mesh 2x3 --shape 9x5 --from "P(max)R" --to "S(1)S(0)" --dtype i64)
 run_case(simulate_json 0 "\"verified\":true" "" simulate --mesh 2 --shape 3 --from "S(0)" --to R --format json)
+
+# Cost profiles that must be refused with one clear line (exit 2), never a hang, crash or inf.
+set(tmp ${CMAKE_CURRENT_BINARY_DIR}/cli-tmp)
+file(MAKE_DIRECTORY ${tmp})
+run_case(profile_dev_zero 2 "" "not a regular file" plan --mesh 2 --shape 8 --from R --to "S(0)" --cost-model /dev/zero)
+run_case(profile_directory 2 "" "not a regular file \\(a directory\\)" plan --mesh 2 --shape 8 --from R --to "S(0)" --cost-model ${tmp})
+string(REPEAT "[" 100000 deep)
+file(WRITE ${tmp}/deep.json "${deep}")
+run_case(profile_deep 2 "" "nested deeper than 32" plan --mesh 2 --shape 8 --from R --to "S(0)" --cost-model ${tmp}/deep.json)
+set(profile [[{"name": "x", "devices_per_host": 8, "links": {"intra": {"alpha_us": 6.6, "alpha_per_peer_us": 0.6, "bw_GBps": BW, "p2p_bw_GBps": 380}, "inter": {"alpha_us": 6.6, "alpha_per_peer_us": 2.7, "bw_GBps": 46, "p2p_bw_GBps": 46}}, "copy_bw_GBps": COPY}]])
+string(REPLACE "BW" "5e-324" p1 "${profile}")
+string(REPLACE "COPY" "1500" p1 "${p1}")
+file(WRITE ${tmp}/tiny_bw.json "${p1}")
+run_case(profile_tiny_bw 2 "" "bw_GBps = 5e-324 is outside" plan --mesh 2 --shape 8 --from R --to "S(0)" --cost-model ${tmp}/tiny_bw.json)
+string(REPLACE "BW" "360" p2 "${profile}")
+string(REPLACE "COPY" "1e400" p2 "${p2}")
+file(WRITE ${tmp}/huge.json "${p2}")
+run_case(profile_out_of_range 2 "" "^error: invalid cost model JSON" plan --mesh 2 --shape 8 --from R --to "S(0)" --cost-model ${tmp}/huge.json)
+run_case(newline_in_input 2 "" "^error: malformed placements \"S\\(0\\\\nR\"[^\n]*\n$" layout --mesh 2 --shape 9 --placements "S(0
+R")

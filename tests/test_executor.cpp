@@ -101,7 +101,7 @@ TEST_CASE("executor: full set against the oracle", "[executor]") {
                 const auto err = check(mesh, shape, dt, b, run_plan(plan, threads));
                 if (!err.empty()) {
                   FAIL_CHECK(Mesh(mesh).str() << " " << shape_str(shape) << " " << to_string(dt) << " edges "
-                                              << to_string(es) << ": " << src.str() << " -> " << dst.str() << " via "
+                                              << to_string(es) << ": " << src.placements_str() << " -> " << dst.placements_str() << " via "
                                               << plan.trace() << ": " << err);
                   return;
                 }
@@ -150,12 +150,12 @@ TEST_CASE("executor: 20,000 seeded random pairs, round trips, larger meshes", "[
     o.edges = done % 2 ? EdgeSet::all : EdgeSet::pytorch;
     const Plan fwd = plan_redistribution(src, dst, CostModel::default_model(), o);
     const auto err = check(mesh, shape, DType::i64, b, run_plan(fwd));
-    if (!err.empty()) FAIL(Mesh(mesh).str() << " " << shape_str(shape) << ": " << src.str() << " -> " << dst.str() << " via " << fwd.trace() << ": " << err);
+    if (!err.empty()) FAIL(Mesh(mesh).str() << " " << shape_str(shape) << ": " << src.placements_str() << " -> " << dst.placements_str() << " via " << fwd.trace() << ": " << err);
     // X -> Y -> X is the identity (the source data again, Partial contributions reduced)
     if (done % 10 == 0) {
       const Plan back = plan_redistribution(dst, src, CostModel::default_model(), o);
       const auto err2 = check(mesh, shape, DType::i64, a, run_plan(back));
-      if (!err2.empty()) FAIL("round trip " << src.str() << " -> " << dst.str() << " -> back: " << err2);
+      if (!err2.empty()) FAIL("round trip " << src.placements_str() << " -> " << dst.placements_str() << " -> back: " << err2);
       ++round_trips;
     }
     ++done;
@@ -178,7 +178,7 @@ TEST_CASE("executor: every dtype on a sample", "[executor]") {
       const Layout dst = Layout::parse(Mesh(mesh), shape, dt, oracle::text(b));
       const Plan p = plan_redistribution(src, dst, CostModel::default_model());
       const auto err = check(mesh, shape, dt, b, run_plan(p));
-      if (!err.empty()) FAIL(to_string(dt) << " " << src.str() << " -> " << dst.str() << " via " << p.trace() << ": " << err);
+      if (!err.empty()) FAIL(to_string(dt) << " " << src.placements_str() << " -> " << dst.placements_str() << " via " << p.trace() << ": " << err);
       ++runs;
     }
   }
@@ -220,6 +220,19 @@ TEST_CASE("executor: a plan read back from JSON executes without re-planning", "
   const auto res = simulate(q);
   CHECK(res.verified);
   CHECK(res.mismatch.empty());
+  // integer fields must be integers in range: never truncated, never UB
+  using Catch::Matchers::Contains;
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = p.to_json();
+    const auto at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    return t.replace(at, from.size(), to);
+  };
+  CHECK_THROWS_WITH(Plan::from_json(with("\"mesh\":[2,3]", "\"mesh\":[1e30,3]")), Contains("must be an integer"));
+  CHECK_THROWS_WITH(Plan::from_json(with("\"mesh\":[2,3]", "\"mesh\":[2.9,3]")), Contains("must be an integer"));
+  CHECK_THROWS_WITH(Plan::from_json(with("\"mesh\":[2,3]", "\"mesh\":[4294967298,3]")), Contains("4294967298"));
+  CHECK_THROWS_WITH(Plan::from_json(with("\"peak_bytes\":", "\"peak_bytes\":1e400,\"x\":")), Contains("invalid plan JSON"));
+  CHECK_THROWS_WITH(Plan::from_json(std::string(100000, '[')), Contains("nested deeper"));
 }
 
 TEST_CASE("executor: hostile buffer records in a plan are refused, never run", "[executor]") {

@@ -136,7 +136,7 @@ TEST_CASE("planner is optimal: seeded random pairs with strided shards", "[optim
       const auto dist = bellman_ford_to(G, G.id.at(dst.sharding()));
       const double got = plan_redistribution(src, dst, CostModel::default_model(), o).total_cost_us;
       if (!close(got, dist[0]))
-        FAIL_CHECK(src.str() << " -> " << dst.str() << " on " << mesh.str() << ": planner " << got << " oracle " << dist[0]);
+        FAIL_CHECK(src.placements_str() << " -> " << dst.placements_str() << " on " << mesh.str() << ": planner " << got << " oracle " << dist[0]);
     }
     ++checked;
   }

@@ -268,7 +268,7 @@ TEST_CASE("direct-step statistics: factored sums equal explicit pairs", "[planne
       mt = std::max(mt, sent[k] + recv[k]);
       mp = std::max({mp, send_peers[k], recv_peers[k]});
     }
-    INFO(mesh.str() << " " << shape_str(shape) << " " << a.str() << " -> " << b.str());
+    INFO(mesh.str() << " " << shape_str(shape) << " " << a.placements_str() << " -> " << b.placements_str());
     CHECK(got.max_sent == ms);
     CHECK(got.max_received == mr);
     CHECK(got.max_traffic == mt);

@@ -128,7 +128,7 @@ TEST_CASE("PyTorch placements + explicit shard order <-> canonical layout", "[va
   const std::vector<Placement> pls{Placement::Shard(0), Placement::Shard(0), Placement::StridedShard(1, 2)};
   const std::vector<Layout::ShardOrderEntry> order{{0, {1, 0}}, {1, {2}}};
   const Layout l = Layout::from_torch(m, {8, 8}, DType::f32, pls, order);
-  CHECK(l.str() == "S(0)[1]S(0)[0]_S(1, 2)");
+  CHECK(l.placements_str() == "S(0)[1]S(0)[0]_S(1, 2)");
   CHECK(l.torch_shard_order() == order);
   CHECK(Layout::from_torch(m, {8, 8}, DType::f32, l.placements(), l.torch_shard_order()) == l);
   CHECK_THROWS_AS(Layout::from_torch(m, {8, 8}, DType::f32, pls, std::vector<Layout::ShardOrderEntry>{{1, {0}}}), Error);
@@ -155,4 +155,48 @@ TEST_CASE("overlap of two layouts' index sets", "[values]") {
   CHECK(box_numel(box) == 6);
   const auto none = overlap(a, std::vector<std::int64_t>{1, 1}, b, std::vector<std::int64_t>{0, 0});
   CHECK(box_numel(none) == 0);
+}
+
+TEST_CASE("the whole text form of a layout", "[values]") {
+  using Catch::Matchers::Contains;
+  const Layout l = Layout::parse(Mesh::parse("dp=2,tp=4"), {1000, 512}, DType::bf16, "S(0)[1]S(0)[0]");
+  CHECK(l.str() == "dp=2,tp=4 1000x512 bf16 S(0)[1]S(0)[0]");
+  CHECK(l.placements_str() == "S(0)[1]S(0)[0]");
+  CHECK(Layout::parse(l.str()) == l);
+  const Layout strided = Layout::parse("2x3 9x5 f32 _S(0, 3) S(1)");  // placements may hold spaces
+  CHECK(strided.placements_str() == "_S(0, 3)S(1)");
+  CHECK(Layout::parse(strided.str()) == strided);
+  const Layout scalar = Layout::parse(Mesh::parse("2"), {}, DType::f32, "P(sum)");
+  CHECK(Layout::parse(scalar.str()) == scalar);
+  CHECK(fmt::format("{}", l) == l.placements_str());  // fmt and << print the placements / whole form
+  CHECK_THROWS_WITH(Layout::parse("2x2 9x5 f32"), Contains("missing its placements"));
+  CHECK_THROWS_WITH(Layout::parse("2x2 9x5"), Contains("missing its dtype"));
+  CHECK_THROWS_WITH(Layout::parse("2x2 9x5 f33 RR"), Contains("f33"));
+}
+
+TEST_CASE("one JSON form for layouts: names and explicit ranks survive a round trip", "[values]") {
+  using Catch::Matchers::Contains;
+  const Layout named = Layout::parse(Mesh::parse("dp=2,tp=2"), {9, 5}, DType::f32, "S(0)S(1)");
+  CHECK(layout_from_json(to_json(named)) == named);
+  CHECK(layout_from_json(to_json(named)).mesh().str() == "dp=2,tp=2");
+  const Layout ranked = Layout::parse(Mesh({2, 2}, {}, {3, 2, 1, 0}), {4}, DType::f32, "S(0)R");
+  CHECK(layout_from_json(to_json(ranked)) == ranked);
+  // the earlier object form of the mesh still reads
+  CHECK(layout_from_json(R"J({"mesh": {"shape": [2, 2], "names": ["dp", "tp"]}, "shape": [9, 5], "dtype": "f32",
+                             "placements": "S(0)S(1)"})J") == named);
+  // numbers: integers only, in range; depth bounded; inputs quoted briefly
+  CHECK_THROWS_WITH(layout_from_json(R"J({"mesh": [2.9], "shape": [4], "dtype": "f32", "placements": "R"})J"),
+                    Contains("must be an integer"));
+  CHECK_THROWS_WITH(layout_from_json(R"J({"mesh": [4294967296], "shape": [4], "dtype": "f32", "placements": "R"})J"),
+                    Contains("4294967296"));
+  CHECK_THROWS_AS(layout_from_json("1e309"), InputError);
+  CHECK_THROWS_WITH(layout_from_json(std::string(10000, '[')), Contains("nested deeper"));
+  CHECK_THROWS_WITH(layout_from_json(R"J({"version": 7})J"), Contains("version"));
+}
+
+TEST_CASE("quote_input escapes control characters and truncates", "[values]") {
+  CHECK(quote_input("S(0\nR") == "\"S(0\\nR\"");
+  CHECK(quote_input("a\"b") == "\"a\\\"b\"");
+  CHECK(quote_input(std::string(200, 'x')).size() < 120);
+  CHECK(quote_input(std::string(200, 'x')).find("first 80 of 200 characters") != std::string::npos);
 }

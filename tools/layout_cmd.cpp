@@ -28,12 +28,8 @@ void run(const LayoutArgs& a) {
   const bool with_indices = a.indices || l.numel() <= 65536;
 
   if (a.format == "json") {
-    nlohmann::ordered_json j;
-    j["mesh"] = mesh.shape();
-    if (!mesh.names().empty()) j["mesh_names"] = mesh.names();
-    j["shape"] = l.shape();
-    j["dtype"] = std::string(to_string(l.dtype()));
-    j["placements"] = l.str();
+    // the library's layout JSON (read back by layout_from_json), plus what each rank owns
+    auto j = nlohmann::ordered_json::parse(to_json(l));
     j["ranks"] = nlohmann::ordered_json::array();
     for (auto r : ranks) {
       const auto coord = mesh.coord_of_rank(r);
@@ -57,7 +53,7 @@ void run(const LayoutArgs& a) {
     std::cout << j.dump() << "\n";
     return;
   }
-  std::cout << fmt::format("layout {} on mesh {} ({} ranks), shape {}, {}\n", l.str(), mesh.str(), mesh.num_ranks(),
+  std::cout << fmt::format("layout {} on mesh {} ({} ranks), shape {}, {}\n", l.placements_str(), mesh.str(), mesh.num_ranks(),
                            shape_str(l.shape()), to_string(l.dtype()));
   std::vector<int> partial;
   for (int m = 0; m < mesh.ndim(); ++m)

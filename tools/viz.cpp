@@ -68,7 +68,7 @@ std::string rank_ranges(const std::vector<std::int64_t>& r) {
 
 StateView view_of(const Layout& l, const Options& opt) {
   StateView v;
-  v.placements = l.str();
+  v.placements = l.placements_str();
   const Mesh& mesh = l.mesh();
   std::vector<std::string> notes;
   for (int m = 0; m < mesh.ndim(); ++m)
@@ -104,7 +104,7 @@ StateView view_of(const Layout& l, const Options& opt) {
   v.col_cuts = cuts_of(cols, Lc);
   if (v.row_cuts.size() > opt.max_blocks_per_dim + 1 || v.col_cuts.size() > opt.max_blocks_per_dim + 1)
     throw InputError(fmt::format("layout {} has {}x{} distinct blocks on dims {},{}: too many to draw (at most {} per dim)",
-                            l.str(), v.row_cuts.size() - 1, v.col_cuts.size() - 1, dr, dc, opt.max_blocks_per_dim));
+                            l.placements_str(), v.row_cuts.size() - 1, v.col_cuts.size() - 1, dr, dc, opt.max_blocks_per_dim));
   if (Lr == 0 || Lc == 0) return v;
   const std::size_t nr = v.row_cuts.size() - 1, nc = v.col_cuts.size() - 1;
   auto block_range = [](const std::vector<std::int64_t>& cuts, const Interval& run) {

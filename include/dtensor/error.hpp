@@ -1,6 +1,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace dtensor {
 
@@ -23,5 +24,10 @@ class BackendError : public Error {
  public:
   explicit BackendError(const std::string& what) : Error(what) {}
 };
+
+// User input as an error message quotes it: in double quotes, control characters and quotes
+// escaped (a newline never splits the message), cut to about `max` characters with the total
+// length noted.
+[[nodiscard]] std::string quote_input(std::string_view text, std::size_t max = 80);
 
 }  // namespace dtensor

@@ -141,6 +141,10 @@ class Layout {
                                          std::span<const ShardOrderEntry> shard_order);
   [[nodiscard]] static Layout parse(Mesh mesh, std::vector<std::int64_t> shape, DType dtype,
                                     std::string_view placements);
+  // The whole text form, as str() prints it: "MESH SHAPE DTYPE PLACEMENTS", e.g.
+  // "dp=2,tp=4 1000x512 bf16 S(0)[1]S(0)[0]" (a 0-d tensor's shape is "()"). An explicit rank
+  // list is not part of the text form (the JSON form carries it).
+  [[nodiscard]] static Layout parse(std::string_view text);
 
   [[nodiscard]] const Mesh& mesh() const noexcept { return mesh_; }
   [[nodiscard]] const std::vector<std::int64_t>& shape() const noexcept { return shape_; }
@@ -150,7 +154,10 @@ class Layout {
   [[nodiscard]] std::int64_t numel() const noexcept;
   [[nodiscard]] std::vector<Placement> placements() const { return sharding_.placements(); }
   [[nodiscard]] std::vector<ShardOrderEntry> torch_shard_order() const;
-  [[nodiscard]] std::string str() const { return sharding_.str(); }
+  // The whole layout: "dp=2,tp=4 1000x512 bf16 S(0)[1]S(0)[0]" (parse(text) reads it back).
+  [[nodiscard]] std::string str() const;
+  // The placements alone: "S(0)[1]S(0)[0]".
+  [[nodiscard]] std::string placements_str() const { return sharding_.str(); }
 
   // Ownership of the rank at mesh coordinate `coord` (SPEC §2).
   [[nodiscard]] IndexSet indices(std::span<const std::int64_t> coord, int tensor_dim) const;
@@ -214,6 +221,6 @@ template <>
 struct fmt::formatter<dtensor::Layout> : fmt::formatter<std::string_view> {
   template <typename Ctx>
   auto format(const dtensor::Layout& l, Ctx& ctx) const {
-    return fmt::formatter<std::string_view>::format(l.str(), ctx);
+    return fmt::formatter<std::string_view>::format(l.placements_str(), ctx);
   }
 };

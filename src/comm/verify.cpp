@@ -85,10 +85,10 @@ std::string check_coverage(const Layout& l) {
   }
   if (total != numel * copies)
     return fmt::format("the ranks hold {} elements in all; a tensor of {} elements laid out as {} needs {} ({} per "
-                       "element)", total, numel, l.str(), numel * copies, copies);
+                       "element)", total, numel, l.placements_str(), numel * copies, copies);
   for (std::size_t i = 0; i < hits.size(); ++i)
     if (hits[i] != copies)
-      return fmt::format("global element {} is held by {} ranks, the layout {} implies {}", i, hits[i], l.str(), copies);
+      return fmt::format("global element {} is held by {} ranks, the layout {} implies {}", i, hits[i], l.placements_str(), copies);
   return "";
 }
 
@@ -167,7 +167,7 @@ std::string verify_outputs(const Layout& l, const std::vector<std::vector<std::b
 
 std::string verify_rank_output(const Layout& l, std::int64_t rank, std::span<const std::byte> output) {
   if (l.sharding().has_partial())
-    throw InputError(fmt::format("verify_rank_output: layout {} holds Partial values; reduce them first", l.str()));
+    throw InputError(fmt::format("verify_rank_output: layout {} holds Partial values; reduce them first", l.placements_str()));
   const auto sets = l.indices(l.mesh().coord_of_rank(rank));
   const auto s = static_cast<std::int64_t>(itemsize(l.dtype()));
   if (static_cast<std::int64_t>(output.size()) != box_numel(sets) * s)

@@ -140,7 +140,7 @@ Sharding Sharding::from_placements(std::span<const Placement> placements, std::s
 Sharding Sharding::parse(std::string_view text, int mesh_ndim, int tensor_ndim) {
   const PlacementSpec spec = parse_placements(text);
   if (static_cast<int>(spec.placements.size()) != mesh_ndim)
-    throw InputError(fmt::format("placements \"{}\" name {} mesh dim(s) but the mesh has {}", text,
+    throw InputError(fmt::format("placements {} name {} mesh dim(s) but the mesh has {}", quote_input(text),
                             spec.placements.size(), mesh_ndim));
   return from_placements(spec.placements, spec.order, tensor_ndim);
 }
@@ -334,6 +334,32 @@ std::vector<Layout::ShardOrderEntry> Layout::torch_shard_order() const {
     out.push_back(std::move(e));
   }
   return out;
+}
+
+std::string Layout::str() const {
+  return fmt::format("{} {} {} {}", mesh_.str(), shape_str(shape_), to_string(dtype_), sharding_.str());
+}
+
+Layout Layout::parse(std::string_view text) {
+  // MESH SHAPE DTYPE PLACEMENTS: the first three are single words; placements may hold spaces.
+  std::size_t pos = 0;
+  auto word = [&](const char* what) {
+    while (pos < text.size() && text[pos] == ' ') ++pos;
+    const std::size_t start = pos;
+    while (pos < text.size() && text[pos] != ' ') ++pos;
+    if (start == pos)
+      throw InputError(fmt::format("layout text {}: missing its {} (expected \"MESH SHAPE DTYPE PLACEMENTS\", e.g. "
+                                   "\"dp=2,tp=4 1000x512 bf16 S(0)R\")", quote_input(text), what));
+    return text.substr(start, pos - start);
+  };
+  Mesh mesh = Mesh::parse(word("mesh"));
+  auto shape = parse_shape(word("shape"));
+  const DType dtype = parse_dtype(word("dtype"));
+  while (pos < text.size() && text[pos] == ' ') ++pos;
+  if (pos == text.size())
+    throw InputError(fmt::format("layout text {}: missing its placements (expected \"MESH SHAPE DTYPE PLACEMENTS\")",
+                                 quote_input(text)));
+  return parse(std::move(mesh), std::move(shape), dtype, text.substr(pos));
 }
 
 std::ostream& operator<<(std::ostream& os, const Layout& l) { return os << l.str(); }

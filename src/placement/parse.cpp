@@ -17,9 +17,9 @@ class Cursor {
   Cursor(std::string_view text, std::string_view what) : text_(text), what_(what) {}
 
   [[noreturn]] void fail(std::string_view expected) const {
-    const std::string found = pos_ < text_.size() ? fmt::format("'{}'", text_[pos_]) : "end of input";
-    throw InputError(fmt::format("malformed {} \"{}\": expected {} at character {}, found {}", what_, text_,
-                            expected, pos_ + 1, found));
+    const std::string found = pos_ < text_.size() ? quote_input(text_.substr(pos_, 1)) : "end of input";
+    throw InputError(fmt::format("malformed {} {}: expected {} at character {}, found {}", what_, quote_input(text_),
+                                 expected, pos_ + 1, found));
   }
   void skip_space() {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
@@ -130,7 +130,7 @@ PlacementSpec parse_placements(std::string_view text) {
     if (c.accept("[")) {
       const auto k = c.integer();
       if (k < 0 || k > 64) {
-        throw InputError(fmt::format("shard order position [{}] in placements \"{}\" is out of range", k, text));
+        throw InputError(fmt::format("shard order position [{}] in placements {} is out of range", k, quote_input(text)));
       }
       order = static_cast<int>(k);
       c.expect("]");
@@ -154,7 +154,7 @@ std::vector<std::int64_t> parse_shape(std::string_view text) {
     const auto v = c.integer();
     if (v < 0) {
       c.set_pos(at);
-      throw InputError(fmt::format("tensor size {} in shape \"{}\" is negative (size 0 is a valid empty dim)", v, text));
+      throw InputError(fmt::format("tensor size {} in shape {} is negative (size 0 is a valid empty dim)", v, quote_input(text)));
     }
     shape.push_back(v);
     if (c.done()) break;
@@ -196,7 +196,7 @@ Mesh Mesh::parse(std::string_view text) {
     const auto v = c.integer();
     if (v < 1) {
       c.set_pos(size_at);
-      throw InputError(fmt::format("mesh size {} in mesh \"{}\" must be at least 1", v, text));
+      throw InputError(fmt::format("mesh size {} in mesh {} must be at least 1", v, quote_input(text)));
     }
     shape.push_back(v);
     if (c.done()) break;

@@ -1,6 +1,8 @@
 #include "dtensor/cost_model.hpp"
 
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -8,35 +10,44 @@
 #include <nlohmann/json.hpp>
 
 #include "../placement/hash.hpp"
+#include "../placement/json_fields.hpp"
 #include "dtensor/error.hpp"
 
 namespace dtensor {
 namespace {
 using nlohmann::json;
 
-double positive(const json& obj, const char* key, std::string_view where, bool allow_zero = false) {
+// Documented bounds (docs/cost-model.md): latencies in [0, 1e6] us, bandwidths in [1e-3, 1e6] GB/s.
+// Inside them every step's cost is finite, so the search never sees inf or NaN.
+constexpr double kMaxLatencyUs = 1e6, kMinBwGBps = 1e-3, kMaxBwGBps = 1e6;
+
+double number(const json& obj, const char* key, std::string_view where, bool latency) {
   auto it = obj.find(key);
   if (it == obj.end()) throw InputError(fmt::format("cost model: {} lacks '{}'", where, key));
-  if (!it->is_number()) throw InputError(fmt::format("cost model: {}.{} must be a number, got {}", where, key, it->dump()));
+  if (!it->is_number())
+    throw InputError(fmt::format("cost model: {}.{} must be a number, not {}", where, key, detail::json_quote(*it)));
   const double v = it->get<double>();
-  if (!(allow_zero ? v >= 0 : v > 0))
-    throw InputError(fmt::format("cost model: {}.{} = {} must be {}", where, key, v, allow_zero ? ">= 0" : "> 0"));
+  const double lo = latency ? 0 : kMinBwGBps, hi = latency ? kMaxLatencyUs : kMaxBwGBps;
+  if (!std::isfinite(v) || v < lo || v > hi)
+    throw InputError(fmt::format("cost model: {}.{} = {} is outside [{}, {}] {}", where, key, v, lo, hi,
+                                 latency ? "us" : "GB/s"));
   return v;
 }
 
 void only_keys(const json& obj, std::initializer_list<const char*> keys, std::string_view where) {
-  if (!obj.is_object()) throw InputError(fmt::format("cost model: {} must be an object, got {}", where, obj.dump()));
+  if (!obj.is_object())
+    throw InputError(fmt::format("cost model: {} must be an object, not {}", where, detail::json_quote(obj)));
   for (const auto& [k, v] : obj.items()) {
     bool known = false;
     for (const char* key : keys) known = known || k == key;
-    if (!known) throw InputError(fmt::format("cost model: unknown field '{}' in {}", k, where));
+    if (!known) throw InputError(fmt::format("cost model: unknown field {} in {}", quote_input(k), where));
   }
 }
 
 LinkParams link_of(const json& obj, std::string_view where) {
   only_keys(obj, {"alpha_us", "alpha_per_peer_us", "bw_GBps", "p2p_bw_GBps"}, where);
-  return {positive(obj, "alpha_us", where, true), positive(obj, "alpha_per_peer_us", where, true),
-          positive(obj, "bw_GBps", where), positive(obj, "p2p_bw_GBps", where)};
+  return {number(obj, "alpha_us", where, true), number(obj, "alpha_per_peer_us", where, true),
+          number(obj, "bw_GBps", where, false), number(obj, "p2p_bw_GBps", where, false)};
 }
 
 json link_json(const LinkParams& l) {
@@ -60,12 +71,7 @@ CostModel CostModel::pytorch() {
 }
 
 CostModel CostModel::from_json(std::string_view text) {
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    throw InputError(fmt::format("invalid cost model JSON: {}", e.what()));
-  }
+  const json j = detail::parse_json(text, "cost model");
   only_keys(j, {"name", "formula", "devices_per_host", "links", "copy_bw_GBps"}, "profile");
   CostModel m;
   auto name = j.find("name");
@@ -75,13 +81,11 @@ CostModel CostModel::from_json(std::string_view text) {
   if (auto f = j.find("formula"); f != j.end()) {
     if (*f == "ring") m.formula = Formula::ring;
     else if (*f == "pytorch") m.formula = Formula::pytorch;
-    else throw InputError(fmt::format("cost model: unknown formula {} (expected \"ring\" or \"pytorch\")", f->dump()));
+    else throw InputError(fmt::format("cost model: unknown formula {} (expected \"ring\" or \"pytorch\")", detail::json_quote(*f)));
   }
   auto dph = j.find("devices_per_host");
-  if (dph == j.end() || !dph->is_number_integer() || dph->get<std::int64_t>() < 1)
-    throw InputError(fmt::format("cost model: devices_per_host must be an integer >= 1, got {}",
-                            dph == j.end() ? "nothing" : dph->dump()));
-  m.devices_per_host = dph->get<std::int64_t>();
+  if (dph == j.end()) throw InputError("cost model: profile lacks 'devices_per_host'");
+  m.devices_per_host = detail::json_int(*dph, "devices_per_host", 1, std::int64_t{1} << 31);
   auto links = j.find("links");
   if (links == j.end()) throw InputError("cost model: profile lacks 'links'");
   only_keys(*links, {"intra", "inter"}, "links");
@@ -89,22 +93,36 @@ CostModel CostModel::from_json(std::string_view text) {
     throw InputError("cost model: 'links' needs both 'intra' and 'inter'");
   m.intra = link_of((*links)["intra"], "links.intra");
   m.inter = link_of((*links)["inter"], "links.inter");
-  m.copy_bw_GBps = positive(j, "copy_bw_GBps", "profile");
+  m.copy_bw_GBps = number(j, "copy_bw_GBps", "profile", false);
   return m;
 }
 
 CostModel CostModel::load(std::string_view name_or_path) {
   if (name_or_path == "default") return default_model();
   if (name_or_path == "pytorch") return pytorch();
-  std::ifstream in{std::string(name_or_path)};
-  if (!in)
-    throw InputError(fmt::format("cost model '{}' is neither 'default', 'pytorch' nor a readable JSON file", name_or_path));
+  // Only regular files, and small ones: /dev/zero or a FIFO would never end.
+  constexpr std::uintmax_t kMaxProfileBytes = 1 << 20;
+  const std::string path(name_or_path);
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st))
+    throw InputError(fmt::format("cost model {} is neither 'default', 'pytorch' nor an existing JSON file",
+                                 quote_input(name_or_path)));
+  if (!std::filesystem::is_regular_file(st))
+    throw InputError(fmt::format("cost model {} is not a regular file ({}); give a JSON profile file",
+                                 quote_input(name_or_path), std::filesystem::is_directory(st) ? "a directory" : "a device, FIFO or socket"));
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size > kMaxProfileBytes)
+    throw InputError(fmt::format("cost model file {} is {} bytes; profiles are at most {} bytes", quote_input(name_or_path),
+                                 ec ? 0 : size, kMaxProfileBytes));
+  std::ifstream in{path};
+  if (!in) throw InputError(fmt::format("cost model file {} cannot be read", quote_input(name_or_path)));
   std::stringstream ss;
   ss << in.rdbuf();
   try {
     return from_json(ss.str());
   } catch (const Error& e) {
-    throw InputError(fmt::format("{} (in {})", e.what(), name_or_path));
+    throw InputError(fmt::format("{} (in {})", e.what(), quote_input(name_or_path)));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../placement/hash.hpp"
+#include "../placement/json_fields.hpp"
 #include "graph.hpp"
 #include "dtensor/error.hpp"
 
@@ -194,9 +195,7 @@ std::uint64_t Plan::hash() const {
 std::string Plan::to_json(int indent) const {
   ordered j;
   j["version"] = kPlanJsonVersion;
-  j["mesh"] = mesh.shape();
-  if (!mesh.names().empty()) j["mesh_names"] = mesh.names();
-  if (mesh.has_explicit_ranks()) j["mesh_ranks"] = mesh.ranks();
+  detail::write_mesh_fields(j, mesh);
   j["shape"] = shape;
   j["dtype"] = std::string(to_string(dtype));
   j["from"] = src.str();
@@ -223,28 +222,15 @@ std::string Plan::to_json(int indent) const {
 }
 
 Plan Plan::from_json(std::string_view text) {
-  json j;
-  try {
-    // Depth is bounded while parsing: no nesting attack reaches a recursive walk.
-    j = json::parse(text.begin(), text.end(), [](int depth, json::parse_event_t, json&) {
-      if (depth > 32) throw InputError("plan JSON is nested deeper than 32 levels");
-      return true;
-    });
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format("invalid plan JSON: {}", e.what()));
-  }
+  const json j = detail::parse_json(text, "plan");
   if (!j.is_object()) throw InputError("plan JSON must be an object");
   Plan p;
-  std::vector<std::string> names;
-  std::vector<std::int64_t> ranks;
   const std::int64_t version = j.contains("version") ? get_field<std::int64_t>(j, "version") : 1;
   if (version != 1 && version != kPlanJsonVersion)
     throw InputError(fmt::format("plan JSON version {} is not supported (this library reads 1 and {})", version,
                                  kPlanJsonVersion));
-  if (j.contains("mesh_names")) names = get_field<std::vector<std::string>>(j, "mesh_names");
-  if (j.contains("mesh_ranks")) ranks = get_field<std::vector<std::int64_t>>(j, "mesh_ranks");
-  p.mesh = Mesh(get_field<std::vector<std::int64_t>>(j, "mesh"), names, ranks);
-  p.shape = get_field<std::vector<std::int64_t>>(j, "shape");
+  p.mesh = detail::read_mesh_fields(j, "plan");
+  p.shape = detail::read_shape_field(j, "plan");
   p.dtype = parse_dtype(get_field<std::string>(j, "dtype"));
   const int md = p.mesh.ndim(), td = static_cast<int>(p.shape.size());
   p.src = Layout::parse(p.mesh, p.shape, p.dtype, get_field<std::string>(j, "from")).sharding();

@@ -241,8 +241,8 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
     const auto need = smallest_feasible_budget(ctx, options.max_states);
     if (budget >= 0 && need >= 0)
       throw InputError(fmt::format("no plan from {} to {} fits in {} peak bytes; the smallest budget that admits a plan "
-                              "is {} bytes", src.str(), dst.str(), budget, need));
-    throw InputError(fmt::format("no plan from {} to {} with edge set {}", src.str(), dst.str(), to_string(edges)));
+                              "is {} bytes", src.placements_str(), dst.placements_str(), budget, need));
+    throw InputError(fmt::format("no plan from {} to {} with edge set {}", src.placements_str(), dst.placements_str(), to_string(edges)));
   }
   plan.steps = std::move(best->steps);
   plan.total_cost_us = best->total_cost_us;
