@@ -22,7 +22,7 @@ int main() {
   const Layout tp = Layout::parse(mesh, shape, DType::f32, "RS(1)");
 
   const Plan plan = plan_redistribution(fsdp, tp, CostModel::default_model());
-  std::printf("%s\n", explain(plan, CostModel::default_model()).c_str());
+  std::printf("%s\n", explain(plan).c_str());
 
   SimulatedWorld world(mesh);
   std::vector<std::vector<std::byte>> out(static_cast<std::size_t>(mesh.num_ranks()));

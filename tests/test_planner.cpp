@@ -178,10 +178,12 @@ TEST_CASE("search effort is bounded with a clear error", "[planner]") {
 TEST_CASE("explain names every step and the runner-up", "[planner]") {
   const auto p = plan_redistribution(L("2x4", {8192, 8192}, "S(0)S(1)"), L("2x4", {8192, 8192}, "S(1)S(0)"),
                                      CostModel::pytorch());
-  const auto text = explain(p, CostModel::pytorch());
+  const auto text = explain(p);
   CHECK_THAT(text, Catch::Matchers::Contains("step 3: local_chunk"));
   CHECK_THAT(text, Catch::Matchers::Contains("runner-up"));
   CHECK_THAT(text, Catch::Matchers::Contains("α"));
+  CHECK_THAT(text, Catch::Matchers::Contains("cost model 'pytorch'"));
+  CHECK(explain(Plan::from_json(p.to_json())) == text);  // the plan alone explains itself
 }
 
 TEST_CASE("triangle inequality of planner costs (property)", "[planner]") {

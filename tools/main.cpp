@@ -1,4 +1,4 @@
-// dtensor: plan, explain and simulate redistributions of distributed tensors (SPEC §5).
+// dtensor: plan, explain and simulate redistributions of distributed tensors (docs/cli.md).
 #include <iostream>
 
 #include "common.hpp"

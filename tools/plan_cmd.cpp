@@ -42,7 +42,7 @@ void register_plan(CLI::App& app) {
     if (args.format == "json")
       std::cout << plan.to_json() << "\n";
     else if (args.explain)
-      std::cout << explain(plan, req.cost);
+      std::cout << explain(plan);
     else
       std::cout << plan_text(plan);
   });

@@ -14,7 +14,7 @@ struct LinkParams {
   friend bool operator==(const LinkParams&, const LinkParams&) = default;
 };
 
-// The cost model of SPEC §3: time_us = α + bytes/β with ring wire bytes, plus local copies.
+// The cost model (docs/cost-model.md): time_us = α + bytes/β with ring wire bytes, plus local copies.
 // `formula` "pytorch" switches to PyTorch's _collective_utils conventions (GiB units, bytes
 // from the source's plain-Shard count, +1 µs on all_to_all, free local steps).
 struct CostModel {

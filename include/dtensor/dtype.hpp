@@ -16,7 +16,7 @@ inline constexpr DType kAllDTypes[] = {DType::f64,    DType::f32,    DType::bf16
 [[nodiscard]] std::size_t itemsize(DType t) noexcept;
 [[nodiscard]] std::string_view to_string(DType t) noexcept;
 [[nodiscard]] bool is_floating(DType t) noexcept;
-// Parses the names of SPEC §5 (f64 f32 bf16 f16 f8e4m3 f8e5m2 i64 i32 i8 u8 bool).
+// Parses the dtype names (f64 f32 bf16 f16 f8e4m3 f8e5m2 i64 i32 i8 u8 bool).
 [[nodiscard]] DType parse_dtype(std::string_view text);
 
 }  // namespace dtensor

@@ -13,7 +13,7 @@ struct Interval {
   friend bool operator==(const Interval&, const Interval&) = default;
 };
 
-// The global indices a rank holds on one tensor dim. By SPEC §2 these are always ascending, so
+// The global indices a rank holds on one tensor dim. By the ownership rules (docs/notation.md) these are always ascending, so
 // the set is a sorted list of disjoint, non-adjacent runs, and local order = ascending order.
 class IndexSet {
  public:

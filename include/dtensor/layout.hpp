@@ -50,7 +50,7 @@ class Entries {
   std::size_t n_ = 0;
 };
 
-// The canonical, mesh-shape-independent part of a layout (SPEC §1): for every tensor dim the
+// The canonical, mesh-shape-independent part of a layout (docs/notation.md): for every tensor dim the
 // ordered list of entries (first = outermost split), plus the Partial op of each partial mesh
 // dim. Every other mesh dim is replicated. A small fixed-size value (no heap), so the planner
 // can create and hash millions of them cheaply.
@@ -92,7 +92,7 @@ class Sharding {
   [[nodiscard]] std::vector<Placement> placements() const;
   // `[k]` positions per mesh dim as printed (-1 where not printed).
   [[nodiscard]] std::vector<int> printed_order() const;
-  // SPEC §1 text: "S(0)[1]S(0)[0]R", "_S(0, 3)S(1)", "P(sum)R".
+  // The placement text (docs/notation.md): "S(0)[1]S(0)[0]R", "_S(0, 3)S(1)", "P(sum)R".
   [[nodiscard]] std::string str() const;
 
   // New values for the planner's edges.
@@ -116,7 +116,7 @@ class Sharding {
 std::ostream& operator<<(std::ostream& os, const Sharding& s);
 
 // The indices a rank with mesh coordinate `coord` owns along one tensor dim of `length` items,
-// applying `entries` in order (SPEC §2). Never materialises the list.
+// applying `entries` in order (docs/notation.md). Never materialises the list.
 [[nodiscard]] IndexSet owned_indices(std::span<const ShardEntry> entries, std::int64_t length,
                                      std::span<const std::int64_t> mesh_shape,
                                      std::span<const std::int64_t> coord);
@@ -159,7 +159,7 @@ class Layout {
   // The placements alone: "S(0)[1]S(0)[0]".
   [[nodiscard]] std::string placements_str() const { return sharding_.str(); }
 
-  // Ownership of the rank at mesh coordinate `coord` (SPEC §2).
+  // Ownership of the rank at mesh coordinate `coord` (docs/notation.md).
   [[nodiscard]] IndexSet indices(std::span<const std::int64_t> coord, int tensor_dim) const;
   [[nodiscard]] std::vector<IndexSet> indices(std::span<const std::int64_t> coord) const;
   [[nodiscard]] std::vector<std::int64_t> local_shape(std::span<const std::int64_t> coord) const;
@@ -176,7 +176,7 @@ class Layout {
   Sharding sharding_;
 };
 
-// Same data on every rank (SPEC §1): equal Partial dims and ops, equal owned index sets.
+// Same data on every rank (docs/notation.md, equivalence): equal Partial dims and ops, equal owned index sets.
 [[nodiscard]] bool equivalent(const Layout& a, const Layout& b);
 [[nodiscard]] bool equivalent(const Sharding& a, const Sharding& b, std::span<const std::int64_t> mesh_shape,
                               std::span<const std::int64_t> shape);

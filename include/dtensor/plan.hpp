@@ -37,7 +37,7 @@ struct StepBuffers {
   friend bool operator==(const StepBuffers&, const StepBuffers&) = default;
 };
 
-// One step of a plan (SPEC §3 step record). Byte counts are the largest over ranks.
+// One step of a plan (its record: docs/cli.md, plan JSON). Byte counts are the largest over ranks.
 struct Step {
   StepKind kind = StepKind::relabel;
   std::vector<int> mesh_dims;    // a flattened collective lists two or more, in group order

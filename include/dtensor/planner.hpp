@@ -32,8 +32,9 @@ struct PlanOptions {
 void lower_buffers(Plan& plan);
 
 // Human-readable explanation of every step (what moves, why, bytes, padding, α/β/copy) and the
-// runner-up plan.
-[[nodiscard]] std::string explain(const Plan& plan, const CostModel& cost);
+// runner-up plan. Everything comes from the plan itself (it names the cost model it was planned
+// with), so a plan read back from JSON explains the same.
+[[nodiscard]] std::string explain(const Plan& plan);
 
 // ---- The redistribution graph, exposed for tests and tools ----
 struct GraphEdge {

@@ -19,7 +19,7 @@ void reduce_into(DType t, ReduceOp op, void* acc, const void* x, std::int64_t co
 void finish_average(DType t, void* acc, std::int64_t count, std::int64_t n) noexcept;
 // The op's identity element, for Replicate -> Partial fills (sum: 0, product: 1).
 [[nodiscard]] double identity_of(ReduceOp op) noexcept;
-// The simulation value of global element `index` (SPEC §5: the index, reduced modulo what the
+// The simulation value of global element `index` (docs/cli.md, simulate: the index, reduced modulo what the
 // dtype holds exactly).
 [[nodiscard]] double simulation_value(DType t, std::int64_t index) noexcept;
 

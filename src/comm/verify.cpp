@@ -1,13 +1,16 @@
-// The simulation of SPEC §5: seeded inputs, a run on the simulated backend, and verification of
+// The simulation (docs/cli.md, simulate): seeded inputs, a run on the simulated backend, and verification of
 // every rank against the target layout.
 #include <cmath>
 
+#include <cstring>
 #include <exception>
+#include <optional>
 #include <thread>
 
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/scalar.hpp"
+#include "dtensor/host_tensor.hpp"
 #include "dtensor/testing.hpp"
 #include "groups.hpp"
 
@@ -163,6 +166,78 @@ std::string verify_outputs(const Layout& l, const std::vector<std::vector<std::b
     if (!err.empty()) return err;
   }
   return "";
+}
+
+std::vector<std::vector<std::byte>> distribute_bytes(const Layout& l, std::span<const std::byte> global) {
+  const auto s = static_cast<std::int64_t>(itemsize(l.dtype()));
+  if (static_cast<std::int64_t>(global.size()) != l.numel() * s)
+    throw InputError(fmt::format("distribute: the global tensor has {} bytes; {} {} needs {}", global.size(),
+                                 shape_str(l.shape()), to_string(l.dtype()), l.numel() * s));
+  const Mesh& mesh = l.mesh();
+  std::vector<std::vector<std::byte>> out(static_cast<std::size_t>(mesh.num_ranks()));
+  for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
+    const auto c = mesh.coord_of_rank(r);
+    const auto sets = l.indices(c);
+    auto& mine = out[static_cast<std::size_t>(r)];
+    mine.resize(static_cast<std::size_t>(box_numel(sets) * s));
+    // identity when a Partial dim's coordinate is not 0 and the op does not keep the value
+    std::optional<double> fill;
+    for (int m = 0; m < mesh.ndim(); ++m)
+      if (auto op = l.sharding().partial(m); op && c[static_cast<std::size_t>(m)] != 0 &&
+                                             (*op == ReduceOp::sum || *op == ReduceOp::product))
+        fill = identity_of(*op);
+    for_each_local(l, sets, [&](std::int64_t k, std::int64_t lin) {
+      if (fill)
+        store_element(l.dtype(), mine.data(), k, *fill);
+      else
+        std::memcpy(mine.data() + k * s, global.data() + lin * s, static_cast<std::size_t>(s));
+    });
+  }
+  return out;
+}
+
+std::vector<std::byte> gather_bytes(const Layout& l, const std::vector<std::vector<std::byte>>& locals) {
+  const Mesh& mesh = l.mesh();
+  const auto s = static_cast<std::int64_t>(itemsize(l.dtype()));
+  if (static_cast<std::int64_t>(locals.size()) != mesh.num_ranks())
+    throw InputError(fmt::format("gather: {} local tensors for mesh {} of {} ranks", locals.size(), mesh.str(), mesh.num_ranks()));
+  std::vector<int> partial_dims;
+  for (int m = 0; m < mesh.ndim(); ++m)
+    if (l.sharding().partial(m)) partial_dims.push_back(m);
+  std::vector<std::byte> global(static_cast<std::size_t>(l.numel() * s));
+  for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
+    const auto c = mesh.coord_of_rank(r);
+    const auto sets = l.indices(c);
+    if (static_cast<std::int64_t>(locals[static_cast<std::size_t>(r)].size()) != box_numel(sets) * s)
+      throw InputError(fmt::format("gather: rank {} holds {} bytes, its part of layout {} is {}", r,
+                                   locals[static_cast<std::size_t>(r)].size(), l.placements_str(), box_numel(sets) * s));
+    bool lead = true;
+    for (int m : partial_dims) lead = lead && c[static_cast<std::size_t>(m)] == 0;
+    if (!lead) continue;
+    std::vector<std::int64_t> group;
+    for (const auto& gc : detail::group_members(mesh, c, partial_dims)) group.push_back(mesh.rank_at(gc));
+    for_each_local(l, sets, [&](std::int64_t k, std::int64_t lin) {
+      if (partial_dims.empty()) {
+        std::memcpy(global.data() + lin * s, locals[static_cast<std::size_t>(r)].data() + k * s, static_cast<std::size_t>(s));
+        return;
+      }
+      const ReduceOp op0 = *l.sharding().partial(partial_dims[0]);
+      double acc = load_element(l.dtype(), locals[static_cast<std::size_t>(group[0])].data(), k);
+      for (std::size_t g = 1; g < group.size(); ++g) {
+        const double x = load_element(l.dtype(), locals[static_cast<std::size_t>(group[g])].data(), k);
+        switch (op0) {
+          case ReduceOp::sum: case ReduceOp::avg: acc += x; break;
+          case ReduceOp::max: acc = std::max(acc, x); break;
+          case ReduceOp::min: acc = std::min(acc, x); break;
+          case ReduceOp::product: acc *= x; break;
+        }
+      }
+      for (int m : partial_dims)
+        if (*l.sharding().partial(m) == ReduceOp::avg) acc /= static_cast<double>(mesh.size(m));
+      store_element(l.dtype(), global.data(), lin, acc);
+    });
+  }
+  return global;
 }
 
 std::string verify_rank_output(const Layout& l, std::int64_t rank, std::span<const std::byte> output) {

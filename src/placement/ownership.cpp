@@ -1,4 +1,4 @@
-// What each rank owns (SPEC §2), computed on run lists: never element by element.
+// What each rank owns (docs/notation.md), computed on run lists: never element by element.
 #include <algorithm>
 
 #include "dtensor/error.hpp"

@@ -1,4 +1,4 @@
-// Strict parsers for the text forms of SPEC §1 and §5. Every error names the offending text and
+// Strict parsers for the text forms of docs/notation.md and docs/cli.md. Every error names the offending text and
 // the 1-based character where parsing stopped.
 #include <cctype>
 #include <charconv>

@@ -1,4 +1,4 @@
-// The edges of SPEC §3 with their pre/post conditions, and the costed step record of each.
+// The edges of the redistribution graph (docs/planner.md) with their pre/post conditions, and the costed step record of each.
 #include <algorithm>
 #include <cmath>
 

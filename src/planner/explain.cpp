@@ -20,14 +20,19 @@ std::string group_str(const Plan& plan, const Step& s) {
   return out;
 }
 
+std::string steps_kinds(const std::vector<Step>& steps) {
+  std::string out;
+  for (const auto& s : steps) out += fmt::format("{}{}[{}]", out.empty() ? "" : ", ", to_string(s.kind), fmt::join(s.mesh_dims, ","));
+  return out;
+}
+
 }  // namespace
 
-std::string explain(const Plan& plan, const CostModel& cost) {
+std::string explain(const Plan& plan) {
   std::string out = fmt::format("redistribute {} -> {} on mesh {}, shape {} {} ({} {} bytes per element)\n",
                                 plan.src.str(), plan.dst.str(), plan.mesh.str(), shape_str(plan.shape),
                                 to_string(plan.dtype), "itemsize", itemsize(plan.dtype));
-  out += fmt::format("cost model '{}' ({} formula), edge set '{}'\n", cost.name,
-                     cost.formula == CostModel::Formula::pytorch ? "PyTorch" : "ring α+bytes/β", to_string(plan.edges));
+  out += fmt::format("cost model '{}', edge set '{}'\n", plan.cost_model, to_string(plan.edges));
   if (plan.steps.empty()) {
     out += "source and target are the same layout: nothing to do (cost 0)\n";
     return out;
@@ -49,10 +54,14 @@ std::string explain(const Plan& plan, const CostModel& cost) {
   }
   out += fmt::format("\ntotal: {:.3f} us in {} step(s), workspace {}\ntrace: {}\n", plan.total_cost_us,
                      plan.steps.size(), bytes_str(plan.peak_bytes), plan.trace());
-  if (plan.runner_up)
+  if (plan.runner_up) {
     out += fmt::format("runner-up (cheapest plan with another first step): {:.3f} us (+{:.3f} us)\n  trace: {}\n",
                        plan.runner_up->total_cost_us, plan.runner_up->total_cost_us - plan.total_cost_us,
                        plan.runner_up->trace);
+    // the same states by other means (e.g. a direct exchange instead of a collective): name the steps
+    if (plan.runner_up->trace == plan.trace() && !plan.runner_up->steps.empty())
+      out += fmt::format("  steps: {} (the plan: {})\n", steps_kinds(plan.runner_up->steps), steps_kinds(plan.steps));
+  }
   else
     out += "runner-up: none (no other first step reaches the target)\n";
   return out;

@@ -1,5 +1,5 @@
 #pragma once
-// The redistribution graph of SPEC §3: its states are Shardings of one tensor on one mesh, its
+// The redistribution graph (docs/planner.md): its states are Shardings of one tensor on one mesh, its
 // edges the steps of the table, each fully costed. Shared by the search, the tests' oracle and
 // the executor (which must agree with the planner on every buffer size).
 #include <cstdint>

@@ -23,7 +23,7 @@ bool flattened(const Step& s) {
                                      s.kind == StepKind::all_reduce);
 }
 
-ordered step_json(const Step& s) {
+ordered step_json(const Step& s, bool with_buffers = true) {
   ordered j;
   j["kind"] = std::string(to_string(s.kind));
   j["mesh_dims"] = s.mesh_dims;
@@ -42,6 +42,7 @@ ordered step_json(const Step& s) {
   j["inter_host"] = s.inter_host;
   j["peak_bytes"] = s.peak_bytes;
   j["why"] = s.why;
+  if (!with_buffers) return j;  // runner-up steps are never lowered
   const StepBuffers& b = s.buffers;
   j["buffers"] = ordered{{"chunk", b.chunk},           {"zero_copy", b.zero_copy},     {"pad_send", b.pad_send},
                          {"from_offset", b.from_offset}, {"to_offset", b.to_offset},     {"send_offset", b.send_offset},
@@ -213,7 +214,7 @@ std::string Plan::to_json(int indent) const {
     r["total_cost_us"] = runner_up->total_cost_us;
     r["trace"] = runner_up->trace;
     r["steps"] = ordered::array();
-    for (const auto& s : runner_up->steps) r["steps"].push_back(step_json(s));
+    for (const auto& s : runner_up->steps) r["steps"].push_back(step_json(s, false));
     j["runner_up"] = r;
   } else {
     j["runner_up"] = nullptr;
