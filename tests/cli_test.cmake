@@ -24,9 +24,9 @@ run_case(layout_strided 0 "\"indices\":\\[\\[0,1\\],\\[2\\]\\]" ""
 run_case(layout_empty_shard 0 "\"local_shape\":\\[0,2\\],\"global_offset\":\\[39,0\\]" ""
          layout --mesh 4x2 --shape 39x2 --placements "_S(0, 3)_S(0, 4)" --format json)
 run_case(layout_grid 0 "0:3  \\| 0" "" layout --mesh 2x2 --shape 9x5 --placements "S(0)S(0)")
-run_case(bad_placement 2 "" "^error: malformed placements \"S\\(0\": expected '\\)' at character 4"
+run_case(bad_placement 2 "" "^error: --placements: malformed placements \"S\\(0\": expected '\\)' at character 4"
          layout --mesh 2 --shape 9 --placements "S(0")
-run_case(bad_dim 2 "" "error: tensor dim 2 of S\\(2\\)" layout --mesh 2 --shape 9x5 --placements "S(2)")
+run_case(bad_dim 2 "" "error: --placements: tensor dim 2 of S\\(2\\)" layout --mesh 2 --shape 9x5 --placements "S(2)")
 run_case(bad_mesh 2 "" "error: .*mesh" layout --mesh 2x0 --shape 9 --placements "RR")
 run_case(count_mismatch 2 "" "1 mesh dim\\(s\\) but the mesh has 2" layout --mesh 2x2 --shape 9 --placements "R")
 run_case(bad_format 2 "" "--format 'xml'" layout --mesh 2 --shape 9 --placements R --format xml)
@@ -37,7 +37,7 @@ run_case(plan_pytorch 0 "\"total_cost_us\":907.42" ""
 run_case(plan_text 0 "trace: S\\(0\\)S\\(1\\)->RS\\(1\\)->RS\\(0\\)->S\\(1\\)S\\(0\\)" ""
          plan --mesh 2x4 --shape 8192x8192 --from "S(0)S(1)" --to "S(1)S(0)" --cost-model pytorch)
 run_case(plan_explain 0 "runner-up" "" plan --mesh 2x2 --shape 64x64 --from "S(0)R" --to "RS(0)" --explain)
-run_case(plan_bad_cost 2 "" "error: cost model \"nope.json\"" plan --mesh 2 --shape 8 --from R --to "S(0)" --cost-model nope.json)
+run_case(plan_bad_cost 2 "" "error: --cost-model: cost model \"nope.json\"" plan --mesh 2 --shape 8 --from R --to "S(0)" --cost-model nope.json)
 run_case(plan_budget 2 "" "smallest budget that admits a plan is"
          plan --mesh 2x4 --shape 1024x1024 --from "S(0)S(1)" --to "S(1)S(0)" --max-memory 0)
 run_case(plan_bad_edges 2 "" "unknown edge set 'fast'" plan --mesh 2 --shape 8 --from R --to "S(0)" --edges fast)
@@ -64,6 +64,32 @@ run_case(profile_tiny_bw 2 "" "bw_GBps = 5e-324 is outside" plan --mesh 2 --shap
 string(REPLACE "BW" "360" p2 "${profile}")
 string(REPLACE "COPY" "1e400" p2 "${p2}")
 file(WRITE ${tmp}/huge.json "${p2}")
-run_case(profile_out_of_range 2 "" "^error: invalid cost model JSON" plan --mesh 2 --shape 8 --from R --to "S(0)" --cost-model ${tmp}/huge.json)
-run_case(newline_in_input 2 "" "^error: malformed placements \"S\\(0\\\\nR\"[^\n]*\n$" layout --mesh 2 --shape 9 --placements "S(0
+run_case(profile_out_of_range 2 "" "^error: --cost-model: invalid cost model JSON" plan --mesh 2 --shape 8 --from R --to "S(0)" --cost-model ${tmp}/huge.json)
+run_case(newline_in_input 2 "" "^error: --placements: malformed placements \"S\\(0\\\\nR\"[^\n]*\n$" layout --mesh 2 --shape 9 --placements "S(0
 R")
+
+# PyTorch's own spellings are accepted; our notation stays the output.
+run_case(torch_spellings 0 "\"from\":\"S\\(0\\)R\",\"to\":\"_S\\(1, 2\\)P\\(max\\)\"" ""
+         plan --mesh "(dp=2, tp=2)" --shape "[16, 12]" --dtype bfloat16 --from "(Shard(dim=0), Replicate())"
+         --to "[_StridedShard(dim=1, split_factor=2), Partial(\"max\")]" --format json)
+run_case(torch_dtype_fp8 0 "\"dtype\":\"f8e4m3\"" "" plan --mesh 2 --shape 8 --dtype torch.float8_e4m3fn --from "Shard(0)" --to "Replicate()" --format json)
+run_case(max_memory_units 0 "\"peak_bytes\"" "" plan --mesh 2x4 --shape 1024x1024 --from "S(0)S(1)" --to "S(1)S(0)" --max-memory 512MiB --format json)
+# Errors name the flag and suggest the nearest spelling; unknown flags and commands are named.
+run_case(flag_named 2 "" "^error: --to: malformed placements" plan --mesh 2 --shape 8 --from "S(0)" --to "S(0")
+run_case(did_you_mean 2 "" "\"Shrad\": did you mean Shard\\?" plan --mesh 2 --shape 8 --from "Shrad(0)" --to R)
+run_case(unknown_flag 2 "" "unknown flag \"--too\" for dtensor plan \\(did you mean --to\\?\\)" plan --mesh 2 --shape 8 --from R --too "S(0)")
+run_case(unknown_command 2 "" "unknown command \"frobnicate\"" frobnicate --mesh 2)
+run_case(version 0 "^dtensor [0-9]+\\.[0-9]+\\.[0-9]+" "" --version)
+run_case(rank_negative 2 "" "--rank \"-2\" must be an integer in \\[0, 2\\)" layout --mesh 2 --shape 8 --placements "S(0)" --rank -2)
+run_case(rank_huge 2 "" "--rank \"99999999999999999999\" must be" layout --mesh 2 --shape 8 --placements "S(0)" --rank 99999999999999999999)
+run_case(max_memory_empty 2 "" "error: --max-memory" plan --mesh 2 --shape 8 --from R --to "S(0)" --max-memory "")
+run_case(unbalanced_quotes 2 "" "malformed placements" plan --mesh 2 --shape 8 --from "P(\"max')" --to R)
+run_case(empty_shape_dim_huge 2 "" "tensor size 4611686018427387904 on dim 1 exceeds 2\\^53" layout --mesh 2 --shape 0x4611686018427387904 --placements R)
+run_case(show_dims_negative 2 "" "--dims names tensor dim -1" show --mesh 2 --shape 9x5 --from "S(0)" --to R --dims -1,0)
+run_case(show_bad_extension 2 "" "unknown extension \".bmp\"" show --mesh 2 --shape 9x5 --from "S(0)" --to R -o ${tmp}/x.bmp)
+# Wrong answers and oversized simulations are refused, never "verified".
+run_case(huge_split_factor 0 "verified: every rank" "" simulate --mesh 2 --shape 8 --from R --to "_S(0, 9223372036854775807)")
+run_case(huge_split_factor_back 0 "verified: every rank" "" simulate --mesh 2 --shape 8 --from "_S(0, 9223372036854775807)" --to R)
+run_case(sim_memory_limit 2 "" "needs about [0-9]+ bytes of host memory, above the limit of 1048576 bytes \\(--sim-memory-limit"
+         simulate --mesh 2x4 --shape 16384x16384 --from "S(0)S(1)" --to RR --sim-memory-limit 1MiB)
+run_case(simulate_json_no_data 0 "\"local_shape\":\\[[0-9]+,[0-9]+\\]}" "" simulate --mesh 2 --shape 300x300 --from "S(0)" --to R --format json)

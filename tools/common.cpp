@@ -11,13 +11,15 @@ namespace dtensor::cli {
 
 void add_plan_flags(CLI::App& cmd, PlanArgs& a) {
   cmd.add_option("--mesh", a.mesh, "mesh shape: 2x4 or dp=2,tp=4")->required();
-  cmd.add_option("--shape", a.shape, "global tensor shape: 9x5 or 9,5")->required();
-  cmd.add_option("--from", a.from, "source placements, e.g. 'S(0)[1]S(0)[0]'")->required();
+  cmd.add_option("--shape", a.shape, "global tensor shape: 9x5, 9,5 or [9, 5]")->required();
+  cmd.add_option("--from", a.from, "source placements, e.g. 'S(0)[1]S(0)[0]' or '(Shard(dim=0), Replicate())'")->required();
   cmd.add_option("--to", a.to, "target placements")->required();
-  cmd.add_option("--dtype", a.dtype, "f64 f32 bf16 f16 f8e4m3 f8e5m2 i64 i32 i8 u8 bool")->capture_default_str();
+  cmd.add_option("--dtype", a.dtype, "f64 f32 bf16 f16 f8e4m3 f8e5m2 i64 i32 i8 u8 bool (or torch names: bfloat16, ...)")
+      ->capture_default_str();
   cmd.add_option("--cost-model", a.cost_model, "default, pytorch, or a JSON profile file")->capture_default_str();
   cmd.add_option("--edges", a.edges, "edge set: all or pytorch (default: pytorch for --cost-model pytorch, else all)");
-  cmd.add_option("--max-memory", a.max_memory, "largest workspace (peak bytes) a plan may use");
+  cmd.add_option("--max-memory", a.max_memory, "largest workspace (peak bytes) a plan may use: 1073741824, 1GiB, 512MiB")
+      ->each([&a](const std::string&) { a.max_memory_given = true; });
   cmd.add_option("--format", a.format, "text or json")->capture_default_str();
 }
 
@@ -26,23 +28,51 @@ void check_format(const std::string& format) {
     throw InputError(fmt::format("unknown --format '{}' (expected text or json)", format));
 }
 
+std::int64_t parse_bytes(const std::string& flag, const std::string& text) {
+  std::size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + i, v);
+  if (i == 0 || ec != std::errc())
+    throw InputError(fmt::format("{} {} is not a byte count (e.g. 1073741824, 1GiB, 512MiB)", flag, quote_input(text)));
+  std::string unit = text.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  struct U {
+    const char* name;
+    std::int64_t mul;
+  };
+  static constexpr U kUnits[] = {{"", 1},          {"B", 1},           {"K", 1 << 10},      {"KiB", 1 << 10},
+                                 {"M", 1 << 20},   {"MiB", 1 << 20},   {"G", 1 << 30},      {"GiB", 1 << 30},
+                                 {"T", 1LL << 40}, {"TiB", 1LL << 40}, {"KB", 1000},        {"MB", 1000000},
+                                 {"GB", 1000000000}, {"TB", 1000000000000LL}};
+  for (const auto& u : kUnits)
+    if (unit == u.name) {
+      if (v > INT64_MAX / u.mul) throw InputError(fmt::format("{} {} is too large", flag, quote_input(text)));
+      return v * u.mul;
+    }
+  throw InputError(fmt::format("{} {}: unknown unit {} (B, KiB, MiB, GiB, TiB, K, M, G, T, KB, MB, GB, TB)", flag,
+                               quote_input(text), quote_input(unit)));
+}
+
+std::int64_t parse_index(const std::string& flag, const std::string& text, std::int64_t limit) {
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size() || v < 0 || v >= limit)
+    throw InputError(fmt::format("{} {} must be an integer in [0, {})", flag, quote_input(text), limit));
+  return v;
+}
+
 PlanRequest make_request(const PlanArgs& a) {
   check_format(a.format);
-  Mesh mesh = Mesh::parse(a.mesh);
-  auto shape = parse_shape(a.shape);
-  const DType dt = parse_dtype(a.dtype);
-  Layout src = Layout::parse(mesh, shape, dt, a.from);
-  Layout dst = Layout::parse(mesh, shape, dt, a.to);
-  CostModel cost = CostModel::load(a.cost_model);
+  Mesh mesh = for_flag("--mesh", [&] { return Mesh::parse(a.mesh); });
+  auto shape = for_flag("--shape", [&] { return parse_shape(a.shape); });
+  const DType dt = for_flag("--dtype", [&] { return parse_dtype(a.dtype); });
+  Layout src = for_flag("--from", [&] { return Layout::parse(mesh, shape, dt, a.from); });
+  Layout dst = for_flag("--to", [&] { return Layout::parse(mesh, shape, dt, a.to); });
+  CostModel cost = for_flag("--cost-model", [&] { return CostModel::load(a.cost_model); });
   PlanOptions opt;
-  if (!a.edges.empty()) opt.edges = parse_edge_set(a.edges);
-  if (!a.max_memory.empty()) {
-    std::int64_t v = 0;
-    auto [p, ec] = std::from_chars(a.max_memory.data(), a.max_memory.data() + a.max_memory.size(), v);
-    if (ec != std::errc() || p != a.max_memory.data() + a.max_memory.size() || v < 0)
-      throw InputError(fmt::format("--max-memory '{}' must be a non-negative number of bytes", a.max_memory));
-    opt.max_peak_bytes = v;
-  }
+  if (!a.edges.empty()) opt.edges = for_flag("--edges", [&] { return parse_edge_set(a.edges); });
+  if (a.max_memory_given) opt.max_peak_bytes = parse_bytes("--max-memory", a.max_memory);
   return {std::move(src), std::move(dst), std::move(cost), opt};
 }
 

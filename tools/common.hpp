@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "dtensor/error.hpp"
 #include "dtensor/layout.hpp"
 #include "dtensor/planner.hpp"
 
@@ -13,6 +14,7 @@ namespace dtensor::cli {
 struct PlanArgs {
   std::string mesh, shape, from, to, dtype = "f32", cost_model = "default", edges, format = "text";
   std::string max_memory;
+  bool max_memory_given = false;  // `--max-memory ''` is an error, not "no limit"
   bool explain = false;
 };
 void add_plan_flags(CLI::App& cmd, PlanArgs& a);
@@ -29,6 +31,20 @@ struct PlanRequest {
 [[nodiscard]] std::string ownership_grid(const Layout& l, std::size_t max_blocks = 48);
 
 void check_format(const std::string& format);
+// "1GiB", "512MiB", "64KiB", "1e9"-free byte counts: an integer with an optional unit
+// (B, KiB, MiB, GiB, TiB, or K/M/G/T as 1024-based, KB/MB/GB/TB as 1000-based).
+[[nodiscard]] std::int64_t parse_bytes(const std::string& flag, const std::string& text);
+// A non-negative integer below `limit` for `flag`, strictly (no sign tricks, no saturation).
+[[nodiscard]] std::int64_t parse_index(const std::string& flag, const std::string& text, std::int64_t limit);
+// Runs `f`, prefixing an InputError with the flag it came from ("--from: ...").
+template <typename F>
+auto for_flag(const char* flag, F&& f) {
+  try {
+    return f();
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", flag, e.what()));
+  }
+}
 
 // Each registers a subcommand whose callback prints to stdout and throws dtensor::Error on bad input.
 void register_layout(CLI::App& app);

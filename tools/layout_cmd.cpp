@@ -10,19 +10,20 @@ namespace {
 struct LayoutArgs {
   std::string mesh, shape, placements, dtype = "f32", format = "text";
   bool indices = false;
-  std::int64_t rank = -1;
+  std::string rank;  // parsed strictly: -2 or 99999999999999999999 are errors
 };
 
 std::string dims_str(const std::vector<std::int64_t>& v) { return fmt::format("({})", fmt::join(v, ",")); }
 
 void run(const LayoutArgs& a) {
   check_format(a.format);
-  const Mesh mesh = Mesh::parse(a.mesh);
-  const Layout l = Layout::parse(mesh, parse_shape(a.shape), parse_dtype(a.dtype), a.placements);
-  if (a.rank >= mesh.num_ranks())
-    throw InputError(fmt::format("--rank {} is out of range for mesh {} ({} ranks)", a.rank, mesh.str(), mesh.num_ranks()));
+  const Mesh mesh = for_flag("--mesh", [&] { return Mesh::parse(a.mesh); });
+  const auto shape = for_flag("--shape", [&] { return parse_shape(a.shape); });
+  const DType dt = for_flag("--dtype", [&] { return parse_dtype(a.dtype); });
+  const Layout l = for_flag("--placements", [&] { return Layout::parse(mesh, shape, dt, a.placements); });
+  const std::int64_t rank = a.rank.empty() ? -1 : parse_index("--rank", a.rank, mesh.num_ranks());
   std::vector<std::int64_t> ranks;
-  if (a.rank >= 0) ranks.push_back(a.rank);
+  if (rank >= 0) ranks.push_back(rank);
   else
     for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) ranks.push_back(r);
   const bool with_indices = a.indices || l.numel() <= 65536;
@@ -76,7 +77,7 @@ void run(const LayoutArgs& a) {
     std::cout << fmt::format("{:>5}  {:<12} {:<12} {:<14} {}\n", r, dims_str(coord), shape_str(local), dims_str(offset),
                              idx);
   }
-  if (a.rank < 0) {
+  if (rank < 0) {
     const auto grid = ownership_grid(l);
     if (!grid.empty())
       std::cout << "\nownership grid (cells list the ranks holding each block; rows/cols are start:stop):\n" << grid;

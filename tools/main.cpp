@@ -1,21 +1,85 @@
 // dtensor: plan, explain and simulate redistributions of distributed tensors (docs/cli.md).
+#include <algorithm>
 #include <iostream>
+#include <string_view>
 
 #include "common.hpp"
 #include "dtensor/error.hpp"
 
+#ifndef DTENSOR_VERSION
+#define DTENSOR_VERSION "unknown"
+#endif
+
 namespace dtensor::cli {
 int g_exit_status = 0;
+
+namespace {
+std::size_t distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
 }
+std::string nearest(std::string_view word, const std::vector<std::string>& known) {
+  std::string best;
+  std::size_t best_d = 4;
+  for (const auto& k : known)
+    if (const auto d = distance(word, k); d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  return best.empty() ? "" : fmt::format(" (did you mean {}?)", best);
+}
+
+// Names what CLI11 would misreport: an unknown command, or an unknown flag that would otherwise
+// surface as a missing required one (`--too` read as "--to is required").
+void check_words(CLI::App& app, int argc, char** argv) {
+  if (argc < 2) return;
+  const std::string cmd = argv[1];
+  if (cmd.starts_with("-")) return;
+  std::vector<std::string> names;
+  for (const auto* s : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(s->get_name());
+  CLI::App* sub = nullptr;
+  for (auto* s : app.get_subcommands([](CLI::App*) { return true; }))
+    if (s->get_name() == cmd) sub = s;
+  if (!sub)
+    throw InputError(fmt::format("unknown command {}{}; the commands are layout, plan, simulate and show", quote_input(cmd),
+                                 nearest(cmd, names)));
+  std::vector<std::string> flags;
+  for (const auto* o : sub->get_options())
+    for (const auto& n : o->get_lnames()) flags.push_back("--" + n);
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (!a.starts_with("--") || a == "--") continue;
+    if (const auto eq = a.find('='); eq != std::string::npos) a = a.substr(0, eq);
+    if (std::find(flags.begin(), flags.end(), a) != flags.end()) {
+      ++i;  // its value may itself start with "--"
+      continue;
+    }
+    throw InputError(fmt::format("unknown flag {} for dtensor {}{}", quote_input(a), cmd, nearest(a, flags)));
+  }
+}
+}  // namespace
+}  // namespace dtensor::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"dtensor: layouts, redistribution plans and simulations of distributed tensors"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("dtensor ") + DTENSOR_VERSION);
   dtensor::cli::register_layout(app);
   dtensor::cli::register_plan(app);
   dtensor::cli::register_simulate(app);
   dtensor::cli::register_show(app);
   try {
+    dtensor::cli::check_words(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -1,4 +1,6 @@
+#include <climits>
 #include <iostream>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
@@ -9,6 +11,28 @@ namespace {
 
 PlanArgs args;
 std::int64_t max_values = 64;
+bool with_data = false;
+std::string sim_memory_limit;
+
+// What a simulation holds at once: every rank's input, output and workspace, the outputs again as
+// doubles for the report, and the coverage counts of the verification.
+std::int64_t simulation_bytes(const Plan& plan) {
+  const Layout src = plan.src_layout(), dst = plan.dst_layout();
+  const auto s = static_cast<std::int64_t>(itemsize(plan.dtype));
+  const auto R = plan.mesh.num_ranks();
+  long double total = static_cast<long double>(R) * static_cast<long double>(plan.peak_bytes);
+  for (std::int64_t r = 0; r < R; ++r) {
+    const auto c = plan.mesh.coord_of_rank(r);
+    total += static_cast<long double>(src.local_numel(c)) * s + static_cast<long double>(dst.local_numel(c)) * (s + 8);
+  }
+  if (dst.numel() <= (std::int64_t{1} << 26)) total += static_cast<long double>(dst.numel()) * 4;
+  return total > static_cast<long double>(INT64_MAX) ? INT64_MAX : static_cast<std::int64_t>(total);
+}
+
+std::int64_t default_limit() {  // half of this machine's memory
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page / 2 : (std::int64_t{8} << 30);
+}
 
 }  // namespace
 
@@ -16,17 +40,30 @@ void register_simulate(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate", "plan, run on the simulated mesh, and verify every rank");
   add_plan_flags(*cmd, args);
   cmd->add_option("--show", max_values, "text format: values shown per rank")->capture_default_str();
+  cmd->add_flag("--data", with_data, "json format: include every rank's values even above 65,536 elements");
+  cmd->add_option("--sim-memory-limit", sim_memory_limit,
+                  "refuse simulations that need more host memory than this (default: half of this machine's memory)");
   cmd->callback([] {
     const auto req = make_request(args);
     const Plan plan = plan_redistribution(req.src, req.dst, req.cost, req.options);
+    const std::int64_t limit = sim_memory_limit.empty() ? default_limit() : parse_bytes("--sim-memory-limit", sim_memory_limit);
+    if (const auto need = simulation_bytes(plan); need > limit)
+      throw InputError(fmt::format("simulating {} on mesh {} needs about {} bytes of host memory, above the limit of {} bytes "
+                                   "(--sim-memory-limit; --max-memory bounds the plan's workspace, not this)",
+                                   plan.trace(), plan.mesh.str(), need, limit));
     const SimulationResult res = simulate(plan);
     if (args.format == "json") {
       auto j = nlohmann::ordered_json::parse(plan.to_json());
       j["verified"] = res.verified;
       if (!res.verified) j["mismatch"] = res.mismatch;
+      // data: for tensors of at most 65,536 elements, or when --data asks for it
+      const bool data = with_data || plan.dst_layout().numel() <= 65536;
       j["ranks"] = nlohmann::ordered_json::array();
-      for (const auto& r : res.ranks)
-        j["ranks"].push_back({{"rank", r.rank}, {"coord", r.coord}, {"local_shape", r.local_shape}, {"data", r.data}});
+      for (const auto& r : res.ranks) {
+        nlohmann::ordered_json rj{{"rank", r.rank}, {"coord", r.coord}, {"local_shape", r.local_shape}};
+        if (data) rj["data"] = r.data;
+        j["ranks"].push_back(std::move(rj));
+      }
       std::cout << j.dump() << "\n";
     } else {
       std::cout << fmt::format("simulated {} -> {} on mesh {} ({} ranks), shape {} {}\n", plan.src.str(), plan.dst.str(),

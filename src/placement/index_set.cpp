@@ -8,8 +8,12 @@
 namespace dtensor {
 
 ChunkBounds chunk_bounds(std::int64_t length, std::int64_t n, std::int64_t i) noexcept {
-  const std::int64_t c = (length + n - 1) / n;
-  return {std::min(i * c, length), std::min((i + 1) * c, length)};
+  // Overflow-safe for every length >= 0, n >= 1, i >= 0 (split factors up to INT64_MAX included):
+  // no `length + n` and no `i * c` in 64 bits.
+  __extension__ typedef __int128 wide;
+  const std::int64_t c = length / n + (length % n != 0 ? 1 : 0);
+  const auto clamp = [&](wide x) { return static_cast<std::int64_t>(std::min<wide>(x, length)); };
+  return {clamp(static_cast<wide>(i) * c), clamp((static_cast<wide>(i) + 1) * c)};
 }
 
 IndexSet IndexSet::range(std::int64_t start, std::int64_t stop) {

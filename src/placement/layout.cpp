@@ -264,13 +264,19 @@ std::ostream& operator<<(std::ostream& os, const Sharding& s) { return os << s.s
 Layout::Layout(Mesh mesh, std::vector<std::int64_t> shape, DType dtype, Sharding sharding)
     : mesh_(std::move(mesh)), shape_(std::move(shape)), dtype_(dtype), sharding_(std::move(sharding)) {
   constexpr std::int64_t kMaxNumel = std::int64_t{1} << 53;  // bytes stay exact in int64 and double
-  std::int64_t numel = 1;
+  bool empty = false;
   for (std::size_t d = 0; d < shape_.size(); ++d) {
     if (shape_[d] < 0)
       throw InputError(fmt::format("tensor size {} on dim {} is negative (size 0 is a valid empty dim)", shape_[d], d));
-    if (shape_[d] > 0 && numel > kMaxNumel / shape_[d])
+    if (shape_[d] > kMaxNumel)
+      throw InputError(fmt::format("tensor size {} on dim {} exceeds 2^53", shape_[d], d));
+    empty = empty || shape_[d] == 0;
+  }
+  std::int64_t numel = 1;
+  for (std::size_t d = 0; d < shape_.size() && !empty; ++d) {
+    if (numel > kMaxNumel / shape_[d])
       throw InputError(fmt::format("tensor shape {} has more than 2^53 elements", shape_str(shape_)));
-    numel *= std::max<std::int64_t>(shape_[d], 1);
+    numel *= shape_[d];
   }
   if (sharding_.mesh_ndim() != mesh_.ndim())
     throw InputError(fmt::format("placements \"{}\" name {} mesh dim(s) but mesh {} has {}", sharding_.str(),

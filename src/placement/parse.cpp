@@ -1,6 +1,7 @@
 // Strict parsers for the text forms of docs/notation.md and docs/cli.md. Every error names the offending text and
 // the 1-based character where parsing stopped.
 #include <cctype>
+#include <algorithm>
 #include <charconv>
 #include <limits>
 
@@ -68,12 +69,48 @@ class Cursor {
   std::size_t pos_ = 0;
 };
 
+// Levenshtein distance, for "did you mean" suggestions.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Optional quotes around a value: whatever opens must close the same way ("max" or 'max').
+char open_quote(Cursor& c) {
+  if (c.accept("\"")) return '"';
+  if (c.accept("'")) return '\'';
+  return 0;
+}
+void close_quote(Cursor& c, char q) {
+  if (q == '"') c.expect("\"");
+  if (q == '\'') c.expect("'");
+}
+
+// "dim=" / "split_factor=" keyword arguments, as PyTorch spells them (optional).
+void keyword(Cursor& c, std::string_view name) {
+  c.accept(std::string(name) + "=");
+}
+
 Placement parse_one(Cursor& c) {
   const std::size_t start = c.pos();
+  c.accept("torch.distributed.tensor.");
+  c.accept("placement_types.");
   if (c.accept("_StridedShard(")) {
+    keyword(c, "dim");
     const auto d = c.integer();
     c.expect(",");
-    c.accept("split_factor=");
+    keyword(c, "split_factor");
     const auto sf = c.integer();
     c.expect(")");
     return Placement::StridedShard(d, sf);
@@ -86,7 +123,7 @@ Placement parse_one(Cursor& c) {
     return Placement::StridedShard(d, sf);
   }
   if (c.accept("Shard(") || c.accept("S(")) {
-    c.accept("dim=");
+    keyword(c, "dim");
     const auto d = c.integer();
     c.expect(")");
     return Placement::Shard(d);
@@ -94,9 +131,8 @@ Placement parse_one(Cursor& c) {
   if (c.accept("Replicate()")) return Placement::Replicate();
   if (c.accept("Partial(") || c.accept("P(")) {
     if (c.accept(")")) return Placement::Partial(ReduceOp::sum);
-    c.accept("reduce_op=");
-    c.accept("\"");
-    c.accept("'");
+    keyword(c, "reduce_op");
+    const char q = open_quote(c);
     const std::size_t op_pos = c.pos();
     const std::string op = c.identifier();
     ReduceOp result = ReduceOp::sum;
@@ -106,15 +142,38 @@ Placement parse_one(Cursor& c) {
       c.set_pos(op_pos);
       c.fail("a Partial op (sum, avg, max, min, product)");
     }
-    c.accept("\"");
-    c.accept("'");
+    close_quote(c, q);
     c.expect(")");
     return Placement::Partial(result);
   }
-  if (c.accept("Partial")) return Placement::Partial(ReduceOp::sum);
-  if (c.accept("R")) return Placement::Replicate();
-  if (c.accept("P")) return Placement::Partial(ReduceOp::sum);
+  // Bare words: R, P, Replicate, Partial (placements may follow without a separator: "RS(0)",
+  // "RP"); anything else gets the nearest valid spelling.
+  c.skip_space();
+  const std::size_t word_at = c.pos();
+  const std::string word = c.identifier();
+  if (word == "Replicate") return Placement::Replicate();
+  if (word == "Partial") return Placement::Partial(ReduceOp::sum);
+  if (!word.empty() && (word[0] == 'R' || word[0] == 'P')) {
+    const std::string_view rest = std::string_view(word).substr(1);
+    if (rest.empty() || rest[0] == 'R' || rest[0] == 'P' || rest[0] == 'S' || rest[0] == '_') {
+      c.set_pos(word_at + 1);
+      return word[0] == 'R' ? Placement::Replicate() : Placement::Partial(ReduceOp::sum);
+    }
+  }
   c.set_pos(start);
+  if (!word.empty()) {
+    std::string best;
+    std::size_t best_d = 3;
+    for (std::string_view known : {"Shard", "Replicate", "Partial", "_StridedShard", "S", "R", "P", "_S"}) {
+      const auto d = edit_distance(word, known);
+      if (d < best_d || (d == best_d && best.empty())) {
+        best_d = d;
+        best = std::string(known);
+      }
+    }
+    if (!best.empty() && best_d <= (word.size() >= 4 ? 2u : 1u))
+      c.fail(fmt::format("a placement (S(d), _S(d, sf), R or P(op)); {}: did you mean {}?", quote_input(word), best));
+  }
   c.fail("a placement (S(d), _S(d, sf), R or P(op))");
 }
 
@@ -124,7 +183,16 @@ PlacementSpec parse_placements(std::string_view text) {
   Cursor c(text, "placements");
   PlacementSpec spec;
   if (c.done()) c.fail("a placement (S(d), _S(d, sf), R or P(op))");
+  // PyTorch's own spelling: a tuple or list of placements, e.g. (Shard(dim=0), Replicate())
+  char close = 0;
+  if (c.accept("(")) close = ')';
+  else if (c.accept("[")) close = ']';
   while (!c.done()) {
+    if (close && c.accept(std::string(1, close))) {
+      if (!c.done()) c.fail("the end after the closing bracket");
+      close = 0;
+      break;
+    }
     spec.placements.push_back(parse_one(c));
     int order = -1;
     if (c.accept("[")) {
@@ -138,17 +206,25 @@ PlacementSpec parse_placements(std::string_view text) {
     spec.order.push_back(order);
     if (c.accept(",") && c.done()) c.fail("a placement after ','");
   }
+  if (close) c.fail(fmt::format("'{}' closing the sequence", close));
+  if (spec.placements.empty()) c.fail("a placement (S(d), _S(d, sf), R or P(op))");
   return spec;
 }
 
 std::vector<std::int64_t> parse_shape(std::string_view text) {
   Cursor c(text, "shape");
   std::vector<std::int64_t> shape;
-  if (c.accept("(")) {
-    if (c.accept(")") && c.done()) return shape;
-    c.fail("')'");
+  // 9x5, 9,5, and Python's spellings: (9, 5), [9, 5], torch.Size([9, 5]); () is 0-d
+  const bool torch_size = c.accept("torch.Size(");
+  std::string close;
+  if (c.accept("(")) close = ")";
+  else if (c.accept("[")) close = "]";
+  if (!close.empty() && c.accept(close)) {
+    if (torch_size) c.expect(")");
+    if (!c.done()) c.fail("the end of the shape");
+    return shape;
   }
-  if (c.done()) return shape;
+  if (c.done() && close.empty() && !torch_size) return shape;
   while (true) {
     const std::size_t at = c.pos();
     const auto v = c.integer();
@@ -157,9 +233,17 @@ std::vector<std::int64_t> parse_shape(std::string_view text) {
       throw InputError(fmt::format("tensor size {} in shape {} is negative (size 0 is a valid empty dim)", v, quote_input(text)));
     }
     shape.push_back(v);
+    if (!close.empty()) {
+      const bool comma = c.accept(",");
+      if (c.accept(close)) break;  // (9, 5) and Python's one-element (9,)
+      if (!comma && !c.accept("x")) c.fail(fmt::format("',' or '{}'", close));
+      continue;
+    }
     if (c.done()) break;
     if (!c.accept("x") && !c.accept(",")) c.fail("'x' or ','");
   }
+  if (torch_size) c.expect(")");
+  if (!c.done()) c.fail("the end of the shape");
   return shape;
 }
 
@@ -173,6 +257,10 @@ Mesh Mesh::parse(std::string_view text) {
   std::vector<std::int64_t> shape;
   std::vector<std::string> names;
   if (c.done()) c.fail("a mesh like 2x4 or dp=2,tp=4");
+  // Python's spellings too: (dp=4, tp=2), [2, 4]
+  std::string close;
+  if (c.accept("(")) close = ")";
+  else if (c.accept("[")) close = "]";
   while (true) {
     c.skip_space();
     const std::size_t at = c.pos();
@@ -199,6 +287,15 @@ Mesh Mesh::parse(std::string_view text) {
       throw InputError(fmt::format("mesh size {} in mesh {} must be at least 1", v, quote_input(text)));
     }
     shape.push_back(v);
+    if (!close.empty()) {
+      const bool sep = c.accept(",") || c.accept("x");
+      if (c.accept(close)) {
+        if (!c.done()) c.fail("the end of the mesh");
+        break;
+      }
+      if (!sep) c.fail(fmt::format("',' or '{}'", close));
+      continue;
+    }
     if (c.done()) break;
     if (!c.accept("x") && !c.accept(",")) c.fail("'x' or ','");
   }
