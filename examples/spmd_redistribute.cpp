@@ -12,8 +12,8 @@
 // `--random K --seed S` runs K random (shape, source, target) pairs on the mesh instead, one
 // summary line each. Two faults can be injected, to see the failure modes: `--inject-mismatch R`
 // makes rank R plan another target (the run fails, exit 4, naming the ranks whose plans differ);
-// `--inject-absent R` makes rank R leave before executing (its peers time out after --timeout
-// seconds, naming the collective, exit 4).
+// `--inject-absent R` makes rank R stall instead of executing (its peers time out after
+// --timeout seconds, naming the collective, exit 4).
 // Exit status: 0 every rank verified, 1 verification failed, 2 bad input (including a world size
 // that differs from the mesh), 4 backend failure or timeout.
 #include <algorithm>
@@ -233,7 +233,10 @@ int run_cases(Communicator& comm, const Memory& mem, const Args& a, const std::v
     try {
       o = run_rank(comm, mem, a, c, cost, wait);
     } catch (const Absent&) {
-      std::fprintf(stderr, "rank %lld: leaving without executing (--inject-absent)\n", static_cast<long long>(comm.rank()));
+      // A stuck peer: it never issues the collective; the others' watchdogs must end the run.
+      std::fprintf(stderr, "rank %lld: stuck, not executing (--inject-absent)\n", static_cast<long long>(comm.rank()));
+      std::fflush(stderr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 3000)));
       return 0;
     }
     if (print_rank_hash) std::printf("rank %lld: plan_hash=%016llx\n", static_cast<long long>(comm.rank()),
