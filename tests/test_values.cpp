@@ -4,6 +4,10 @@
 #include "dtensor/error.hpp"
 #include "test_util.hpp"
 #include "dtensor/layout.hpp"
+#include "dtensor/scalar.hpp"
+#include "comm/scalar_reference.hpp"
+#include <cmath>
+#include <random>
 
 using namespace dtensor;
 
@@ -199,4 +203,44 @@ TEST_CASE("quote_input escapes control characters and truncates", "[values]") {
   CHECK(quote_input("a\"b") == "\"a\\\"b\"");
   CHECK(quote_input(std::string(200, 'x')).size() < 120);
   CHECK(quote_input(std::string(200, 'x')).find("first 80 of 200 characters") != std::string::npos);
+}
+
+TEST_CASE("bf16/f16 fast codecs equal the reference codecs bit for bit", "[values]") {
+  std::mt19937_64 rng(2024);
+  for (DType t : {DType::bf16, DType::f16}) {
+    std::uint16_t buf = 0;
+    std::int64_t checked = 0;
+    auto check_encode = [&](double v) {
+      store_element(t, &buf, 0, v);
+      const auto want = detail::encode_reference(t, v);
+      if (buf != want) FAIL(to_string(t) << " encode(" << v << ") = " << buf << ", reference " << want);
+      ++checked;
+    };
+    for (std::uint32_t b = 0; b < 65536; ++b) {
+      const std::uint16_t bits = static_cast<std::uint16_t>(b);
+      const double v = load_element(t, &bits, 0);
+      const double ref = detail::decode_reference(t, b);
+      if (!(v == ref || (std::isnan(v) && std::isnan(ref)))) FAIL(to_string(t) << " decode " << b);
+      if (std::isnan(v)) continue;
+      check_encode(v);  // exact values
+      // the midpoint to the next value up (a tie) and points just around it
+      const std::uint16_t up = static_cast<std::uint16_t>(b + 1);
+      const double next = detail::decode_reference(t, up);
+      if (std::isfinite(v) && std::isfinite(next) && (b & 0x7fffu) != 0x7fffu && std::signbit(v) == std::signbit(next)) {
+        const double mid = v + (next - v) / 2;
+        check_encode(mid);
+        check_encode(std::nextafter(mid, 0.0));
+        check_encode(std::nextafter(mid, 1e300));
+        check_encode(-mid);
+      }
+    }
+    for (int i = 0; i < 200000; ++i) {  // random doubles over every scale, subnormals and overflow included
+      const double m = std::uniform_real_distribution<double>(-2, 2)(rng);
+      check_encode(std::ldexp(m, static_cast<int>(rng() % 300) - 150));
+    }
+    for (double v : {0.0, -0.0, 1e-320, -1e-320, 65504.0, 65519.99, 65520.0, 1e39, -1e39, 3.5e38, HUGE_VAL, -HUGE_VAL,
+                     std::nan(""), -std::nan("")})
+      check_encode(v);
+    CHECK(checked > 300000);
+  }
 }

@@ -422,7 +422,8 @@ std::string render_dot(const Plan& plan, const CostModel& cost, std::size_t max_
   std::string out = "digraph redistribution {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n";
   out += fmt::format("  label=\"{} -> {}: explored states within the plan's cost {:.3f} us\";\n", plan.src.str(), plan.dst.str(),
                      plan.total_cost_us);
-  for (const auto& [k, d] : dist) {
+  for (const auto& [key, d] : dist) {
+    const std::string& k = key;  // a plain reference: lambdas may not capture structured bindings in C++20 (clang)
     const bool on_path = k == plan.src.str() || std::any_of(path.begin(), path.end(), [&](const auto& p) { return p.second == k; });
     out += fmt::format("  \"{}\" [label=\"{}\\n{:.2f} us\"{}];\n", k, k, d, on_path ? ", style=bold, color=red" : "");
   }

@@ -13,6 +13,9 @@ namespace dtensor {
 // Stores `v` rounded to `t` (round-to-nearest-even for floats, saturating fp8 e4m3, truncation
 // toward zero for integers, v != 0 for bool).
 void store_element(DType t, void* data, std::int64_t i, double v) noexcept;
+// Every value of a 16- or 8-bit float dtype, decoded: table[bits] (nullptr for other dtypes).
+[[nodiscard]] const double* decode_table(DType t) noexcept;
+
 // acc[k] = op(acc[k], x[k]) for k < count (avg accumulates a sum; see finish_average).
 void reduce_into(DType t, ReduceOp op, void* acc, const void* x, std::int64_t count) noexcept;
 // acc[k] /= n (integer types: truncating division, as NCCL's ncclAvg).

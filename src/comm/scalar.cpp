@@ -1,9 +1,12 @@
 #include "dtensor/scalar.hpp"
 
+#include "minifloat.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 namespace dtensor {
 namespace {
@@ -64,6 +67,27 @@ std::uint32_t encode(double x, Mini f) {
   return sign | bits;
 }
 
+// ---- fast, exact paths for the 16- and 8-bit floats (the reference decode/encode above define them)
+
+// Every value of a 16- or 8-bit float, decoded once.
+struct Tables {
+  std::vector<double> bf16, f16, e4m3, e5m2;
+  Tables() : bf16(65536), f16(65536), e4m3(256), e5m2(256) {
+    for (std::uint32_t b = 0; b < 65536; ++b) {
+      bf16[b] = decode(b, kBF16);
+      f16[b] = decode(b, kF16);
+    }
+    for (std::uint32_t b = 0; b < 256; ++b) {
+      e4m3[b] = decode(b, kE4M3);
+      e5m2[b] = decode(b, kE5M2);
+    }
+  }
+};
+const Tables& tables() {
+  static const Tables t;
+  return t;
+}
+
 template <typename T>
 T get(const void* p, std::int64_t i) {
   T v;
@@ -94,14 +118,33 @@ void reduce_native(ReduceOp op, void* acc, const void* x, std::int64_t n) {
 
 }  // namespace
 
+namespace detail {
+double decode_reference(DType t, std::uint32_t bits) {
+  return decode(bits, t == DType::bf16 ? kBF16 : t == DType::f16 ? kF16 : t == DType::f8e4m3 ? kE4M3 : kE5M2);
+}
+std::uint32_t encode_reference(DType t, double v) {
+  return encode(v, t == DType::bf16 ? kBF16 : t == DType::f16 ? kF16 : t == DType::f8e4m3 ? kE4M3 : kE5M2);
+}
+}  // namespace detail
+
+const double* decode_table(DType t) noexcept {
+  switch (t) {
+    case DType::bf16: return tables().bf16.data();
+    case DType::f16: return tables().f16.data();
+    case DType::f8e4m3: return tables().e4m3.data();
+    case DType::f8e5m2: return tables().e5m2.data();
+    default: return nullptr;
+  }
+}
+
 double load_element(DType t, const void* d, std::int64_t i) noexcept {
   switch (t) {
     case DType::f64: return get<double>(d, i);
     case DType::f32: return get<float>(d, i);
-    case DType::bf16: return decode(get<std::uint16_t>(d, i), kBF16);
-    case DType::f16: return decode(get<std::uint16_t>(d, i), kF16);
-    case DType::f8e4m3: return decode(get<std::uint8_t>(d, i), kE4M3);
-    case DType::f8e5m2: return decode(get<std::uint8_t>(d, i), kE5M2);
+    case DType::bf16: return tables().bf16[get<std::uint16_t>(d, i)];
+    case DType::f16: return tables().f16[get<std::uint16_t>(d, i)];
+    case DType::f8e4m3: return tables().e4m3[get<std::uint8_t>(d, i)];
+    case DType::f8e5m2: return tables().e5m2[get<std::uint8_t>(d, i)];
     case DType::i64: return static_cast<double>(get<std::int64_t>(d, i));
     case DType::i32: return get<std::int32_t>(d, i);
     case DType::i8: return get<std::int8_t>(d, i);
@@ -115,8 +158,8 @@ void store_element(DType t, void* d, std::int64_t i, double v) noexcept {
   switch (t) {
     case DType::f64: put<double>(d, i, v); break;
     case DType::f32: put<float>(d, i, static_cast<float>(v)); break;
-    case DType::bf16: put<std::uint16_t>(d, i, static_cast<std::uint16_t>(encode(v, kBF16))); break;
-    case DType::f16: put<std::uint16_t>(d, i, static_cast<std::uint16_t>(encode(v, kF16))); break;
+    case DType::bf16: put<std::uint16_t>(d, i, detail::encode_bf16(v)); break;
+    case DType::f16: put<std::uint16_t>(d, i, detail::encode_f16(v)); break;
     case DType::f8e4m3: put<std::uint8_t>(d, i, static_cast<std::uint8_t>(encode(v, kE4M3))); break;
     case DType::f8e5m2: put<std::uint8_t>(d, i, static_cast<std::uint8_t>(encode(v, kE5M2))); break;
     case DType::i64: put<std::int64_t>(d, i, static_cast<std::int64_t>(v)); break;

@@ -22,6 +22,7 @@
 #include "dtensor/scalar.hpp"
 #include "dtensor/testing.hpp"
 #include "executor_impl.hpp"
+#include "minifloat.hpp"
 
 namespace dtensor {
 namespace {
@@ -565,10 +566,55 @@ void SimulatedMemory::reduce(DType dtype, ReduceOp op, void* out, std::span<cons
   const auto n = static_cast<std::int64_t>(inputs.size());
   const bool narrow_float = dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::f8e4m3 || dtype == DType::f8e5m2;
   if (narrow_float) {
+    // decode through the dtype's table, add in double, round once per element
+    const double* table = decode_table(dtype);
+    const bool wide16 = itemsize(dtype) == 2;
+    auto bits_at = [&](const void* p, std::int64_t k) -> std::uint32_t {
+      if (wide16) {
+        std::uint16_t b;
+        std::memcpy(&b, static_cast<const char*>(p) + 2 * k, 2);
+        return b;
+      }
+      return static_cast<const std::uint8_t*>(p)[k];
+    };
+    // bf16 is the top half of a float: decoded by a shift, no table
+    const bool is_bf16 = dtype == DType::bf16;
+    auto value = [&](const void* p, std::int64_t k) -> double {
+      const std::uint32_t b = bits_at(p, k);
+      return is_bf16 ? static_cast<double>(detail::bits_float(b << 16)) : table[b];
+    };
+    auto finish = [&](std::int64_t k, double acc) {
+      const double v = op == ReduceOp::avg ? acc / static_cast<double>(n) : acc;
+      if (dtype == DType::bf16 || dtype == DType::f16) {
+        const std::uint16_t b = dtype == DType::bf16 ? detail::encode_bf16(v) : detail::encode_f16(v);
+        std::memcpy(static_cast<char*>(out) + 2 * k, &b, 2);
+      } else {
+        store_element(dtype, out, k, v);
+      }
+    };
+    if (is_bf16 && (op == ReduceOp::sum || op == ReduceOp::avg)) {
+      // blocks of a cache-resident double accumulator: the loops vectorise
+      constexpr std::int64_t kBlock = 2048;
+      double acc[kBlock];
+      for (std::int64_t k0 = 0; k0 < count; k0 += kBlock) {
+        const std::int64_t m = std::min(kBlock, count - k0);
+        for (std::int64_t s = 0; s < n; ++s) {
+          const auto* in = static_cast<const std::uint16_t*>(inputs[static_cast<std::size_t>(s)]) + k0;
+          for (std::int64_t j = 0; j < m; ++j) {
+            std::uint16_t b;
+            std::memcpy(&b, in + j, 2);
+            const double x = static_cast<double>(detail::bits_float(static_cast<std::uint32_t>(b) << 16));
+            acc[j] = s == 0 ? x : acc[j] + x;
+          }
+        }
+        for (std::int64_t j = 0; j < m; ++j) finish(k0 + j, acc[j]);
+      }
+      return;
+    }
     for (std::int64_t k = 0; k < count; ++k) {
-      double acc = load_element(dtype, inputs[0], k);
+      double acc = value(inputs[0], k);
       for (std::int64_t s = 1; s < n; ++s) {
-        const double x = load_element(dtype, inputs[static_cast<std::size_t>(s)], k);
+        const double x = value(inputs[static_cast<std::size_t>(s)], k);
         switch (op) {
           case ReduceOp::sum: case ReduceOp::avg: acc += x; break;
           case ReduceOp::max: acc = std::max(acc, x); break;
@@ -576,7 +622,7 @@ void SimulatedMemory::reduce(DType dtype, ReduceOp op, void* out, std::span<cons
           case ReduceOp::product: acc *= x; break;
         }
       }
-      store_element(dtype, out, k, op == ReduceOp::avg ? acc / static_cast<double>(n) : acc);
+      finish(k, acc);
     }
     return;
   }

@@ -1,0 +1,25 @@
+// libFuzzer: plan JSON, then the loaded plan prepared and executed on the in-process backend
+// (every rank from one thread). A hostile plan must be refused with an InputError, never crash,
+// hang or touch memory outside its buffers (ASan).
+#include <cstdio>
+#include <cstdlib>
+
+#include "dtensor/error.hpp"
+#include "dtensor/plan.hpp"
+#include "dtensor/testing.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view in(reinterpret_cast<const char*>(data), size);
+  try {
+    const dtensor::Plan p = dtensor::Plan::from_json(in);
+    if (!(dtensor::Plan::from_json(p.to_json()) == p)) {
+      std::fprintf(stderr, "FINDING: plan JSON round trip\n");
+      std::abort();
+    }
+    // small enough to run: execute it (the executor checks every buffer region first)
+    if (p.mesh.num_ranks() <= 16 && p.src_layout().numel() <= 4096 && p.peak_bytes <= (1 << 20))
+      (void)dtensor::simulate(p);
+  } catch (const dtensor::Error&) {
+  }
+  return 0;
+}
