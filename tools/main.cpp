@@ -14,28 +14,8 @@ namespace dtensor::cli {
 int g_exit_status = 0;
 
 namespace {
-std::size_t distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 std::string nearest(std::string_view word, const std::vector<std::string>& known) {
-  std::string best;
-  std::size_t best_d = 4;
-  for (const auto& k : known)
-    if (const auto d = distance(word, k); d < best_d) {
-      best_d = d;
-      best = k;
-    }
+  const auto best = nearest_spelling(word, known, 3);
   return best.empty() ? "" : fmt::format(" (did you mean {}?)", best);
 }
 

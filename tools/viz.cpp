@@ -1,5 +1,7 @@
 #include "viz.hpp"
 
+#include "dtensor/comm.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -54,17 +56,7 @@ std::string step_title(const Plan& plan, const Step& s) {
 
 }  // namespace
 
-std::string rank_ranges(const std::vector<std::int64_t>& r) {
-  std::string out;
-  for (std::size_t i = 0; i < r.size();) {
-    std::size_t j = i;
-    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += j == i ? fmt::format("{}", r[i]) : fmt::format("{}-{}", r[i], r[j]);
-    i = j + 1;
-  }
-  return out.empty() ? "-" : out;
-}
+std::string rank_ranges(const std::vector<std::int64_t>& r) { return rank_list(r); }
 
 StateView view_of(const Layout& l, const Options& opt) {
   StateView v;

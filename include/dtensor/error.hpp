@@ -2,6 +2,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <initializer_list>
+#include <vector>
 
 namespace dtensor {
 
@@ -29,5 +31,12 @@ class BackendError : public Error {
 // escaped (a newline never splits the message), cut to about `max` characters with the total
 // length noted.
 [[nodiscard]] std::string quote_input(std::string_view text, std::size_t max = 80);
+
+// The candidate nearest to `word` by edit distance (letters compared case-insensitively), when
+// it is within `max_distance`; "" otherwise. For "did you mean" hints.
+[[nodiscard]] std::string nearest_spelling(std::string_view word, std::initializer_list<std::string_view> candidates,
+                                           std::size_t max_distance);
+[[nodiscard]] std::string nearest_spelling(std::string_view word, const std::vector<std::string>& candidates,
+                                           std::size_t max_distance);
 
 }  // namespace dtensor

@@ -1,5 +1,8 @@
 #include "dtensor/error.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 
 namespace dtensor {
@@ -27,6 +30,43 @@ std::string quote_input(std::string_view text, std::size_t max) {
   out += '"';
   if (shown < text.size()) out += fmt::format(" (first {} of {} characters)", shown, text.size());
   return out;
+}
+
+namespace {
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+template <typename Range>
+std::string nearest(std::string_view word, const Range& candidates, std::size_t max_distance) {
+  std::string best;
+  std::size_t best_d = max_distance + 1;
+  for (const auto& c : candidates)
+    if (const auto d = edit_distance(word, c); d < best_d) {
+      best_d = d;
+      best = std::string(c);
+    }
+  return best;
+}
+}  // namespace
+
+std::string nearest_spelling(std::string_view word, std::initializer_list<std::string_view> candidates,
+                             std::size_t max_distance) {
+  return nearest(word, candidates, max_distance);
+}
+std::string nearest_spelling(std::string_view word, const std::vector<std::string>& candidates, std::size_t max_distance) {
+  return nearest(word, candidates, max_distance);
 }
 
 }  // namespace dtensor

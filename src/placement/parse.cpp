@@ -69,23 +69,6 @@ class Cursor {
   std::size_t pos_ = 0;
 };
 
-// Levenshtein distance, for "did you mean" suggestions.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // Optional quotes around a value: whatever opens must close the same way ("max" or 'max').
 char open_quote(Cursor& c) {
   if (c.accept("\"")) return '"';
@@ -162,16 +145,9 @@ Placement parse_one(Cursor& c) {
   }
   c.set_pos(start);
   if (!word.empty()) {
-    std::string best;
-    std::size_t best_d = 3;
-    for (std::string_view known : {"Shard", "Replicate", "Partial", "_StridedShard", "S", "R", "P", "_S"}) {
-      const auto d = edit_distance(word, known);
-      if (d < best_d || (d == best_d && best.empty())) {
-        best_d = d;
-        best = std::string(known);
-      }
-    }
-    if (!best.empty() && best_d <= (word.size() >= 4 ? 2u : 1u))
+    const auto best = nearest_spelling(word, {"Shard", "Replicate", "Partial", "_StridedShard", "S", "R", "P", "_S"},
+                                       word.size() >= 4 ? 2 : 1);
+    if (!best.empty())
       c.fail(fmt::format("a placement (S(d), _S(d, sf), R or P(op)); {}: did you mean {}?", quote_input(word), best));
   }
   c.fail("a placement (S(d), _S(d, sf), R or P(op))");

@@ -98,6 +98,14 @@ std::pair<MPI_Datatype, MPI_Op> reduction(DType t, ReduceOp op) {
   }
 }
 
+// avg is a sum divided by the group's size
+void finish_if_average(MPI_Comm c, ReduceOp op, DType dtype, void* recv, std::int64_t count) {
+  if (op != ReduceOp::avg) return;
+  int n = 0;
+  MPI_Comm_size(c, &n);
+  finish_average(dtype, recv, count, n);
+}
+
 SimulatedMemory& host() {
   static SimulatedMemory m;
   return m;
@@ -218,11 +226,7 @@ void MpiCommunicator::reduce_scatter(const Group& g, const void* send, void* rec
   MPI_Request req;
   check(MPI_Ireduce_scatter_block(send, recv, as_int(count, "reduce_scatter"), t, o, c, &req), "MPI_Ireduce_scatter_block");
   wait(&req, 1, "reduce_scatter", g, count, dtype);
-  if (op == ReduceOp::avg) {
-    int n = 0;
-    MPI_Comm_size(c, &n);
-    finish_average(dtype, recv, count, n);
-  }
+  finish_if_average(c, op, dtype, recv, count);
 }
 
 void MpiCommunicator::all_reduce(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
@@ -233,11 +237,7 @@ void MpiCommunicator::all_reduce(const Group& g, const void* send, void* recv, s
   check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, as_int(count, "all_reduce"), t, o, c, &req),
         "MPI_Iallreduce");
   wait(&req, 1, "all_reduce", g, count, dtype);
-  if (op == ReduceOp::avg) {
-    int n = 0;
-    MPI_Comm_size(c, &n);
-    finish_average(dtype, recv, count, n);
-  }
+  finish_if_average(c, op, dtype, recv, count);
 }
 
 void MpiCommunicator::all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) {
