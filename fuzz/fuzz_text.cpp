@@ -45,6 +45,8 @@ void check(const Layout& l) {
   const Layout back = Layout::parse(l.str());
   if (!(back == l)) finding("layout text round trip: " + l.str() + " came back as " + back.str());
   if (l.numel() > 4096 || l.mesh().num_ranks() > 64) return;
+  for (auto n : l.shape())
+    if (n > 4096) return;  // the oracle lists every index of every dim (even when another dim is 0)
   const auto pls = pls_of(l);
   for (const auto& p : pls)
     if (p.sf > 64) return;  // the oracle materialises split factors as lists

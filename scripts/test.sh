@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: a Release build with all tests, a Debug build with ASan+UBSan running all tests,
-# and a TSan build running the concurrency tests (plan cache, threads backend).
+# a TSan build running the concurrency tests (plan cache, threads backend), and a bounded fuzzing
+# run of every parser (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -24,3 +25,5 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDTENSOR_SANITIZE=thread -DDT
   -DDTENSOR_BUILD_EXAMPLES=OFF -DDTENSOR_BUILD_TOOLS=OFF -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" >/dev/null
 cmake --build build-tsan -j"$jobs" --target dtensor_concurrency_tests
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -R '^(cache|threads)$' --output-on-failure)
+echo "== Fuzzing (libFuzzer, clang + ASan/UBSan; 45 s per target)"
+FUZZ_SECONDS=${FUZZ_SECONDS:-45} ./scripts/fuzz.sh
