@@ -21,6 +21,8 @@ void add_plan_flags(CLI::App& cmd, PlanArgs& a) {
   cmd.add_option("--max-memory", a.max_memory, "largest workspace (peak bytes) a plan may use: 1073741824, 1GiB, 512MiB")
       ->each([&a](const std::string&) { a.max_memory_given = true; });
   cmd.add_option("--format", a.format, "text or json")->capture_default_str();
+  cmd.add_option("--max-states", a.max_states, "search effort bound: layouts the planner may explore (default 2000000)");
+  cmd.add_option("--max-search-memory", a.max_search_memory, "memory bound of the search, e.g. 4GiB (default 1GiB)");
 }
 
 void check_format(const std::string& format) {
@@ -73,6 +75,10 @@ PlanRequest make_request(const PlanArgs& a) {
   PlanOptions opt;
   if (!a.edges.empty()) opt.edges = for_flag("--edges", [&] { return parse_edge_set(a.edges); });
   if (a.max_memory_given) opt.max_peak_bytes = parse_bytes("--max-memory", a.max_memory);
+  if (!a.max_states.empty()) opt.max_states = parse_index("--max-states", a.max_states, INT64_MAX) ;
+  if (!a.max_search_memory.empty()) opt.max_search_bytes = parse_bytes("--max-search-memory", a.max_search_memory);
+  if (opt.max_states < 1) throw InputError("--max-states must be at least 1");
+  if (opt.max_search_bytes < 1) throw InputError("--max-search-memory must be at least 1 byte");
   return {std::move(src), std::move(dst), std::move(cost), opt};
 }
 

@@ -14,7 +14,8 @@ namespace dtensor::cli {
 struct PlanArgs {
   std::string mesh, shape, from, to, dtype = "f32", cost_model = "default", edges, format = "text";
   std::string max_memory;
-  bool max_memory_given = false;  // `--max-memory ''` is an error, not "no limit"
+  bool max_memory_given = false;
+  std::string max_states, max_search_memory;  // `--max-memory ''` is an error, not "no limit"
   bool explain = false;
 };
 void add_plan_flags(CLI::App& cmd, PlanArgs& a);

@@ -104,6 +104,10 @@ struct GraphContext {
   // bounds already computed: shared by the plan and runner-up searches.
   mutable std::unordered_map<Sharding, std::vector<struct Edge>> edge_memo;
   mutable std::unordered_map<Sharding, Step> direct_memo;
+  // Approximate bytes held by this query's search state and memo tables, checked against the bound.
+  mutable std::int64_t search_bytes = 0;
+  std::int64_t max_search_bytes = std::int64_t{1} << 30;
+  void charge(std::int64_t bytes) const;
   std::vector<std::pair<std::int64_t, bool>> shard_kinds;  // (split_factor, strided) options
   Geometry geo;
 

@@ -19,6 +19,7 @@ std::shared_ptr<const Plan> PlanCache::get_or_plan(const Layout& src, const Layo
                               (options.runner_up ? 1 : 0));
   detail::hash_combine(h, static_cast<std::uint64_t>(options.max_peak_bytes.value_or(-1)));
   detail::hash_combine(h, static_cast<std::uint64_t>(options.max_states));
+  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_search_bytes));
   const KeyRef probe{src, dst, cost_id, options, static_cast<std::size_t>(h)};
   // the target's mesh/shape/dtype must match the source's for the key to describe the request
   const bool same_frame = src.mesh() == dst.mesh() && src.shape() == dst.shape() && src.dtype() == dst.dtype();

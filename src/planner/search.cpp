@@ -116,6 +116,11 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     auto memo = ctx.edge_memo.find(states[u]);
     if (memo == ctx.edge_memo.end()) {
       enumerate_edges(ctx, states[u], edges, false, false);
+      std::int64_t bytes = static_cast<std::int64_t>(sizeof(Sharding) + 64);
+      for (const auto& e : edges)
+        bytes += static_cast<std::int64_t>(sizeof(Edge) +
+                                           4 * (e.group.size() + e.step.mesh_dims.size() + e.step.tensor_dims.size()));
+      ctx.charge(bytes);
       memo = ctx.edge_memo.emplace(states[u], std::move(edges)).first;
     }
     const Dist du = dist[u];
@@ -126,9 +131,10 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       const std::size_t v = it->second;
       if (inserted) {
         if (static_cast<std::int64_t>(states.size()) >= max_states)
-          throw InputError(fmt::format("planning {} -> {} explored more than {} states (PlanOptions::max_states); the mesh "
+          throw InputError(fmt::format("planning {} -> {} explored more than {} states (PlanOptions::max_states, CLI --max-states); the mesh "
                                   "and tensor have too many intermediate layouts to search exhaustively",
                                   ctx.src.str(), ctx.dst.str(), max_states));
+        ctx.charge(static_cast<std::int64_t>(2 * sizeof(Sharding) + sizeof(Dist) + sizeof(GraphContext::Bound) + 96));
         states.push_back(to);
         bound.push_back(ctx.lower_bound(to));
         dist.push_back(Dist{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max(), 0,
@@ -167,8 +173,10 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
                                                  : std::numeric_limits<std::int64_t>::max();
       if (du.cost_ps + quantise_bound(lb) <= cutoff) {
         auto dm = ctx.direct_memo.find(from);
-        if (dm == ctx.direct_memo.end())
+        if (dm == ctx.direct_memo.end()) {
+          ctx.charge(static_cast<std::int64_t>(sizeof(Sharding) + sizeof(Step) + 64));
           dm = ctx.direct_memo.emplace(from, make_step(ctx, StepKind::direct, {}, from, ctx.dst, false)).first;
+        }
         relax(ctx.dst, StepKind::direct, {}, dm->second);
       }
     }
@@ -221,10 +229,21 @@ std::vector<GraphEdge> RedistributionGraph::edges(const Sharding& from, bool rec
 const Sharding& RedistributionGraph::source() const { return ctx_->src; }
 const Sharding& RedistributionGraph::target() const { return ctx_->dst; }
 
+void GraphContext::charge(std::int64_t bytes) const {
+  search_bytes += bytes;
+  if (search_bytes > max_search_bytes)
+    throw InputError(fmt::format("planning {} -> {} needs more than {} bytes of search state (PlanOptions::max_search_bytes, "
+                                 "CLI --max-search-memory); the mesh and tensor have too many intermediate layouts to "
+                                 "search within it", src.str(), dst.str(), max_search_bytes));
+}
+
 Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options) {
   const EdgeSet edges =
       options.edges.value_or(cost.formula == CostModel::Formula::pytorch ? EdgeSet::pytorch : EdgeSet::all);
-  const GraphContext ctx(src, dst, cost, edges);
+  GraphContext ctx(src, dst, cost, edges);
+  if (options.max_search_bytes <= 0)
+    throw InputError(fmt::format("max search bytes {} must be positive", options.max_search_bytes));
+  ctx.max_search_bytes = options.max_search_bytes;
   if (options.max_peak_bytes && *options.max_peak_bytes < 0)
     throw InputError(fmt::format("max peak bytes {} must not be negative", *options.max_peak_bytes));
   const std::int64_t budget = options.max_peak_bytes.value_or(-1);
