@@ -292,11 +292,11 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::vector<int> mesh_dim
   const LinkParams& L = ctx.cost.link(st.inter_host);
   const auto n = b.group_size;
   const bool pytorch = ctx.cost.formula == CostModel::Formula::pytorch;
-  // Bytes as PyTorch counts them: numel * itemsize / (product of plain-Shard mesh dims) in GiB.
+  // Bytes as PyTorch 2.15 counts them: numel * itemsize / (product of the sizes of the mesh dims
+  // holding Shard or _StridedShard: its _is_shard_like) in GiB.
   double num_shards = 1;
   for (int d = 0; d < from.tensor_ndim(); ++d)
-    for (const auto& e : from.entries(d))
-      if (!e.strided) num_shards *= static_cast<double>(mesh_shape[static_cast<std::size_t>(e.mesh_dim)]);
+    for (const auto& e : from.entries(d)) num_shards *= static_cast<double>(mesh_shape[static_cast<std::size_t>(e.mesh_dim)]);
   double numel = 1;
   for (auto x : ctx.shape) numel *= static_cast<double>(x);
   const double bytes_gb = numel * static_cast<double>(s) / num_shards / 1024 / 1024 / 1024;
@@ -411,7 +411,9 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<
           emit(StepKind::all_to_all, {m}, from.with_shard_appended(b, {m, sf, strided}));
         }
       }
-      if (all && !entry.strided && ctx.dst.partial(m) == ReduceOp::sum)
+      // S(d) -> P(sum), only where the target holds P(sum) on m: both edge sets (torch 2.15's graph
+      // planner has it: _get_shard_to_partial_target_states)
+      if (!entry.strided && ctx.dst.partial(m) == ReduceOp::sum)
         emit(StepKind::local_fill, {m}, from.with_partial(m, ReduceOp::sum));
     }
   }
