@@ -98,3 +98,5 @@ run_case(search_memory_bound 2 "" "needs more than 67108864 bytes of search stat
          plan --mesh 4x4x4x4x4x4x4x4 --shape 8192x8192x16 --from "S(0)S(0)S(0)S(0)S(0)S(0)S(0)S(0)" --to "RRRRRRRR" --max-search-memory 64MiB)
 run_case(search_states_bound 2 "" "explored more than 10 states \\(PlanOptions::max_states, CLI --max-states\\)"
          plan --mesh 2x2x2 --shape 64x64 --from "S(0)S(1)R" --to "S(1)S(0)P" --max-states 10)
+run_case(strided_runs_bound 2 "" "into up to 100000000 separate runs per rank"
+         layout --mesh 2 --shape 1099511627776 --placements "_S(0, 100000000)" --rank 0)
