@@ -100,3 +100,5 @@ run_case(search_states_bound 2 "" "explored more than 10 states \\(PlanOptions::
          plan --mesh 2x2x2 --shape 64x64 --from "S(0)S(1)R" --to "S(1)S(0)P" --max-states 10)
 run_case(strided_runs_bound 2 "" "into up to 100000000 separate runs per rank"
          layout --mesh 2 --shape 1099511627776 --placements "_S(0, 100000000)" --rank 0)
+run_case(show_huge_mesh 2 "" "has 16777216 ranks; show draws every rank and supports at most 65536"
+         show --mesh 256x256x256 --shape 1024x1024 --from "S(0)S(1)R" --to RRR -o ${tmp}/x.svg)

@@ -85,6 +85,7 @@ PlanRequest make_request(const PlanArgs& a) {
 std::string ownership_grid(const Layout& l, std::size_t max_blocks) {
   if (l.ndim() < 1 || l.ndim() > 2) return "";
   const auto& mesh = l.mesh();
+  if (mesh.num_ranks() > 65536) return "";  // too many ranks to draw (every rank's sets are held)
   std::vector<std::vector<IndexSet>> sets;
   for (std::int64_t p = 0; p < mesh.num_ranks(); ++p) sets.push_back(l.indices(mesh.coord_at(p)));
   std::vector<std::vector<std::int64_t>> cuts(static_cast<std::size_t>(l.ndim()));

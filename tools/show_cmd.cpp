@@ -95,6 +95,11 @@ void register_show(CLI::App& app) {
     PlanArgs plan_args = args;
     plan_args.format = "text";
     const auto req = make_request(plan_args);
+    // every rank of every state is drawn: bound the picture, not the machine's memory
+    constexpr std::int64_t kMaxDrawnRanks = 65536;
+    if (req.src.mesh().num_ranks() > kMaxDrawnRanks)
+      throw InputError(fmt::format("--mesh {} has {} ranks; show draws every rank and supports at most {} (use `dtensor "
+                                   "plan` for larger meshes)", req.src.mesh().str(), req.src.mesh().num_ranks(), kMaxDrawnRanks));
     const Plan plan = plan_redistribution(req.src, req.dst, req.cost, req.options);
     viz::Options opt;
     const int nd = static_cast<int>(plan.shape.size());
