@@ -2,6 +2,8 @@
 #include <random>
 
 #include "dtensor/layout.hpp"
+#include "dtensor/error.hpp"
+#include "dtensor/ownership_map.hpp"
 #include "oracle.hpp"
 
 using namespace dtensor;
@@ -179,4 +181,39 @@ TEST_CASE("ownership scales: 4096x4096 on 1024 ranks without materialising", "[o
     total += sets[0].size() * sets[1].size();
   }
   CHECK(total == 4096 * 4096);  // the shards partition the tensor
+}
+
+TEST_CASE("ownership_map: every cell's owners against the oracle", "[ownership]") {
+  const std::vector<std::pair<std::vector<std::int64_t>, std::vector<oracle::Pl>>> cases{
+      {{2, 2}, {{'S', 0, 1}, {'S', 0, 1}}},
+      {{4, 2}, {{'T', 0, 2}, {'S', 0, 1}}},
+      {{2, 3}, {{'S', 1, 1}, {'T', 0, 3}}},
+      {{2, 2}, {{'P'}, {'S', 1, 1}}},
+      {{3}, {{'R'}}},
+  };
+  for (const auto& [mesh, pls] : cases) {
+    for (const std::vector<std::int64_t>& shape : {std::vector<std::int64_t>{9, 5}, std::vector<std::int64_t>{7, 8},
+                                                   std::vector<std::int64_t>{1, 3}}) {
+      const Layout l = Layout::parse(Mesh(mesh), shape, DType::f32, oracle::text(pls));
+      const OwnershipMap map = ownership_map(l, 0, 1);
+      REQUIRE(map.row_cuts.front() == 0);
+      REQUIRE(map.row_cuts.back() == shape[0]);
+      for (std::size_t i = 0; i < map.rows(); ++i)
+        for (std::size_t j = 0; j < map.cols(); ++j) {
+          const auto r = map.row_cuts[i], c = map.col_cuts[j];
+          std::vector<std::int64_t> want;
+          const Mesh m(mesh);
+          for (std::int64_t rank = 0; rank < m.num_ranks(); ++rank) {
+            const auto sets = oracle::owned(mesh, shape, pls, m.coord_of_rank(rank));
+            if (std::find(sets[0].begin(), sets[0].end(), r) != sets[0].end() &&
+                std::find(sets[1].begin(), sets[1].end(), c) != sets[1].end())
+              want.push_back(rank);
+          }
+          INFO(oracle::text(pls) << " cell " << r << "," << c);
+          CHECK(map.at(i, j) == want);
+        }
+    }
+  }
+  CHECK_THROWS_AS(ownership_map(Layout::parse(Mesh::parse("2"), {9, 5}, DType::f32, "S(0)"), 0, 0), InputError);
+  CHECK_THROWS_AS(ownership_map(Layout::parse(Mesh::parse("64"), {4096}, DType::f32, "_S(0, 64)"), 0, -1, 16), InputError);
 }

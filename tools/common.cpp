@@ -6,6 +6,7 @@
 
 #include "dtensor/error.hpp"
 #include "viz.hpp"
+#include "dtensor/ownership_map.hpp"
 
 namespace dtensor::cli {
 
@@ -84,35 +85,17 @@ PlanRequest make_request(const PlanArgs& a) {
 
 std::string ownership_grid(const Layout& l, std::size_t max_blocks) {
   if (l.ndim() < 1 || l.ndim() > 2) return "";
-  const auto& mesh = l.mesh();
-  if (mesh.num_ranks() > 65536) return "";  // too many ranks to draw (every rank's sets are held)
-  std::vector<std::vector<IndexSet>> sets;
-  for (std::int64_t p = 0; p < mesh.num_ranks(); ++p) sets.push_back(l.indices(mesh.coord_at(p)));
-  std::vector<std::vector<std::int64_t>> cuts(static_cast<std::size_t>(l.ndim()));
-  for (int d = 0; d < l.ndim(); ++d) {
-    std::set<std::int64_t> c{0, l.shape()[static_cast<std::size_t>(d)]};
-    for (const auto& s : sets)
-      for (const auto& r : s[static_cast<std::size_t>(d)].runs()) {
-        c.insert(r.start);
-        c.insert(r.stop);
-      }
-    cuts[static_cast<std::size_t>(d)].assign(c.begin(), c.end());
-    if (cuts[static_cast<std::size_t>(d)].size() - 1 > max_blocks) return "";
+  if (l.mesh().num_ranks() > 65536) return "";  // too many ranks to draw (every rank's sets are held)
+  OwnershipMap map;
+  try {
+    map = ownership_map(l, 0, l.ndim() == 2 ? 1 : -1, max_blocks);
+  } catch (const InputError&) {
+    return "";  // too many blocks to draw
   }
   if (l.numel() == 0) return "(empty tensor: no elements to own)\n";
-  const auto& rows = cuts[0];
-  const std::vector<std::int64_t> cols = l.ndim() == 2 ? cuts[1] : std::vector<std::int64_t>{0, 1};
-  auto owners = [&](std::size_t r, std::size_t c) {
-    std::vector<std::int64_t> ranks;
-    for (std::int64_t p = 0; p < mesh.num_ranks(); ++p) {
-      const auto& s = sets[static_cast<std::size_t>(p)];
-      if (!s[0].contains(rows[r])) continue;
-      if (l.ndim() == 2 && !s[1].contains(cols[c])) continue;
-      ranks.push_back(mesh.rank_at(mesh.coord_at(p)));
-    }
-    std::sort(ranks.begin(), ranks.end());
-    return viz::rank_ranges(ranks);
-  };
+  const auto& rows = map.row_cuts;
+  const auto& cols = map.col_cuts;
+  auto owners = [&](std::size_t r, std::size_t c) { return viz::rank_ranges(map.at(r, c)); };
   std::vector<std::string> row_labels, col_labels;
   for (std::size_t r = 0; r + 1 < rows.size(); ++r) row_labels.push_back(fmt::format("{}:{}", rows[r], rows[r + 1]));
   if (l.ndim() == 2)

@@ -1,5 +1,7 @@
 #include "viz.hpp"
 
+#include "dtensor/ownership_map.hpp"
+
 #include "dtensor/comm.hpp"
 
 #include <algorithm>
@@ -67,56 +69,14 @@ StateView view_of(const Layout& l, const Options& opt) {
     if (auto op = l.sharding().partial(m)) notes.push_back(fmt::format("P({}) over mesh dim {}", to_string(*op), m));
   if (!notes.empty())
     v.partial_note = fmt::format("{}: every listed rank holds a partial value", fmt::join(notes, ", "));
-  const int dr = opt.dim_row, dc = opt.dim_col;
-  const auto R = mesh.num_ranks();
-  const std::int64_t Lr = l.shape()[static_cast<std::size_t>(dr)];
-  const std::int64_t Lc = dc >= 0 ? l.shape()[static_cast<std::size_t>(dc)] : 1;
-  std::vector<IndexSet> rows(static_cast<std::size_t>(R)), cols(static_cast<std::size_t>(R));
-  std::vector<std::int64_t> rank_id(static_cast<std::size_t>(R));
-  std::vector<char> has_data(static_cast<std::size_t>(R), 1);
-  for (std::int64_t p = 0; p < R; ++p) {
-    const auto c = mesh.coord_at(p);
-    const auto sets = l.indices(c);
-    rows[static_cast<std::size_t>(p)] = sets[static_cast<std::size_t>(dr)];
-    cols[static_cast<std::size_t>(p)] = dc >= 0 ? sets[static_cast<std::size_t>(dc)] : IndexSet::range(0, 1);
-    for (std::size_t d = 0; d < sets.size(); ++d)
-      if (sets[d].empty()) has_data[static_cast<std::size_t>(p)] = 0;  // owns nothing at all
-    rank_id[static_cast<std::size_t>(p)] = mesh.rank_at(c);
-  }
-  auto cuts_of = [&](const std::vector<IndexSet>& sets, std::int64_t L) {
-    std::set<std::int64_t> c{0, L};
-    for (const auto& s : sets)
-      for (const auto& r : s.runs()) {
-        c.insert(r.start);
-        c.insert(r.stop);
-      }
-    return std::vector<std::int64_t>(c.begin(), c.end());
-  };
-  v.row_cuts = cuts_of(rows, Lr);
-  v.col_cuts = cuts_of(cols, Lc);
-  if (v.row_cuts.size() > opt.max_blocks_per_dim + 1 || v.col_cuts.size() > opt.max_blocks_per_dim + 1)
-    throw InputError(fmt::format("layout {} has {}x{} distinct blocks on dims {},{}: too many to draw (at most {} per dim)",
-                            l.placements_str(), v.row_cuts.size() - 1, v.col_cuts.size() - 1, dr, dc, opt.max_blocks_per_dim));
+  const OwnershipMap map = ownership_map(l, opt.dim_row, opt.dim_col, opt.max_blocks_per_dim);
+  v.row_cuts = map.row_cuts;
+  v.col_cuts = map.col_cuts;
+  const std::int64_t Lr = l.shape()[static_cast<std::size_t>(opt.dim_row)];
+  const std::int64_t Lc = opt.dim_col >= 0 ? l.shape()[static_cast<std::size_t>(opt.dim_col)] : 1;
   if (Lr == 0 || Lc == 0) return v;
-  const std::size_t nr = v.row_cuts.size() - 1, nc = v.col_cuts.size() - 1;
-  auto block_range = [](const std::vector<std::int64_t>& cuts, const Interval& run) {
-    const auto a = std::lower_bound(cuts.begin(), cuts.end(), run.start) - cuts.begin();
-    const auto b = std::lower_bound(cuts.begin(), cuts.end(), run.stop) - cuts.begin();
-    return std::pair<std::size_t, std::size_t>(static_cast<std::size_t>(a), static_cast<std::size_t>(b));
-  };
-  std::vector<std::vector<std::int64_t>> owners(nr * nc);
-  for (std::int64_t p = 0; p < R; ++p) {
-    if (!has_data[static_cast<std::size_t>(p)]) continue;
-    for (const auto& rr : rows[static_cast<std::size_t>(p)].runs()) {
-      const auto [r0, r1] = block_range(v.row_cuts, rr);
-      for (const auto& cr : cols[static_cast<std::size_t>(p)].runs()) {
-        const auto [c0, c1] = block_range(v.col_cuts, cr);
-        for (auto i = r0; i < r1; ++i)
-          for (auto j = c0; j < c1; ++j) owners[i * nc + j].push_back(rank_id[static_cast<std::size_t>(p)]);
-      }
-    }
-  }
-  for (auto& o : owners) std::sort(o.begin(), o.end());
+  const std::size_t nr = map.rows(), nc = map.cols();
+  const auto& owners = map.owners;
   // aggregate: horizontal runs of equal owners, then equal runs stacked vertically
   std::vector<Block> open;  // blocks that may still grow downwards
   for (std::size_t i = 0; i < nr; ++i) {
