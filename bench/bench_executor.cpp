@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "dtensor/executor.hpp"
+#include "dtensor/explore.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/simulated.hpp"
 #include "dtensor/testing.hpp"

@@ -6,6 +6,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "dtensor/explore.hpp"
 #include "dtensor/planner.hpp"
 #include "oracle.hpp"
 

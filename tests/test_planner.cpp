@@ -5,6 +5,7 @@
 
 #include "dtensor/error.hpp"
 #include "test_util.hpp"
+#include "dtensor/explore.hpp"
 #include "dtensor/planner.hpp"
 
 using namespace dtensor;
@@ -326,4 +327,25 @@ TEST_CASE("pytorch fidelity: S(d) -> P(sum) fill where the target is P(sum); str
   const auto a = plan_redistribution(L("2x4", {64, 64}, "_S(0, 2)S(1)"), L("2x4", {64, 64}, "_S(0, 2)R"), CostModel::pytorch());
   const auto b = plan_redistribution(L("2x4", {64, 64}, "S(0)S(1)"), L("2x4", {64, 64}, "S(0)R"), CostModel::pytorch());
   CHECK(a.total_cost_us == Approx(b.total_cost_us).epsilon(1e-12));
+}
+
+TEST_CASE("explore: the graph within the plan's cost holds the plan's path, deterministically", "[planner]") {
+  const Layout a = L("2x4", {64, 32}, "S(0)S(1)"), b = L("2x4", {64, 32}, "S(1)S(0)");
+  const Plan p = plan_redistribution(a, b, CostModel::default_model());
+  const ExploredGraph g = explore(a, b, CostModel::default_model(), p.edges, p.total_cost_us, 500);
+  REQUIRE(!g.nodes.empty());
+  CHECK(g.nodes[0].state == a.sharding());
+  CHECK(g.nodes[0].cost_us == 0);
+  for (const auto& n : g.nodes) CHECK(n.cost_us <= p.total_cost_us * (1 + 1e-9) + 1e-9);
+  Sharding cur = a.sharding();
+  for (const auto& s : p.steps) {
+    const bool arc = std::any_of(g.arcs.begin(), g.arcs.end(), [&](const ExploredGraph::Arc& e) {
+      return g.nodes[e.from].state == cur && g.nodes[e.to].state == s.to && e.kind == s.kind;
+    });
+    CHECK(arc);
+    cur = s.to;
+  }
+  const ExploredGraph again = explore(a, b, CostModel::default_model(), p.edges, p.total_cost_us, 500);
+  REQUIRE(again.nodes.size() == g.nodes.size());
+  for (std::size_t k = 0; k < g.nodes.size(); ++k) CHECK(again.nodes[k].state == g.nodes[k].state);
 }

@@ -5,7 +5,7 @@
 #include <regex>
 #include <set>
 
-#include "../tools/viz.hpp"
+#include "dtensor/viz.hpp"
 
 using namespace dtensor;
 

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "dtensor/error.hpp"
-#include "viz.hpp"
+#include "dtensor/viz.hpp"
 #include "dtensor/ownership_map.hpp"
 
 namespace dtensor::cli {

@@ -8,7 +8,7 @@
 
 #include "common.hpp"
 #include "dtensor/error.hpp"
-#include "viz.hpp"
+#include "dtensor/viz.hpp"
 
 namespace dtensor::cli {
 namespace {

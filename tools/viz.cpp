@@ -1,4 +1,5 @@
-#include "viz.hpp"
+#include "dtensor/explore.hpp"
+#include "dtensor/viz.hpp"
 
 #include "dtensor/ownership_map.hpp"
 
@@ -334,37 +335,8 @@ std::string render_text(const Plan& plan, const Options& opt, int width) {
 }
 
 std::string render_dot(const Plan& plan, const CostModel& cost, std::size_t max_states) {
-  const Layout src = plan.src_layout(), dst = plan.dst_layout();
-  PlanOptions o;
-  o.edges = plan.edges;
-  const RedistributionGraph g(src, dst, cost, plan.edges);
   // the states a shortest-path search explores: everything within the plan's cost
-  std::map<std::string, double> dist{{plan.src.str(), 0.0}};
-  std::map<std::string, Sharding> state{{plan.src.str(), plan.src}};
-  using Item = std::pair<double, std::string>;
-  std::priority_queue<Item, std::vector<Item>, std::greater<>> pq;
-  pq.push({0.0, plan.src.str()});
-  struct E { std::string a, b, label; };
-  std::vector<E> edges;
-  std::set<std::string> done;
-  const double limit = plan.total_cost_us * (1 + 1e-9) + 1e-9;
-  while (!pq.empty() && done.size() < max_states) {
-    auto [d, k] = pq.top();
-    pq.pop();
-    if (done.count(k)) continue;
-    done.insert(k);
-    for (const auto& e : g.edges(state.at(k), false)) {
-      const double nd = d + e.step.cost_us;
-      if (nd > limit) continue;
-      const std::string kk = e.to.str();
-      edges.push_back({k, kk, fmt::format("{} {} {:.2f}", to_string(e.step.kind), fmt::join(e.step.mesh_dims, ","), e.step.cost_us)});
-      if (!dist.count(kk) || nd < dist[kk]) {
-        dist[kk] = nd;
-        state.insert_or_assign(kk, e.to);
-        pq.push({nd, kk});
-      }
-    }
-  }
+  const ExploredGraph g = explore(plan.src_layout(), plan.dst_layout(), cost, plan.edges, plan.total_cost_us, max_states);
   std::set<std::pair<std::string, std::string>> path;
   Sharding cur = plan.src;
   for (const auto& s : plan.steps) {
@@ -374,15 +346,16 @@ std::string render_dot(const Plan& plan, const CostModel& cost, std::size_t max_
   std::string out = "digraph redistribution {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n";
   out += fmt::format("  label=\"{} -> {}: explored states within the plan's cost {:.3f} us\";\n", plan.src.str(), plan.dst.str(),
                      plan.total_cost_us);
-  for (const auto& [key, d] : dist) {
-    const std::string& k = key;  // a plain reference: lambdas may not capture structured bindings in C++20 (clang)
+  for (const auto& n : g.nodes) {
+    const std::string k = n.state.str();
     const bool on_path = k == plan.src.str() || std::any_of(path.begin(), path.end(), [&](const auto& p) { return p.second == k; });
-    out += fmt::format("  \"{}\" [label=\"{}\\n{:.2f} us\"{}];\n", k, k, d, on_path ? ", style=bold, color=red" : "");
+    out += fmt::format("  \"{}\" [label=\"{}\\n{:.2f} us\"{}];\n", k, k, n.cost_us, on_path ? ", style=bold, color=red" : "");
   }
-  for (const auto& e : edges) {
-    if (!dist.count(e.b)) continue;
-    const bool on = path.count({e.a, e.b}) > 0;
-    out += fmt::format("  \"{}\" -> \"{}\" [label=\"{}\"{}];\n", e.a, e.b, e.label, on ? ", color=red, penwidth=2.5" : ", color=gray60");
+  for (const auto& e : g.arcs) {
+    const std::string a = g.nodes[e.from].state.str(), b = g.nodes[e.to].state.str();
+    const bool on = path.count({a, b}) > 0;
+    out += fmt::format("  \"{}\" -> \"{}\" [label=\"{} {} {:.2f}\"{}];\n", a, b, to_string(e.kind), fmt::join(e.mesh_dims, ","),
+                       e.cost_us, on ? ", color=red, penwidth=2.5" : ", color=gray60");
   }
   out += "}\n";
   return out;

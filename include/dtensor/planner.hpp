@@ -38,29 +38,4 @@ void lower_buffers(Plan& plan);
 // with), so a plan read back from JSON explains the same.
 [[nodiscard]] std::string explain(const Plan& plan);
 
-// ---- The redistribution graph, exposed for tests and tools ----
-struct GraphEdge {
-  Sharding to;
-  Step step;  // fully costed step record
-};
-struct GraphContext;  // opaque per-query context
-
-class RedistributionGraph {
- public:
-  RedistributionGraph(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges);
-  ~RedistributionGraph();
-  RedistributionGraph(const RedistributionGraph&) = delete;
-  RedistributionGraph& operator=(const RedistributionGraph&) = delete;
-  // Every edge out of `from`, in the planner's deterministic order. A step's peak counts the
-  // `from` buffer unless `from` is the source and the `to` buffer unless `to` is the target.
-  // With `records` false the steps carry costs, bytes and peaks only (no states, no reasons).
-  [[nodiscard]] std::vector<GraphEdge> edges(const Sharding& from, bool records = true) const;
-  [[nodiscard]] const Sharding& source() const;
-  [[nodiscard]] const Sharding& target() const;
-
- private:
-  friend Plan plan_redistribution(const Layout&, const Layout&, const CostModel&, const PlanOptions&);
-  GraphContext* ctx_;
-};
-
 }  // namespace dtensor

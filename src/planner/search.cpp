@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "dtensor/error.hpp"
+#include "dtensor/explore.hpp"
 #include "dtensor/planner.hpp"
 #include "graph.hpp"
 

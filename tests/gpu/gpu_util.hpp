@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dtensor/executor.hpp"
+#include "dtensor/explore.hpp"
 #include "dtensor/planner.hpp"
 
 namespace gpu_util {

@@ -2,6 +2,7 @@
 #include <dtensor/layout.hpp>
 #include <dtensor/planner.hpp>
 #include <dtensor/testing.hpp>
+#include <dtensor/viz.hpp>
 #include <iostream>
 
 int main() {
@@ -22,6 +23,9 @@ int main() {
     exec.execute({in, out, ws});
     if (!dtensor::verify_rank_output(dst, rank, out).empty()) bad = 1;
   });
+  // the installed picture library renders the plan
+  const std::string svg = dtensor::viz::render_svg(plan, dtensor::viz::Options{});
+  if (svg.find("<svg xmlns") == std::string::npos) return 1;
   std::cout << plan.trace() << "\n";
   return bad;
 }
