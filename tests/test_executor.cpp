@@ -67,6 +67,12 @@ Run run_plan(const Plan& plan, bool threads = false) {
   return run;
 }
 
+// Every n-th case of the full set runs one thread per rank (1 = all of them).
+std::int64_t threads_stride() {
+  if (const char* s = std::getenv("DTENSOR_THREADS_STRIDE")) return std::max<std::int64_t>(1, std::atoll(s));
+  return 8;
+}
+
 // Every `stride`-th case of the full set (1 = all of it); sanitizer builds may sample.
 std::int64_t sample_stride() {
   if (const char* s = std::getenv("DTENSOR_EXHAUSTIVE_STRIDE")) return std::max<std::int64_t>(1, std::atoll(s));
@@ -95,9 +101,9 @@ TEST_CASE("executor: full set against the oracle", "[executor]") {
               Plan plan = plan_redistribution(src, dst, CostModel::default_model(), o);
               for (DType dt : {DType::f64, DType::i64}) {
                 plan.dtype = dt;  // same itemsize: the same plan
-                // every case on the lockstep driver; every 8th also on the SPMD path (one thread per
-                // rank, blocking collectives), which costs ~5x more on a 2-core machine
-                const bool threads = dt == DType::f64 && (index / stride) % 8 == 0;
+                // every case on the lockstep driver; every 8th (DTENSOR_THREADS_STRIDE) on the SPMD
+                // path instead (one thread per rank, blocking collectives: ~5x the cost on 2 cores)
+                const bool threads = dt == DType::f64 && (index / stride) % threads_stride() == 0;
                 const auto err = check(mesh, shape, dt, b, run_plan(plan, threads));
                 if (!err.empty()) {
                   FAIL_CHECK(Mesh(mesh).str() << " " << shape_str(shape) << " " << to_string(dt) << " edges "
