@@ -101,8 +101,8 @@ TEST_CASE("executor: full set against the oracle", "[executor]") {
               Plan plan = plan_redistribution(src, dst, CostModel::default_model(), o);
               for (DType dt : {DType::f64, DType::i64}) {
                 plan.dtype = dt;  // same itemsize: the same plan
-                // every case on the lockstep driver; every 8th (DTENSOR_THREADS_STRIDE) on the SPMD
-                // path instead (one thread per rank, blocking collectives: ~5x the cost on 2 cores)
+                // every case's i64 run on the lockstep driver; the f64 run of every 8th case
+                // (DTENSOR_THREADS_STRIDE) one thread per rank with blocking collectives (~5x the cost)
                 const bool threads = dt == DType::f64 && (index / stride) % threads_stride() == 0;
                 const auto err = check(mesh, shape, dt, b, run_plan(plan, threads));
                 if (!err.empty()) {
