@@ -102,3 +102,5 @@ run_case(strided_runs_bound 2 "" "into up to 100000000 separate runs per rank"
          layout --mesh 2 --shape 1099511627776 --placements "_S(0, 100000000)" --rank 0)
 run_case(show_huge_mesh 2 "" "has 16777216 ranks; show draws every rank and supports at most 65536"
          show --mesh 256x256x256 --shape 1024x1024 --from "S(0)S(1)R" --to RRR -o ${tmp}/x.svg)
+run_case(empty_dim_overflow 2 "" "more than 2\\^53 elements in its non-empty dims"
+         layout --mesh 2 --shape 3000000000x0x3000000000 --placements R)

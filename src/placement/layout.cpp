@@ -272,10 +272,14 @@ Layout::Layout(Mesh mesh, std::vector<std::int64_t> shape, DType dtype, Sharding
       throw InputError(fmt::format("tensor size {} on dim {} exceeds 2^53", shape_[d], d));
     empty = empty || shape_[d] == 0;
   }
+  // The non-empty dims bound every size computed from them (a rank's shard of an empty tensor
+  // still spans them), so their product must stay within 2^53 too.
   std::int64_t numel = 1;
-  for (std::size_t d = 0; d < shape_.size() && !empty; ++d) {
+  for (std::size_t d = 0; d < shape_.size(); ++d) {
+    if (shape_[d] == 0) continue;
     if (numel > kMaxNumel / shape_[d])
-      throw InputError(fmt::format("tensor shape {} has more than 2^53 elements", shape_str(shape_)));
+      throw InputError(fmt::format("tensor shape {} has more than 2^53 elements{}", shape_str(shape_),
+                                   empty ? " in its non-empty dims" : ""));
     numel *= shape_[d];
   }
   if (sharding_.mesh_ndim() != mesh_.ndim())
@@ -343,7 +347,9 @@ Layout Layout::parse(Mesh mesh, std::vector<std::int64_t> shape, DType dtype, st
 }
 
 std::int64_t Layout::numel() const noexcept {
-  std::int64_t n = 1;
+  for (auto s : shape_)
+    if (s == 0) return 0;
+  std::int64_t n = 1;  // within 2^53: checked when the layout was made
   for (auto s : shape_) n *= s;
   return n;
 }
