@@ -69,6 +69,44 @@ double seed(DType t, ReduceOp op, double w, std::int64_t c, std::int64_t n) {
   return w;
 }
 
+std::vector<int> partial_dims_of(const Layout& l) {
+  std::vector<int> out;
+  for (int m = 0; m < l.mesh().ndim(); ++m)
+    if (l.sharding().partial(m)) out.push_back(m);
+  return out;
+}
+
+// The Partial group of the rank at `c` (global ranks, the lead first) when `c` leads it (coordinate
+// 0 on every Partial mesh dim); empty otherwise. Without Partial dims every rank leads a group of one.
+std::vector<std::int64_t> led_group(const Mesh& mesh, const std::vector<std::int64_t>& c, const std::vector<int>& partial_dims) {
+  for (int m : partial_dims)
+    if (c[static_cast<std::size_t>(m)] != 0) return {};
+  std::vector<std::int64_t> group;
+  for (const auto& gc : detail::group_members(mesh, c, partial_dims)) group.push_back(mesh.rank_at(gc));
+  return group;
+}
+
+// Local element k reduced over a Partial group's local tensors with the layout's ops: sum and avg
+// mix linearly (then the avg dims' sizes divide), max, min and product fold.
+double group_value(const Layout& l, const std::vector<std::vector<std::byte>>& locals,
+                   const std::vector<std::int64_t>& group, const std::vector<int>& partial_dims, std::int64_t k) {
+  double acc = load_element(l.dtype(), locals[static_cast<std::size_t>(group[0])].data(), k);
+  if (partial_dims.empty()) return acc;
+  const ReduceOp op0 = *l.sharding().partial(partial_dims[0]);
+  for (std::size_t g = 1; g < group.size(); ++g) {
+    const double x = load_element(l.dtype(), locals[static_cast<std::size_t>(group[g])].data(), k);
+    switch (op0) {
+      case ReduceOp::sum: case ReduceOp::avg: acc += x; break;
+      case ReduceOp::max: acc = std::max(acc, x); break;
+      case ReduceOp::min: acc = std::min(acc, x); break;
+      case ReduceOp::product: acc *= x; break;
+    }
+  }
+  for (int m : partial_dims)
+    if (*l.sharding().partial(m) == ReduceOp::avg) acc /= static_cast<double>(l.mesh().size(m));
+  return acc;
+}
+
 // Every element must be held by exactly (product of the sizes of the mesh dims that do not shard)
 // ranks: Shard mesh dims partition a tensor dim, the others copy it. This does not trust the
 // layout's index sets to be a partition: it counts them.
@@ -115,48 +153,21 @@ std::string verify_outputs(const Layout& l, const std::vector<std::vector<std::b
   const Mesh& mesh = l.mesh();
   if (static_cast<std::int64_t>(outputs.size()) != mesh.num_ranks())
     throw InputError(fmt::format("verify_outputs got {} rank outputs for {} ranks", outputs.size(), mesh.num_ranks()));
-  std::vector<int> partial_dims;
-  for (int m = 0; m < mesh.ndim(); ++m)
-    if (l.sharding().partial(m)) partial_dims.push_back(m);
+  const std::vector<int> partial_dims = partial_dims_of(l);
   const auto s = static_cast<std::int64_t>(itemsize(l.dtype()));
   if (auto err = check_coverage(l); !err.empty()) return err;
   for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
     const auto c = mesh.coord_of_rank(r);
-    bool lead = true;
-    for (int m : partial_dims) lead = lead && c[static_cast<std::size_t>(m)] == 0;
-    if (!lead) continue;  // checked through the lead rank of its Partial group
+    const auto group = led_group(mesh, c, partial_dims);
+    if (group.empty()) continue;  // checked through the lead rank of its Partial group
     const auto sets = l.indices(c);
     if (static_cast<std::int64_t>(outputs[static_cast<std::size_t>(r)].size()) != box_numel(sets) * s)
       return fmt::format("rank {} holds {} bytes, its layout needs {}", r, outputs[static_cast<std::size_t>(r)].size(),
                          box_numel(sets) * s);
-    // the group: every combination of coordinates on the Partial dims
-    std::vector<std::int64_t> group;
-    for (const auto& gc : detail::group_members(mesh, c, partial_dims)) group.push_back(mesh.rank_at(gc));
     std::string err;
     for_each_local(l, sets, [&](std::int64_t k, std::int64_t lin) {
       if (!err.empty()) return;
-      double v = 0;
-      if (partial_dims.empty()) {
-        v = load_element(l.dtype(), outputs[static_cast<std::size_t>(r)].data(), k);
-      } else {
-        // sum/avg mix linearly: sum everything, divide by the avg dims' sizes; others fold by op
-        const ReduceOp op0 = *l.sharding().partial(partial_dims[0]);
-        const bool linear = op0 == ReduceOp::sum || op0 == ReduceOp::avg;
-        double acc = linear ? 0.0 : load_element(l.dtype(), outputs[static_cast<std::size_t>(group[0])].data(), k);
-        for (std::size_t g = linear ? 0 : 1; g < group.size(); ++g) {
-          const double x = load_element(l.dtype(), outputs[static_cast<std::size_t>(group[g])].data(), k);
-          switch (op0) {
-            case ReduceOp::sum: case ReduceOp::avg: acc += x; break;
-            case ReduceOp::max: acc = std::max(acc, x); break;
-            case ReduceOp::min: acc = std::min(acc, x); break;
-            case ReduceOp::product: acc *= x; break;
-          }
-        }
-        if (linear)
-          for (int m : partial_dims)
-            if (*l.sharding().partial(m) == ReduceOp::avg) acc /= static_cast<double>(mesh.size(m));
-        v = acc;
-      }
+      const double v = group_value(l, outputs, group, partial_dims, k);
       const double want = simulation_value(l.dtype(), lin);
       const bool ok = l.dtype() == DType::boolean ? ((v != 0) == (want != 0)) : v == want;
       if (!ok)
@@ -201,9 +212,7 @@ std::vector<std::byte> gather_bytes(const Layout& l, const std::vector<std::vect
   const auto s = static_cast<std::int64_t>(itemsize(l.dtype()));
   if (static_cast<std::int64_t>(locals.size()) != mesh.num_ranks())
     throw InputError(fmt::format("gather: {} local tensors for mesh {} of {} ranks", locals.size(), mesh.str(), mesh.num_ranks()));
-  std::vector<int> partial_dims;
-  for (int m = 0; m < mesh.ndim(); ++m)
-    if (l.sharding().partial(m)) partial_dims.push_back(m);
+  const std::vector<int> partial_dims = partial_dims_of(l);
   std::vector<std::byte> global(static_cast<std::size_t>(l.numel() * s));
   for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
     const auto c = mesh.coord_of_rank(r);
@@ -211,30 +220,13 @@ std::vector<std::byte> gather_bytes(const Layout& l, const std::vector<std::vect
     if (static_cast<std::int64_t>(locals[static_cast<std::size_t>(r)].size()) != box_numel(sets) * s)
       throw InputError(fmt::format("gather: rank {} holds {} bytes, its part of layout {} is {}", r,
                                    locals[static_cast<std::size_t>(r)].size(), l.placements_str(), box_numel(sets) * s));
-    bool lead = true;
-    for (int m : partial_dims) lead = lead && c[static_cast<std::size_t>(m)] == 0;
-    if (!lead) continue;
-    std::vector<std::int64_t> group;
-    for (const auto& gc : detail::group_members(mesh, c, partial_dims)) group.push_back(mesh.rank_at(gc));
+    const auto group = led_group(mesh, c, partial_dims);
+    if (group.empty()) continue;
     for_each_local(l, sets, [&](std::int64_t k, std::int64_t lin) {
-      if (partial_dims.empty()) {
+      if (partial_dims.empty())
         std::memcpy(global.data() + lin * s, locals[static_cast<std::size_t>(r)].data() + k * s, static_cast<std::size_t>(s));
-        return;
-      }
-      const ReduceOp op0 = *l.sharding().partial(partial_dims[0]);
-      double acc = load_element(l.dtype(), locals[static_cast<std::size_t>(group[0])].data(), k);
-      for (std::size_t g = 1; g < group.size(); ++g) {
-        const double x = load_element(l.dtype(), locals[static_cast<std::size_t>(group[g])].data(), k);
-        switch (op0) {
-          case ReduceOp::sum: case ReduceOp::avg: acc += x; break;
-          case ReduceOp::max: acc = std::max(acc, x); break;
-          case ReduceOp::min: acc = std::min(acc, x); break;
-          case ReduceOp::product: acc *= x; break;
-        }
-      }
-      for (int m : partial_dims)
-        if (*l.sharding().partial(m) == ReduceOp::avg) acc /= static_cast<double>(mesh.size(m));
-      store_element(l.dtype(), global.data(), lin, acc);
+      else
+        store_element(l.dtype(), global.data(), lin, group_value(l, locals, group, partial_dims, k));
     });
   }
   return global;

@@ -50,30 +50,10 @@ ordered step_json(const Step& s, bool with_buffers = true) {
   return j;
 }
 
-std::string quote(const json& v) {
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  std::string d = v.dump();
-  if (d.size() > 80) d = d.substr(0, 77) + "...";
-  return d;
-}
-
-// Integers must be JSON integers in range: 2.9, 1e30 or 2^64 are refused, never truncated.
-std::int64_t int_of(const json& v, const char* key, std::int64_t lo, std::int64_t hi) {
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(hi))
-      throw InputError(fmt::format("plan JSON field '{}' is {}, above {}", key, u, hi));
-    return static_cast<std::int64_t>(u);
-  }
-  if (!v.is_number_integer()) throw InputError(fmt::format("plan JSON field '{}' must be an integer, not {}", key, quote(v)));
-  const auto x = v.get<std::int64_t>();
-  if (x < lo || x > hi) throw InputError(fmt::format("plan JSON field '{}' is {}, outside [{}, {}]", key, x, lo, hi));
-  return x;
-}
+using detail::json_quote;  // one JSON reader's checks for layouts, plans and profiles
 
 const json& field(const json& j, const char* key) {
-  if (!j.is_object()) throw InputError(fmt::format("plan JSON: expected an object holding '{}', got {}", key, quote(j)));
+  if (!j.is_object()) throw InputError(fmt::format("plan JSON: expected an object holding '{}', got {}", key, json_quote(j)));
   auto it = j.find(key);
   if (it == j.end()) throw InputError(fmt::format("plan JSON lacks the field '{}'", key));
   return *it;
@@ -83,14 +63,14 @@ template <typename T>
 T get_field(const json& j, const char* key, std::int64_t lo = 0, std::int64_t hi = INT64_MAX) {
   const json& v = field(j, key);
   if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, int>) {
-    return static_cast<T>(int_of(v, key, lo, hi));
+    return static_cast<T>(detail::json_int(v, key, lo, hi));
   } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>> || std::is_same_v<T, std::vector<int>>) {
-    if (!v.is_array()) throw InputError(fmt::format("plan JSON field '{}' must be an array, not {}", key, quote(v)));
+    if (!v.is_array()) throw InputError(fmt::format("plan JSON field '{}' must be an array, not {}", key, json_quote(v)));
     T out;
-    for (const auto& x : v) out.push_back(static_cast<typename T::value_type>(int_of(x, key, lo, hi)));
+    for (const auto& x : v) out.push_back(static_cast<typename T::value_type>(detail::json_int(x, key, lo, hi)));
     return out;
   } else if constexpr (std::is_same_v<T, double>) {
-    if (!v.is_number()) throw InputError(fmt::format("plan JSON field '{}' must be a number, not {}", key, quote(v)));
+    if (!v.is_number()) throw InputError(fmt::format("plan JSON field '{}' must be a number, not {}", key, json_quote(v)));
     const double x = v.get<double>();
     if (!std::isfinite(x)) throw InputError(fmt::format("plan JSON field '{}' is not finite", key));
     return x;
@@ -98,7 +78,7 @@ T get_field(const json& j, const char* key, std::int64_t lo = 0, std::int64_t hi
     try {
       return v.get<T>();
     } catch (const json::exception&) {
-      throw InputError(fmt::format("plan JSON field '{}' has the wrong type: {}", key, quote(v)));
+      throw InputError(fmt::format("plan JSON field '{}' has the wrong type: {}", key, json_quote(v)));
     }
   }
 }
