@@ -444,6 +444,8 @@ Executor::Executor(const Plan& plan, Communicator& comm, ExecutorOptions options
     lowering_of(st.kind)(ctx, rs);
     fuse_box_copies(rs.pre);
     fuse_box_copies(rs.post);
+    I.send_list.reserve(std::max(I.send_list.capacity(), rs.comm.sends.size()));
+    I.recv_list.reserve(std::max(I.recv_list.capacity(), rs.comm.recvs.size()));
     I.steps.push_back(std::move(rs));
     I.groups.push_back(Group{st.mesh_dims});
   }
@@ -504,13 +506,11 @@ void Executor::Impl::issue(const Buffers& b, std::size_t k) const {
     case CommCall::all_reduce: comm->all_reduce(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype, cc.op); break;
     case CommCall::all_to_all: comm->all_to_all(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype); break;
     case CommCall::send_recv: {
-      // at most a few peers: small vectors, built per call
-      std::vector<Transfer> sends, recvs;
-      sends.reserve(cc.sends.size());
-      recvs.reserve(cc.recvs.size());
-      for (const auto& t : cc.sends) sends.push_back({t.peer, ptr(b, t.buffer), t.count});
-      for (const auto& t : cc.recvs) recvs.push_back({t.peer, ptr(b, t.buffer), t.count});
-      comm->send_recv(sends, recvs, dtype);
+      send_list.clear();
+      recv_list.clear();
+      for (const auto& t : cc.sends) send_list.push_back({t.peer, ptr(b, t.buffer), t.count});
+      for (const auto& t : cc.recvs) recv_list.push_back({t.peer, ptr(b, t.buffer), t.count});
+      comm->send_recv(send_list, recv_list, dtype);
       break;
     }
   }

@@ -60,6 +60,9 @@ struct Executor::Impl {
   std::int64_t input_bytes = 0, output_bytes = 0;
   std::vector<Group> groups;  // per step
   std::vector<detail::RankStep> steps;
+  // Transfer lists of `direct` steps, sized when prepared so execute() never allocates. (One
+  // executor serves one rank: execute is not called concurrently on it.)
+  mutable std::vector<Transfer> send_list, recv_list;
 
   void check(const Buffers& b) const;
   [[nodiscard]] std::byte* ptr(const Buffers& b, detail::Ref r) const;
