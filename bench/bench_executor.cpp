@@ -73,7 +73,7 @@ struct Fixture {
   std::vector<std::vector<std::byte>> in, out, ws;
   Fixture(const char* from, const char* to, StepKind kind) : plan(one_step(from, to, kind)) {
     for (std::int64_t r = 0; r < 8; ++r) {
-      comms.push_back(std::make_unique<LocalOnly>(plan.mesh, r));
+      comms.push_back(std::make_unique<LocalOnly>(plan.mesh(), r));
       execs.emplace_back(plan, *comms.back());
       in.emplace_back(static_cast<std::size_t>(execs.back().input_bytes()), std::byte{1});
       out.emplace_back(static_cast<std::size_t>(execs.back().output_bytes()));
@@ -125,11 +125,11 @@ struct SimFixture {
   SimFixture(const char* from, const char* to)
       : plan(plan_redistribution(Layout::parse(Mesh::parse("4"), {1024, 11008}, DType::bf16, from),
                                  Layout::parse(Mesh::parse("4"), {1024, 11008}, DType::bf16, to), CostModel::default_model())),
-        world(plan.mesh) {
+        world(plan.mesh()) {
     execs.reserve(4);
     for (std::int64_t r = 0; r < 4; ++r) {
       execs.emplace_back(plan, world.communicator(r), ExecutorOptions{false});
-      in.push_back(seeded_input(plan.src_layout(), r));
+      in.push_back(seeded_input(plan.src, r));
       out.emplace_back(static_cast<std::size_t>(execs.back().output_bytes()));
       ws.emplace_back(static_cast<std::size_t>(execs.back().workspace_bytes()));
     }

@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::abort();
     }
     // small enough to run: execute it (the executor checks every buffer region first)
-    if (p.mesh.num_ranks() <= 16 && p.src_layout().numel() <= 4096 && p.peak_bytes <= (1 << 20))
+    if (p.mesh().num_ranks() <= 16 && p.src.numel() <= 4096 && p.peak_bytes <= (1 << 20))
       (void)dtensor::simulate(p);
   } catch (const dtensor::Error&) {
   }

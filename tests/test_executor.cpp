@@ -31,9 +31,9 @@ SimulatedWorld& world_of(const Mesh& mesh) {  // one world (and its rank threads
 }
 
 Run run_plan(const Plan& plan, bool threads = false) {
-  SimulatedWorld& world = world_of(plan.mesh);
-  const Layout src = plan.src_layout();
-  const auto R = static_cast<std::size_t>(plan.mesh.num_ranks());
+  SimulatedWorld& world = world_of(plan.mesh());
+  const Layout src = plan.src;
+  const auto R = static_cast<std::size_t>(plan.mesh().num_ranks());
   std::vector<std::vector<std::byte>> in(R), ws(R);
   Run run;
   run.outputs.resize(R);
@@ -100,7 +100,9 @@ TEST_CASE("executor: full set against the oracle", "[executor]") {
               const Layout dst = Layout::parse(Mesh(mesh), shape, DType::f64, oracle::text(b));
               Plan plan = plan_redistribution(src, dst, CostModel::default_model(), o);
               for (DType dt : {DType::f64, DType::i64}) {
-                plan.dtype = dt;  // same itemsize: the same plan
+                // same itemsize: the same plan
+                plan.src = Layout(plan.mesh(), plan.shape(), dt, plan.src.sharding());
+                plan.dst = Layout(plan.mesh(), plan.shape(), dt, plan.dst.sharding());
                 // every case's i64 run on the lockstep driver; the f64 run of every 8th case
                 // (DTENSOR_THREADS_STRIDE) one thread per rank with blocking collectives (~5x the cost)
                 const bool threads = dt == DType::f64 && (index / stride) % threads_stride() == 0;

@@ -48,7 +48,7 @@ void check_plan(const char* mesh, std::vector<std::int64_t> shape, const char* f
   CHECK(count(svg, "<g class=\"rank\"") == static_cast<std::size_t>(m.num_ranks()));
   CHECK(count(svg, "<g class=\"bar\" data-step") == plan.steps.size());
   const auto blocks = blocks_of(svg);
-  std::vector<Layout> states{plan.src_layout()};
+  std::vector<Layout> states{plan.src};
   for (const auto& s : plan.steps) states.emplace_back(m, shape, DType::f32, s.to);
   for (std::size_t k = 0; k < states.size(); ++k) {
     std::vector<SvgBlock> bs;

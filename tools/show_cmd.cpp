@@ -102,7 +102,7 @@ void register_show(CLI::App& app) {
                                    "plan` for larger meshes)", req.src.mesh().str(), req.src.mesh().num_ranks(), kMaxDrawnRanks));
     const Plan plan = plan_redistribution(req.src, req.dst, req.cost, req.options);
     viz::Options opt;
-    const int nd = static_cast<int>(plan.shape.size());
+    const int nd = static_cast<int>(plan.shape().size());
     if (nd == 0) throw InputError("show needs a tensor of at least one dim");
     opt.dim_row = 0;
     opt.dim_col = nd >= 2 ? 1 : -1;

@@ -17,12 +17,12 @@ std::string sim_memory_limit;
 // What a simulation holds at once: every rank's input, output and workspace, the outputs again as
 // doubles for the report, and the coverage counts of the verification.
 std::int64_t simulation_bytes(const Plan& plan) {
-  const Layout src = plan.src_layout(), dst = plan.dst_layout();
-  const auto s = static_cast<std::int64_t>(itemsize(plan.dtype));
-  const auto R = plan.mesh.num_ranks();
+  const Layout src = plan.src, dst = plan.dst;
+  const auto s = static_cast<std::int64_t>(itemsize(plan.dtype()));
+  const auto R = plan.mesh().num_ranks();
   long double total = static_cast<long double>(R) * static_cast<long double>(plan.peak_bytes);
   for (std::int64_t r = 0; r < R; ++r) {
-    const auto c = plan.mesh.coord_of_rank(r);
+    const auto c = plan.mesh().coord_of_rank(r);
     total += static_cast<long double>(src.local_numel(c)) * s + static_cast<long double>(dst.local_numel(c)) * (s + 8);
   }
   if (dst.numel() <= (std::int64_t{1} << 26)) total += static_cast<long double>(dst.numel()) * 4;
@@ -50,14 +50,14 @@ void register_simulate(CLI::App& app) {
     if (const auto need = simulation_bytes(plan); need > limit)
       throw InputError(fmt::format("simulating {} on mesh {} needs about {} bytes of host memory, above the limit of {} bytes "
                                    "(--sim-memory-limit; --max-memory bounds the plan's workspace, not this)",
-                                   plan.trace(), plan.mesh.str(), need, limit));
+                                   plan.trace(), plan.mesh().str(), need, limit));
     const SimulationResult res = simulate(plan);
     if (args.format == "json") {
       auto j = nlohmann::ordered_json::parse(plan.to_json());
       j["verified"] = res.verified;
       if (!res.verified) j["mismatch"] = res.mismatch;
       // data: for tensors of at most 65,536 elements, or when --data asks for it
-      const bool data = with_data || plan.dst_layout().numel() <= 65536;
+      const bool data = with_data || plan.dst.numel() <= 65536;
       j["ranks"] = nlohmann::ordered_json::array();
       for (const auto& r : res.ranks) {
         nlohmann::ordered_json rj{{"rank", r.rank}, {"coord", r.coord}, {"local_shape", r.local_shape}};
@@ -67,7 +67,7 @@ void register_simulate(CLI::App& app) {
       std::cout << j.dump() << "\n";
     } else {
       std::cout << fmt::format("simulated {} -> {} on mesh {} ({} ranks), shape {} {}\n", plan.src.str(), plan.dst.str(),
-                               plan.mesh.str(), plan.mesh.num_ranks(), shape_str(plan.shape), to_string(plan.dtype));
+                               plan.mesh().str(), plan.mesh().num_ranks(), shape_str(plan.shape()), to_string(plan.dtype()));
       std::cout << fmt::format("plan: {} ({} step(s), {:.3f} us, workspace {} bytes)\n", plan.trace(), plan.steps.size(),
                                plan.total_cost_us, plan.peak_bytes);
       for (const auto& r : res.ranks) {

@@ -45,8 +45,8 @@ std::string human_bytes(std::int64_t b) {
 }
 
 std::vector<Layout> states_of(const Plan& plan) {
-  std::vector<Layout> out{plan.src_layout()};
-  for (const auto& s : plan.steps) out.emplace_back(plan.mesh, plan.shape, plan.dtype, s.to);
+  std::vector<Layout> out{plan.src};
+  for (const auto& s : plan.steps) out.emplace_back(plan.mesh(), plan.shape(), plan.dtype(), s.to);
   return out;
 }
 
@@ -114,11 +114,11 @@ StateView view_of(const Layout& l, const Options& opt) {
 
 std::string render_svg(const Plan& plan, const Options& opt, bool standalone) {
   const auto states = states_of(plan);
-  const Mesh& mesh = plan.mesh;
+  const Mesh& mesh = plan.mesh();
   const auto R = mesh.num_ranks();
   const int panel = 230, gap = 120, margin = 20, top = 70;
-  const std::int64_t Lr = plan.shape.empty() ? 1 : plan.shape[static_cast<std::size_t>(opt.dim_row)];
-  const std::int64_t Lc = opt.dim_col >= 0 ? plan.shape[static_cast<std::size_t>(opt.dim_col)] : 1;
+  const std::int64_t Lr = plan.shape().empty() ? 1 : plan.shape()[static_cast<std::size_t>(opt.dim_row)];
+  const std::int64_t Lc = opt.dim_col >= 0 ? plan.shape()[static_cast<std::size_t>(opt.dim_col)] : 1;
   // panel aspect follows the tensor (clamped), so blocks keep their proportions
   const double aspect = std::clamp(static_cast<double>(std::max<std::int64_t>(Lr, 1)) / static_cast<double>(std::max<std::int64_t>(Lc, 1)), 0.25, 4.0);
   const int pw = aspect >= 1 ? static_cast<int>(panel / aspect) : panel;
@@ -142,7 +142,7 @@ std::string render_svg(const Plan& plan, const Options& opt, bool standalone) {
   o += fmt::format("<text x=\"{}\" y=\"28\" font-size=\"18\" font-weight=\"bold\">{} &#8594; {}</text>\n", margin,
                    esc(plan.src.str()), esc(plan.dst.str()));
   o += fmt::format("<text x=\"{}\" y=\"50\">mesh {} ({} ranks), tensor {} {}, cost model {}, edges {}: total {:.3f} us in {} "
-                   "step(s), workspace {}</text>\n", margin, esc(mesh.str()), R, shape_str(plan.shape), to_string(plan.dtype),
+                   "step(s), workspace {}</text>\n", margin, esc(mesh.str()), R, shape_str(plan.shape()), to_string(plan.dtype()),
                    esc(plan.cost_model), to_string(plan.edges), plan.total_cost_us, plan.steps.size(), human_bytes(plan.peak_bytes));
   // mesh of ranks
   o += fmt::format("<g id=\"mesh\"><text x=\"{}\" y=\"{}\" font-weight=\"bold\">mesh (rank, coordinate)</text>\n", margin, top);
@@ -246,11 +246,11 @@ std::string render_html(const Plan& plan, const Options& opt) {
   o += fmt::format("<h1>{} &#8594; {}</h1>\n<p>trace <code>{}</code></p>\n", esc(plan.src.str()), esc(plan.dst.str()), esc(plan.trace()));
   o += render_svg(plan, opt, false);
   o += "<h2>ranks</h2><p>hover a rank or a block: every block holding that rank's data lights up in every state.</p>\n<ul id=\"ranks\">\n";
-  for (std::int64_t p = 0; p < plan.mesh.num_ranks(); ++p) {
-    const auto c = plan.mesh.coord_at(p);
-    const auto r = plan.mesh.rank_at(c);
+  for (std::int64_t p = 0; p < plan.mesh().num_ranks(); ++p) {
+    const auto c = plan.mesh().coord_at(p);
+    const auto r = plan.mesh().rank_at(c);
     o += fmt::format("<li class=\"rank\" data-rank=\"{}\" style=\"background:{}\">rank {} ({})</li>\n", r,
-                     color(r, plan.mesh.num_ranks()), r, fmt::join(c, ","));
+                     color(r, plan.mesh().num_ranks()), r, fmt::join(c, ","));
   }
   o += "</ul>\n<h2>steps</h2>\n<ol id=\"steps\">\n";
   for (const auto& s : plan.steps)
@@ -291,8 +291,8 @@ std::string render_html(const Plan& plan, const Options& opt) {
 
 std::string render_text(const Plan& plan, const Options& opt, int width) {
   const auto states = states_of(plan);
-  std::string o = fmt::format("plan {} on mesh {}, shape {} {}: {:.3f} us in {} step(s)\n", plan.trace(), plan.mesh.str(),
-                              shape_str(plan.shape), to_string(plan.dtype), plan.total_cost_us, plan.steps.size());
+  std::string o = fmt::format("plan {} on mesh {}, shape {} {}: {:.3f} us in {} step(s)\n", plan.trace(), plan.mesh().str(),
+                              shape_str(plan.shape()), to_string(plan.dtype()), plan.total_cost_us, plan.steps.size());
   for (std::size_t k = 0; k < states.size(); ++k) {
     const auto v = view_of(states[k], opt);
     o += fmt::format("\nstate {}: {}{}\n", k, v.placements, v.partial_note.empty() ? "" : "  [" + v.partial_note + "]");
@@ -336,9 +336,9 @@ std::string render_text(const Plan& plan, const Options& opt, int width) {
 
 std::string render_dot(const Plan& plan, const CostModel& cost, std::size_t max_states) {
   // the states a shortest-path search explores: everything within the plan's cost
-  const ExploredGraph g = explore(plan.src_layout(), plan.dst_layout(), cost, plan.edges, plan.total_cost_us, max_states);
+  const ExploredGraph g = explore(plan.src, plan.dst, cost, plan.edges, plan.total_cost_us, max_states);
   std::set<std::pair<std::string, std::string>> path;
-  Sharding cur = plan.src;
+  Sharding cur = plan.src.sharding();
   for (const auto& s : plan.steps) {
     path.insert({cur.str(), s.to.str()});
     cur = s.to;

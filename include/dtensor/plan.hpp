@@ -68,11 +68,10 @@ struct RunnerUp {
 };
 
 struct Plan {
-  Mesh mesh{std::vector<std::int64_t>{1}};
-  std::vector<std::int64_t> shape;
-  DType dtype = DType::f32;
-  Sharding src;
-  Sharding dst;
+  // Source and target layouts: the same mesh, shape and dtype, placements differ. A
+  // default-constructed plan is the empty redistribution of a 0-d f32 tensor on a 1-rank mesh.
+  Layout src = Layout(Mesh(std::vector<std::int64_t>{1}), {}, DType::f32, Sharding::replicated(1, 0));
+  Layout dst = src;
   std::string cost_model;
   EdgeSet edges = EdgeSet::all;
   std::vector<Step> steps;
@@ -80,8 +79,9 @@ struct Plan {
   std::int64_t peak_bytes = 0;  // the workspace the executor asks for
   std::optional<RunnerUp> runner_up;
 
-  [[nodiscard]] Layout src_layout() const { return Layout(mesh, shape, dtype, src); }
-  [[nodiscard]] Layout dst_layout() const { return Layout(mesh, shape, dtype, dst); }
+  [[nodiscard]] const Mesh& mesh() const noexcept { return src.mesh(); }
+  [[nodiscard]] const std::vector<std::int64_t>& shape() const noexcept { return src.shape(); }
+  [[nodiscard]] DType dtype() const noexcept { return src.dtype(); }
   // PyTorch notation: states joined by "->", "-->" before a state a flattened step reaches.
   [[nodiscard]] std::string trace() const;
   // Stable across processes and platforms: FNV-1a over the canonical step list.

@@ -378,20 +378,23 @@ void check_regions(const StepContext& c, std::int64_t workspace) {
 
 Executor::Executor(const Plan& plan, Communicator& comm, ExecutorOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& I = *impl_;
-  const Mesh& mesh = plan.mesh;
+  const Mesh& mesh = plan.mesh();
   if (comm.mesh() != mesh)
     throw InputError(fmt::format("the communicator's mesh {} is not the plan's mesh {}", comm.mesh().str(), mesh.str()));
-  if (plan.shape.size() > 15) throw InputError(fmt::format("tensors of {} dims exceed the executor's 15", plan.shape.size()));
+  if (plan.dst.mesh() != mesh || plan.dst.shape() != plan.shape() || plan.dst.dtype() != plan.dtype())
+    throw InputError(fmt::format("the plan's source {} and target {} differ in mesh, shape or dtype", plan.src.str(),
+                                 plan.dst.str()));
+  if (plan.shape().size() > 15) throw InputError(fmt::format("tensors of {} dims exceed the executor's 15", plan.shape().size()));
   if (plan.peak_bytes < 0) throw InputError(fmt::format("plan's peak_bytes {} is negative", plan.peak_bytes));
   I.comm = &comm;
-  I.dtype = plan.dtype;
+  I.dtype = plan.dtype();
   I.rank = comm.rank();
   I.workspace = plan.peak_bytes;
-  const std::int64_t s = static_cast<std::int64_t>(itemsize(plan.dtype));
+  const std::int64_t s = static_cast<std::int64_t>(itemsize(plan.dtype()));
   const std::size_t S = plan.steps.size();
   // The state chain and the buffer records' hand-over, and the backend's abilities, checked
   // before any communication.
-  Sharding cur = plan.src;
+  Sharding cur = plan.src.sharding();
   for (std::size_t k = 0; k < S; ++k) {
     const Step& st = plan.steps[k];
     if (st.from != cur)
@@ -407,23 +410,21 @@ Executor::Executor(const Plan& plan, Communicator& comm, ExecutorOptions options
       if (m < 0 || m >= mesh.ndim()) throw InputError(fmt::format("plan step {} names mesh dim {}, out of range", k, m));
       if (auto p = st.from.partial(m)) op = p;
     }
-    if (!comm.supports(st.kind, plan.dtype, op.value_or(ReduceOp::sum)))
+    if (!comm.supports(st.kind, plan.dtype(), op.value_or(ReduceOp::sum)))
       throw InputError(fmt::format("this backend cannot run step {} ({} over mesh dims {}) on {}{}", k, to_string(st.kind),
-                                   fmt::join(st.mesh_dims, ","), to_string(plan.dtype),
+                                   fmt::join(st.mesh_dims, ","), to_string(plan.dtype()),
                                    op ? fmt::format(" with op {}", to_string(*op)) : std::string()));
   }
-  if (cur != plan.dst)
-    throw InputError(fmt::format("plan steps end in {} but the target is {}", cur.str(), plan.dst.str()));
+  if (cur != plan.dst.sharding())
+    throw InputError(fmt::format("plan steps end in {} but the target is {}", cur.str(), plan.dst.placements_str()));
 
   const auto c = mesh.coord_of_rank(I.rank);
-  const Layout src_layout(mesh, plan.shape, plan.dtype, plan.src);
-  const Layout dst_layout(mesh, plan.shape, plan.dtype, plan.dst);
-  I.input_bytes = src_layout.local_numel(c) * s;
-  I.output_bytes = dst_layout.local_numel(c) * s;
+  I.input_bytes = plan.src.local_numel(c) * s;
+  I.output_bytes = plan.dst.local_numel(c) * s;
   for (std::size_t k = 0; k < S; ++k) {
     const Step& st = plan.steps[k];
     const StepBuffers& b = st.buffers;
-    Layout from(mesh, plan.shape, plan.dtype, st.from), to(mesh, plan.shape, plan.dtype, st.to);
+    Layout from(mesh, plan.shape(), plan.dtype(), st.from), to(mesh, plan.shape(), plan.dtype(), st.to);
     auto Xs = from.indices(c), Ys = to.indices(c);
     const std::int64_t xe = box_numel(Xs), ye = box_numel(Ys);
     const Ref x = k == 0 ? Ref{Buf::input, 0} : Ref{Buf::ws, b.from_offset};

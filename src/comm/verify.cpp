@@ -251,9 +251,9 @@ std::string verify_rank_output(const Layout& l, std::int64_t rank, std::span<con
 }
 
 SimulationResult simulate(const Plan& plan, bool threads) {
-  SimulatedWorld world(plan.mesh);
-  const Layout src = plan.src_layout(), dst = plan.dst_layout();
-  const auto R = plan.mesh.num_ranks();
+  SimulatedWorld world(plan.mesh());
+  const Layout src = plan.src, dst = plan.dst;
+  const auto R = plan.mesh().num_ranks();
   std::vector<std::vector<std::byte>> inputs, outputs(static_cast<std::size_t>(R)), workspaces(static_cast<std::size_t>(R));
   for (std::int64_t r = 0; r < R; ++r) inputs.push_back(seeded_input(src, r));
   if (threads) {
@@ -288,10 +288,10 @@ SimulationResult simulate(const Plan& plan, bool threads) {
   for (std::int64_t r = 0; r < R; ++r) {
     SimulationResult::Rank rk;
     rk.rank = r;
-    rk.coord = plan.mesh.coord_of_rank(r);
+    rk.coord = plan.mesh().coord_of_rank(r);
     rk.local_shape = dst.local_shape(rk.coord);
-    const auto n = static_cast<std::int64_t>(outputs[static_cast<std::size_t>(r)].size() / itemsize(plan.dtype));
-    for (std::int64_t k = 0; k < n; ++k) rk.data.push_back(load_element(plan.dtype, outputs[static_cast<std::size_t>(r)].data(), k));
+    const auto n = static_cast<std::int64_t>(outputs[static_cast<std::size_t>(r)].size() / itemsize(plan.dtype()));
+    for (std::int64_t k = 0; k < n; ++k) rk.data.push_back(load_element(plan.dtype(), outputs[static_cast<std::size_t>(r)].data(), k));
     res.ranks.push_back(std::move(rk));
   }
   return res;

@@ -16,7 +16,7 @@ std::string group_str(const Plan& plan, const Step& s) {
   if (s.mesh_dims.empty()) return "no mesh dim";
   std::string out;
   for (std::size_t i = 0; i < s.mesh_dims.size(); ++i)
-    out += (i ? " + " : "") + plan.mesh.describe_dim(s.mesh_dims[i]);
+    out += (i ? " + " : "") + plan.mesh().describe_dim(s.mesh_dims[i]);
   return out;
 }
 
@@ -30,8 +30,8 @@ std::string steps_kinds(const std::vector<Step>& steps) {
 
 std::string explain(const Plan& plan) {
   std::string out = fmt::format("redistribute {} -> {} on mesh {}, shape {} {} ({} {} bytes per element)\n",
-                                plan.src.str(), plan.dst.str(), plan.mesh.str(), shape_str(plan.shape),
-                                to_string(plan.dtype), "itemsize", itemsize(plan.dtype));
+                                plan.src.str(), plan.dst.str(), plan.mesh().str(), shape_str(plan.shape()),
+                                to_string(plan.dtype()), "itemsize", itemsize(plan.dtype()));
   out += fmt::format("cost model '{}', edge set '{}'\n", plan.cost_model, to_string(plan.edges));
   if (plan.steps.empty()) {
     out += "source and target are the same layout: nothing to do (cost 0)\n";

@@ -6,8 +6,8 @@
 namespace dtensor {
 
 void lower_buffers(Plan& plan) {
-  const auto s = static_cast<std::int64_t>(itemsize(plan.dtype));
-  const Geometry geo(plan.mesh.shape(), plan.shape, s);
+  const auto s = static_cast<std::int64_t>(itemsize(plan.dtype()));
+  const Geometry geo(plan.mesh().shape(), plan.shape(), s);
   const std::size_t S = plan.steps.size();
   std::vector<std::int64_t> state_max(S + 1, 0);
   for (std::size_t k = 0; k < S; ++k) state_max[k] = geo.numel_stats(plan.steps[k].from).max;

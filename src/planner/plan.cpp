@@ -161,11 +161,12 @@ std::string trace_of(const Sharding& src, const std::vector<Step>& steps) {
   return t;
 }
 
-std::string Plan::trace() const { return trace_of(src, steps); }
+std::string Plan::trace() const { return trace_of(src.sharding(), steps); }
 
 std::uint64_t Plan::hash() const {
-  std::string canon = fmt::format("{}|{}|{}|{}|{}|{}|{}", mesh.str(), fmt::join(mesh.ranks(), ","), fmt::join(shape, ","),
-                                  to_string(dtype), src.str(), dst.str(), cost_model);
+  std::string canon = fmt::format("{}|{}|{}|{}|{}|{}|{}", mesh().str(), fmt::join(mesh().ranks(), ","),
+                                  fmt::join(shape(), ","), to_string(dtype()), src.placements_str(),
+                                  dst.placements_str(), cost_model);
   canon += fmt::format("|{}", to_string(edges));
   for (const auto& s : steps)
     canon += fmt::format(";{}:{}:{}:{}:{}", to_string(s.kind), fmt::join(s.mesh_dims, ","), fmt::join(s.tensor_dims, ","),
@@ -176,11 +177,11 @@ std::uint64_t Plan::hash() const {
 std::string Plan::to_json(int indent) const {
   ordered j;
   j["version"] = kPlanJsonVersion;
-  detail::write_mesh_fields(j, mesh);
-  j["shape"] = shape;
-  j["dtype"] = std::string(to_string(dtype));
-  j["from"] = src.str();
-  j["to"] = dst.str();
+  detail::write_mesh_fields(j, mesh());
+  j["shape"] = shape();
+  j["dtype"] = std::string(to_string(dtype()));
+  j["from"] = src.placements_str();
+  j["to"] = dst.placements_str();
   j["cost_model"] = cost_model;
   j["edges"] = std::string(to_string(edges));
   j["total_cost_us"] = total_cost_us;
@@ -210,12 +211,12 @@ Plan Plan::from_json(std::string_view text) {
   if (version != 1 && version != kPlanJsonVersion)
     throw InputError(fmt::format("plan JSON version {} is not supported (this library reads 1 and {})", version,
                                  kPlanJsonVersion));
-  p.mesh = detail::read_mesh_fields(j, "plan");
-  p.shape = detail::read_shape_field(j, "plan");
-  p.dtype = parse_dtype(get_field<std::string>(j, "dtype"));
-  const int md = p.mesh.ndim(), td = static_cast<int>(p.shape.size());
-  p.src = Layout::parse(p.mesh, p.shape, p.dtype, get_field<std::string>(j, "from")).sharding();
-  p.dst = Layout::parse(p.mesh, p.shape, p.dtype, get_field<std::string>(j, "to")).sharding();
+  const Mesh mesh = detail::read_mesh_fields(j, "plan");
+  const auto shape = detail::read_shape_field(j, "plan");
+  const DType dtype = parse_dtype(get_field<std::string>(j, "dtype"));
+  const int md = mesh.ndim(), td = static_cast<int>(shape.size());
+  p.src = Layout::parse(mesh, shape, dtype, get_field<std::string>(j, "from"));
+  p.dst = Layout::parse(mesh, shape, dtype, get_field<std::string>(j, "to"));
   p.cost_model = get_field<std::string>(j, "cost_model");
   p.edges = parse_edge_set(get_field<std::string>(j, "edges"));
   p.total_cost_us = get_field<double>(j, "total_cost_us");
@@ -224,13 +225,14 @@ Plan Plan::from_json(std::string_view text) {
   if (steps == j.end() || !steps->is_array()) throw InputError("plan JSON needs a 'steps' array");
   for (const auto& s : *steps) p.steps.push_back(step_of(s, md, td));
   // Structural check: the steps chain from the source to the target.
-  Sharding cur = p.src;
+  Sharding cur = p.src.sharding();
   for (std::size_t i = 0; i < p.steps.size(); ++i) {
     if (p.steps[i].from != cur)
       throw InputError(fmt::format("plan JSON step {} starts from {} but the previous state is {}", i, p.steps[i].from.str(), cur.str()));
     cur = p.steps[i].to;
   }
-  if (cur != p.dst) throw InputError(fmt::format("plan JSON steps end in {} but the target is {}", cur.str(), p.dst.str()));
+  if (cur != p.dst.sharding())
+    throw InputError(fmt::format("plan JSON steps end in {} but the target is {}", cur.str(), p.dst.placements_str()));
   if (version < 2)  // version 1 carried no buffer records: rebuild them (the same function the planner runs)
     lower_buffers(p);
   if (auto r = j.find("runner_up"); r != j.end() && !r->is_null()) {

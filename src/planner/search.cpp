@@ -249,11 +249,8 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
     throw InputError(fmt::format("max peak bytes {} must not be negative", *options.max_peak_bytes));
   const std::int64_t budget = options.max_peak_bytes.value_or(-1);
   Plan plan;
-  plan.mesh = src.mesh();
-  plan.shape = src.shape();
-  plan.dtype = src.dtype();
-  plan.src = src.sharding();
-  plan.dst = dst.sharding();
+  plan.src = src;
+  plan.dst = dst;
   plan.cost_model = cost.name;
   plan.edges = edges;
   auto best = search(ctx, budget, nullptr, options.max_states);
@@ -273,7 +270,7 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
     if (auto ru = search(ctx, budget, &first, options.max_states)) {
       RunnerUp r;
       r.total_cost_us = ru->total_cost_us;
-      r.trace = trace_of(plan.src, ru->steps);
+      r.trace = trace_of(plan.src.sharding(), ru->steps);
       r.steps = std::move(ru->steps);
       plan.runner_up = std::move(r);
     }

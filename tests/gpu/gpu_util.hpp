@@ -37,12 +37,9 @@ inline Plan chain(const char* mesh, std::vector<std::int64_t> shape, DType dt, c
                   const std::vector<StepKind>& kinds) {
   const Mesh m = Mesh::parse(mesh);
   Plan p;
-  p.mesh = m;
-  p.shape = shape;
-  p.dtype = dt;
   p.cost_model = "default";
-  p.src = Layout::parse(m, shape, dt, states.front()).sharding();
-  p.dst = Layout::parse(m, shape, dt, states.back()).sharding();
+  p.src = Layout::parse(m, shape, dt, states.front());
+  p.dst = Layout::parse(m, shape, dt, states.back());
   for (std::size_t k = 0; k + 1 < states.size(); ++k) {
     const Layout a = Layout::parse(m, shape, dt, states[k]), b = Layout::parse(m, shape, dt, states[k + 1]);
     const RedistributionGraph g(a, b, CostModel::default_model(), EdgeSet::all);

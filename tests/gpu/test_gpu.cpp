@@ -19,9 +19,9 @@ namespace {
 // Every rank of the plan as device buffers on this GPU, run by the all-ranks driver on the
 // in-process backend with device memory (the CUDA kernels do every copy and reduction).
 exec_check::Run run_on_device(const Plan& plan, cudaStream_t stream) {
-  SimulatedWorld world(plan.mesh, WorldOptions{std::chrono::milliseconds(60000), device_memory(stream)});
-  const Layout src = plan.src_layout();
-  const auto R = static_cast<std::size_t>(plan.mesh.num_ranks());
+  SimulatedWorld world(plan.mesh(), WorldOptions{std::chrono::milliseconds(60000), device_memory(stream)});
+  const Layout src = plan.src;
+  const auto R = static_cast<std::size_t>(plan.mesh().num_ranks());
   std::vector<Executor> execs;
   execs.reserve(R);
   std::vector<DeviceBuffer> in, out, ws;
@@ -76,7 +76,8 @@ TEST_CASE("GPU: executor full set on the device-simulated backend", "[gpu]") {
                                               Layout::parse(Mesh(mesh), shape, DType::f64, oracle::text(b)),
                                               CostModel::default_model(), o);
               for (DType dt : {DType::f64, DType::i64}) {
-                plan.dtype = dt;
+                plan.src = Layout(plan.mesh(), plan.shape(), dt, plan.src.sharding());
+                plan.dst = Layout(plan.mesh(), plan.shape(), dt, plan.dst.sharding());
                 const auto err = exec_check::check(mesh, shape, dt, b, run_on_device(plan, stream));
                 if (!err.empty()) FAIL(oracle::text(a) << " -> " << oracle::text(b) << " via " << plan.trace() << ": " << err);
                 ++ran;
@@ -122,7 +123,7 @@ TEST_CASE("GPU: NCCL on a 1-rank mesh, and CUDA-graph capture/replay", "[gpu]") 
                           {StepKind::all_reduce, StepKind::local_chunk, StepKind::all_to_all, StepKind::local_fill,
                            StepKind::reduce_scatter, StepKind::all_gather});
   const Executor exec(plan, comm);  // exchanges the plan hash over NCCL and prepares the groups
-  const auto host_in = seeded_input(plan.src_layout(), 0);
+  const auto host_in = seeded_input(plan.src, 0);
   DeviceBuffer in(host_in.size()), out(static_cast<std::size_t>(exec.output_bytes())),
       ws(static_cast<std::size_t>(exec.workspace_bytes()));
   ck(cudaMemcpy(in.p, host_in.data(), host_in.size(), cudaMemcpyHostToDevice));
@@ -130,7 +131,7 @@ TEST_CASE("GPU: NCCL on a 1-rank mesh, and CUDA-graph capture/replay", "[gpu]") 
   auto check_out = [&] {
     std::vector<std::byte> host(out.n);
     ck(cudaMemcpy(host.data(), out.p, out.n, cudaMemcpyDeviceToHost));
-    return verify_rank_output(plan.dst_layout(), 0, host);
+    return verify_rank_output(plan.dst, 0, host);
   };
   exec.execute(b);
   comm.wait();

@@ -333,8 +333,8 @@ void* NcclCommunicator::group_comm(const Group& g, const char* op) {
 }
 
 void NcclCommunicator::prepare(const Plan& plan) {
-  if (plan.mesh != mesh_)
-    throw InputError(fmt::format("plan mesh {} is not this communicator's mesh {}", plan.mesh.str(), mesh_.str()));
+  if (plan.mesh() != mesh_)
+    throw InputError(fmt::format("plan mesh {} is not this communicator's mesh {}", plan.mesh().str(), mesh_.str()));
   for (const auto& s : plan.steps) {
     if (s.kind == StepKind::all_gather || s.kind == StepKind::reduce_scatter || s.kind == StepKind::all_reduce ||
         s.kind == StepKind::all_to_all)
