@@ -268,5 +268,10 @@ TEST_CASE("executor: hostile buffer records in a plan are refused, never run", "
     if (bad.steps[0].buffers.recv_elems > 0 && bad.steps[0].buffers.send_elems > 0)
       CHECK_THROWS_WITH(Executor(bad, c, ExecutorOptions{false}), Contains("overlap"));
   }
+  {
+    Plan bad = p;  // a target layout of another shape than the source's
+    bad.dst = Layout::parse(mesh, {10, 7}, DType::f32, "S(0)");
+    CHECK_THROWS_WITH(Executor(bad, c, ExecutorOptions{false}), Contains("differ in mesh, shape or dtype"));
+  }
 }
 
