@@ -8,8 +8,8 @@ namespace {
 PlanArgs args;
 
 std::string plan_text(const Plan& p) {
-  std::string out = fmt::format("plan {} -> {} on mesh {}, shape {} {} (cost model {}, edges {})\n", p.src.str(),
-                                p.dst.str(), p.mesh().str(), shape_str(p.shape()), to_string(p.dtype()), p.cost_model,
+  std::string out = fmt::format("plan {} -> {} on mesh {}, shape {} {} (cost model {}, edges {})\n", p.src.placements_str(),
+                                p.dst.placements_str(), p.mesh().str(), shape_str(p.shape()), to_string(p.dtype()), p.cost_model,
                                 to_string(p.edges));
   out += fmt::format("total {:.3f} us in {} step(s), peak workspace {} bytes\ntrace: {}\n", p.total_cost_us,
                      p.steps.size(), p.peak_bytes, p.trace());

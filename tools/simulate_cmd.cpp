@@ -66,7 +66,7 @@ void register_simulate(CLI::App& app) {
       }
       std::cout << j.dump() << "\n";
     } else {
-      std::cout << fmt::format("simulated {} -> {} on mesh {} ({} ranks), shape {} {}\n", plan.src.str(), plan.dst.str(),
+      std::cout << fmt::format("simulated {} -> {} on mesh {} ({} ranks), shape {} {}\n", plan.src.placements_str(), plan.dst.placements_str(),
                                plan.mesh().str(), plan.mesh().num_ranks(), shape_str(plan.shape()), to_string(plan.dtype()));
       std::cout << fmt::format("plan: {} ({} step(s), {:.3f} us, workspace {} bytes)\n", plan.trace(), plan.steps.size(),
                                plan.total_cost_us, plan.peak_bytes);

@@ -140,7 +140,7 @@ std::string render_svg(const Plan& plan, const Options& opt, bool standalone) {
        "<marker id=\"arrow\" markerWidth=\"8\" markerHeight=\"8\" refX=\"7\" refY=\"4\" orient=\"auto\"><path d=\"M0,0 L8,4 L0,8 z\" fill=\"#444\"/></marker></defs>\n";
   o += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"#fff\"/>\n", width, height);
   o += fmt::format("<text x=\"{}\" y=\"28\" font-size=\"18\" font-weight=\"bold\">{} &#8594; {}</text>\n", margin,
-                   esc(plan.src.str()), esc(plan.dst.str()));
+                   esc(plan.src.placements_str()), esc(plan.dst.placements_str()));
   o += fmt::format("<text x=\"{}\" y=\"50\">mesh {} ({} ranks), tensor {} {}, cost model {}, edges {}: total {:.3f} us in {} "
                    "step(s), workspace {}</text>\n", margin, esc(mesh.str()), R, shape_str(plan.shape()), to_string(plan.dtype()),
                    esc(plan.cost_model), to_string(plan.edges), plan.total_cost_us, plan.steps.size(), human_bytes(plan.peak_bytes));
@@ -243,7 +243,7 @@ std::string render_html(const Plan& plan, const Options& opt) {
                   "li.rank.hl{outline:2px solid #000}\n#steps li{margin:6px 0}\n.why{color:#555}\n"
                   "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;font-size:12px;text-align:right}\n"
                   "</style></head><body>\n";
-  o += fmt::format("<h1>{} &#8594; {}</h1>\n<p>trace <code>{}</code></p>\n", esc(plan.src.str()), esc(plan.dst.str()), esc(plan.trace()));
+  o += fmt::format("<h1>{} &#8594; {}</h1>\n<p>trace <code>{}</code></p>\n", esc(plan.src.placements_str()), esc(plan.dst.placements_str()), esc(plan.trace()));
   o += render_svg(plan, opt, false);
   o += "<h2>ranks</h2><p>hover a rank or a block: every block holding that rank's data lights up in every state.</p>\n<ul id=\"ranks\">\n";
   for (std::int64_t p = 0; p < plan.mesh().num_ranks(); ++p) {
@@ -344,11 +344,11 @@ std::string render_dot(const Plan& plan, const CostModel& cost, std::size_t max_
     cur = s.to;
   }
   std::string out = "digraph redistribution {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n";
-  out += fmt::format("  label=\"{} -> {}: explored states within the plan's cost {:.3f} us\";\n", plan.src.str(), plan.dst.str(),
+  out += fmt::format("  label=\"{} -> {}: explored states within the plan's cost {:.3f} us\";\n", plan.src.placements_str(), plan.dst.placements_str(),
                      plan.total_cost_us);
   for (const auto& n : g.nodes) {
     const std::string k = n.state.str();
-    const bool on_path = k == plan.src.str() || std::any_of(path.begin(), path.end(), [&](const auto& p) { return p.second == k; });
+    const bool on_path = k == plan.src.placements_str() || std::any_of(path.begin(), path.end(), [&](const auto& p) { return p.second == k; });
     out += fmt::format("  \"{}\" [label=\"{}\\n{:.2f} us\"{}];\n", k, k, n.cost_us, on_path ? ", style=bold, color=red" : "");
   }
   for (const auto& e : g.arcs) {

@@ -30,7 +30,7 @@ std::string steps_kinds(const std::vector<Step>& steps) {
 
 std::string explain(const Plan& plan) {
   std::string out = fmt::format("redistribute {} -> {} on mesh {}, shape {} {} ({} {} bytes per element)\n",
-                                plan.src.str(), plan.dst.str(), plan.mesh().str(), shape_str(plan.shape()),
+                                plan.src.placements_str(), plan.dst.placements_str(), plan.mesh().str(), shape_str(plan.shape()),
                                 to_string(plan.dtype()), "itemsize", itemsize(plan.dtype()));
   out += fmt::format("cost model '{}', edge set '{}'\n", plan.cost_model, to_string(plan.edges));
   if (plan.steps.empty()) {
