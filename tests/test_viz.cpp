@@ -104,3 +104,31 @@ TEST_CASE("show: large meshes stay drawable", "[viz]") {
   const auto text = viz::render_text(plan, viz::Options{}, 80);
   CHECK_THAT(text, Catch::Matchers::Contains("more columns"));
 }
+
+TEST_CASE("show: the mesh is a labelled grid of grids", "[viz]") {
+  const auto svg_of = [](const char* mesh, const char* from, const char* to) {
+    const Mesh m = Mesh::parse(mesh);
+    return viz::render_svg(plan_redistribution(Layout::parse(m, {16, 8}, DType::f32, from), Layout::parse(m, {16, 8}, DType::f32, to),
+                                               CostModel::default_model()),
+                           viz::Options{});
+  };
+  // 3-d, named: one small grid per pp coordinate, rows dp, columns tp, each labelled
+  const std::string s3 = svg_of("pp=2,dp=2,tp=4", "S(0)RR", "RRS(1)");
+  CHECK(count(s3, "<g class=\"mesh-grid\"") == 2);
+  CHECK(s3.find(">pp=0</text>") != std::string::npos);
+  CHECK(s3.find(">pp=1</text>") != std::string::npos);
+  CHECK(count(s3, ">dp=1</text>") == 2);  // a row header in each small grid
+  CHECK(count(s3, ">tp=3</text>") == 2);  // a column header in each small grid
+  CHECK(s3.find("columns tp, rows dp, one grid per pp") != std::string::npos);
+  // rank 13 sits at pp=1, dp=1, tp=1 (row-major): its cell says so
+  CHECK(s3.find("<title>rank 13 coord (1,1,1)</title>") != std::string::npos);
+  // 4-d, unnamed: grids for every (d0, d1), names explained
+  const std::string s4 = svg_of("2x3x2x2", "S(0)RRR", "RRRS(1)");
+  CHECK(count(s4, "<g class=\"mesh-grid\"") == 6);
+  CHECK(s4.find(">d0=1, d1=2</text>") != std::string::npos);
+  CHECK(s4.find("(dK = mesh dim K)") != std::string::npos);
+  // 1-d: one row, column headers only
+  const std::string s1 = svg_of("4", "S(0)", "R");
+  CHECK(count(s1, "<g class=\"mesh-grid\"") == 1);
+  CHECK(s1.find(">d0=3</text>") != std::string::npos);
+}

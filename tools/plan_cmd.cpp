@@ -26,7 +26,7 @@ std::string plan_text(const Plan& p) {
     }
   }
   if (p.runner_up)
-    out += fmt::format("\nrunner-up: {:.3f} us  {}\n", p.runner_up->total_cost_us, p.runner_up->trace);
+    out += fmt::format("\nrunner-up: {:.3f} us  {}\n", p.runner_up->total_cost_us, runner_up_trace(p));
   return out;
 }
 

@@ -6,7 +6,9 @@
 #include "dtensor/comm.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <queue>
 #include <set>
@@ -112,25 +114,330 @@ StateView view_of(const Layout& l, const Options& opt) {
   return v;
 }
 
+namespace {
+
+// Width in px of `text` at font size `fs`: an upper estimate per character class, taken from
+// DejaVu Sans (the widest of the usual default sans-serif fonts), so text laid out with it fits
+// in the fonts browsers actually pick. One glyph per UTF-8 sequence.
+double text_width(std::string_view text, double fs, bool bold = false) {
+  double em = 0;
+  for (unsigned char c : text) {
+    if (c >= 0x80) {
+      if ((c & 0xC0) != 0x80) em += 1.0;
+      continue;
+    }
+    if (std::strchr("il.,:;!|'`", c)) em += 0.34;
+    else if (std::strchr("()[]{} tfjr-/", c)) em += 0.44;
+    else if (std::strchr("mwMW@", c)) em += 1.0;
+    else if (std::isupper(c) || std::strchr("#%&_=+<>~", c)) em += 0.8;
+    else em += 0.68;
+  }
+  return em * fs * (bold ? 1.12 : 1.0);
+}
+
+// Greedy line breaking at spaces; a word wider than the line breaks after ')', ',' or '>' (the
+// boundaries of placements and trace states), or between characters as a last resort.
+std::vector<std::string> wrap(const std::string& text, double max_w, double fs, bool bold = false) {
+  std::vector<std::string> words, lines;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto j = std::min(text.find(' ', i), text.size());
+    std::string w = text.substr(i, j - i);
+    while (text_width(w, fs, bold) > max_w && w.size() > 1) {
+      std::size_t cut = 0;
+      for (std::size_t k = 1; k < w.size(); ++k)
+        if ((w[k - 1] == ')' || w[k - 1] == ',' || w[k - 1] == '>') && text_width(w.substr(0, k), fs, bold) <= max_w) cut = k;
+      if (cut == 0)
+        for (cut = w.size() - 1; cut > 1 && text_width(w.substr(0, cut), fs, bold) > max_w; --cut) {
+        }
+      words.push_back(w.substr(0, cut));
+      w = w.substr(cut);
+    }
+    if (!w.empty()) words.push_back(w);
+    i = j + 1;
+  }
+  for (const auto& w : words) {
+    if (!lines.empty() && text_width(lines.back() + " " + w, fs, bold) <= max_w) lines.back() += " " + w;
+    else lines.push_back(w);
+  }
+  if (lines.empty()) lines.emplace_back();
+  return lines;
+}
+
+std::string text_lines(double x, double y, double fs, double line_h, const std::vector<std::string>& lines,
+                       std::string_view attrs = "") {
+  std::string o;
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\"{}{}>{}</text>\n", x, y + line_h * static_cast<double>(i), fs,
+                     attrs.empty() ? "" : " ", attrs, esc(lines[i]));
+  return o;
+}
+
+// The mesh as a grid of grids: the last mesh dim runs along the columns and the one before it
+// along the rows of each small grid; the leading dims pick the small grid (the one before them
+// along the columns of grids, the rest, flattened, along their rows). Every small grid is
+// captioned with its leading coordinates, every row and column with its own.
+struct MeshPicture {
+  std::string svg;
+  double width = 0, height = 0;
+};
+
+MeshPicture draw_mesh(const Mesh& mesh, double x0, double y0, double max_w) {
+  const int n = mesh.ndim();
+  const auto name = [&](int m) { return mesh.names().empty() ? fmt::format("d{}", m) : mesh.names()[static_cast<std::size_t>(m)]; };
+  const int rows_dim = n >= 2 ? n - 2 : -1, cols_dim = n - 1;
+  const std::int64_t IR = rows_dim >= 0 ? mesh.size(rows_dim) : 1, IC = mesh.size(cols_dim);
+  const int lead = std::max(n - 2, 0);  // dims that pick the small grid
+  const std::int64_t OC = lead >= 1 ? mesh.size(n - 3) : 1;
+  const std::int64_t OR = mesh.num_ranks() / (OC * IR * IC);
+  MeshPicture pic;
+  std::string& o = pic.svg;
+  // legend: which mesh dim runs where
+  std::string legend = fmt::format("mesh {} ({} ranks): columns {}", mesh.str(), mesh.num_ranks(), name(cols_dim));
+  if (rows_dim >= 0) legend += fmt::format(", rows {}", name(rows_dim));
+  if (lead >= 1) {
+    std::vector<std::string> l;
+    for (int m = 0; m < lead; ++m) l.push_back(name(m));
+    legend += fmt::format(", one grid per {}", fmt::join(l, ", "));
+  }
+  if (mesh.names().empty()) legend += " (dK = mesh dim K)";
+  const auto legend_lines = wrap(legend, max_w, 12, true);
+  o += text_lines(x0, y0 + 12, 12, 16, legend_lines, "font-weight=\"bold\"");
+  double y = y0 + 16.0 * static_cast<double>(legend_lines.size()) + 6;
+  const double hfs = 10;  // coordinate headers
+  double rhw = 0;
+  if (rows_dim >= 0)
+    for (std::int64_t i = 0; i < IR; ++i) rhw = std::max(rhw, text_width(fmt::format("{}={}", name(rows_dim), i), hfs) + 6);
+  const auto caption_of = [&](std::int64_t g) {  // leading coordinates of small grid g
+    std::vector<std::int64_t> coord(static_cast<std::size_t>(n), 0);
+    auto rest = g;
+    for (int m = lead - 1; m >= 0; --m) {
+      coord[static_cast<std::size_t>(m)] = rest % mesh.size(m);
+      rest /= mesh.size(m);
+    }
+    std::vector<std::string> parts;
+    for (int m = 0; m < lead; ++m) parts.push_back(fmt::format("{}={}", name(m), coord[static_cast<std::size_t>(m)]));
+    return fmt::format("{}", fmt::join(parts, ", "));
+  };
+  double cap_w = 0;
+  if (lead >= 1)
+    for (std::int64_t g = 0; g < OR * OC; ++g) cap_w = std::max(cap_w, text_width(caption_of(g), 11, true));
+  const double sg = 18;  // space between small grids
+  const double cell = std::clamp(std::floor((max_w - static_cast<double>(OC) * (rhw + sg)) / static_cast<double>(OC * IC)), 16.0, 44.0);
+  const double sub_w = std::max(rhw + static_cast<double>(IC) * cell, cap_w + 4);
+  const double cap_h = lead >= 1 ? 16 : 0, colhdr_h = 14;
+  const double sub_h = cap_h + colhdr_h + static_cast<double>(IR) * cell;
+  // column headers "tp=1" when the widest fits a cell, else bare coordinates, else every 5th
+  const auto widest = std::to_string(IC - 1);
+  const bool full_cols = text_width(fmt::format("{}={}", name(cols_dim), widest), hfs) <= cell - 2;
+  const bool bare_cols = text_width(widest, hfs) <= cell - 2;
+  const auto col_label = [&](std::int64_t j) {
+    if (full_cols) return fmt::format("{}={}", name(cols_dim), j);
+    if (bare_cols || (j % 5 == 0 && text_width(std::to_string(j), hfs) <= 5 * cell - 2)) return std::to_string(j);
+    return std::string();
+  };
+  const auto max_rank = mesh.num_ranks() - 1;
+  const double rank_fs = std::min(11.0, (cell - 4) / std::max(text_width(std::to_string(max_rank), 1.0), 1e-9));
+  std::vector<std::int64_t> coord(static_cast<std::size_t>(n), 0);
+  for (std::int64_t g = 0; g < OR * OC; ++g) {
+    const double gx = x0 + static_cast<double>(g % OC) * (sub_w + sg), gy = y + static_cast<double>(g / OC) * (sub_h + 12);
+    o += fmt::format("<g class=\"mesh-grid\" data-grid=\"{}\">\n", g);
+    if (lead >= 1) o += text_lines(gx, gy + 12, 11, 14, {caption_of(g)}, "font-weight=\"bold\"");
+    const double cx = gx + rhw, cy = gy + cap_h + colhdr_h;
+    for (std::int64_t j = 0; j < IC; ++j)
+      if (const auto l = col_label(j); !l.empty())
+        o += fmt::format("<text class=\"axis\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"middle\" fill=\"#555\">{}</text>\n",
+                         cx + (static_cast<double>(j) + 0.5) * cell, cy - 3, hfs, esc(l));
+    if (rows_dim >= 0)
+      for (std::int64_t i = 0; i < IR; ++i)
+        o += fmt::format("<text class=\"axis\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"end\" fill=\"#555\">{}</text>\n",
+                         cx - 4, cy + (static_cast<double>(i) + 0.5) * cell + 3.5, hfs, esc(fmt::format("{}={}", name(rows_dim), i)));
+    // the small grid's ranks: leading coordinates from g, then (i, j)
+    auto rest = g;
+    for (int m = lead - 1; m >= 0; --m) {
+      coord[static_cast<std::size_t>(m)] = rest % mesh.size(m);
+      rest /= mesh.size(m);
+    }
+    for (std::int64_t i = 0; i < IR; ++i)
+      for (std::int64_t j = 0; j < IC; ++j) {
+        if (rows_dim >= 0) coord[static_cast<std::size_t>(rows_dim)] = i;
+        coord[static_cast<std::size_t>(cols_dim)] = j;
+        const auto r = mesh.rank_at(coord);
+        const double x = cx + static_cast<double>(j) * cell, yy = cy + static_cast<double>(i) * cell;
+        o += fmt::format("<g class=\"rank\" data-rank=\"{}\"><title>rank {} coord ({})</title><rect x=\"{:.1f}\" y=\"{:.1f}\" "
+                         "width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" stroke=\"#fff\"/>",
+                         r, r, fmt::join(coord, ","), x, yy, cell, cell, color(r, mesh.num_ranks()));
+        if (rank_fs >= 6)
+          o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"{:.1f}\">{}</text>", x + cell / 2,
+                           yy + cell / 2 + rank_fs / 3, rank_fs, r);
+        o += "</g>\n";
+      }
+    o += "</g>\n";
+  }
+  pic.width = std::max(static_cast<double>(OC) * (sub_w + sg) - sg, text_width(legend_lines[0], 12, true));
+  pic.height = (y - y0) + static_cast<double>(OR) * (sub_h + 12);
+  return pic;
+}
+
+}  // namespace
+
 std::string render_svg(const Plan& plan, const Options& opt, bool standalone) {
   const auto states = states_of(plan);
   const Mesh& mesh = plan.mesh();
   const auto R = mesh.num_ranks();
-  const int panel = 230, gap = 120, margin = 20, top = 70;
+  const double margin = 20, panel = 230;
   const std::int64_t Lr = plan.shape().empty() ? 1 : plan.shape()[static_cast<std::size_t>(opt.dim_row)];
   const std::int64_t Lc = opt.dim_col >= 0 ? plan.shape()[static_cast<std::size_t>(opt.dim_col)] : 1;
-  // panel aspect follows the tensor (clamped), so blocks keep their proportions
-  const double aspect = std::clamp(static_cast<double>(std::max<std::int64_t>(Lr, 1)) / static_cast<double>(std::max<std::int64_t>(Lc, 1)), 0.25, 4.0);
-  const int pw = aspect >= 1 ? static_cast<int>(panel / aspect) : panel;
-  const int ph = aspect >= 1 ? panel : static_cast<int>(panel * aspect);
-  const int mesh_cols = static_cast<int>(R / mesh.size(0));
-  const int cell = std::clamp(480 / std::max(mesh_cols, 1), 14, 48);
-  const int mesh_h = static_cast<int>(mesh.size(0)) * cell + 40;
-  const int states_w = static_cast<int>(states.size()) * (pw + gap);
-  const int width = std::max({states_w, mesh_cols * cell + 360, 1100}) + 2 * margin;
-  const int states_y = top + mesh_h + 30;
-  const int bars_y = states_y + ph + 150;
-  const int height = bars_y + 40 + 22 * static_cast<int>(plan.steps.size() + 2) + 20;
+  // panel aspect follows the tensor (clamped so the shorter side keeps room for the step labels)
+  const double aspect = std::clamp(static_cast<double>(std::max<std::int64_t>(Lr, 1)) / static_cast<double>(std::max<std::int64_t>(Lc, 1)), 0.45, 2.2);
+  const double pw = aspect >= 1 ? std::round(panel / aspect) : panel;
+  const double ph = aspect >= 1 ? panel : std::round(panel * aspect);
+  // the gap between panels holds the step's labels
+  double gap = 120;
+  for (const auto& s : plan.steps) {
+    gap = std::max(gap, text_width(step_title(plan, s), 11, true) + 28);
+    gap = std::max(gap, text_width(fmt::format("sent {}", human_bytes(s.bytes_sent)), 10) + 28);
+  }
+  const double pitch = pw + gap;
+  const double states_w = static_cast<double>(states.size()) * pitch - gap;
+  // per-step cost bars: label column, bar, value text
+  std::vector<std::string> bar_labels, bar_values;
+  for (std::size_t k = 0; k < plan.steps.size(); ++k) {
+    const Step& s = plan.steps[k];
+    bar_labels.push_back(fmt::format("{}. {}", k + 1, to_string(s.kind)));
+    bar_values.push_back(fmt::format("{:.3f} (alpha {:.3f} + wire {:.3f} + copy {:.3f})", s.cost_us, s.alpha_us, s.wire_us, s.copy_us));
+  }
+  bar_labels.emplace_back("plan");
+  bar_values.push_back(fmt::format("{:.3f} us", plan.total_cost_us));
+  if (plan.runner_up) {
+    bar_labels.emplace_back("runner-up");
+    bar_values.push_back(fmt::format("{:.3f} us", plan.runner_up->total_cost_us));
+  }
+  double label_w = 0, value_w = 0;
+  for (std::size_t i = 0; i < bar_labels.size(); ++i) {
+    label_w = std::max(label_w, text_width(bar_labels[i], 12, bar_labels[i] == "plan") + 12);
+    value_w = std::max(value_w, text_width(bar_values[i], 12) + 8);
+  }
+  const double bar_w = 420;
+  const double mesh_max_w = std::max(1060.0, states_w);
+  // the picture's width: the widest of mesh, states and bars (text wraps to it)
+  const MeshPicture probe = draw_mesh(mesh, 0, 0, mesh_max_w);
+  const double inner_w = std::max({1060.0, states_w, probe.width, label_w + bar_w + value_w});
+  const double width = std::ceil(inner_w + 2 * margin);
+  std::string body;
+  double y = 10;
+  // title and summary, wrapped to the width
+  const auto title = wrap(fmt::format("{} \u2192 {}", plan.src.placements_str(), plan.dst.placements_str()), inner_w, 18, true);
+  body += text_lines(margin, y + 18, 18, 22, title, "font-weight=\"bold\"");
+  y += 22.0 * static_cast<double>(title.size()) + 4;
+  const auto summary = wrap(fmt::format("tensor {} {}, cost model {}, edges {}: total {:.3f} us in {} step(s), workspace {}",
+                                        shape_str(plan.shape()), to_string(plan.dtype()), plan.cost_model, to_string(plan.edges),
+                                        plan.total_cost_us, plan.steps.size(), human_bytes(plan.peak_bytes)),
+                            inner_w, 12);
+  body += text_lines(margin, y + 12, 12, 16, summary);
+  y += 16.0 * static_cast<double>(summary.size()) + 12;
+  // mesh of ranks
+  const MeshPicture pic = draw_mesh(mesh, margin, y, mesh_max_w);
+  body += "<g id=\"mesh\">\n" + pic.svg + "</g>\n";
+  y += pic.height + 20;
+  // states: captions above (wrapped to the panel pitch), notes below
+  std::vector<std::vector<std::string>> caps, notes;
+  std::vector<StateView> views;
+  std::size_t cap_lines = 1, note_lines = 1;
+  for (std::size_t k = 0; k < states.size(); ++k) {
+    views.push_back(view_of(states[k], opt));
+    const auto& v = views.back();
+    // room up to the next panel; the last panel has the rest of the picture
+    const double room = k + 1 < states.size() ? pitch - 14 : inner_w - static_cast<double>(k) * pitch;
+    caps.push_back(wrap(fmt::format("{}{}", k == 0 ? "source " : (k + 1 == states.size() ? "target " : ""), v.placements), room, 12, true));
+    std::vector<std::string> nl;
+    if (!v.partial_note.empty()) nl = wrap(v.partial_note, room, 10);
+    for (auto& l : wrap(fmt::format("rows: dim {} ({}){}", opt.dim_row, Lr,
+                                    opt.dim_col >= 0 ? fmt::format(", cols: dim {} ({})", opt.dim_col, Lc) : std::string()),
+                        room, 10))
+      nl.push_back(l);
+    notes.push_back(nl);
+    cap_lines = std::max(cap_lines, caps.back().size());
+    note_lines = std::max(note_lines, nl.size());
+  }
+  const double states_y = y + 15.0 * static_cast<double>(cap_lines) + 4;
+  for (std::size_t k = 0; k < states.size(); ++k) {
+    const auto& v = views[k];
+    const double x0 = margin + static_cast<double>(k) * pitch, y0 = states_y;
+    body += fmt::format("<g class=\"state\" data-state=\"{}\">\n", k);
+    body += text_lines(x0, y0 - 8 - 15.0 * static_cast<double>(caps[k].size() - 1), 12, 15, caps[k], "class=\"caption\" font-weight=\"bold\"");
+    body += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#f4f4f4\" stroke=\"#999\"/>\n", x0, y0, pw, ph);
+    for (const auto& b : v.blocks) {
+      const double x = x0 + static_cast<double>(b.c0) / static_cast<double>(Lc) * pw;
+      const double by = y0 + static_cast<double>(b.r0) / static_cast<double>(Lr) * ph;
+      const double w = static_cast<double>(b.c1 - b.c0) / static_cast<double>(Lc) * pw;
+      const double h = static_cast<double>(b.r1 - b.r0) / static_cast<double>(Lr) * ph;
+      const std::string label = rank_ranges(b.ranks);
+      body += fmt::format("<g class=\"blk\" data-state=\"{}\" data-ranks=\"{}\" data-box=\"{} {} {} {}\"><title>dim {} {}:{}{} — "
+                          "rank(s) {}</title>", k, fmt::join(b.ranks, " "), b.r0, b.r1, b.c0, b.c1, opt.dim_row, b.r0, b.r1,
+                          opt.dim_col >= 0 ? fmt::format(", dim {} {}:{}", opt.dim_col, b.c0, b.c1) : std::string(), label);
+      if (b.ranks.empty()) {
+        body += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"#fff\" stroke=\"#ccc\"/>", x, by, w, h);
+      } else {
+        // replicated blocks: one stripe per owner (up to 8), the first owner's colour beyond that
+        const std::size_t stripes = b.ranks.size() <= 8 ? b.ranks.size() : 1;
+        for (std::size_t s = 0; s < stripes; ++s)
+          body += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"/>",
+                              x + w * static_cast<double>(s) / static_cast<double>(stripes), by, w / static_cast<double>(stripes), h,
+                              color(b.ranks[s], R));
+        body += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\" stroke=\"#333\" stroke-width=\"0.6\"/>",
+                            x, by, w, h, v.partial_note.empty() ? "none" : "url(#hatch)");
+        // the owners' label, on a white backing so it reads over stripes, only where it fits
+        const double fs = std::min({11.0, h * 0.6, (w - 4) / std::max(text_width(label, 1.0) + 0.3, 1e-9)});
+        if (fs >= 6) {
+          const double tw = text_width(label, fs);
+          body += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"#fff\" fill-opacity=\"0.75\"/>"
+                              "<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"middle\" font-size=\"{:.1f}\">{}</text>",
+                              x + w / 2 - tw / 2 - 1, by + h / 2 - fs * 0.62, tw + 2, fs * 1.2, x + w / 2, by + h / 2 + fs / 3, fs, label);
+        }
+      }
+      body += "</g>\n";
+    }
+    body += text_lines(x0, y0 + ph + 14, 10, 13, notes[k], "fill=\"#444\"");
+    body += "</g>\n";
+    if (k + 1 < states.size()) {
+      const Step& s = plan.steps[k];
+      const double ax = x0 + pw + 8, ay = y0 + ph / 2, mid = x0 + pw + gap / 2;
+      body += fmt::format("<g class=\"step\" data-step=\"{}\"><line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#444\" "
+                          "marker-end=\"url(#arrow)\"/>", k, ax, ay, ax + gap - 16, ay);
+      const auto label = [&](double dy, double fs, bool bold, const std::string& t) {
+        body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"middle\"{}>{}</text>", mid, ay + dy, fs,
+                            bold ? " font-weight=\"bold\"" : "", esc(t));
+      };
+      label(-30, 11, true, step_title(plan, s));
+      label(-16, 10, false, fmt::format("{:.3f} us", s.cost_us));
+      label(16, 10, false, fmt::format("sent {}", human_bytes(s.bytes_sent)));
+      label(30, 10, false, fmt::format("pad {}", human_bytes(s.padding_bytes)));
+      body += fmt::format("<title>{}: {}</title></g>\n", esc(step_title(plan, s)), esc(s.why));
+    }
+  }
+  y = states_y + ph + 13.0 * static_cast<double>(note_lines) + 30;
+  // per-step cost bars, and the runner-up
+  const double scale_max = std::max({plan.total_cost_us, plan.runner_up ? plan.runner_up->total_cost_us : 0.0, 1e-9});
+  body += fmt::format("<g id=\"costs\"><text x=\"{}\" y=\"{:.1f}\" font-weight=\"bold\">cost per step (us)</text>\n", margin, y);
+  y += 12;
+  const auto bar = [&](std::string_view cls, std::size_t i, double us, const char* fill, bool bold) {
+    const double w = std::max(us / scale_max * bar_w, 1.0);
+    body += fmt::format("<g class=\"{}\"><text x=\"{}\" y=\"{:.1f}\"{}>{}</text><rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"14\" "
+                        "fill=\"{}\"/><text x=\"{:.2f}\" y=\"{:.1f}\">{}</text></g>\n",
+                        cls, margin, y + 11, bold ? " font-weight=\"bold\"" : "", esc(bar_labels[i]), margin + label_w, y, w, fill,
+                        margin + label_w + w + 6, y + 11, esc(bar_values[i]));
+    y += 22;
+  };
+  for (std::size_t k = 0; k < plan.steps.size(); ++k) bar(fmt::format("bar\" data-step=\"{}", k), k, plan.steps[k].cost_us, "#4a7bd0", false);
+  bar("bar total", plan.steps.size(), plan.total_cost_us, "#2c5aa0", true);
+  if (plan.runner_up) {
+    bar("bar runner-up", plan.steps.size() + 1, plan.runner_up->total_cost_us, "#bbb", false);
+    const auto lines = wrap("runner-up trace: " + runner_up_trace(plan), inner_w, 11);
+    body += text_lines(margin, y + 6, 11, 14, lines, "fill=\"#444\"");
+    y += 14.0 * static_cast<double>(lines.size());
+  }
+  body += "</g>\n";
+  const double height = std::ceil(y + 16);
   std::string o;
   if (standalone) o += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   o += fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"plan\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
@@ -139,99 +446,8 @@ std::string render_svg(const Plan& plan, const Options& opt, bool standalone) {
        "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#000\" stroke-opacity=\"0.35\" stroke-width=\"2\"/></pattern>"
        "<marker id=\"arrow\" markerWidth=\"8\" markerHeight=\"8\" refX=\"7\" refY=\"4\" orient=\"auto\"><path d=\"M0,0 L8,4 L0,8 z\" fill=\"#444\"/></marker></defs>\n";
   o += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"#fff\"/>\n", width, height);
-  o += fmt::format("<text x=\"{}\" y=\"28\" font-size=\"18\" font-weight=\"bold\">{} &#8594; {}</text>\n", margin,
-                   esc(plan.src.placements_str()), esc(plan.dst.placements_str()));
-  o += fmt::format("<text x=\"{}\" y=\"50\">mesh {} ({} ranks), tensor {} {}, cost model {}, edges {}: total {:.3f} us in {} "
-                   "step(s), workspace {}</text>\n", margin, esc(mesh.str()), R, shape_str(plan.shape()), to_string(plan.dtype()),
-                   esc(plan.cost_model), to_string(plan.edges), plan.total_cost_us, plan.steps.size(), human_bytes(plan.peak_bytes));
-  // mesh of ranks
-  o += fmt::format("<g id=\"mesh\"><text x=\"{}\" y=\"{}\" font-weight=\"bold\">mesh (rank, coordinate)</text>\n", margin, top);
-  for (std::int64_t p = 0; p < R; ++p) {
-    const auto c = mesh.coord_at(p);
-    const auto r = mesh.rank_at(c);
-    const int x = margin + static_cast<int>(p % mesh_cols) * cell, y = top + 10 + static_cast<int>(p / mesh_cols) * cell;
-    o += fmt::format("<g class=\"rank\" data-rank=\"{}\"><title>rank {} coord ({})</title><rect x=\"{}\" y=\"{}\" width=\"{}\" "
-                     "height=\"{}\" fill=\"{}\" stroke=\"#fff\"/><text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"{}\">{}</text></g>\n",
-                     r, r, fmt::join(c, ","), x, y, cell, cell, color(r, R), x + cell / 2, y + cell / 2 + 4, cell >= 24 ? 11 : 8, r);
-  }
-  o += "</g>\n";
-  // states
-  for (std::size_t k = 0; k < states.size(); ++k) {
-    const auto v = view_of(states[k], opt);
-    const int x0 = margin + static_cast<int>(k) * (pw + gap), y0 = states_y;
-    o += fmt::format("<g class=\"state\" data-state=\"{}\"><text x=\"{}\" y=\"{}\" font-weight=\"bold\">{}{}</text>\n", k, x0,
-                     y0 - 8, k == 0 ? "source " : (k + 1 == states.size() ? "target " : ""), esc(v.placements));
-    o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f4f4f4\" stroke=\"#999\"/>\n", x0, y0, pw, ph);
-    for (const auto& b : v.blocks) {
-      const double x = x0 + static_cast<double>(b.c0) / static_cast<double>(Lc) * pw;
-      const double y = y0 + static_cast<double>(b.r0) / static_cast<double>(Lr) * ph;
-      const double w = static_cast<double>(b.c1 - b.c0) / static_cast<double>(Lc) * pw;
-      const double h = static_cast<double>(b.r1 - b.r0) / static_cast<double>(Lr) * ph;
-      const std::string label = rank_ranges(b.ranks);
-      o += fmt::format("<g class=\"blk\" data-state=\"{}\" data-ranks=\"{}\" data-box=\"{} {} {} {}\"><title>dim {} {}:{}{} — "
-                       "rank(s) {}</title>", k, fmt::join(b.ranks, " "), b.r0, b.r1, b.c0, b.c1, opt.dim_row, b.r0, b.r1,
-                       opt.dim_col >= 0 ? fmt::format(", dim {} {}:{}", opt.dim_col, b.c0, b.c1) : std::string(), label);
-      if (b.ranks.empty()) {
-        o += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"#fff\" stroke=\"#ccc\"/>", x, y, w, h);
-      } else {
-        // replicated blocks: one stripe per owner (up to 8), the first owner's colour beyond that
-        const std::size_t stripes = b.ranks.size() <= 8 ? b.ranks.size() : 1;
-        for (std::size_t s = 0; s < stripes; ++s)
-          o += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"/>",
-                           x + w * static_cast<double>(s) / static_cast<double>(stripes), y, w / static_cast<double>(stripes), h,
-                           color(b.ranks[s], R));
-        o += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\" stroke=\"#333\" stroke-width=\"0.6\"/>",
-                         x, y, w, h, v.partial_note.empty() ? "none" : "url(#hatch)");
-        const double fs = std::min(11.0, std::min(h * 0.6, w / (0.62 * static_cast<double>(label.size()) + 0.5)));
-        if (fs >= 6)
-          o += fmt::format("<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"middle\" font-size=\"{:.1f}\">{}</text>", x + w / 2,
-                           y + h / 2 + fs / 3, fs, label);
-      }
-      o += "</g>\n";
-    }
-    if (!v.partial_note.empty())
-      o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\">{}</text>\n", x0, y0 + ph + 14, esc(v.partial_note));
-    o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#555\">rows: dim {} ({}){}</text>\n", x0,
-                     y0 + ph + (v.partial_note.empty() ? 14 : 28), opt.dim_row, Lr,
-                     opt.dim_col >= 0 ? fmt::format(", cols: dim {} ({})", opt.dim_col, Lc) : std::string());
-    o += "</g>\n";
-    if (k + 1 < states.size()) {
-      const Step& s = plan.steps[k];
-      const int ax = x0 + pw + 8, ay = y0 + ph / 2;
-      o += fmt::format("<g class=\"step\" data-step=\"{}\"><line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#444\" "
-                       "marker-end=\"url(#arrow)\"/>", k, ax, ay, ax + gap - 16, ay);
-      o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" font-weight=\"bold\">{}</text>", ax, ay - 30, esc(step_title(plan, s)));
-      o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\">{:.3f} us</text>", ax, ay - 16, s.cost_us);
-      o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\">sent {}</text>", ax, ay + 16, human_bytes(s.bytes_sent));
-      o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\">pad {}</text>", ax, ay + 30, human_bytes(s.padding_bytes));
-      o += fmt::format("<title>{}: {}</title></g>\n", esc(step_title(plan, s)), esc(s.why));
-    }
-  }
-  // per-step cost bars, and the runner-up
-  const double scale_max = std::max({plan.total_cost_us, plan.runner_up ? plan.runner_up->total_cost_us : 0.0, 1e-9});
-  const int bar_w = std::max(300, width - 2 * margin - 420);
-  o += fmt::format("<g id=\"costs\"><text x=\"{}\" y=\"{}\" font-weight=\"bold\">cost per step (us)</text>\n", margin, bars_y);
-  int y = bars_y + 12;
-  for (std::size_t k = 0; k < plan.steps.size(); ++k, y += 22) {
-    const Step& s = plan.steps[k];
-    const double w = s.cost_us / scale_max * bar_w;
-    o += fmt::format("<g class=\"bar\" data-step=\"{}\"><text x=\"{}\" y=\"{}\">{}. {}</text><rect x=\"{}\" y=\"{}\" width=\"{:.2f}\" "
-                     "height=\"14\" fill=\"#4a7bd0\"/><text x=\"{:.2f}\" y=\"{}\">{:.3f} (alpha {:.3f} + wire {:.3f} + copy {:.3f})</text></g>\n",
-                     k, margin, y + 11, k + 1, esc(to_string(s.kind).data()), margin + 140, y, std::max(w, 1.0),
-                     margin + 146 + std::max(w, 1.0), y + 11, s.cost_us, s.alpha_us, s.wire_us, s.copy_us);
-  }
-  o += fmt::format("<g class=\"bar total\"><text x=\"{}\" y=\"{}\" font-weight=\"bold\">plan</text><rect x=\"{}\" y=\"{}\" "
-                   "width=\"{:.2f}\" height=\"14\" fill=\"#2c5aa0\"/><text x=\"{:.2f}\" y=\"{}\">{:.3f} us</text></g>\n",
-                   margin, y + 11, margin + 140, y, std::max(plan.total_cost_us / scale_max * bar_w, 1.0),
-                   margin + 146 + std::max(plan.total_cost_us / scale_max * bar_w, 1.0), y + 11, plan.total_cost_us);
-  y += 22;
-  if (plan.runner_up)
-    o += fmt::format("<g class=\"bar runner-up\"><text x=\"{}\" y=\"{}\">runner-up</text><rect x=\"{}\" y=\"{}\" width=\"{:.2f}\" "
-                     "height=\"14\" fill=\"#bbb\"/><text x=\"{:.2f}\" y=\"{}\">{:.3f} us  {}</text></g>\n",
-                     margin, y + 11, margin + 140, y, std::max(plan.runner_up->total_cost_us / scale_max * bar_w, 1.0),
-                     margin + 146 + std::max(plan.runner_up->total_cost_us / scale_max * bar_w, 1.0), y + 11,
-                     plan.runner_up->total_cost_us, esc(plan.runner_up->trace));
-  o += "</g>\n</svg>\n";
+  o += body;
+  o += "</svg>\n";
   return o;
 }
 
@@ -264,7 +480,7 @@ std::string render_html(const Plan& plan, const Options& opt) {
   o += "</ol>\n";
   if (plan.runner_up)
     o += fmt::format("<p>runner-up (cheapest plan with another first step): {:.3f} us, <code>{}</code></p>\n",
-                     plan.runner_up->total_cost_us, esc(plan.runner_up->trace));
+                     plan.runner_up->total_cost_us, esc(runner_up_trace(plan)));
   o += R"JS(<script>
 (function(){
   const blocks = Array.from(document.querySelectorAll('.blk'));
@@ -330,7 +546,7 @@ std::string render_text(const Plan& plan, const Options& opt, int width) {
                        human_bytes(s.bytes_sent), human_bytes(s.padding_bytes), human_bytes(s.copy_bytes), s.cost_us, s.why);
     }
   }
-  if (plan.runner_up) o += fmt::format("\nrunner-up: {:.3f} us  {}\n", plan.runner_up->total_cost_us, plan.runner_up->trace);
+  if (plan.runner_up) o += fmt::format("\nrunner-up: {:.3f} us  {}\n", plan.runner_up->total_cost_us, runner_up_trace(plan));
   return o;
 }
 

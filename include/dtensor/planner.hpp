@@ -37,5 +37,9 @@ void lower_buffers(Plan& plan);
 // runner-up plan. Everything comes from the plan itself (it names the cost model it was planned
 // with), so a plan read back from JSON explains the same.
 [[nodiscard]] std::string explain(const Plan& plan);
+// The runner-up's trace; when it visits the same states as the plan (by other means, e.g. a
+// direct exchange instead of a collective), followed by both step lists:
+// "S(0)->R (steps: all_to_all[0]; the plan: all_gather[0])". "" when there is no runner-up.
+[[nodiscard]] std::string runner_up_trace(const Plan& plan);
 
 }  // namespace dtensor

@@ -28,6 +28,14 @@ std::string steps_kinds(const std::vector<Step>& steps) {
 
 }  // namespace
 
+std::string runner_up_trace(const Plan& plan) {
+  if (!plan.runner_up) return {};
+  if (plan.runner_up->trace == plan.trace() && !plan.runner_up->steps.empty())
+    return fmt::format("{} (steps: {}; the plan: {})", plan.runner_up->trace, steps_kinds(plan.runner_up->steps),
+                       steps_kinds(plan.steps));
+  return plan.runner_up->trace;
+}
+
 std::string explain(const Plan& plan) {
   std::string out = fmt::format("redistribute {} -> {} on mesh {}, shape {} {} ({} {} bytes per element)\n",
                                 plan.src.placements_str(), plan.dst.placements_str(), plan.mesh().str(), shape_str(plan.shape()),
@@ -57,10 +65,7 @@ std::string explain(const Plan& plan) {
   if (plan.runner_up) {
     out += fmt::format("runner-up (cheapest plan with another first step): {:.3f} us (+{:.3f} us)\n  trace: {}\n",
                        plan.runner_up->total_cost_us, plan.runner_up->total_cost_us - plan.total_cost_us,
-                       plan.runner_up->trace);
-    // the same states by other means (e.g. a direct exchange instead of a collective): name the steps
-    if (plan.runner_up->trace == plan.trace() && !plan.runner_up->steps.empty())
-      out += fmt::format("  steps: {} (the plan: {})\n", steps_kinds(plan.runner_up->steps), steps_kinds(plan.steps));
+                       runner_up_trace(plan));
   }
   else
     out += "runner-up: none (no other first step reaches the target)\n";
