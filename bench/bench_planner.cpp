@@ -1,5 +1,18 @@
-// Planning latency: uncached (full Dijkstra + runner-up) per mesh and edge set, and cached lookup.
+// Planning latency on the public case list (bench/planner_cases.txt): uncached optimal planning
+// with the runner-up, per case and per mesh-dim class, against the targets; plus the cached lookup.
+//
+//   bench_planner                    Google Benchmark: one benchmark per case and configuration
+//   bench_planner --summary [FILE]   medians per case and per class, ratios to the targets (one run)
+//   bench_planner --summary --json   the same as JSON (read by bench/torch_planner_compare.py)
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
 
 #include "dtensor/plan_cache.hpp"
 #include "dtensor/planner.hpp"
@@ -9,43 +22,156 @@ using namespace dtensor;
 namespace {
 
 struct Case {
-  const char* mesh;
-  std::vector<std::int64_t> shape;
-  std::vector<std::pair<const char*, const char*>> pairs;
+  std::string mesh, shape, from, to;
+  int mesh_ndim = 0;
 };
 
-// A fixed set of src/dst pairs per mesh: FSDP/TP-style reshards, order changes, Partial reductions.
-const std::vector<Case>& cases() {
-  static const std::vector<Case> c{
-      {"8", {4096, 4096}, {{"S(0)", "R"}, {"S(0)", "S(1)"}, {"P", "S(0)"}, {"R", "S(1)"}, {"P", "R"}}},
-      {"2x4", {4096, 4096, 64}, {{"S(0)S(1)", "S(1)S(0)"}, {"PR", "S(0)S(0)"}, {"S(0)S(0)", "RS(2)"}, {"RP", "S(1)R"}, {"S(0)[1]S(0)[0]", "S(0)S(0)"}}},
-      {"2x2x2", {4096, 4096, 64}, {{"S(0)S(1)S(2)", "RRR"}, {"PPP", "S(0)S(0)S(0)"}, {"S(0)S(0)R", "RS(1)S(1)"}, {"RS(1)P", "S(2)RR"}, {"S(0)[0]S(0)[1]S(2)", "S(0)[1]S(0)[0]S(2)"}}},
-      {"4x4x8", {8192, 8192, 128}, {{"S(0)S(1)S(2)", "RRR"}, {"PRS(1)", "S(0)RS(1)"}, {"S(0)S(0)R", "RS(1)S(1)"}, {"RRP", "RRS(0)"}, {"S(0)S(1)R", "S(1)S(0)R"}}},
-      {"2x2x4x8", {8192, 8192, 64, 64}, {{"S(0)S(1)RR", "RRS(0)S(1)"}, {"PRRS(2)", "S(0)RRS(2)"}, {"S(0)S(0)S(1)R", "RRRR"}, {"RRRP", "RRRS(3)"}, {"S(0)RS(1)R", "RS(0)RS(1)"}}},
-  };
-  return c;
+std::string trim(std::string s) {
+  const auto a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t\r");
+  return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
 }
 
-void BM_plan_uncached(benchmark::State& st) {
-  const Case& c = cases()[static_cast<std::size_t>(st.range(0))];
-  PlanOptions o;
-  o.edges = st.range(1) == 0 ? EdgeSet::pytorch : EdgeSet::all;
-  o.runner_up = st.range(2) == 1;
-  const auto cost = CostModel::default_model();
-  const Mesh mesh = Mesh::parse(c.mesh);
-  std::vector<std::pair<Layout, Layout>> pairs;
-  for (const auto& [a, b] : c.pairs)
-    pairs.emplace_back(Layout::parse(mesh, c.shape, DType::bf16, a), Layout::parse(mesh, c.shape, DType::bf16, b));
-  std::size_t i = 0;
-  for (auto _ : st) {
-    const auto& [src, dst] = pairs[i++ % pairs.size()];
-    benchmark::DoNotOptimize(plan_redistribution(src, dst, cost, o));
+std::vector<Case> read_cases(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read the case list " + path);
+  std::vector<Case> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    line = trim(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f;
+    for (std::size_t i = 0;;) {
+      const auto j = line.find('|', i);
+      f.push_back(trim(line.substr(i, j == std::string::npos ? std::string::npos : j - i)));
+      if (j == std::string::npos) break;
+      i = j + 1;
+    }
+    if (f.size() != 4) throw std::runtime_error("malformed case line: " + line);
+    out.push_back({f[0], f[1], f[2], f[3], Mesh::parse(f[0]).ndim()});
   }
-  st.SetLabel(std::string(c.mesh) + (o.edges == EdgeSet::pytorch ? " pytorch" : " all") +
-              (o.runner_up ? " +runner-up" : ""));
+  return out;
 }
-// args: mesh case, edge set (0 pytorch, 1 all), runner-up search (0 off, 1 on: the default)
-BENCHMARK(BM_plan_uncached)->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
+
+struct Config {
+  const char* name;
+  bool pytorch_model;
+  EdgeSet edges;
+  double target_factor;  // of the per-class target
+};
+// the targets' configuration first (PyTorch's cost model and edges), then the default model
+// with pytorch edges and with every edge (target: twice the time)
+const Config kConfigs[] = {{"pytorch/pytorch", true, EdgeSet::pytorch, 1.0},
+                           {"default/pytorch", false, EdgeSet::pytorch, 1.0},
+                           {"default/all", false, EdgeSet::all, 2.0}};
+const double kTargetUs[] = {0, 10, 30, 50, 100};  // per mesh-dim class
+
+struct Prepared {
+  Layout src, dst;
+  CostModel cost;
+  PlanOptions options;
+};
+Prepared prepare(const Case& c, const Config& k) {
+  const Mesh mesh = Mesh::parse(c.mesh);
+  std::vector<std::int64_t> shape;
+  for (std::size_t i = 0; i < c.shape.size();) {
+    const auto j = std::min(c.shape.find('x', i), c.shape.size());
+    shape.push_back(std::stoll(c.shape.substr(i, j - i)));
+    i = j + 1;
+  }
+  PlanOptions o;
+  o.edges = k.edges;
+  o.runner_up = true;
+  return {Layout::parse(mesh, shape, DType::bf16, c.from), Layout::parse(mesh, shape, DType::bf16, c.to),
+          k.pytorch_model ? CostModel::pytorch() : CostModel::default_model(), o};
+}
+
+// Median time of one uncached plan: samples of n calls each (n sized to ~0.2 ms), about 0.15 s per case.
+double median_us(const Prepared& p) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  benchmark::DoNotOptimize(plan_redistribution(p.src, p.dst, p.cost, p.options));
+  const double once = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
+  const int n = std::max(1, static_cast<int>(200.0 / std::max(once, 1e-3)));
+  const int samples = std::clamp(static_cast<int>(150000.0 / (std::max(once, 1e-3) * n)), 5, 51);
+  std::vector<double> v;
+  for (int s = 0; s < samples; ++s) {
+    const auto a = clock::now();
+    for (int i = 0; i < n; ++i) benchmark::DoNotOptimize(plan_redistribution(p.src, p.dst, p.cost, p.options));
+    v.push_back(std::chrono::duration<double, std::micro>(clock::now() - a).count() / n);
+  }
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const auto n = v.size();
+  return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+int summary(const std::string& path, bool json) {
+  const auto cases = read_cases(path);
+  std::vector<std::vector<double>> t(std::size(kConfigs), std::vector<double>(cases.size()));
+  std::vector<double> cost(cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    for (std::size_t k = 0; k < std::size(kConfigs); ++k) {
+      const auto p = prepare(cases[i], kConfigs[k]);
+      t[k][i] = median_us(p);
+      if (k == 0) cost[i] = plan_redistribution(p.src, p.dst, p.cost, p.options).total_cost_us;
+    }
+  if (json) {
+    std::cout << "{\"cases\":[";
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const auto& c = cases[i];
+      std::cout << fmt::format("{}{{\"mesh\":\"{}\",\"shape\":\"{}\",\"from\":\"{}\",\"to\":\"{}\",\"pytorch_cost_us\":{:.6f}", i ? "," : "",
+                               c.mesh, c.shape, c.from, c.to, cost[i]);
+      for (std::size_t k = 0; k < std::size(kConfigs); ++k) std::cout << fmt::format(",\"{}_us\":{:.3f}", kConfigs[k].name, t[k][i]);
+      std::cout << "}";
+    }
+    std::cout << "]}\n";
+    return 0;
+  }
+  std::cout << fmt::format("{:<8} {:<16} {:<22} {:<22}", "mesh", "shape", "from", "to");
+  for (const auto& k : kConfigs) std::cout << fmt::format(" {:>16}", k.name);
+  std::cout << "   (us, median, uncached, runner-up on)\n";
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    std::cout << fmt::format("{:<8} {:<16} {:<22} {:<22}", c.mesh, c.shape, c.from, c.to);
+    for (std::size_t k = 0; k < std::size(kConfigs); ++k) std::cout << fmt::format(" {:>16.2f}", t[k][i]);
+    std::cout << "\n";
+  }
+  std::cout << "\nper mesh-dim class: median (worst) us, ratio of the median to the target\n";
+  bool all_met = true;
+  for (int d = 1; d <= 4; ++d) {
+    std::cout << fmt::format("{}-d", d);
+    for (std::size_t k = 0; k < std::size(kConfigs); ++k) {
+      std::vector<double> v;
+      for (std::size_t i = 0; i < cases.size(); ++i)
+        if (cases[i].mesh_ndim == d) v.push_back(t[k][i]);
+      if (v.empty()) continue;
+      const double med = median_of(v), worst = *std::max_element(v.begin(), v.end());
+      const double target = kTargetUs[d] * kConfigs[k].target_factor;
+      all_met = all_met && med <= target && worst <= 1000.0;
+      std::cout << fmt::format("  {}: {:.1f} ({:.1f}) = {:.2f}x of {:.0f}", kConfigs[k].name, med, worst, med / target, target);
+    }
+    std::cout << "\n";
+  }
+  std::cout << (all_met ? "targets: met\n" : "targets: NOT met (a ratio above 1, or a worst case above 1000 us)\n");
+  return 0;
+}
+
+void register_cases(const std::string& path) {
+  const auto cases = read_cases(path);
+  for (const auto& k : kConfigs)
+    for (const auto& c : cases) {
+      const Prepared p = prepare(c, k);
+      benchmark::RegisterBenchmark(fmt::format("plan/{}/{} {} {}->{}", k.name, c.mesh, c.shape, c.from, c.to).c_str(),
+                                   [p](benchmark::State& st) {
+                                     for (auto _ : st) benchmark::DoNotOptimize(plan_redistribution(p.src, p.dst, p.cost, p.options));
+                                   })
+          ->Unit(benchmark::kMicrosecond);
+    }
+}
 
 void BM_plan_cached(benchmark::State& st) {
   PlanCache cache(256);
@@ -60,4 +186,30 @@ BENCHMARK(BM_plan_cached);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  std::string cases = DTENSOR_PLANNER_CASES;
+  bool want_summary = false, json = false;
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--summary") == 0) {
+      want_summary = true;
+      if (i + 1 < argc && argv[i + 1][0] != '-') cases = argv[++i];
+    } else if (std::strcmp(argv[i], "--json") == 0) {
+      json = true;
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  try {
+    if (want_summary) return summary(cases, json);
+    register_cases(cases);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
