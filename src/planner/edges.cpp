@@ -146,6 +146,28 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
   }
   std::sort(shard_kinds.begin() + 1, shard_kinds.end());
 
+  // Per mesh dim, the cheapest communication step over it alone: the latency of its link and
+  // group size (every collective kind pays at least alpha + (n-1) alpha_per_peer), and under
+  // the PyTorch formula the wire time of the smallest message it can carry (bytes counted over
+  // at most every mesh dim's shards).
+  double numel = 1;
+  for (auto x : shape) numel *= static_cast<double>(x);
+  empty_tensor_ = numel == 0;
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    const double n = static_cast<double>(mesh.size(m));
+    if (mesh.size(m) <= 1) {
+      comm_floor_us_.push_back(0);
+      continue;
+    }
+    const LinkParams& L = cost.link(cost.is_inter_host(mesh.shape(), m));
+    double floor = L.alpha_us + (n - 1) * L.alpha_per_peer_us;
+    if (cost.formula == CostModel::Formula::pytorch) {
+      const double gb = numel * static_cast<double>(itemsize(dtype)) / static_cast<double>(mesh.num_ranks()) / 1024 / 1024 / 1024;
+      floor += gb * (n - 1) / n / L.bw_GBps * 1e6;
+    }
+    comm_floor_us_.push_back(floor);
+  }
+
   // Target tables for the lower bound: per tensor dim, every rank's variant and its size.
   // The bound is a max over ranks, so any subset of ranks still gives a lower bound: use at
   // most 16 ranks, spread over the mesh (with the first and last), to keep it cheap.
@@ -193,19 +215,40 @@ const std::vector<std::int64_t>& GraphContext::held_table(int d, Entries e) cons
 
 GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
   if (s == dst) return {};
-  // S(d) -> P(sum) fills locally: a target P(sum) the state lacks can be made from any shard.
+  // pytorch edge set: every step works over one mesh dim, and a mesh dim whose placement must
+  // leave Partial(op) (for anything but the same op) or Shard(d) (for anything but a Shard of d,
+  // or a target P(sum), which S(d) fills locally) needs a communication step over that very
+  // dim: only reduce/gather/all_to_all over it remove them, no step over another dim changes
+  // it, and a relabel needs equal Partials and equal owned sets, which a non-empty tensor
+  // sharded differently cannot have. The bound adds each such dim's cheapest step; a step
+  // lowers that sum by at most its own latency (and PyTorch-formula wire floor).
+  double steps = 0;
+  if (edges == EdgeSet::pytorch && !empty_tensor_) {
+    for (int m = 0; m < mesh.ndim(); ++m) {
+      const auto want = dst.partial(m);
+      bool needs = false;
+      if (const auto have = s.partial(m)) needs = want != have;
+      else if (const int a = s.shard_dim_of(m); a >= 0) needs = dst.shard_dim_of(m) != a && want != ReduceOp::sum;
+      if (needs) steps += comm_floor_us_[static_cast<std::size_t>(m)];
+    }
+  }
+  // The elements a rank still lacks: at least their bytes cross a link (default formula), and
+  // at least one latency is paid. S(d) -> P(sum) fills locally: a target P(sum) the state lacks
+  // can be made from any shard, so then nothing is counted as missing.
   bool reduce = false;
   for (int m = 0; m < mesh.ndim(); ++m) {
     if (mesh.size(m) == 1) continue;  // a Partial over one rank is already its value (relabel)
     const auto have = s.partial(m), want = dst.partial(m);
-    if (want == ReduceOp::sum && have != ReduceOp::sum) return {};
+    if (want == ReduceOp::sum && have != ReduceOp::sum) return {steps, 0};
     if (have && have != want) reduce = true;  // every needed element must still be reduced
   }
+  // With a per-dim sum under the PyTorch formula, the missing count adds nothing: skip it.
+  if (steps > 0 && cost.formula == CostModel::Formula::pytorch) return {steps, 1};
   const int nd = static_cast<int>(shape.size());
   std::vector<const std::vector<std::int64_t>*> held(static_cast<std::size_t>(nd));
   for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &held_table(d, s.entries(d));
   // The PyTorch formula's bound only asks whether anything is missing: stop at the first rank.
-  const bool any_only = cost.formula == CostModel::Formula::pytorch && edges == EdgeSet::pytorch;
+  const bool any_only = cost.formula == CostModel::Formula::pytorch;
   std::int64_t worst = 0;
   for (std::size_t p = 0; p < coords_.size(); ++p) {
     std::int64_t need = 1, have = 1;
@@ -216,11 +259,11 @@ GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
     worst = std::max(worst, reduce ? need : need - have);
     if (any_only && worst > 0) break;
   }
-  if (worst == 0) return {};
-  const double alpha = std::min(cost.intra.alpha_us, cost.inter.alpha_us);
-  if (cost.formula == CostModel::Formula::pytorch) return {alpha, worst};
+  if (worst == 0) return {steps, 0};
   const double bw = std::max({cost.intra.bw_GBps, cost.intra.p2p_bw_GBps, cost.inter.bw_GBps, cost.inter.p2p_bw_GBps});
-  return {alpha + static_cast<double>(worst * geo.itemsize()) / (bw * 1e3), worst};
+  const double wire = cost.formula == CostModel::Formula::pytorch ? 0.0 : static_cast<double>(worst * geo.itemsize()) / (bw * 1e3);
+  const double alpha = std::min(cost.intra.alpha_us, cost.inter.alpha_us);
+  return {std::max(steps, alpha) + wire, worst};
 }
 
 namespace {

@@ -125,6 +125,10 @@ struct GraphContext {
     std::vector<std::int64_t> need;     // per target variant: owned size
   };
   std::vector<DimTable> dst_tables_;
+  // pytorch edge set: the least a communication step over mesh dim m alone can cost (0 for a
+  // mesh dim of one rank), and whether the tensor has any element
+  std::vector<double> comm_floor_us_;
+  bool empty_tensor_ = false;
   std::vector<std::vector<std::int64_t>> coords_;  // the ranks the bound looks at
   // keyed by (dim, entries) hash; the entries are kept to rule out collisions
   mutable std::unordered_map<std::uint64_t, std::pair<std::vector<ShardEntry>, std::vector<std::int64_t>>> held_memo_;
