@@ -133,9 +133,11 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
   shard_kinds.push_back({1, false});
   // A tensor dim plays a role when the source or target shards it, or when it has two or more
   // elements: sharding an otherwise untouched dim can make a cheaper path (reduce_scatter onto
-  // it, then all_to_all; e.g. PP -> S(0)[0]S(0)[1]). Size 0/1 dims never help.
+  // it, then all_to_all; e.g. PP -> S(0)[0]S(0)[1]). Size 0/1 dims never help, except under the
+  // PyTorch formula, whose byte count divides by every sharded mesh dim whatever the dim's size.
+  const bool pytorch_bytes = c.formula == CostModel::Formula::pytorch;
   for (int t = 0; t < static_cast<int>(shape.size()); ++t)
-    if (shape[static_cast<std::size_t>(t)] >= 2 || !src.entries(t).empty() || !dst.entries(t).empty())
+    if (pytorch_bytes || shape[static_cast<std::size_t>(t)] >= 2 || !src.entries(t).empty() || !dst.entries(t).empty())
       play_dims.push_back(t);
   for (const Sharding* x : {&src, &dst}) {
     for (int t = 0; t < x->tensor_ndim(); ++t) {
