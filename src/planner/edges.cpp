@@ -8,20 +8,21 @@
 namespace dtensor {
 namespace {
 
-std::int64_t group_size(const std::vector<std::int64_t>& mesh_shape, const std::vector<int>& mesh_dims) {
+std::int64_t group_size(const std::vector<std::int64_t>& mesh_shape, std::span<const int> mesh_dims) {
   std::int64_t n = 1;
   for (int m : mesh_dims) n *= mesh_shape[static_cast<std::size_t>(m)];
   return n;
 }
 
-std::vector<int> changed_tensor_dims(const Sharding& from, const Sharding& to) {
-  std::vector<int> out;
+// The tensor dims whose entries differ, into `out` (room for every tensor dim); their count.
+std::size_t changed_tensor_dims(const Sharding& from, const Sharding& to, std::array<int, Sharding::kMaxTensorDims>& out) {
+  std::size_t n = 0;
   for (int d = 0; d < from.tensor_ndim(); ++d)
-    if (from.entries(d) != to.entries(d)) out.push_back(d);
-  return out;
+    if (from.entries(d) != to.entries(d)) out[n++] = d;
+  return n;
 }
 
-bool entries_unit_split(const Sharding& s, int d, const std::vector<int>& mesh_dims) {
+bool entries_unit_split(const Sharding& s, int d, std::span<const int> mesh_dims) {
   for (const auto& e : s.entries(d))
     if (std::find(mesh_dims.begin(), mesh_dims.end(), e.mesh_dim) != mesh_dims.end() && e.split_factor != 1)
       return false;
@@ -32,7 +33,7 @@ bool entries_unit_split(const Sharding& s, int d, const std::vector<int>& mesh_d
 // one tensor dim `d` changes, splits are plain chunks, sizes are even, and every dim before
 // `d` has at most one element locally.
 bool contiguous_concat(const Geometry& g, const Sharding& whole, const Sharding& piece, int d,
-                       const std::vector<int>& mesh_dims) {
+                       std::span<const int> mesh_dims) {
   if (!entries_unit_split(piece, d, mesh_dims) || !entries_unit_split(whole, d, mesh_dims)) return false;
   const auto ps = g.dim_stats(d, piece.entries(d));
   if (ps.max != ps.min) return false;
@@ -56,8 +57,8 @@ bool ops_mixable(const Sharding& s) {
 
 }  // namespace
 
-BufferGeometry step_buffers(const Geometry& g, StepKind kind, const std::vector<int>& mesh_dims,
-                         const std::vector<int>& tensor_dims, const Sharding& from, const Sharding& to,
+BufferGeometry step_buffers(const Geometry& g, StepKind kind, std::span<const int> mesh_dims,
+                         std::span<const int> tensor_dims, const Sharding& from, const Sharding& to,
                          const Geometry::DirectStats* direct) {
   BufferGeometry b;
   const auto F = g.numel_stats(from);
@@ -92,7 +93,7 @@ BufferGeometry step_buffers(const Geometry& g, StepKind kind, const std::vector<
       b.zero_copy = true;
       break;
     case StepKind::all_to_all:
-      b.chunk = g.all_to_all_chunk(from, to, mesh_dims.at(0));
+      b.chunk = g.all_to_all_chunk(from, to, mesh_dims[0]);
       b.send_elems = n * b.chunk;
       b.recv_elems = n * b.chunk;
       break;
@@ -314,7 +315,7 @@ std::string why_of(const GraphContext& ctx, StepKind kind, const std::vector<int
 
 }  // namespace
 
-Step make_step(const GraphContext& ctx, StepKind kind, std::vector<int> mesh_dims, const Sharding& from,
+Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> group, const Sharding& from,
                const Sharding& to, bool full) {
   const Geometry& g = ctx.geo;
   Step st;
@@ -323,16 +324,20 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::vector<int> mesh_dim
     st.from = from;
     st.to = to;
   }
-  st.tensor_dims = changed_tensor_dims(from, to);
+  // no heap on the search's path: dims live in fixed arrays, copied into the record when full
+  std::array<int, Sharding::kMaxTensorDims> td{};
+  const std::span<const int> tensor_dims(td.data(), changed_tensor_dims(from, to, td));
+  DimList dims(group);
   const auto s = g.itemsize();
   const auto& mesh_shape = ctx.mesh.shape();
   std::optional<Geometry::DirectStats> ds;
   if (kind == StepKind::direct) {  // its mesh dims are those some transfer crosses
     ds = g.direct_stats(from, to);
     for (int m = 0; m < ctx.mesh.ndim(); ++m)
-      if (ds->crossed_mesh_dims & (1u << m)) mesh_dims.push_back(m);
+      if (ds->crossed_mesh_dims & (1u << m)) dims.push(m);
   }
-  const auto b = step_buffers(g, kind, mesh_dims, st.tensor_dims, from, to, ds ? &*ds : nullptr);
+  const std::span<const int> mesh_dims = dims.span();
+  const auto b = step_buffers(g, kind, mesh_dims, tensor_dims, from, to, ds ? &*ds : nullptr);
   for (int m : mesh_dims) st.inter_host = st.inter_host || ctx.cost.is_inter_host(mesh_shape, m);
   const LinkParams& L = ctx.cost.link(st.inter_host);
   const auto n = b.group_size;
@@ -407,9 +412,12 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::vector<int> mesh_dim
   }
   if (!pytorch && kind != StepKind::relabel) st.copy_us = static_cast<double>(st.copy_bytes) / (ctx.cost.copy_bw_GBps * 1e3);
   st.cost_us = st.alpha_us + st.wire_us + st.copy_us;
-  st.mesh_dims = mesh_dims;
   st.peak_bytes = step_peak_bytes(g, b, from == ctx.src, to == ctx.dst);
-  if (full) st.why = why_of(ctx, kind, st.mesh_dims, from, to);
+  if (full) {
+    st.mesh_dims.assign(mesh_dims.begin(), mesh_dims.end());
+    st.tensor_dims.assign(tensor_dims.begin(), tensor_dims.end());
+    st.why = why_of(ctx, kind, st.mesh_dims, from, to);
+  }
   return st;
 }
 
@@ -426,10 +434,9 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<
   out.clear();
   const int md = ctx.mesh.ndim();
   const bool all = ctx.edges == EdgeSet::all;
-  auto emit = [&](StepKind kind, std::vector<int> dims, Sharding to) {
+  auto emit = [&](StepKind kind, DimList dims, const Sharding& to) {
     if (to == from || !ops_mixable(to)) return;
-    Step st = make_step(ctx, kind, dims, from, to, full);
-    out.push_back(Edge{std::move(to), kind, std::move(dims), std::move(st)});
+    out.push_back(Edge{to, kind, dims, make_step(ctx, kind, dims.span(), from, to, full)});
   };
   if (from != ctx.dst && equivalent(from, ctx.dst, ctx.mesh.shape(), ctx.shape))
     emit(StepKind::relabel, {}, ctx.dst);
@@ -470,45 +477,45 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<
       auto in = [&](int m) { return (mask >> m) & 1u; };
       // all_gather: the group's entries are a suffix of every tensor dim's order.
       bool ok = true;
-      std::vector<int> group;
+      DimList group;
       for (int d = 0; d < from.tensor_ndim() && ok; ++d) {
         const auto es = from.entries(d);
         bool seen = false;
         for (const auto& e : es) {
-          if (in(e.mesh_dim)) { seen = true; group.push_back(e.mesh_dim); }
+          if (in(e.mesh_dim)) { seen = true; group.push(e.mesh_dim); }
           else if (seen) ok = false;
         }
       }
       if (ok && static_cast<int>(group.size()) == __builtin_popcount(mask)) {
         Sharding to = from;
-        for (int m : group) to = to.with_replicate(m);
+        for (int m : group.span()) to = to.with_replicate(m);
         emit(StepKind::all_gather, group, to);
       }
       // all_reduce / reduce_scatter: every group dim Partial with one op.
       std::optional<ReduceOp> gop;
       bool same = true;
-      std::vector<int> pdims;
+      DimList pdims;
       for (int m = 0; m < md; ++m) {
         if (!in(m)) continue;
         const auto p = from.partial(m);
         if (!p || (gop && *gop != *p)) { same = false; break; }
         gop = p;
-        pdims.push_back(m);
+        pdims.push(m);
       }
       if (!same) continue;
       {
         Sharding to = from;
-        for (int m : pdims) to = to.with_replicate(m);
+        for (int m : pdims.span()) to = to.with_replicate(m);
         emit(StepKind::all_reduce, pdims, to);
       }
-      std::vector<int> perm = pdims;
+      DimList perm = pdims;
       do {
         for (int d : ctx.play_dims) {
           Sharding to = from;
-          for (int m : perm) to = to.with_shard_appended(d, {m, 1, false});
+          for (int m : perm.span()) to = to.with_shard_appended(d, {m, 1, false});
           emit(StepKind::reduce_scatter, perm, to);
         }
-      } while (std::next_permutation(perm.begin(), perm.end()));
+      } while (std::next_permutation(perm.v.begin(), perm.v.begin() + perm.n));
     }
   }
 

@@ -2,7 +2,11 @@
 // The redistribution graph (docs/planner.md): its states are Shardings of one tensor on one mesh, its
 // edges the steps of the table, each fully costed. Shared by the search, the tests' oracle and
 // the executor (which must agree with the planner on every buffer size).
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -13,6 +17,26 @@
 #include "dtensor/planner.hpp"
 
 namespace dtensor {
+
+// A short list of mesh dims (a collective's group), without heap.
+struct DimList {
+  std::array<int, Sharding::kMaxMeshDims> v{};
+  std::uint8_t n = 0;
+  DimList() = default;
+  DimList(std::initializer_list<int> l) {
+    for (int x : l) push(x);
+  }
+  explicit DimList(std::span<const int> l) {
+    for (int x : l) push(x);
+  }
+  void push(int x) { v[n++] = x; }
+  [[nodiscard]] std::size_t size() const noexcept { return n; }
+  [[nodiscard]] std::span<const int> span() const noexcept { return {v.data(), n}; }
+  [[nodiscard]] std::vector<int> vec() const { return {v.begin(), v.begin() + n}; }
+  friend bool operator==(const DimList& a, const DimList& b) noexcept {
+    return a.n == b.n && std::equal(a.v.begin(), a.v.begin() + a.n, b.v.begin());
+  }
+};
 
 struct SizeStats {
   std::int64_t max = 0;
@@ -84,8 +108,8 @@ struct BufferGeometry {
   std::int64_t from_min = 0;
   std::int64_t to_min = 0;
 };
-[[nodiscard]] BufferGeometry step_buffers(const Geometry& g, StepKind kind, const std::vector<int>& mesh_dims,
-                                       const std::vector<int>& tensor_dims, const Sharding& from,
+[[nodiscard]] BufferGeometry step_buffers(const Geometry& g, StepKind kind, std::span<const int> mesh_dims,
+                                       std::span<const int> tensor_dims, const Sharding& from,
                                        const Sharding& to, const Geometry::DirectStats* direct = nullptr);
 // Bytes live during a step besides the caller's buffers.
 [[nodiscard]] std::int64_t step_peak_bytes(const Geometry& g, const BufferGeometry& b, bool from_is_input,
@@ -136,11 +160,12 @@ struct GraphContext {
 };
 
 // One edge as the search sees it. `group` is the mesh-dim group the edge was generated with
-// (empty for direct/relabel); `step` is costed, and complete only when asked for.
+// (empty for direct/relabel); `step` is costed, and complete (states, dims, reason) only when
+// asked for.
 struct Edge {
   Sharding to;
   StepKind kind;
-  std::vector<int> group;
+  DimList group;
   Step step;
 };
 // Fills `out` with every edge out of `from`, in the planner's deterministic order. With
@@ -152,7 +177,7 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<
 // mesh dim whose placement changes).
 [[nodiscard]] bool direct_allowed(const GraphContext& ctx, const Sharding& from);
 // The step record (bytes, peak, cost breakdown and, when `full`, states and why) of a transition.
-[[nodiscard]] Step make_step(const GraphContext& ctx, StepKind kind, std::vector<int> mesh_dims,
+[[nodiscard]] Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> mesh_dims,
                              const Sharding& from, const Sharding& to, bool full = true);
 
 }  // namespace dtensor

@@ -73,9 +73,9 @@ struct Found {
 
 struct FirstEdge {
   StepKind kind;
-  std::vector<int> mesh_dims;
+  DimList mesh_dims;
   Sharding to;
-  bool matches(StepKind k, const std::vector<int>& dims, const Sharding& t) const {
+  bool matches(StepKind k, const DimList& dims, const Sharding& t) const {
     return k == kind && dims == mesh_dims && t == to;
   }
 };
@@ -91,7 +91,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   std::int64_t dst_index = -1;
   std::vector<std::size_t> heap_pos{static_cast<std::size_t>(-1)};
   std::vector<std::int64_t> pred{-1};
-  std::vector<std::pair<StepKind, std::vector<int>>> pred_edge(1);
+  std::vector<std::pair<StepKind, DimList>> pred_edge(1);
   std::vector<char> settled{0};
   using Heap = boost::d_ary_heap_indirect<std::size_t, 4, HeapIndexMap, DistMap, DistLess>;
   Heap heap(DistMap{&dist}, HeapIndexMap{&heap_pos});
@@ -109,7 +109,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       Found f;
       for (std::size_t k = 1; k < path.size(); ++k) {
         const auto& [kind, group] = pred_edge[path[k]];
-        f.steps.push_back(make_step(ctx, kind, group, states[path[k - 1]], states[path[k]], true));
+        f.steps.push_back(make_step(ctx, kind, group.span(), states[path[k - 1]], states[path[k]], true));
         f.total_cost_us += f.steps.back().cost_us;
       }
       return f;
@@ -118,16 +118,14 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     if (memo == ctx.edge_memo.end()) {
       enumerate_edges(ctx, states[u], edges, false, false);
       std::int64_t bytes = static_cast<std::int64_t>(sizeof(Sharding) + 64);
-      for (const auto& e : edges)
-        bytes += static_cast<std::int64_t>(sizeof(Edge) +
-                                           4 * (e.group.size() + e.step.mesh_dims.size() + e.step.tensor_dims.size()));
+      bytes += static_cast<std::int64_t>(edges.size() * sizeof(Edge));
       ctx.charge(bytes);
       memo = ctx.edge_memo.emplace(states[u], std::move(edges)).first;
     }
     const Dist du = dist[u];
-    auto relax = [&](const Sharding& to, StepKind kind, const std::vector<int>& group, const Step& step) {
+    auto relax = [&](const Sharding& to, StepKind kind, const DimList& group, const Step& step) {
       if (budget >= 0 && step.peak_bytes > budget) return;
-      if (u == 0 && forbidden && forbidden->matches(kind, step.mesh_dims, to)) return;
+      if (u == 0 && forbidden && forbidden->matches(kind, group, to)) return;
       auto [it, inserted] = index.try_emplace(to, states.size());
       const std::size_t v = it->second;
       if (inserted) {
@@ -224,7 +222,18 @@ std::vector<GraphEdge> RedistributionGraph::edges(const Sharding& from, bool rec
   std::vector<Edge> raw;
   enumerate_edges(*ctx_, from, raw, records);
   std::vector<GraphEdge> out;
-  for (auto& e : raw) out.push_back({std::move(e.to), std::move(e.step)});
+  for (auto& e : raw) {
+    if (!records) {  // the light records still name their dims
+      if (e.kind == StepKind::direct) {
+        e.step = make_step(*ctx_, e.kind, {}, from, e.to, true);
+      } else {
+        e.step.mesh_dims = e.group.vec();
+        for (int d = 0; d < from.tensor_ndim(); ++d)
+          if (from.entries(d) != e.to.entries(d)) e.step.tensor_dims.push_back(d);
+      }
+    }
+    out.push_back({std::move(e.to), std::move(e.step)});
+  }
   return out;
 }
 const Sharding& RedistributionGraph::source() const { return ctx_->src; }
@@ -266,7 +275,10 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
   for (const auto& s : plan.steps) plan.peak_bytes = std::max(plan.peak_bytes, s.peak_bytes);
   lower_buffers(plan);
   if (options.runner_up && !plan.steps.empty()) {
-    const FirstEdge first{plan.steps[0].kind, plan.steps[0].mesh_dims, plan.steps[0].to};
+    // the group the search generated the first edge with (a direct step's is empty: its
+    // record lists the mesh dims its transfers cross)
+    const Step& s0 = plan.steps[0];
+    const FirstEdge first{s0.kind, s0.kind == StepKind::direct ? DimList{} : DimList(s0.mesh_dims), s0.to};
     if (auto ru = search(ctx, budget, &first, options.max_states)) {
       RunnerUp r;
       r.total_cost_us = ru->total_cost_us;
