@@ -115,6 +115,20 @@ struct BufferGeometry {
 [[nodiscard]] std::int64_t step_peak_bytes(const Geometry& g, const BufferGeometry& b, bool from_is_input,
                                            bool to_is_output);
 
+struct SearchBound {
+  double us = 0;
+  std::int64_t missing = 0;
+};
+
+// One edge as the searches keep it: the target's state id, how the edge was generated, its cost.
+struct SearchEdge {
+  std::uint32_t to;
+  StepKind kind;
+  DimList group;
+  double cost_us;
+  std::int64_t peak_bytes;
+};
+
 struct GraphContext {
   GraphContext(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges);
   Mesh mesh;
@@ -124,10 +138,20 @@ struct GraphContext {
   EdgeSet edges;
   Sharding src, dst;
   std::vector<int> play_dims;                           // tensor dims that may be sharded
-  // Edges already enumerated (light records, direct excluded), and direct steps and lower
-  // bounds already computed: shared by the plan and runner-up searches.
-  mutable std::unordered_map<Sharding, std::vector<struct Edge>> edge_memo;
-  mutable std::unordered_map<Sharding, Step> direct_memo;
+  // The states met so far, as small integer ids (first met first), with their lower bounds,
+  // their edge lists once enumerated (direct excluded) and their direct steps once costed:
+  // shared by the plan and runner-up searches of one query.
+  mutable std::vector<Sharding> states;
+  mutable std::unordered_map<Sharding, std::uint32_t> state_ids;
+  mutable std::vector<SearchBound> bounds;
+  mutable std::vector<std::vector<SearchEdge>> edge_list;
+  mutable std::vector<char> edges_done;
+  mutable std::vector<std::int32_t> direct_at;
+  mutable std::vector<Step> direct_steps;
+  // The id of `s`, interning it (and computing its bound) when new; throws past `max_states`.
+  std::uint32_t intern(const Sharding& s, std::int64_t max_states) const;
+  const std::vector<SearchEdge>& edges_of(std::uint32_t id, std::int64_t max_states) const;
+  const Step& direct_step(std::uint32_t id) const;
   // Approximate bytes held by this query's search state and memo tables, checked against the bound.
   mutable std::int64_t search_bytes = 0;
   std::int64_t max_search_bytes = std::int64_t{1} << 30;
@@ -137,10 +161,7 @@ struct GraphContext {
 
   // A* lower bound on the cost from `s` to the target (µs), and the largest number of target
   // elements one rank still lacks in `s`. Admissible and consistent (docs/planner.md).
-  struct Bound {
-    double us = 0;
-    std::int64_t missing = 0;
-  };
+  using Bound = SearchBound;
   [[nodiscard]] Bound lower_bound(const Sharding& s) const;
 
  private:

@@ -81,27 +81,41 @@ struct FirstEdge {
 };
 
 // Cheapest path under `budget` (< 0: unbounded), optionally never starting with `forbidden`.
+// States are the context's interned ids (shared with the other search of the same query, with
+// their bounds and edge lists); ties still break by this search's own discovery order.
 std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const FirstEdge* forbidden,
                             std::int64_t max_states) {
-  std::vector<Sharding> states{ctx.src};
-  std::unordered_map<Sharding, std::size_t> index{{ctx.src, 0}};
-  std::vector<Dist> dist{Dist{0, quantise_bound(ctx.lower_bound(ctx.src).us), 0, 0}};
-  std::vector<GraphContext::Bound> bound{ctx.lower_bound(ctx.src)};
+  constexpr std::uint32_t kUnseen = std::numeric_limits<std::uint32_t>::max();
+  const std::uint32_t src = ctx.intern(ctx.src, max_states), dst = ctx.intern(ctx.dst, max_states);
+  std::vector<Dist> dist;
+  std::vector<std::size_t> heap_pos;
+  std::vector<std::int64_t> pred;
+  std::vector<std::pair<StepKind, DimList>> pred_edge;
+  std::vector<char> settled;
+  std::vector<std::uint32_t> disc;  // this search's discovery index per state id
+  std::uint32_t discovered = 0;
+  auto grow = [&] {
+    const std::size_t n = ctx.states.size();
+    if (dist.size() >= n) return;
+    dist.resize(n);
+    heap_pos.resize(n, static_cast<std::size_t>(-1));
+    pred.resize(n, -1);
+    pred_edge.resize(n);
+    settled.resize(n, 0);
+    disc.resize(n, kUnseen);
+  };
+  grow();
+  disc[src] = discovered++;
+  dist[src] = Dist{0, quantise_bound(ctx.bounds[src].us), 0, disc[src]};
   const bool with_direct = ctx.edges == EdgeSet::all;
-  std::int64_t dst_index = -1;
-  std::vector<std::size_t> heap_pos{static_cast<std::size_t>(-1)};
-  std::vector<std::int64_t> pred{-1};
-  std::vector<std::pair<StepKind, DimList>> pred_edge(1);
-  std::vector<char> settled{0};
   using Heap = boost::d_ary_heap_indirect<std::size_t, 4, HeapIndexMap, DistMap, DistLess>;
   Heap heap(DistMap{&dist}, HeapIndexMap{&heap_pos});
-  heap.push(0);
-  std::vector<Edge> edges;
+  heap.push(src);
   while (!heap.empty()) {
     const std::size_t u = heap.top();
     heap.pop();
     settled[u] = 1;
-    if (states[u] == ctx.dst) {
+    if (u == dst) {
       std::vector<std::size_t> path;
       for (auto v = static_cast<std::int64_t>(u); v >= 0; v = pred[static_cast<std::size_t>(v)])
         path.push_back(static_cast<std::size_t>(v));
@@ -109,74 +123,49 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       Found f;
       for (std::size_t k = 1; k < path.size(); ++k) {
         const auto& [kind, group] = pred_edge[path[k]];
-        f.steps.push_back(make_step(ctx, kind, group.span(), states[path[k - 1]], states[path[k]], true));
+        f.steps.push_back(make_step(ctx, kind, group.span(), ctx.states[path[k - 1]], ctx.states[path[k]], true));
         f.total_cost_us += f.steps.back().cost_us;
       }
       return f;
     }
-    auto memo = ctx.edge_memo.find(states[u]);
-    if (memo == ctx.edge_memo.end()) {
-      enumerate_edges(ctx, states[u], edges, false, false);
-      std::int64_t bytes = static_cast<std::int64_t>(sizeof(Sharding) + 64);
-      bytes += static_cast<std::int64_t>(edges.size() * sizeof(Edge));
-      ctx.charge(bytes);
-      memo = ctx.edge_memo.emplace(states[u], std::move(edges)).first;
-    }
+    const auto& out = ctx.edges_of(static_cast<std::uint32_t>(u), max_states);
+    grow();  // new states were interned
     const Dist du = dist[u];
-    auto relax = [&](const Sharding& to, StepKind kind, const DimList& group, const Step& step) {
-      if (budget >= 0 && step.peak_bytes > budget) return;
-      if (u == 0 && forbidden && forbidden->matches(kind, group, to)) return;
-      auto [it, inserted] = index.try_emplace(to, states.size());
-      const std::size_t v = it->second;
-      if (inserted) {
-        if (static_cast<std::int64_t>(states.size()) >= max_states)
-          throw InputError(fmt::format("planning {} -> {} explored more than {} states (PlanOptions::max_states, CLI --max-states); the mesh "
-                                  "and tensor have too many intermediate layouts to search exhaustively",
-                                  ctx.src.str(), ctx.dst.str(), max_states));
-        ctx.charge(static_cast<std::int64_t>(2 * sizeof(Sharding) + sizeof(Dist) + sizeof(GraphContext::Bound) + 96));
-        states.push_back(to);
-        bound.push_back(ctx.lower_bound(to));
-        dist.push_back(Dist{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max(), 0,
-                            static_cast<std::uint32_t>(v)});
-        heap_pos.push_back(static_cast<std::size_t>(-1));
-        pred.push_back(-1);
-        pred_edge.emplace_back();
-        settled.push_back(0);
-        if (to == ctx.dst) dst_index = static_cast<std::int64_t>(v);
+    auto relax = [&](std::uint32_t v, StepKind kind, const DimList& group, double cost_us, std::int64_t peak) {
+      if (budget >= 0 && peak > budget) return;
+      if (u == src && forbidden && forbidden->matches(kind, group, ctx.states[v])) return;
+      if (disc[v] == kUnseen) {
+        disc[v] = discovered++;
+        dist[v] = Dist{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max(), 0, disc[v]};
       }
       if (settled[v]) return;
-      const std::int64_t g = du.cost_ps + quantise(step.cost_us);
-      Dist nd{g, g + quantise_bound(bound[v].us), du.steps + 1, static_cast<std::uint32_t>(v)};
+      const std::int64_t g = du.cost_ps + quantise(cost_us);
+      Dist nd{g, g + quantise_bound(ctx.bounds[v].us), du.steps + 1, disc[v]};
       if (!nd.better_than(dist[v])) return;
       dist[v] = nd;
       pred[v] = static_cast<std::int64_t>(u);
       pred_edge[v] = {kind, group};
       heap.push_or_update(v);
     };
-    for (const auto& e : memo->second) relax(e.to, e.kind, e.group, e.step);
+    for (const auto& e : out) relax(e.to, e.kind, e.group, e.cost_us, e.peak_bytes);
     // direct is the most expensive edge to cost: skip it when even its lower bound (one peer,
     // the bytes this state still lacks at p2p bandwidth) cannot beat the target's current cost.
-    if (with_direct && direct_allowed(ctx, states[u])) {
-      const Sharding from = states[u];
+    if (with_direct && direct_allowed(ctx, ctx.states[u])) {
       const auto& L = ctx.cost.link(false);
       const double p2p = std::max(ctx.cost.intra.p2p_bw_GBps, ctx.cost.inter.p2p_bw_GBps);
+      const auto& bu = ctx.bounds[u];
       // with nothing missing a direct step is local copies only (no peers, no latency)
-      const double lb = bound[u].missing == 0
+      const double lb = bu.missing == 0
                             ? 0.0
                             : std::min(ctx.cost.intra.alpha_us, ctx.cost.inter.alpha_us) +
                                   std::min(L.alpha_per_peer_us, ctx.cost.inter.alpha_per_peer_us) +
                                   (ctx.cost.formula == CostModel::Formula::pytorch
                                        ? 0.0
-                                       : static_cast<double>(bound[u].missing * ctx.geo.itemsize()) / (p2p * 1e3));
-      const std::int64_t cutoff = dst_index >= 0 ? dist[static_cast<std::size_t>(dst_index)].cost_ps
-                                                 : std::numeric_limits<std::int64_t>::max();
+                                       : static_cast<double>(bu.missing * ctx.geo.itemsize()) / (p2p * 1e3));
+      const std::int64_t cutoff = disc[dst] != kUnseen ? dist[dst].cost_ps : std::numeric_limits<std::int64_t>::max();
       if (du.cost_ps + quantise_bound(lb) <= cutoff) {
-        auto dm = ctx.direct_memo.find(from);
-        if (dm == ctx.direct_memo.end()) {
-          ctx.charge(static_cast<std::int64_t>(sizeof(Sharding) + sizeof(Step) + 64));
-          dm = ctx.direct_memo.emplace(from, make_step(ctx, StepKind::direct, {}, from, ctx.dst, false)).first;
-        }
-        relax(ctx.dst, StepKind::direct, {}, dm->second);
+        const Step& d = ctx.direct_step(static_cast<std::uint32_t>(u));
+        relax(dst, StepKind::direct, {}, d.cost_us, d.peak_bytes);
       }
     }
   }
@@ -245,6 +234,48 @@ void GraphContext::charge(std::int64_t bytes) const {
     throw InputError(fmt::format("planning {} -> {} needs more than {} bytes of search state (PlanOptions::max_search_bytes, "
                                  "CLI --max-search-memory); the mesh and tensor have too many intermediate layouts to "
                                  "search within it", src.str(), dst.str(), max_search_bytes));
+}
+
+std::uint32_t GraphContext::intern(const Sharding& s, std::int64_t max_states) const {
+  auto [it, fresh] = state_ids.try_emplace(s, static_cast<std::uint32_t>(states.size()));
+  if (fresh) {
+    if (static_cast<std::int64_t>(states.size()) >= max_states) {
+      state_ids.erase(it);
+      throw InputError(fmt::format("planning {} -> {} met more than {} states (PlanOptions::max_states, CLI --max-states); the "
+                                   "mesh and tensor have too many intermediate layouts to search exhaustively",
+                                   src.str(), dst.str(), max_states));
+    }
+    charge(static_cast<std::int64_t>(2 * sizeof(Sharding) + sizeof(Bound) + 160));
+    states.push_back(s);
+    bounds.push_back(lower_bound(s));
+    edge_list.emplace_back();
+    edges_done.push_back(0);
+    direct_at.push_back(-1);
+  }
+  return it->second;
+}
+
+const std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id, std::int64_t max_states) const {
+  if (!edges_done[id]) {
+    std::vector<Edge> raw;
+    enumerate_edges(*this, states[id], raw, false, false);
+    std::vector<SearchEdge> out;
+    out.reserve(raw.size());
+    for (const auto& e : raw) out.push_back({intern(e.to, max_states), e.kind, e.group, e.step.cost_us, e.step.peak_bytes});
+    charge(static_cast<std::int64_t>(out.size() * sizeof(SearchEdge) + 64));
+    edge_list[id] = std::move(out);
+    edges_done[id] = 1;
+  }
+  return edge_list[id];
+}
+
+const Step& GraphContext::direct_step(std::uint32_t id) const {
+  if (direct_at[id] < 0) {
+    charge(static_cast<std::int64_t>(sizeof(Step) + 64));
+    direct_at[id] = static_cast<std::int32_t>(direct_steps.size());
+    direct_steps.push_back(make_step(*this, StepKind::direct, {}, states[id], dst, false));
+  }
+  return direct_steps[static_cast<std::size_t>(direct_at[id])];
 }
 
 Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options) {
