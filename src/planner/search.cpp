@@ -241,7 +241,7 @@ std::uint32_t GraphContext::intern(const Sharding& s, std::int64_t max_states) c
   if (fresh) {
     if (static_cast<std::int64_t>(states.size()) >= max_states) {
       state_ids.erase(it);
-      throw InputError(fmt::format("planning {} -> {} met more than {} states (PlanOptions::max_states, CLI --max-states); the "
+      throw InputError(fmt::format("planning {} -> {} explored more than {} states (PlanOptions::max_states, CLI --max-states); the "
                                    "mesh and tensor have too many intermediate layouts to search exhaustively",
                                    src.str(), dst.str(), max_states));
     }
