@@ -61,7 +61,7 @@ BufferGeometry step_buffers(const Geometry& g, StepKind kind, std::span<const in
                          std::span<const int> tensor_dims, const Sharding& from, const Sharding& to,
                          const Geometry::DirectStats* direct) {
   BufferGeometry b;
-  const auto F = g.numel_stats(from);
+  const auto F = g.numel_stats(from, true);
   const auto T = g.numel_stats(to);
   b.from_max = F.max;
   b.from_min = F.min;
@@ -432,11 +432,21 @@ bool direct_allowed(const GraphContext& ctx, const Sharding& from) {
 void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<Edge>& out, bool full,
                      bool with_direct) {
   out.clear();
+  enumerate_edges(
+      ctx, from,
+      [&out](const Sharding& to, StepKind kind, const DimList& group, const Step& step) {
+        out.push_back(Edge{to, kind, group, step});
+      },
+      full, with_direct);
+}
+
+void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSink& sink, bool full,
+                     bool with_direct) {
   const int md = ctx.mesh.ndim();
   const bool all = ctx.edges == EdgeSet::all;
   auto emit = [&](StepKind kind, DimList dims, const Sharding& to) {
     if (to == from || !ops_mixable(to)) return;
-    out.push_back(Edge{to, kind, dims, make_step(ctx, kind, dims.span(), from, to, full)});
+    sink(to, kind, dims, make_step(ctx, kind, dims.span(), from, to, full));
   };
   if (from != ctx.dst && equivalent(from, ctx.dst, ctx.mesh.shape(), ctx.shape))
     emit(StepKind::relabel, {}, ctx.dst);

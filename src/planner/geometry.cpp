@@ -119,12 +119,21 @@ SizeStats Geometry::dim_stats(int d, Entries entries) const {
   return s;
 }
 
-SizeStats Geometry::numel_stats(const Sharding& s) const {
+SizeStats Geometry::numel_stats(const Sharding& s, bool remember) const {
   SizeStats out{1, 1};
+  const bool same = has_remembered_ && s == remembered_;
   for (int d = 0; d < s.tensor_ndim(); ++d) {
-    const auto ds = dim_stats(d, s.entries(d));
+    const auto e = s.entries(d);
+    const auto ds = (same || (has_remembered_ && remembered_.tensor_ndim() == s.tensor_ndim() && e == remembered_.entries(d)))
+                        ? remembered_dims_[static_cast<std::size_t>(d)]
+                        : dim_stats(d, e);
+    if (remember && !same) remembered_dims_[static_cast<std::size_t>(d)] = ds;
     out.max *= ds.max;
     out.min *= ds.min;
+  }
+  if (remember && !same) {
+    remembered_ = s;
+    has_remembered_ = true;
   }
   return out;
 }

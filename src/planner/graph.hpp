@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -59,8 +60,10 @@ class Geometry {
   [[nodiscard]] std::int64_t variant_of(Entries entries, const std::vector<std::int64_t>& coord) const noexcept;
   // Largest/smallest owned size of tensor dim d over all ranks.
   [[nodiscard]] SizeStats dim_stats(int d, Entries entries) const;
-  // Largest/smallest local numel over all ranks.
-  [[nodiscard]] SizeStats numel_stats(const Sharding& s) const;
+  // Largest/smallest local numel over all ranks. With `remember`, the per-dim figures of `s`
+  // are kept, and later calls reuse them for every tensor dim whose entries are the same (the
+  // edges of one state all start from it).
+  [[nodiscard]] SizeStats numel_stats(const Sharding& s, bool remember = false) const;
   // Largest element count one rank sends one peer in an all_to_all on mesh dim m.
   [[nodiscard]] std::int64_t all_to_all_chunk(const Sharding& from, const Sharding& to, int m) const;
 
@@ -78,6 +81,9 @@ class Geometry {
   std::vector<std::int64_t> shape_;
   std::int64_t itemsize_;
   mutable std::unordered_map<std::uint64_t, SizeStats> dim_fast_memo_;
+  mutable Sharding remembered_;
+  mutable std::array<SizeStats, Sharding::kMaxTensorDims> remembered_dims_{};
+  mutable bool has_remembered_ = false;
   mutable std::unordered_map<std::string, SizeStats> dim_memo_;
   mutable std::unordered_map<std::string, std::int64_t> a2a_memo_;
   struct OverlapTable {
@@ -194,6 +200,9 @@ struct Edge {
 // (the search rebuilds the chosen path's records in full).
 void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<Edge>& out, bool full = false,
                      bool with_direct = true);
+// The same edges, in the same order, handed to `sink` one by one (nothing stored).
+using EdgeSink = std::function<void(const Sharding& to, StepKind kind, const DimList& group, const Step& step)>;
+void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSink& sink, bool full, bool with_direct);
 // Whether the `direct` edge from `from` to the target exists (edge set all, no Partial on a
 // mesh dim whose placement changes).
 [[nodiscard]] bool direct_allowed(const GraphContext& ctx, const Sharding& from);

@@ -257,11 +257,14 @@ std::uint32_t GraphContext::intern(const Sharding& s, std::int64_t max_states) c
 
 const std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id, std::int64_t max_states) const {
   if (!edges_done[id]) {
-    std::vector<Edge> raw;
-    enumerate_edges(*this, states[id], raw, false, false);
     std::vector<SearchEdge> out;
-    out.reserve(raw.size());
-    for (const auto& e : raw) out.push_back({intern(e.to, max_states), e.kind, e.group, e.step.cost_us, e.step.peak_bytes});
+    const Sharding from = states[id];  // interning may grow `states`
+    enumerate_edges(
+        *this, from,
+        [&](const Sharding& to, StepKind kind, const DimList& group, const Step& step) {
+          out.push_back({intern(to, max_states), kind, group, step.cost_us, step.peak_bytes});
+        },
+        false, false);
     charge(static_cast<std::int64_t>(out.size() * sizeof(SearchEdge) + 64));
     edge_list[id] = std::move(out);
     edges_done[id] = 1;
