@@ -149,6 +149,12 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
   }
   std::sort(shard_kinds.begin() + 1, shard_kinds.end());
 
+  states.reserve(64);
+  bounds.reserve(64);
+  edge_list.reserve(64);
+  edges_done.reserve(64);
+  direct_at.reserve(64);
+  state_ids.reserve(64);
   // Per mesh dim, the cheapest communication step over it alone: the latency of its link and
   // group size (every collective kind pays at least alpha + (n-1) alpha_per_peer), and under
   // the PyTorch formula the wire time of the smallest message it can carry (bytes counted over

@@ -88,7 +88,8 @@ SizeStats Geometry::dim_stats(int d, Entries entries) const {
   // A split's piece sizes depend only on the length of the list it splits, so the achievable
   // local sizes propagate level by level as a (small) set of lengths: exact extrema without
   // enumerating coordinates or index lists.
-  std::vector<std::int64_t> sizes{len}, next;
+  thread_local std::vector<std::int64_t> sizes, next;  // scratch, reused across calls
+  sizes.assign(1, len);
   for (const auto& e : entries) {
     const auto n = mesh_shape_[static_cast<std::size_t>(e.mesh_dim)];
     next.clear();

@@ -97,6 +97,15 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   auto grow = [&] {
     const std::size_t n = ctx.states.size();
     if (dist.size() >= n) return;
+    if (dist.capacity() < n) {  // grow geometrically, all arrays at once
+      const std::size_t cap = std::max<std::size_t>({64, 2 * n, dist.capacity() * 2});
+      dist.reserve(cap);
+      heap_pos.reserve(cap);
+      pred.reserve(cap);
+      pred_edge.reserve(cap);
+      settled.reserve(cap);
+      disc.reserve(cap);
+    }
     dist.resize(n);
     heap_pos.resize(n, static_cast<std::size_t>(-1));
     pred.resize(n, -1);
