@@ -142,22 +142,24 @@ bool CostModel::is_inter_host(std::span<const std::int64_t> mesh_shape, int mesh
 }
 
 std::uint64_t CostModel::fingerprint() const noexcept {
-  std::uint64_t h = detail::fnv1a(name.data(), name.size());
-  auto add = [&](double v) {
-    std::uint64_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    detail::hash_combine(h, bits);
+  // Two independent multiply chains (the plan cache computes this on every lookup).
+  auto bits = [](double v) {
+    std::uint64_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
   };
-  detail::hash_combine(h, static_cast<std::uint64_t>(formula));
-  detail::hash_combine(h, static_cast<std::uint64_t>(devices_per_host));
-  for (const LinkParams* l : {&intra, &inter}) {
-    add(l->alpha_us);
-    add(l->alpha_per_peer_us);
-    add(l->bw_GBps);
-    add(l->p2p_bw_GBps);
-  }
-  add(copy_bw_GBps);
-  return detail::mix64(h);
+  std::uint64_t a = detail::fnv1a(name.data(), name.size());
+  std::uint64_t b = 0x9e3779b97f4a7c15ULL ^ (static_cast<std::uint64_t>(formula) << 32 | static_cast<std::uint64_t>(devices_per_host));
+  detail::hash_combine(a, bits(intra.alpha_us));
+  detail::hash_combine(b, bits(intra.alpha_per_peer_us));
+  detail::hash_combine(a, bits(intra.bw_GBps));
+  detail::hash_combine(b, bits(intra.p2p_bw_GBps));
+  detail::hash_combine(a, bits(inter.alpha_us));
+  detail::hash_combine(b, bits(inter.alpha_per_peer_us));
+  detail::hash_combine(a, bits(inter.bw_GBps));
+  detail::hash_combine(b, bits(inter.p2p_bw_GBps));
+  detail::hash_combine(a, bits(copy_bw_GBps));
+  return detail::mix64(a ^ detail::mix64(b));
 }
 
 }  // namespace dtensor

@@ -74,7 +74,7 @@ std::shared_ptr<const Plan> PlanCache::get_or_plan(const Layout& src, const Layo
   if (same_frame) {
     std::lock_guard lock(I.mu);
     if (auto it = I.index.find(probe); it != I.index.end()) {
-      I.lru.splice(I.lru.begin(), I.lru, it->second);
+      if (it->second != I.lru.begin()) I.lru.splice(I.lru.begin(), I.lru, it->second);
       ++I.stats.hits;
       return it->second->second;
     }
