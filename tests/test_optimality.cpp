@@ -81,7 +81,7 @@ TEST_CASE("planner is optimal: every pair, exhaustive oracle", "[optimality]") {
       const auto layouts = all_layouts(mesh, 2);
       std::vector<std::pair<CostModel, EdgeSet>> configs{{CostModel::default_model(), EdgeSet::all},
                                                          {CostModel::default_model(), EdgeSet::pytorch}};
-      if (mesh.ndim() < 3) configs.emplace_back(CostModel::pytorch(), EdgeSet::pytorch);
+      configs.emplace_back(CostModel::pytorch(), EdgeSet::pytorch);
       for (const auto& [cm, es] : configs) {
         PlanOptions o;
         o.edges = es;

@@ -1,6 +1,8 @@
 // The edges of the redistribution graph (docs/planner.md) with their pre/post conditions, and the costed step record of each.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <queue>
 
 #include "dtensor/error.hpp"
 #include "graph.hpp"
@@ -40,6 +42,26 @@ bool contiguous_concat(const Geometry& g, const Sharding& whole, const Sharding&
   for (int k = 0; k < d; ++k)
     if (g.dim_stats(k, whole.entries(k)).max > 1) return false;
   return true;
+}
+
+// PyTorch 2.15's cost of one collective over a group of n ranks on link L (latency, wire time),
+// with bytes_gb the tensor's bytes over its shard count in GiB. The one place this formula
+// lives: steps and the pytorch-model lower bound both call it.
+struct AlphaWire {
+  double alpha, wire;
+};
+AlphaWire pytorch_collective(const LinkParams& L, StepKind kind, double n, double bytes_gb) {
+  const double hops = n - 1;
+  switch (kind) {
+    case StepKind::all_reduce:
+      return {L.alpha_us + 2 * hops * L.alpha_per_peer_us, (2 * bytes_gb * hops / n) / L.bw_GBps * 1e6};
+    case StepKind::all_gather:
+      return {L.alpha_us + hops * L.alpha_per_peer_us, (bytes_gb * n * hops / n) / L.bw_GBps * 1e6};
+    case StepKind::all_to_all:
+      return {L.alpha_us + hops * L.alpha_per_peer_us + 1.0, (bytes_gb * hops / n) / L.bw_GBps * 1e6};
+    default:  // reduce_scatter
+      return {L.alpha_us + hops * L.alpha_per_peer_us, (bytes_gb * hops / n) / L.bw_GBps * 1e6};
+  }
 }
 
 bool ops_mixable(const Sharding& s) {
@@ -177,6 +199,8 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
     comm_floor_us_.push_back(floor);
   }
 
+  if (edges == EdgeSet::pytorch && cost.formula == CostModel::Formula::pytorch) build_abstraction();
+
   // Target tables for the lower bound: per tensor dim, every rank's variant and its size.
   // The bound is a max over ranks, so any subset of ranks still gives a lower bound: use at
   // most 16 ranks, spread over the mesh (with the first and last), to keep it cheap.
@@ -222,8 +246,121 @@ const std::vector<std::int64_t>& GraphContext::held_table(int d, Entries e) cons
   return slot.second;
 }
 
+// Classes of a mesh dim's placement for the relaxed graph: 0 R, 1 Shard of the target's tensor
+// dim, 2 Shard of another, 3 Partial of the target's op, 4 another Partial.
+int GraphContext::class_of(const Sharding& s, int m) const noexcept {
+  if (const auto p = s.partial(m)) return p == dst.partial(m) ? 3 : 4;
+  const int a = s.shard_dim_of(m);
+  if (a < 0) return 0;
+  return a == dst.shard_dim_of(m) ? 1 : 2;
+}
+
+void GraphContext::build_abstraction() {
+  // Sound only where layouts of different classes can never own the same data (a relabel to the
+  // target must start from the target's class): every rank owns something under the target.
+  if (empty_tensor_ || geo.numel_stats(dst).min == 0) return;
+  Abstraction A;
+  std::int64_t states_n = 1;
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    if (mesh.size(m) < 2) continue;  // a one-rank dim's placement changes nothing, at no cost
+    std::array<std::int16_t, 5> code{-1, -1, -1, -1, -1};
+    std::int16_t k = 0;
+    code[0] = k++;                                   // R
+    if (dst.shard_dim_of(m) >= 0) code[1] = k++;     // the target's shard
+    code[2] = k++;                                   // another shard
+    if (dst.partial(m)) code[3] = k++;               // the target's Partial (filled locally)
+    if (src.partial(m) && src.partial(m) != dst.partial(m)) code[4] = k++;  // the source's other Partial
+    A.dims.push_back(m);
+    A.code.push_back(code);
+    A.weight.push_back(states_n);
+    states_n *= k;
+    if (states_n > 20000) return;  // too many classes to pay for: the per-dim bound serves
+  }
+  const int K = static_cast<int>(A.dims.size());
+  double numel = 1;
+  for (auto x : shape) numel *= static_cast<double>(x);
+  const double bytes = numel * static_cast<double>(itemsize(dtype));
+  // decode: class per relaxed dim
+  std::vector<std::array<int, 5>> class_of_digit(static_cast<std::size_t>(K));
+  for (int k = 0; k < K; ++k)
+    for (int c = 0; c < 5; ++c)
+      if (A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(c)] >= 0)
+        class_of_digit[static_cast<std::size_t>(k)][static_cast<std::size_t>(A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(c)])] = c;
+  auto digits = [&](std::int64_t idx, std::vector<int>& cls) {
+    for (int k = K - 1; k >= 0; --k) {
+      cls[static_cast<std::size_t>(k)] = class_of_digit[static_cast<std::size_t>(k)][static_cast<std::size_t>(idx / A.weight[static_cast<std::size_t>(k)])];
+      idx %= A.weight[static_cast<std::size_t>(k)];
+    }
+  };
+  std::int64_t goal = 0;
+  for (int k = 0; k < K; ++k)
+    goal += A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(class_of(dst, A.dims[static_cast<std::size_t>(k)]))] *
+            A.weight[static_cast<std::size_t>(k)];
+  A.dist.assign(static_cast<std::size_t>(states_n), std::numeric_limits<double>::infinity());
+  A.dist[static_cast<std::size_t>(goal)] = 0;
+  using Item = std::pair<double, std::int64_t>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> pq;
+  pq.push({0.0, goal});
+  std::vector<int> y(static_cast<std::size_t>(K)), x(static_cast<std::size_t>(K));
+  while (!pq.empty()) {
+    const auto [d, yi] = pq.top();
+    pq.pop();
+    if (d > A.dist[static_cast<std::size_t>(yi)]) continue;
+    digits(yi, y);
+    // every predecessor differs from y on one dim k: class v -> y[k] by one step over mesh dim m
+    for (int k = 0; k < K; ++k) {
+      const int m = A.dims[static_cast<std::size_t>(k)];
+      const int to = y[static_cast<std::size_t>(k)];
+      for (int v = 0; v < 5; ++v) {
+        if (v == to || A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(v)] < 0) continue;
+        std::optional<StepKind> kind;  // nullopt: no step; a local step costs nothing
+        bool local = false;
+        const bool v_shard = v == 1 || v == 2, v_partial = v == 3 || v == 4;
+        if (v == 0) local = to == 1 || to == 2 || to == 3;                       // chunk, fill
+        else if (v_shard && to == 0) kind = StepKind::all_gather;
+        else if (v_shard && (to == 1 || to == 2)) kind = StepKind::all_to_all;
+        else if (v_shard && to == 3) local = dst.partial(m) == ReduceOp::sum;  // S(d) -> P(sum)
+        else if (v_partial && to == 0) kind = StepKind::all_reduce;
+        else if (v_partial && (to == 1 || to == 2)) kind = StepKind::reduce_scatter;
+        if (!kind && !local) continue;
+        x = y;
+        x[static_cast<std::size_t>(k)] = v;
+        double c = 0;
+        if (kind) {
+          double shards = 1;
+          for (int j = 0; j < K; ++j)
+            if (x[static_cast<std::size_t>(j)] == 1 || x[static_cast<std::size_t>(j)] == 2)
+              shards *= static_cast<double>(mesh.size(A.dims[static_cast<std::size_t>(j)]));
+          const LinkParams& L = cost.link(cost.is_inter_host(mesh.shape(), m));
+          const auto aw = pytorch_collective(L, *kind, static_cast<double>(mesh.size(m)), bytes / shards / 1024 / 1024 / 1024);
+          c = aw.alpha + aw.wire;
+        }
+        std::int64_t xi = yi + (A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(v)] -
+                                A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(to)]) *
+                                   A.weight[static_cast<std::size_t>(k)];
+        if (d + c < A.dist[static_cast<std::size_t>(xi)]) {
+          A.dist[static_cast<std::size_t>(xi)] = d + c;
+          pq.push({d + c, xi});
+        }
+      }
+    }
+  }
+  abstraction_ = std::move(A);
+}
+
 GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
   if (s == dst) return {};
+  if (abstraction_) {
+    const auto& A = *abstraction_;
+    std::int64_t idx = 0;
+    for (std::size_t k = 0; k < A.dims.size(); ++k) {
+      const auto digit = A.code[k][static_cast<std::size_t>(class_of(s, A.dims[k]))];
+      if (digit < 0) return {1e12, 1};  // a class the relaxed graph says cannot occur: unreachable
+      idx += digit * A.weight[k];
+    }
+    const double d = A.dist[static_cast<std::size_t>(idx)];
+    return {std::isfinite(d) ? d : 1e12, 1};
+  }
   // pytorch edge set: every step works over one mesh dim, and a mesh dim whose placement must
   // leave Partial(op) (for anything but the same op) or Shard(d) (for anything but a Shard of d,
   // or a target P(sum), which S(d) fills locally) needs a communication step over that very
@@ -370,9 +507,9 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> grou
       st.peers = n - 1;
       if (n > 1) {
         if (pytorch) {
-          st.alpha_us = L.alpha_us + hops * L.alpha_per_peer_us + (kind == StepKind::all_to_all ? 1.0 : 0.0);
-          const double gb = kind == StepKind::all_gather ? bytes_gb * nn : bytes_gb;
-          st.wire_us = (gb * hops / nn) / L.bw_GBps * 1e6;
+          const auto aw = pytorch_collective(L, kind, nn, bytes_gb);
+          st.alpha_us = aw.alpha;
+          st.wire_us = aw.wire;
         } else {
           st.alpha_us = L.alpha_us + hops * L.alpha_per_peer_us;
           st.wire_us = static_cast<double>(wire) / (L.bw_GBps * 1e3);
@@ -392,7 +529,7 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> grou
       st.peers = n - 1;
       if (n > 1) {
         st.alpha_us = L.alpha_us + 2 * hops * L.alpha_per_peer_us;
-        st.wire_us = pytorch ? (2 * bytes_gb * hops / nn) / L.bw_GBps * 1e6 : wire / (L.bw_GBps * 1e3);
+        st.wire_us = pytorch ? pytorch_collective(L, kind, nn, bytes_gb).wire : wire / (L.bw_GBps * 1e3);
       }
       break;
     }

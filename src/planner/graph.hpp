@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -180,6 +181,20 @@ struct GraphContext {
   // mesh dim of one rank), and whether the tensor has any element
   std::vector<double> comm_floor_us_;
   bool empty_tensor_ = false;
+  // PyTorch formula with the pytorch edge set: exact distances to the target in a relaxed graph
+  // whose states keep, per mesh dim of two or more ranks, only a class (R, Shard of the target's
+  // tensor dim, Shard of another, Partial of the target's op, another Partial). A step's cost
+  // under that formula depends on nothing else, so every step maps onto a relaxed step of the
+  // same cost and these distances are a consistent bound (docs/planner.md).
+  struct Abstraction {
+    std::vector<int> dims;                          // mesh dims of two or more ranks
+    std::vector<std::array<std::int16_t, 5>> code;  // per dim: class -> digit (-1: class cannot occur)
+    std::vector<std::int64_t> weight;               // per dim: mixed-radix weight
+    std::vector<double> dist;                       // per relaxed state: cost to the target's class
+  };
+  std::optional<Abstraction> abstraction_;
+  void build_abstraction();
+  [[nodiscard]] int class_of(const Sharding& s, int m) const noexcept;
   std::vector<std::vector<std::int64_t>> coords_;  // the ranks the bound looks at
   // keyed by (dim, entries) hash; the entries are kept to rule out collisions
   mutable std::unordered_map<std::uint64_t, std::pair<std::vector<ShardEntry>, std::vector<std::int64_t>>> held_memo_;
