@@ -199,7 +199,7 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
     comm_floor_us_.push_back(floor);
   }
 
-  if (edges == EdgeSet::pytorch && cost.formula == CostModel::Formula::pytorch) build_abstraction();
+  if (edges == EdgeSet::pytorch) build_abstraction();
 
   // Target tables for the lower bound: per tensor dim, every rank's variant and its size.
   // The bound is a max over ranks, so any subset of ranks still gives a lower bound: use at
@@ -332,8 +332,28 @@ void GraphContext::build_abstraction() {
             if (x[static_cast<std::size_t>(j)] == 1 || x[static_cast<std::size_t>(j)] == 2)
               shards *= static_cast<double>(mesh.size(A.dims[static_cast<std::size_t>(j)]));
           const LinkParams& L = cost.link(cost.is_inter_host(mesh.shape(), m));
-          const auto aw = pytorch_collective(L, *kind, static_cast<double>(mesh.size(m)), bytes / shards / 1024 / 1024 / 1024);
-          c = aw.alpha + aw.wire;
+          const double n = static_cast<double>(mesh.size(m));
+          if (cost.formula == CostModel::Formula::pytorch) {
+            const auto aw = pytorch_collective(L, *kind, n, bytes / shards / 1024 / 1024 / 1024);
+            c = aw.alpha + aw.wire;
+          } else {
+            // ring formulas: the collective's per-member count is at least the average share of
+            // the state it reads (the source's shards; reduce_scatter: the target's, one more
+            // split by n; all_to_all: a source shard split n ways), copies at least nothing
+            const double s = static_cast<double>(itemsize(dtype));
+            const double hops = n - 1;
+            double chunk = std::ceil(numel / shards);
+            double alpha = L.alpha_us + hops * L.alpha_per_peer_us, wire = 0;
+            if (*kind == StepKind::reduce_scatter) chunk = std::ceil(numel / (shards * n));
+            if (*kind == StepKind::all_to_all) chunk = std::ceil(numel / (shards * n));
+            if (*kind == StepKind::all_reduce) {
+              alpha = L.alpha_us + 2 * hops * L.alpha_per_peer_us;
+              wire = 2.0 * hops / n * chunk * s / (L.bw_GBps * 1e3);
+            } else {
+              wire = hops * chunk * s / (L.bw_GBps * 1e3);
+            }
+            c = alpha + wire;
+          }
         }
         std::int64_t xi = yi + (A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(v)] -
                                 A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(to)]) *
@@ -350,6 +370,7 @@ void GraphContext::build_abstraction() {
 
 GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
   if (s == dst) return {};
+  double relaxed = 0;
   if (abstraction_) {
     const auto& A = *abstraction_;
     std::int64_t idx = 0;
@@ -359,7 +380,10 @@ GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
       idx += digit * A.weight[k];
     }
     const double d = A.dist[static_cast<std::size_t>(idx)];
-    return {std::isfinite(d) ? d : 1e12, 1};
+    if (!std::isfinite(d)) return {1e12, 1};
+    // the PyTorch formula's relaxed distance is exact for every step: nothing else to add
+    if (cost.formula == CostModel::Formula::pytorch) return {d, 1};
+    relaxed = d;
   }
   // pytorch edge set: every step works over one mesh dim, and a mesh dim whose placement must
   // leave Partial(op) (for anything but the same op) or Shard(d) (for anything but a Shard of d,
@@ -385,7 +409,7 @@ GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
   for (int m = 0; m < mesh.ndim(); ++m) {
     if (mesh.size(m) == 1) continue;  // a Partial over one rank is already its value (relabel)
     const auto have = s.partial(m), want = dst.partial(m);
-    if (want == ReduceOp::sum && have != ReduceOp::sum) return {steps, 0};
+    if (want == ReduceOp::sum && have != ReduceOp::sum) return {std::max(relaxed, steps), 0};
     if (have && have != want) reduce = true;  // every needed element must still be reduced
   }
   // With a per-dim sum under the PyTorch formula, the missing count adds nothing: skip it.
@@ -405,11 +429,11 @@ GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
     worst = std::max(worst, reduce ? need : need - have);
     if (any_only && worst > 0) break;
   }
-  if (worst == 0) return {steps, 0};
+  if (worst == 0) return {std::max(relaxed, steps), 0};
   const double bw = std::max({cost.intra.bw_GBps, cost.intra.p2p_bw_GBps, cost.inter.bw_GBps, cost.inter.p2p_bw_GBps});
   const double wire = cost.formula == CostModel::Formula::pytorch ? 0.0 : static_cast<double>(worst * geo.itemsize()) / (bw * 1e3);
   const double alpha = std::min(cost.intra.alpha_us, cost.inter.alpha_us);
-  return {std::max(steps, alpha) + wire, worst};
+  return {std::max(relaxed, std::max(steps, alpha) + wire), worst};
 }
 
 namespace {
