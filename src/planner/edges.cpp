@@ -296,16 +296,25 @@ void GraphContext::build_abstraction() {
   for (int k = 0; k < K; ++k)
     goal += A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(class_of(dst, A.dims[static_cast<std::size_t>(k)]))] *
             A.weight[static_cast<std::size_t>(k)];
+  // Lexicographic (cost, steps) distances. Under the PyTorch formula costs are summed as the
+  // search sums them (each step rounded to integer picoseconds), so they are exact; otherwise
+  // they are lower bounds in microseconds and the step counts are not used.
+  const bool exact = cost.formula == CostModel::Formula::pytorch;
+  constexpr std::int64_t kInf = std::numeric_limits<std::int64_t>::max();
   A.dist.assign(static_cast<std::size_t>(states_n), std::numeric_limits<double>::infinity());
+  A.dist_ps.assign(static_cast<std::size_t>(states_n), kInf);
+  A.steps.assign(static_cast<std::size_t>(states_n), 0);
   A.dist[static_cast<std::size_t>(goal)] = 0;
-  using Item = std::pair<double, std::int64_t>;
+  A.dist_ps[static_cast<std::size_t>(goal)] = 0;
+  using Item = std::tuple<double, std::int64_t, std::int32_t, std::int64_t>;  // us, ps, steps, state
   std::priority_queue<Item, std::vector<Item>, std::greater<>> pq;
-  pq.push({0.0, goal});
+  pq.push({0.0, 0, 0, goal});
   std::vector<int> y(static_cast<std::size_t>(K)), x(static_cast<std::size_t>(K));
   while (!pq.empty()) {
-    const auto [d, yi] = pq.top();
+    const auto [d_us, d_ps, d_steps, yi] = pq.top();
     pq.pop();
-    if (d > A.dist[static_cast<std::size_t>(yi)]) continue;
+    const auto yu = static_cast<std::size_t>(yi);
+    if (exact ? (d_ps != A.dist_ps[yu] || d_steps != A.steps[yu]) : d_us > A.dist[yu]) continue;
     digits(yi, y);
     // every predecessor differs from y on one dim k: class v -> y[k] by one step over mesh dim m
     for (int k = 0; k < K; ++k) {
@@ -358,9 +367,18 @@ void GraphContext::build_abstraction() {
         std::int64_t xi = yi + (A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(v)] -
                                 A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(to)]) *
                                    A.weight[static_cast<std::size_t>(k)];
-        if (d + c < A.dist[static_cast<std::size_t>(xi)]) {
-          A.dist[static_cast<std::size_t>(xi)] = d + c;
-          pq.push({d + c, xi});
+        const auto xu = static_cast<std::size_t>(xi);
+        if (exact) {
+          const std::int64_t ps = d_ps + std::llround(c * 1e6);  // as the search rounds each step
+          if (ps < A.dist_ps[xu] || (ps == A.dist_ps[xu] && d_steps + 1 < A.steps[xu])) {
+            A.dist_ps[xu] = ps;
+            A.steps[xu] = d_steps + 1;
+            A.dist[xu] = static_cast<double>(ps) * 1e-6;
+            pq.push({0.0, ps, d_steps + 1, xi});
+          }
+        } else if (d_us + c < A.dist[xu]) {
+          A.dist[xu] = d_us + c;
+          pq.push({d_us + c, 0, 0, xi});
         }
       }
     }
@@ -382,7 +400,8 @@ GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
     const double d = A.dist[static_cast<std::size_t>(idx)];
     if (!std::isfinite(d)) return {1e12, 1};
     // the PyTorch formula's relaxed distance is exact for every step: nothing else to add
-    if (cost.formula == CostModel::Formula::pytorch) return {d, 1};
+    if (cost.formula == CostModel::Formula::pytorch)
+      return {d, 1, A.dist_ps[static_cast<std::size_t>(idx)], A.steps[static_cast<std::size_t>(idx)]};
     relaxed = d;
   }
   // pytorch edge set: every step works over one mesh dim, and a mesh dim whose placement must

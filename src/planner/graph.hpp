@@ -125,6 +125,11 @@ struct BufferGeometry {
 struct SearchBound {
   double us = 0;
   std::int64_t missing = 0;
+  // Where the bound is exact in the search's own integer picoseconds (the PyTorch formula's
+  // relaxed graph, whose steps cost exactly what the real ones do): that value (else -1), and
+  // the fewest steps of a relaxed path of that cost, a bound on the steps still to take.
+  std::int64_t exact_ps = -1;
+  std::int32_t steps = 0;
 };
 
 // One edge as the searches keep it: the target's state id, how the edge was generated, its cost.
@@ -191,6 +196,8 @@ struct GraphContext {
     std::vector<std::array<std::int16_t, 5>> code;  // per dim: class -> digit (-1: class cannot occur)
     std::vector<std::int64_t> weight;               // per dim: mixed-radix weight
     std::vector<double> dist;                       // per relaxed state: cost to the target's class
+    std::vector<std::int64_t> dist_ps;              // PyTorch formula: the same in exact picoseconds
+    std::vector<std::int32_t> steps;                // and the fewest steps at that cost
   };
   std::optional<Abstraction> abstraction_;
   void build_abstraction();

@@ -31,6 +31,7 @@ struct Dist {
   std::int64_t f_ps = std::numeric_limits<std::int64_t>::max();
   std::int32_t steps = 0;
   std::uint32_t id = 0;
+  std::int32_t f_steps = 0;  // steps so far plus the bound's steps still to take
   [[nodiscard]] bool better_than(const Dist& o) const {
     return cost_ps != o.cost_ps ? cost_ps < o.cost_ps : steps < o.steps;
   }
@@ -38,7 +39,8 @@ struct Dist {
 struct DistLess {
   bool operator()(const Dist& a, const Dist& b) const {
     if (a.f_ps != b.f_ps) return a.f_ps < b.f_ps;
-    if (a.steps != b.steps) return a.steps < b.steps;
+    if (a.f_steps != b.f_steps) return a.f_steps < b.f_steps;
+    if (a.steps != b.steps) return a.steps > b.steps;  // on a plateau of equal estimates, deeper first
     return a.id < b.id;
   }
 };
@@ -65,6 +67,8 @@ inline void put(const HeapIndexMap& m, std::size_t k, std::size_t x) { (*m.v)[k]
 std::int64_t quantise(double us) { return std::llround(us * 1e6); }
 // Bounds round down, with a margin for the rounding of each edge's quantised cost.
 std::int64_t quantise_bound(double us) { return std::max<std::int64_t>(0, static_cast<std::int64_t>(us * 1e6) - 64); }
+// A state's bound in the search's picoseconds: exact where the bound says so.
+std::int64_t bound_ps(const SearchBound& b) { return b.exact_ps >= 0 ? b.exact_ps : quantise_bound(b.us); }
 
 struct Found {
   std::vector<Step> steps;
@@ -115,7 +119,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   };
   grow();
   disc[src] = discovered++;
-  dist[src] = Dist{0, quantise_bound(ctx.bounds[src].us), 0, disc[src]};
+  dist[src] = Dist{0, bound_ps(ctx.bounds[src]), 0, disc[src], ctx.bounds[src].steps};
   const bool with_direct = ctx.edges == EdgeSet::all;
   using Heap = boost::d_ary_heap_indirect<std::size_t, 4, HeapIndexMap, DistMap, DistLess>;
   Heap heap(DistMap{&dist}, HeapIndexMap{&heap_pos});
@@ -145,11 +149,11 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       if (u == src && forbidden && forbidden->matches(kind, group, ctx.states[v])) return;
       if (disc[v] == kUnseen) {
         disc[v] = discovered++;
-        dist[v] = Dist{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max(), 0, disc[v]};
+        dist[v] = Dist{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max(), 0, disc[v], 0};
       }
       if (settled[v]) return;
       const std::int64_t g = du.cost_ps + quantise(cost_us);
-      Dist nd{g, g + quantise_bound(ctx.bounds[v].us), du.steps + 1, disc[v]};
+      Dist nd{g, g + bound_ps(ctx.bounds[v]), du.steps + 1, disc[v], du.steps + 1 + ctx.bounds[v].steps};
       if (!nd.better_than(dist[v])) return;
       dist[v] = nd;
       pred[v] = static_cast<std::int64_t>(u);
