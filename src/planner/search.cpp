@@ -3,11 +3,11 @@
 //
 // Tie-break (documented in docs/planner.md): paths compare by total cost quantised to
 // picoseconds, then by step count. Among equal (cost, steps) the first path found wins, and
-// paths are found in a fixed order: states are settled by (cost, steps, discovery index) and a
-// state's edges are relaxed in enumerate_edges order (relabel, then per mesh dim ascending:
-// local_chunk, local_fill, all_reduce, reduce_scatter, all_gather, all_to_all; then flattened
-// collectives by mesh-dim mask; direct last). Everything is a pure function of the inputs, so
-// every rank computes the bit-identical plan.
+// paths are found in a fixed order: states are settled by (f, estimated total steps, deeper
+// first, discovery index) and a state's edges are relaxed in enumerate_edges order (relabel,
+// then per mesh dim ascending: local_chunk, local_fill, all_reduce, reduce_scatter, all_gather,
+// all_to_all; then flattened collectives by mesh-dim mask; direct last). Everything is a pure
+// function of the inputs, so every rank computes the bit-identical plan.
 #include <boost/graph/detail/d_ary_heap.hpp>
 #include <boost/property_map/property_map.hpp>
 #include <algorithm>
