@@ -52,6 +52,7 @@ void register_layout(CLI::App& app);
 void register_plan(CLI::App& app);
 void register_simulate(CLI::App& app);
 void register_show(CLI::App& app);
+void register_tune(CLI::App& app);
 // Exit status a callback asks for (simulate: 1 when verification fails).
 extern int g_exit_status;
 

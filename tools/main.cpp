@@ -31,12 +31,30 @@ void check_words(CLI::App& app, int argc, char** argv) {
   for (auto* s : app.get_subcommands([](CLI::App*) { return true; }))
     if (s->get_name() == cmd) sub = s;
   if (!sub)
-    throw InputError(fmt::format("unknown command {}{}; the commands are layout, plan, simulate and show", quote_input(cmd),
+    throw InputError(fmt::format("unknown command {}{}; the commands are layout, plan, simulate, show and tune", quote_input(cmd),
                                  nearest(cmd, names)));
+  int first = 2;
+  std::string where = cmd;
+  // a command with its own commands (tune fit|predict|show): check the flags of the one named
+  const auto subs = sub->get_subcommands([](CLI::App*) { return true; });
+  if (!subs.empty()) {
+    if (argc < 3 || std::string_view(argv[2]).starts_with("-")) return;  // CLI11 says what is missing
+    std::vector<std::string> names2;
+    CLI::App* sub2 = nullptr;
+    for (auto* s : subs) {
+      names2.push_back(s->get_name());
+      if (s->get_name() == argv[2]) sub2 = s;
+    }
+    if (!sub2)
+      throw InputError(fmt::format("unknown command {} for dtensor {}{}", quote_input(argv[2]), cmd, nearest(argv[2], names2)));
+    sub = sub2;
+    first = 3;
+    where = cmd + " " + argv[2];
+  }
   std::vector<std::string> flags;
   for (const auto* o : sub->get_options())
     for (const auto& n : o->get_lnames()) flags.push_back("--" + n);
-  for (int i = 2; i < argc; ++i) {
+  for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
     if (!a.starts_with("--") || a == "--") continue;
     if (const auto eq = a.find('='); eq != std::string::npos) a = a.substr(0, eq);
@@ -44,7 +62,7 @@ void check_words(CLI::App& app, int argc, char** argv) {
       ++i;  // its value may itself start with "--"
       continue;
     }
-    throw InputError(fmt::format("unknown flag {} for dtensor {}{}", quote_input(a), cmd, nearest(a, flags)));
+    throw InputError(fmt::format("unknown flag {} for dtensor {}{}", quote_input(a), where, nearest(a, flags)));
   }
 }
 }  // namespace
@@ -58,6 +76,7 @@ int main(int argc, char** argv) {
   dtensor::cli::register_plan(app);
   dtensor::cli::register_simulate(app);
   dtensor::cli::register_show(app);
+  dtensor::cli::register_tune(app);
   try {
     dtensor::cli::check_words(app, argc, argv);
     app.parse(argc, argv);

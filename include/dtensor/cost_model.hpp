@@ -1,10 +1,43 @@
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dtensor {
+
+// The collectives nccl-tests measures; the planner's steps map onto them (direct: sendrecv).
+enum class Collective : std::uint8_t { all_gather, reduce_scatter, all_reduce, all_to_all, send_recv };
+// nccl-tests' names: all_gather, reduce_scatter, all_reduce, alltoall, sendrecv.
+[[nodiscard]] std::string_view to_string(Collective c) noexcept;
+// Accepts those names, with or without "_perf"/"_perf_mpi", and all_to_all / send_recv.
+[[nodiscard]] std::optional<Collective> parse_collective(std::string_view text) noexcept;
+// nccl-tests' bus-bytes factor: bus bytes = size * factor (ring all_gather/reduce_scatter/
+// alltoall (n-1)/n, all_reduce 2(n-1)/n, sendrecv 1).
+[[nodiscard]] double bus_factor(Collective c, std::int64_t n) noexcept;
+
+// A measured curve of one collective on one link class, fitted at a group of `ranks`: time is
+// α + bus bytes / bus bandwidth within each size band. Other group sizes scale the latency
+// with the ring's hops and the bytes with the bus factor (docs/cost-model.md).
+struct SizeBand {
+  double up_to_bytes = 0;  // sizes (nccl-tests `size` column, at `ranks`) up to here; the last band: all above
+  double alpha_us = 0;
+  double bw_GBps = 1;      // bus bandwidth
+  friend bool operator==(const SizeBand&, const SizeBand&) = default;
+};
+struct CollectiveCurve {
+  Collective collective = Collective::all_reduce;
+  bool inter_host = false;
+  std::int64_t ranks = 2;
+  std::vector<SizeBand> bands;
+  // Time (µs) for a group of n ranks moving `bytes` (that collective's nccl-tests size), from
+  // the band holding the equivalent size at the fitted group size; monotone in bytes.
+  // `alpha_us` receives the latency part when given.
+  [[nodiscard]] double time_us(std::int64_t n, double bytes, double* alpha_us = nullptr) const;
+  friend bool operator==(const CollectiveCurve&, const CollectiveCurve&) = default;
+};
 
 struct LinkParams {
   double alpha_us = 0;           // base latency of one collective
@@ -25,10 +58,19 @@ struct CostModel {
   LinkParams intra{6.6, 0.6, 360, 380};
   LinkParams inter{6.6, 2.7, 46, 46};
   double copy_bw_GBps = 1500;
+  // Fitted curves (profile version 2; ring formula only): where one exists for a step's
+  // collective and link class, it replaces the α-β line of `intra`/`inter`.
+  std::vector<CollectiveCurve> curves;
+
+  [[nodiscard]] const CollectiveCurve* curve(Collective c, bool inter_host) const noexcept;
+  // The most optimistic link constants any step on that link class can see (curves included):
+  // what the planner's lower bounds use. Equal to link() when there are no curves.
+  [[nodiscard]] LinkParams bound_link(bool inter_host) const noexcept;
 
   [[nodiscard]] static CostModel default_model();
   [[nodiscard]] static CostModel pytorch();
-  // Strict: unknown fields, missing fields, non-positive bandwidths are errors.
+  // Strict: unknown fields, missing fields, non-positive bandwidths are errors. Reads profile
+  // versions 1 (links only) and 2 (links and fitted curves).
   [[nodiscard]] static CostModel from_json(std::string_view json);
   // "default", "pytorch", or a path to a JSON profile.
   [[nodiscard]] static CostModel load(std::string_view name_or_path);
@@ -41,5 +83,13 @@ struct CostModel {
   [[nodiscard]] std::uint64_t fingerprint() const noexcept;
   friend bool operator==(const CostModel&, const CostModel&) = default;
 };
+
+// The time the planner charges one collective over a group of n ranks on the intra- or
+// inter-node link, without local copies: `bytes` as nccl-tests' `size` column counts them for
+// that collective (all_gather: the gathered buffer; reduce_scatter: the input; all_reduce: the
+// buffer; alltoall: the send buffer; sendrecv: what one rank sends its peer). A fitted curve
+// where the profile has one, else the link's α-β line (or PyTorch's formula).
+[[nodiscard]] double predict_collective_us(const CostModel& model, Collective c, std::int64_t n, bool inter_host,
+                                           double bytes, double* alpha_us = nullptr, double* wire_us = nullptr);
 
 }  // namespace dtensor

@@ -1,5 +1,6 @@
 #include "dtensor/cost_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../placement/hash.hpp"
+#include "cost_formulas.hpp"
 #include "../placement/json_fields.hpp"
 #include "dtensor/error.hpp"
 
@@ -54,7 +56,168 @@ json link_json(const LinkParams& l) {
   return {{"alpha_us", l.alpha_us}, {"alpha_per_peer_us", l.alpha_per_peer_us}, {"bw_GBps", l.bw_GBps},
           {"p2p_bw_GBps", l.p2p_bw_GBps}};
 }
+
+constexpr std::size_t kMaxCurves = 64, kMaxBands = 16;
+
+CollectiveCurve curve_of(const json& obj, std::string_view where) {
+  only_keys(obj, {"collective", "link", "ranks", "bands"}, where);
+  CollectiveCurve c;
+  auto col = obj.find("collective");
+  if (col == obj.end() || !col->is_string() || !parse_collective(col->get<std::string>()))
+    throw InputError(fmt::format("cost model: {}.collective must be all_gather, reduce_scatter, all_reduce, alltoall or "
+                                 "sendrecv, not {}", where, col == obj.end() ? "missing" : detail::json_quote(*col)));
+  c.collective = *parse_collective(col->get<std::string>());
+  auto link = obj.find("link");
+  if (link == obj.end() || !(*link == "intra" || *link == "inter"))
+    throw InputError(fmt::format("cost model: {}.link must be \"intra\" or \"inter\"", where));
+  c.inter_host = *link == "inter";
+  auto ranks = obj.find("ranks");
+  if (ranks == obj.end()) throw InputError(fmt::format("cost model: {} lacks 'ranks'", where));
+  c.ranks = detail::json_int(*ranks, "ranks", 2, std::int64_t{1} << 24);
+  auto bands = obj.find("bands");
+  if (bands == obj.end() || !bands->is_array() || bands->empty() || bands->size() > kMaxBands)
+    throw InputError(fmt::format("cost model: {}.bands must be a list of 1 to {} bands", where, kMaxBands));
+  double prev = 0;
+  for (std::size_t i = 0; i < bands->size(); ++i) {
+    const auto& b = (*bands)[i];
+    const std::string bw = fmt::format("{}.bands[{}]", where, i);
+    only_keys(b, {"up_to_bytes", "alpha_us", "bw_GBps"}, bw);
+    auto up = b.find("up_to_bytes");
+    if (up == b.end() || !up->is_number() || !std::isfinite(up->get<double>()) || up->get<double>() <= prev ||
+        up->get<double>() > 1e18)
+      throw InputError(fmt::format("cost model: {}.up_to_bytes must increase from band to band, within (0, 1e18]", bw));
+    prev = up->get<double>();
+    c.bands.push_back({prev, number(b, "alpha_us", bw, true), number(b, "bw_GBps", bw, false)});
+  }
+  return c;
+}
+
+json curve_json(const CollectiveCurve& c) {
+  json bands = json::array();
+  for (const auto& b : c.bands) bands.push_back({{"up_to_bytes", b.up_to_bytes}, {"alpha_us", b.alpha_us}, {"bw_GBps", b.bw_GBps}});
+  return {{"collective", std::string(to_string(c.collective))}, {"link", c.inter_host ? "inter" : "intra"},
+          {"ranks", c.ranks}, {"bands", bands}};
+}
 }  // namespace
+
+std::string_view to_string(Collective c) noexcept {
+  switch (c) {
+    case Collective::all_gather: return "all_gather";
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::all_reduce: return "all_reduce";
+    case Collective::all_to_all: return "alltoall";
+    case Collective::send_recv: return "sendrecv";
+  }
+  return "?";
+}
+
+std::optional<Collective> parse_collective(std::string_view t) noexcept {
+  for (std::string_view suffix : {"_perf_mpi", "_perf"})
+    if (t.size() > suffix.size() && t.substr(t.size() - suffix.size()) == suffix) t.remove_suffix(suffix.size());
+  if (t == "all_gather" || t == "allgather") return Collective::all_gather;
+  if (t == "reduce_scatter" || t == "reducescatter") return Collective::reduce_scatter;
+  if (t == "all_reduce" || t == "allreduce") return Collective::all_reduce;
+  if (t == "alltoall" || t == "all_to_all") return Collective::all_to_all;
+  if (t == "sendrecv" || t == "send_recv") return Collective::send_recv;
+  return std::nullopt;
+}
+
+double bus_factor(Collective c, std::int64_t n) noexcept {
+  const double nn = static_cast<double>(std::max<std::int64_t>(n, 1));
+  switch (c) {
+    case Collective::all_reduce: return 2 * (nn - 1) / nn;
+    case Collective::send_recv: return 1;
+    default: return (nn - 1) / nn;
+  }
+}
+
+double CollectiveCurve::time_us(std::int64_t n, double bytes, double* alpha_out) const {
+  // the band is chosen by the size that moves the same bus bytes at the fitted group size
+  const double f = bus_factor(collective, n), f0 = bus_factor(collective, ranks);
+  const double at_fit = f0 > 0 ? bytes * f / f0 : bytes;
+  const double hops = collective == Collective::send_recv ? 1.0 : static_cast<double>(std::max<std::int64_t>(n - 1, 0));
+  const double hops0 = collective == Collective::send_recv ? 1.0 : static_cast<double>(std::max<std::int64_t>(ranks - 1, 1));
+  const double scale = hops / hops0;
+  // monotone: a larger message never costs less than the top of the band before it (a
+  // measured dip across a protocol switch is taken as noise, not as a cheaper size)
+  double floor = 0;
+  for (std::size_t k = 0; k < bands.size(); ++k) {
+    const auto& b = bands[k];
+    const bool here = at_fit <= b.up_to_bytes || k + 1 == bands.size();
+    const double x = here ? at_fit : b.up_to_bytes;
+    const double v = b.alpha_us * scale + x * f0 / (b.bw_GBps * 1e3);
+    if (here) {
+      const double t = std::max(v, floor);
+      if (alpha_out) *alpha_out = std::min(b.alpha_us * scale, t);
+      return t;
+    }
+    floor = std::max(floor, v);
+  }
+  if (alpha_out) *alpha_out = 0;
+  return 0;
+}
+
+double predict_collective_us(const CostModel& m, Collective c, std::int64_t n, bool inter, double bytes, double* alpha_out,
+                             double* wire_out) {
+  const LinkParams& L = m.link(inter);
+  const double nn = static_cast<double>(n), hops = nn - 1;
+  double alpha = 0, wire = 0;
+  if (n <= 1 && c != Collective::send_recv) {
+    // a group of one moves nothing
+  } else if (m.formula == CostModel::Formula::pytorch) {
+    // PyTorch counts the bytes of one rank's shard before the step (all_gather: the input)
+    const double gib = 1024.0 * 1024 * 1024;
+    if (c == Collective::send_recv) {
+      alpha = L.alpha_us + L.alpha_per_peer_us;
+      wire = bytes / 1024 / 1024 / 1024 / L.p2p_bw_GBps * 1e6;
+    } else {
+      const StepKind k = c == Collective::all_gather ? StepKind::all_gather
+                         : c == Collective::reduce_scatter ? StepKind::reduce_scatter
+                         : c == Collective::all_reduce ? StepKind::all_reduce
+                                                       : StepKind::all_to_all;
+      const auto aw = pytorch_collective(L, k, nn, (c == Collective::all_gather ? bytes / nn : bytes) / gib);
+      alpha = aw.alpha;
+      wire = aw.wire;
+    }
+  } else if (const auto* cv = m.curve(c, inter)) {
+    const double t = cv->time_us(c == Collective::send_recv ? 2 : n, bytes, &alpha);
+    wire = t - alpha;  // the curve's monotone floor, if any, counts as wire time
+  } else if (c == Collective::send_recv) {
+    alpha = L.alpha_us + L.alpha_per_peer_us;
+    wire = bytes / (L.p2p_bw_GBps * 1e3);
+  } else if (c == Collective::all_reduce) {
+    alpha = L.alpha_us + 2 * hops * L.alpha_per_peer_us;
+    wire = 2.0 * hops / nn * bytes / (L.bw_GBps * 1e3);
+  } else {
+    alpha = L.alpha_us + hops * L.alpha_per_peer_us;
+    wire = hops * (bytes / nn) / (L.bw_GBps * 1e3);  // ring: n-1 of the n chunks cross each link
+  }
+  if (alpha_out) *alpha_out = alpha;
+  if (wire_out) *wire_out = wire;
+  return alpha + wire;
+}
+
+const CollectiveCurve* CostModel::curve(Collective c, bool inter_host) const noexcept {
+  for (const auto& cv : curves)
+    if (cv.collective == c && cv.inter_host == inter_host) return &cv;
+  return nullptr;
+}
+
+LinkParams CostModel::bound_link(bool inter_host) const noexcept {
+  LinkParams b = link(inter_host);
+  for (const auto& cv : curves) {
+    if (cv.inter_host != inter_host) continue;
+    // the smallest latency a curve charges any group (2 ranks), and no per-hop latency beyond it
+    const double hops0 = cv.collective == Collective::send_recv ? 1.0 : static_cast<double>(std::max<std::int64_t>(cv.ranks - 1, 1));
+    for (const auto& band : cv.bands) {
+      b.alpha_us = std::min(b.alpha_us, band.alpha_us / hops0);
+      b.bw_GBps = std::max(b.bw_GBps, band.bw_GBps);
+      b.p2p_bw_GBps = std::max(b.p2p_bw_GBps, band.bw_GBps);
+    }
+    b.alpha_per_peer_us = 0;
+  }
+  return b;
+}
 
 CostModel CostModel::default_model() { return CostModel{}; }
 
@@ -72,8 +235,11 @@ CostModel CostModel::pytorch() {
 
 CostModel CostModel::from_json(std::string_view text) {
   const json j = detail::parse_json(text, "cost model");
-  only_keys(j, {"name", "formula", "devices_per_host", "links", "copy_bw_GBps"}, "profile");
+  only_keys(j, {"version", "name", "formula", "devices_per_host", "links", "copy_bw_GBps", "curves"}, "profile");
   CostModel m;
+  const std::int64_t version = j.contains("version") ? detail::json_int(j["version"], "version", 1, 1 << 20) : 1;
+  if (version > 2)
+    throw InputError(fmt::format("cost model: profile version {} is newer than this library reads (1 and 2)", version));
   auto name = j.find("name");
   if (name == j.end() || !name->is_string() || name->get<std::string>().empty())
     throw InputError("cost model: 'name' must be a non-empty string");
@@ -94,6 +260,20 @@ CostModel CostModel::from_json(std::string_view text) {
   m.intra = link_of((*links)["intra"], "links.intra");
   m.inter = link_of((*links)["inter"], "links.inter");
   m.copy_bw_GBps = number(j, "copy_bw_GBps", "profile", false);
+  if (auto c = j.find("curves"); c != j.end()) {
+    if (version < 2) throw InputError("cost model: 'curves' need \"version\": 2");
+    if (!c->is_array() || c->size() > kMaxCurves)
+      throw InputError(fmt::format("cost model: 'curves' must be a list of at most {} curves", kMaxCurves));
+    for (std::size_t i = 0; i < c->size(); ++i) {
+      auto cv = curve_of((*c)[i], fmt::format("curves[{}]", i));
+      if (m.curve(cv.collective, cv.inter_host))
+        throw InputError(fmt::format("cost model: curves[{}] repeats {} on the {} link", i, to_string(cv.collective),
+                                     cv.inter_host ? "inter" : "intra"));
+      m.curves.push_back(std::move(cv));
+    }
+    if (!m.curves.empty() && m.formula == Formula::pytorch)
+      throw InputError("cost model: fitted curves apply to the ring formula, not \"formula\": \"pytorch\"");
+  }
   return m;
 }
 
@@ -127,11 +307,16 @@ CostModel CostModel::load(std::string_view name_or_path) {
 }
 
 std::string CostModel::to_json() const {
-  json j = {{"name", name},
+  json j = {{"version", 2},
+            {"name", name},
             {"devices_per_host", devices_per_host},
             {"links", {{"intra", link_json(intra)}, {"inter", link_json(inter)}}},
             {"copy_bw_GBps", copy_bw_GBps}};
   if (formula == Formula::pytorch) j["formula"] = "pytorch";
+  if (!curves.empty()) {
+    j["curves"] = json::array();
+    for (const auto& c : curves) j["curves"].push_back(curve_json(c));
+  }
   return j.dump();
 }
 
@@ -159,6 +344,15 @@ std::uint64_t CostModel::fingerprint() const noexcept {
   detail::hash_combine(a, bits(inter.bw_GBps));
   detail::hash_combine(b, bits(inter.p2p_bw_GBps));
   detail::hash_combine(a, bits(copy_bw_GBps));
+  for (const auto& c : curves) {
+    detail::hash_combine(b, static_cast<std::uint64_t>(c.collective) * 2 + (c.inter_host ? 1 : 0));
+    detail::hash_combine(b, static_cast<std::uint64_t>(c.ranks));
+    for (const auto& band : c.bands) {
+      detail::hash_combine(a, bits(band.up_to_bytes));
+      detail::hash_combine(b, bits(band.alpha_us));
+      detail::hash_combine(a, bits(band.bw_GBps));
+    }
+  }
   return detail::mix64(a ^ detail::mix64(b));
 }
 

@@ -164,14 +164,13 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     // direct is the most expensive edge to cost: skip it when even its lower bound (one peer,
     // the bytes this state still lacks at p2p bandwidth) cannot beat the target's current cost.
     if (with_direct && direct_allowed(ctx, ctx.states[u])) {
-      const auto& L = ctx.cost.link(false);
-      const double p2p = std::max(ctx.cost.intra.p2p_bw_GBps, ctx.cost.inter.p2p_bw_GBps);
+      const LinkParams L = ctx.cost.bound_link(false), X = ctx.cost.bound_link(true);
+      const double p2p = std::max(L.p2p_bw_GBps, X.p2p_bw_GBps);
       const auto& bu = ctx.bounds[u];
       // with nothing missing a direct step is local copies only (no peers, no latency)
       const double lb = bu.missing == 0
                             ? 0.0
-                            : std::min(ctx.cost.intra.alpha_us, ctx.cost.inter.alpha_us) +
-                                  std::min(L.alpha_per_peer_us, ctx.cost.inter.alpha_per_peer_us) +
+                            : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us) +
                                   (ctx.cost.formula == CostModel::Formula::pytorch
                                        ? 0.0
                                        : static_cast<double>(bu.missing * ctx.geo.itemsize()) / (p2p * 1e3));

@@ -1,0 +1,67 @@
+#pragma once
+// Fitting the cost model to measurements (docs/cost-model.md, "Tuning"): nccl-tests logs in,
+// per-collective size-band curves out (`dtensor tune fit`), and predictions from a profile
+// (`dtensor tune predict`).
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtensor/cost_model.hpp"
+
+namespace dtensor::tune {
+
+// One measured row: the nccl-tests `size` column (bytes, in that collective's own sense) and
+// the out-of-place time.
+struct Row {
+  std::int64_t bytes = 0;
+  double time_us = 0;
+  int line = 0;  // 1-based line in the log
+};
+struct IgnoredRow {
+  int line = 0;
+  std::string reason;
+};
+
+struct Log {
+  std::string name;
+  Collective collective = Collective::all_reduce;
+  std::int64_t ranks = 0;
+  std::int64_t ranks_per_node = 0;
+  bool has_run_header = false;  // "# nThread ..." / "# Using devices" present
+  std::vector<Row> rows;
+  std::vector<IgnoredRow> ignored;
+};
+
+struct LogOptions {
+  std::optional<Collective> collective;  // when the log does not say
+  std::optional<std::int64_t> ranks;     // required when the log has no run header
+  std::optional<std::int64_t> ranks_per_node;
+};
+
+// Reads nccl-tests output (all_gather_perf, reduce_scatter_perf, all_reduce_perf, alltoall_perf,
+// sendrecv_perf), with Open MPI `[1,0]<stdout>:` tags (also inside rows), Slurm `0: ` labels,
+// indentation, missing run headers, zero-byte rows, `N/A` columns and repeated sizes.
+// Throws InputError naming the log and the line for what it cannot read.
+[[nodiscard]] Log parse_nccl_log(std::string_view text, std::string_view name, const LogOptions& options = {});
+
+// Fits a curve to rows of one collective: up to `max_bands` size bands (contiguous in size),
+// each α + bytes/β by least squares on relative error, robust to outliers (rows off by more
+// than 3x the median error and 25% are dropped once and reported), made monotone.
+struct Fit {
+  CollectiveCurve curve;
+  std::vector<IgnoredRow> outliers;
+  std::size_t rows_used = 0;
+  double median_rel_error = 0;  // on the rows used
+  double max_rel_error = 0;
+};
+[[nodiscard]] Fit fit_curve(std::span<const Row> rows, Collective collective, bool inter_host, std::int64_t ranks,
+                            int max_bands = 4);
+
+// The single α-β line through the same rows (the baseline the size bands are measured against).
+[[nodiscard]] CollectiveCurve fit_line(std::span<const Row> rows, Collective collective, bool inter_host,
+                                       std::int64_t ranks);
+
+}  // namespace dtensor::tune

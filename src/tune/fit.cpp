@@ -1,0 +1,176 @@
+// Size-band fits of measured collective times (docs/cost-model.md, "Tuning").
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "dtensor/error.hpp"
+#include "dtensor/tune.hpp"
+
+namespace dtensor::tune {
+namespace {
+
+// Profile bounds (the same as a profile's validation): every fitted constant must load back.
+constexpr double kMaxAlphaUs = 1e6, kMinBw = 1e-3, kMaxBw = 1e6;
+
+struct Point {
+  double bytes;  // nccl-tests size
+  double x;      // bus bytes
+  double t;      // µs
+  int line;
+};
+
+// Prefix sums for weighted least squares of t ≈ α + b·x with weights 1/t² (relative error).
+struct Sums {
+  std::vector<double> w, wx, wxx, wt, wxt, wtt;
+  explicit Sums(const std::vector<Point>& p) {
+    const std::size_t n = p.size();
+    for (auto* v : {&w, &wx, &wxx, &wt, &wxt, &wtt}) v->assign(n + 1, 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double wi = 1.0 / (p[i].t * p[i].t), x = p[i].x, t = p[i].t;
+      w[i + 1] = w[i] + wi;
+      wx[i + 1] = wx[i] + wi * x;
+      wxx[i + 1] = wxx[i] + wi * x * x;
+      wt[i + 1] = wt[i] + wi * t;
+      wxt[i + 1] = wxt[i] + wi * x * t;
+      wtt[i + 1] = wtt[i] + wi * t * t;
+    }
+  }
+};
+
+struct Line {
+  double alpha = 0, b = 0;  // t = alpha + b * x (b in µs per bus byte)
+  double sse = 0;           // sum of squared relative errors
+};
+
+// Best line over points [i, j) with α ≥ 0 and b ≥ 0 (closed form from the sums).
+Line fit_range(const Sums& s, std::size_t i, std::size_t j) {
+  const double W = s.w[j] - s.w[i], X = s.wx[j] - s.wx[i], XX = s.wxx[j] - s.wxx[i], T = s.wt[j] - s.wt[i],
+               XT = s.wxt[j] - s.wxt[i], TT = s.wtt[j] - s.wtt[i];
+  auto sse = [&](double a, double b) {
+    return std::max(0.0, TT - 2 * a * T - 2 * b * XT + a * a * W + 2 * a * b * X + b * b * XX);
+  };
+  Line best{0, 0, std::numeric_limits<double>::infinity()};
+  auto consider = [&](double a, double b) {
+    a = std::clamp(a, 0.0, kMaxAlphaUs);
+    b = std::max(b, 0.0);
+    const double e = sse(a, b);
+    if (e < best.sse) best = {a, b, e};
+  };
+  const double det = W * XX - X * X;
+  if (det > 1e-30 * W * XX) consider((T * XX - X * XT) / det, (W * XT - X * T) / det);
+  if (XX > 0) consider(0, XT / XX);  // no latency
+  if (W > 0) consider(T / W, 0);     // no bandwidth term
+  return best;
+}
+
+double bw_of(double b) { return b > 0 ? std::clamp(1.0 / (b * 1e3), kMinBw, kMaxBw) : kMaxBw; }
+
+// Segmented fit: the number of bands by BIC, band borders by dynamic programming.
+CollectiveCurve segment(const std::vector<Point>& p, Collective c, bool inter, std::int64_t ranks, int max_bands) {
+  const std::size_t n = p.size();
+  const Sums s(p);
+  const std::size_t min_pts = n >= 9 ? 3 : 2;
+  const int K = std::max(1, std::min<int>(max_bands, static_cast<int>(n / min_pts)));
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  // best[k][j]: k bands over the first j points; cut[k][j]: where the last band starts
+  std::vector<std::vector<double>> best(static_cast<std::size_t>(K + 1), std::vector<double>(n + 1, inf));
+  std::vector<std::vector<std::size_t>> cut(static_cast<std::size_t>(K + 1), std::vector<std::size_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (int k = 1; k <= K; ++k)
+    for (std::size_t j = min_pts * static_cast<std::size_t>(k); j <= n; ++j)
+      for (std::size_t i = min_pts * static_cast<std::size_t>(k - 1); i + min_pts <= j; ++i) {
+        if (best[static_cast<std::size_t>(k - 1)][i] == inf) continue;
+        // a band border may not split equal sizes
+        if (i > 0 && p[i - 1].bytes == p[i].bytes) continue;
+        const double e = best[static_cast<std::size_t>(k - 1)][i] + fit_range(s, i, j).sse;
+        if (e < best[static_cast<std::size_t>(k)][j]) {
+          best[static_cast<std::size_t>(k)][j] = e;
+          cut[static_cast<std::size_t>(k)][j] = i;
+        }
+      }
+  int chosen = 1;
+  double chosen_bic = inf;
+  for (int k = 1; k <= K; ++k) {
+    const double e = best[static_cast<std::size_t>(k)][n];
+    if (e == inf) continue;
+    const double bic = static_cast<double>(n) * std::log(std::max(e, 1e-12) / static_cast<double>(n)) +
+                       (3.0 * k - 1) * std::log(static_cast<double>(n));
+    if (bic < chosen_bic) {
+      chosen_bic = bic;
+      chosen = k;
+    }
+  }
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  for (std::size_t j = n, k = static_cast<std::size_t>(chosen); k > 0; --k) {
+    const std::size_t i = cut[k][j];
+    ranges.emplace_back(i, j);
+    j = i;
+  }
+  std::reverse(ranges.begin(), ranges.end());
+  CollectiveCurve cv{c, inter, ranks, {}};
+  for (std::size_t r = 0; r < ranges.size(); ++r) {
+    const auto [i, j] = ranges[r];
+    const Line l = fit_range(s, i, j);
+    const double up = r + 1 < ranges.size() ? std::sqrt(p[j - 1].bytes * p[j].bytes) : std::max(p[j - 1].bytes * 2, 1.0);
+    cv.bands.push_back({up, l.alpha, bw_of(l.b)});
+  }
+  return cv;
+}
+
+std::vector<Point> points_of(std::span<const Row> rows, Collective c, std::int64_t ranks) {
+  std::vector<Point> p;
+  const double f0 = bus_factor(c, ranks);
+  for (const auto& r : rows)
+    if (r.bytes > 0 && r.time_us > 0) p.push_back({static_cast<double>(r.bytes), static_cast<double>(r.bytes) * f0, r.time_us, r.line});
+  std::stable_sort(p.begin(), p.end(), [](const Point& a, const Point& b) { return a.bytes < b.bytes; });
+  return p;
+}
+
+double rel_error(const CollectiveCurve& cv, const Point& q) { return std::abs(cv.time_us(cv.ranks, q.bytes) - q.t) / q.t; }
+
+}  // namespace
+
+Fit fit_curve(std::span<const Row> rows, Collective collective, bool inter_host, std::int64_t ranks, int max_bands) {
+  if (ranks < 2) throw InputError(fmt::format("a fit needs 2 or more ranks, not {}", ranks));
+  auto p = points_of(rows, collective, ranks);
+  if (p.size() < 2) throw InputError(fmt::format("a fit needs at least 2 rows with bytes and time, not {}", p.size()));
+  Fit f;
+  // a first, coarse fit (two bands at most) finds the outliers; a lone spike must not earn a
+  // band of its own before it is recognised as one
+  f.curve = segment(p, collective, inter_host, ranks, std::min(max_bands, 2));
+  // robust: drop the rows farthest off the first fit (beyond 3x the median error and 25%; at
+  // most a tenth of them), once, and refit
+  std::vector<double> err;
+  for (const auto& q : p) err.push_back(rel_error(f.curve, q));
+  std::vector<double> sorted = err;
+  std::sort(sorted.begin(), sorted.end());
+  const double med = sorted[sorted.size() / 2];
+  const std::size_t max_out = p.size() / 10;
+  const double cut = max_out == 0 ? std::numeric_limits<double>::infinity()
+                                  : std::max({3 * med, 0.25, sorted[sorted.size() - max_out - 1]});
+  std::vector<Point> kept;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (err[i] > cut)
+      f.outliers.push_back({p[i].line, fmt::format("{:.0f}% off the first fit (median {:.1f}%)", err[i] * 100, med * 100)});
+    else
+      kept.push_back(p[i]);
+  }
+  f.curve = segment(kept, collective, inter_host, ranks, max_bands);
+  f.rows_used = kept.size();
+  err.clear();
+  for (const auto& q : kept) err.push_back(rel_error(f.curve, q));
+  std::sort(err.begin(), err.end());
+  f.median_rel_error = err[err.size() / 2];
+  f.max_rel_error = err.back();
+  return f;
+}
+
+CollectiveCurve fit_line(std::span<const Row> rows, Collective collective, bool inter_host, std::int64_t ranks) {
+  const auto p = points_of(rows, collective, ranks);
+  if (p.empty()) throw InputError("a fit needs at least 1 row with bytes and time");
+  return segment(p, collective, inter_host, ranks, 1);
+}
+
+}  // namespace dtensor::tune
