@@ -82,6 +82,15 @@ TEST_CASE("planner is optimal: every pair, exhaustive oracle", "[optimality]") {
       std::vector<std::pair<CostModel, EdgeSet>> configs{{CostModel::default_model(), EdgeSet::all},
                                                          {CostModel::default_model(), EdgeSet::pytorch}};
       configs.emplace_back(CostModel::pytorch(), EdgeSet::pytorch);
+      // a fitted profile (curves with bands across these small sizes, latencies below and
+      // bandwidths above the links'): the bounds must stay admissible with curves too
+      CostModel fitted = CostModel::default_model();
+      for (bool inter : {false, true})
+        for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all,
+                             Collective::send_recv})
+          fitted.curves.push_back({c, inter, 4, {{64, 2.5, 20}, {512, 1.0 + static_cast<int>(c), 900}, {1e18, 30, 5000}}});
+      configs.emplace_back(fitted, EdgeSet::all);
+      configs.emplace_back(fitted, EdgeSet::pytorch);
       for (const auto& [cm, es] : configs) {
         PlanOptions o;
         o.edges = es;

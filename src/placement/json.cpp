@@ -30,7 +30,8 @@ std::string json_quote(const json& v) {
 std::int64_t json_int(const json& v, std::string_view field, std::int64_t lo, std::int64_t hi) {
   if (v.is_number_unsigned()) {
     const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(hi)) throw InputError(fmt::format("JSON field '{}' is {}, above {}", field, u, hi));
+    if (u > static_cast<std::uint64_t>(hi) || (lo > 0 && u < static_cast<std::uint64_t>(lo)))
+      throw InputError(fmt::format("JSON field '{}' is {}, outside [{}, {}]", field, u, lo, hi));
     return static_cast<std::int64_t>(u);
   }
   if (!v.is_number_integer()) throw InputError(fmt::format("JSON field '{}' must be an integer, not {}", field, json_quote(v)));
