@@ -108,3 +108,21 @@ run_case(show_huge_mesh 2 "" "has 16777216 ranks; show draws every rank and supp
          show --mesh 256x256x256 --shape 1024x1024 --from "S(0)S(1)R" --to RRR -o ${tmp}/x.svg)
 run_case(empty_dim_overflow 2 "" "more than 2\\^53 elements in its non-empty dims"
          layout --mesh 2 --shape 3000000000x0x3000000000 --placements R)
+
+# tune: fit a profile from a log, show it, predict with it; bad input is exit 2
+set(nccl ${CMAKE_CURRENT_LIST_DIR}/data/nccl)
+run_case(tune_fit 0 "all_reduce on the intra-node link, fitted at 8 ranks" ""
+         tune fit ${nccl}/all_reduce_8ranks.txt -o ${tmp}/fitted.json)
+run_case(tune_show 0 "all_reduce on the intra-node link" "" tune show ${tmp}/fitted.json)
+run_case(tune_show_default 0 "no fitted curves" "" tune show default)
+# the fixture is 10 us + bus bytes at 100 GB/s: 64 MiB on 8 ranks = 10 + 67108864 * 1.75 / 1e5 us
+run_case(tune_predict 0 "\\{\"predictions\":\\[\\{\"bytes\":67108864,\"time_us\":118[0-9][.]" ""
+         tune predict --profile ${tmp}/fitted.json --collective all_reduce --ranks 8 --bytes 64M --format json)
+run_case(tune_fit_noheader 2 "" "^error: nccl-tests log .*has no run header listing its ranks; give --ranks N"
+         tune fit ${nccl}/all_reduce_noheader.txt -o ${tmp}/x.json)
+run_case(tune_fit_noheader_ranks 0 "wrote" "" tune fit ${nccl}/all_reduce_noheader.txt --ranks 8 -o ${tmp}/x.json)
+run_case(tune_fit_no_output 2 "" "^error: tune fit needs -o PROFILE.json" tune fit ${nccl}/all_reduce_8ranks.txt)
+run_case(tune_bad_collective 2 "" "^error: --collective \"bcast\" is not" tune predict --collective bcast --ranks 8 --bytes 1M)
+run_case(tune_unknown_flag 2 "" "^error: unknown flag \"--rank\" for dtensor tune predict \\(did you mean --ranks\\?\\)"
+         tune predict --rank 8)
+run_case(tune_unknown_command 2 "" "^error: unknown command \"fitt\" for dtensor tune \\(did you mean fit\\?\\)" tune fitt)
