@@ -126,3 +126,11 @@ run_case(tune_bad_collective 2 "" "^error: --collective \"bcast\" is not" tune p
 run_case(tune_unknown_flag 2 "" "^error: unknown flag \"--rank\" for dtensor tune predict \\(did you mean --ranks\\?\\)"
          tune predict --rank 8)
 run_case(tune_unknown_command 2 "" "^error: unknown command \"fitt\" for dtensor tune \\(did you mean fit\\?\\)" tune fitt)
+run_case(tune_fit_report 0 "report" "" tune fit ${nccl}/all_reduce_8ranks.txt -o ${tmp}/r.json --report ${tmp}/fit.html)
+file(READ ${tmp}/fit.html report_html)
+string(FIND "${report_html}" "class=\"measured\"" has_points)
+string(FIND "${report_html}" "<polyline" has_line)
+string(FIND "${report_html}" "src=" has_external)
+if(has_points EQUAL -1 OR has_line EQUAL -1 OR NOT has_external EQUAL -1)
+  message(FATAL_ERROR "tune_fit_report: the report lacks its measured points or fitted line, or loads something")
+endif()
