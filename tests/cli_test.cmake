@@ -134,3 +134,11 @@ string(FIND "${report_html}" "src=" has_external)
 if(has_points EQUAL -1 OR has_line EQUAL -1 OR NOT has_external EQUAL -1)
   message(FATAL_ERROR "tune_fit_report: the report lacks its measured points or fitted line, or loads something")
 endif()
+# measure on the virtual clock, driven by the profile fitted above, then fit what it wrote
+file(REMOVE_RECURSE ${tmp}/measured)
+run_case(tune_measure 0 "wrote .*all_reduce-intra.txt" ""
+         tune measure --mesh 2x4 --devices-per-host 4 --truth ${tmp}/fitted.json --noise 0.01 --sizes 1K:1M --iters 3 -o ${tmp}/measured)
+run_case(tune_measure_fit 0 "all_reduce on the intra-node link, fitted at 4 ranks" ""
+         tune fit ${tmp}/measured/all_reduce-intra.txt ${tmp}/measured/all_gather-inter.txt -o ${tmp}/refit.json)
+run_case(tune_measure_backend 2 "" "^error: --backend \"nccl\": tune measure runs the in-process backend"
+         tune measure --mesh 2 --backend nccl -o ${tmp}/m2)

@@ -8,7 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <mutex>
+
 #include "common.hpp"
+#include "dtensor/simulated.hpp"
+#include "dtensor/testing.hpp"
 #include "dtensor/tune.hpp"
 
 namespace dtensor::cli {
@@ -18,6 +23,7 @@ struct TuneArgs {
   std::vector<std::string> logs;
   std::string ranks, ranks_per_node, collective, output, format = "text", base = "default";
   std::string profile = "default", bytes, report;
+  std::string mesh, backend = "threads", sizes = "1K:16M", iters = "5", devices_per_host = "8", truth, noise = "0", seed = "1";
 } args;
 
 std::string html_escape(const std::string& s) {
@@ -255,6 +261,59 @@ void run_predict() {
   }
 }
 
+void run_measure() {
+  if (args.mesh.empty()) throw InputError("tune measure needs --mesh M");
+  if (args.output.empty()) throw InputError("tune measure needs -o DIR (one nccl-tests log per collective and link)");
+  if (args.backend != "threads")
+    throw InputError(fmt::format("--backend {}: tune measure runs the in-process backend (threads) only; over MPI or NCCL "
+                                 "call dtensor::tune::measure from an SPMD program", quote_input(args.backend)));
+  const Mesh mesh = for_flag("--mesh", [] { return Mesh::parse(args.mesh); });
+  if (mesh.num_ranks() > 256) throw InputError(fmt::format("--mesh {}: the in-process backend measures at most 256 ranks", args.mesh));
+  tune::MeasureOptions mo;
+  const auto colon = args.sizes.find(':');
+  if (colon == std::string::npos) throw InputError(fmt::format("--sizes {} must be MIN:MAX (e.g. 1K:16M)", quote_input(args.sizes)));
+  mo.min_bytes = parse_bytes("--sizes", args.sizes.substr(0, colon));
+  mo.max_bytes = parse_bytes("--sizes", args.sizes.substr(colon + 1));
+  if (mo.max_bytes > (std::int64_t{1} << 28))
+    throw InputError(fmt::format("--sizes: the in-process backend moves real data; at most 256 MiB, not {}", mo.max_bytes));
+  mo.iters = static_cast<int>(parse_index("--iters", args.iters, 1000000));
+  mo.devices_per_host = parse_index("--devices-per-host", args.devices_per_host, std::int64_t{1} << 31);
+  WorldOptions wo;
+  if (!args.truth.empty()) {
+    wo.clock_profile = std::make_shared<const CostModel>(for_flag("--truth", [] { return CostModel::load(args.truth); }));
+    const double noise = std::strtod(args.noise.c_str(), nullptr);
+    if (!(noise >= 0 && noise < 1)) throw InputError(fmt::format("--noise {} must be in [0, 1)", quote_input(args.noise)));
+    wo.clock_noise = noise;
+    wo.clock_seed = static_cast<std::uint64_t>(parse_index("--seed", args.seed, INT64_MAX));
+  }
+  SimulatedWorld world(mesh, wo);
+  std::vector<tune::MeasuredLog> logs;
+  std::mutex mu;
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool virtual_clock = wo.clock_profile != nullptr;
+  run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+    auto now = [&]() -> double {
+      if (virtual_clock) return world.clock_us(rank);
+      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    };
+    auto mine = tune::measure(comm, mo, now);
+    std::lock_guard lock(mu);
+    if (rank == 0) logs = std::move(mine);
+  });
+  std::error_code ec;
+  std::filesystem::create_directories(args.output, ec);
+  if (ec || !std::filesystem::is_directory(args.output))
+    throw InputError(fmt::format("-o {} is not a directory that can be created", quote_input(args.output)));
+  for (const auto& l : logs) {
+    const auto path = std::filesystem::path(args.output) / l.name;
+    std::ofstream out(path);
+    if (!out) throw InputError(fmt::format("{} cannot be written", quote_input(path.string())));
+    out << l.text;
+    std::cout << fmt::format("wrote {}\n", path.string());
+  }
+  if (logs.empty()) std::cout << "nothing to measure: every mesh dim has one rank\n";
+}
+
 void run_show() {
   check_format(args.format);
   const CostModel m = for_flag("PROFILE", [] { return CostModel::load(args.profile); });
@@ -299,6 +358,17 @@ void register_tune(CLI::App& app) {
   predict->add_option("--bytes", args.bytes, "sizes as nccl-tests counts them (1024-based K/M/G suffixes), comma-separated");
   predict->add_option("--format", args.format, "text or json");
   predict->callback(run_predict);
+  auto* measure = tune->add_subcommand("measure", "time the library's collectives and write nccl-tests logs");
+  measure->add_option("--mesh", args.mesh, "mesh shape: 2x4 or dp=2,tp=4");
+  measure->add_option("--backend", args.backend, "threads (the in-process backend)");
+  measure->add_option("--sizes", args.sizes, "MIN:MAX in bytes, doubling (default 1K:16M)");
+  measure->add_option("--iters", args.iters, "timed iterations per size (default 5)");
+  measure->add_option("--devices-per-host", args.devices_per_host, "which mesh dims are within a host (default 8)");
+  measure->add_option("--truth", args.truth, "a profile that drives a virtual clock instead of the wall clock");
+  measure->add_option("--noise", args.noise, "relative noise of the virtual clock, in [0, 1) (default 0)");
+  measure->add_option("--seed", args.seed, "seed of the virtual clock's noise");
+  measure->add_option("-o,--output", args.output, "directory for the logs");
+  measure->callback(run_measure);
   auto* show = tune->add_subcommand("show", "print a profile as a table");
   show->add_option("profile", args.profile, "default, pytorch or a profile file");
   show->add_option("--format", args.format, "text or json");

@@ -11,6 +11,7 @@
 #include <span>
 
 #include "dtensor/comm.hpp"
+#include "dtensor/cost_model.hpp"
 
 namespace dtensor {
 
@@ -34,6 +35,15 @@ struct WorldOptions {
   std::chrono::milliseconds timeout{60000};
   // nullptr: host memory.
   std::shared_ptr<SimulatedMemory> memory;
+  // A virtual clock per rank, for testing timing code on CPU (`dtensor tune measure`): every
+  // collective moves its members' clocks to the latest of them plus the time `clock_profile`
+  // charges for it (predict_collective_us), times 1 + clock_noise * u with u in [-1, 1] drawn
+  // from `clock_seed` and the collective's identity (the same in every run). A grouped
+  // send/recv moves a rank's clock past its peers' sends by one sendrecv of its largest message.
+  // nullptr: no clock (clock_us stays 0).
+  std::shared_ptr<const CostModel> clock_profile;
+  double clock_noise = 0;
+  std::uint64_t clock_seed = 1;
 };
 
 class SimulatedWorld {
@@ -48,6 +58,8 @@ class SimulatedWorld {
   [[nodiscard]] Communicator& communicator(std::int64_t rank);
   // Collectives completed so far (for tests).
   [[nodiscard]] std::int64_t collectives_run() const noexcept;
+  // The rank's virtual clock in µs (WorldOptions::clock_profile; 0 without one).
+  [[nodiscard]] double clock_us(std::int64_t rank) const;
 
   struct Impl;
 

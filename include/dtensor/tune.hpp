@@ -9,6 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include <functional>
+
+#include "dtensor/comm.hpp"
 #include "dtensor/cost_model.hpp"
 
 namespace dtensor::tune {
@@ -63,5 +66,25 @@ struct Fit {
 // The single α-β line through the same rows (the baseline the size bands are measured against).
 [[nodiscard]] CollectiveCurve fit_line(std::span<const Row> rows, Collective collective, bool inter_host,
                                        std::int64_t ranks);
+
+// Microbenchmarks through the library's own communicators, written as nccl-tests logs.
+struct MeasureOptions {
+  std::int64_t min_bytes = 1024;            // nccl-tests sizes, doubling from min to max
+  std::int64_t max_bytes = 16 << 20;
+  int warmup = 1;
+  int iters = 5;
+  std::int64_t devices_per_host = 8;        // which mesh dims are intra-node (as a profile says)
+};
+struct MeasuredLog {
+  std::string name;  // "all_gather-intra.txt"
+  std::string text;  // nccl-tests format
+};
+// SPMD: every rank of the communicator's mesh calls it; `now_us` reads this rank's clock (wall
+// or virtual). Times all_gather, reduce_scatter, all_reduce, alltoall and sendrecv (to the next
+// member, from the previous) on the group of the mesh dims within a host and on the group of
+// those across hosts, f32, out of place. Rank 0 gets one log per (collective, link); the other
+// ranks an empty list.
+[[nodiscard]] std::vector<MeasuredLog> measure(Communicator& comm, const MeasureOptions& options,
+                                               const std::function<double()>& now_us);
 
 }  // namespace dtensor::tune

@@ -65,6 +65,7 @@ struct Message {
   DType dtype;
   bool taken = false;
   std::string error;
+  double sent_at = 0;  // the sender's virtual clock
 };
 
 std::string describe(const Mesh& mesh, const std::vector<int>& dims) {
@@ -93,6 +94,21 @@ struct SimulatedWorld::Impl {
   std::map<std::vector<std::int64_t>, Channel> channels;
   std::map<std::pair<std::int64_t, std::int64_t>, std::deque<std::shared_ptr<Message>>> mail;  // (from, to)
   std::int64_t collectives_run = 0;
+  std::vector<double> clock;  // per rank, µs (virtual clock)
+  // The virtual time one collective takes (0 without a clock profile); `id` seeds its noise.
+  [[nodiscard]] double clock_step(Collective c, const std::vector<int>& dims, std::int64_t members, double bytes,
+                                  std::uint64_t id) const {
+    if (!options.clock_profile) return 0;
+    const CostModel& m = *options.clock_profile;
+    bool inter = false;
+    for (int d : dims) inter = inter || m.is_inter_host(mesh.shape(), d);
+    std::uint64_t h = id ^ (options.clock_seed * 0x9e3779b97f4a7c15ULL);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    const double u = static_cast<double>(h >> 11) / static_cast<double>(1ULL << 53) * 2 - 1;
+    return predict_collective_us(m, c, members, inter, bytes) * (1 + options.clock_noise * u);
+  }
   bool lockstep = false;  // one thread drives every rank (the all-ranks driver)
   struct P2P {
     std::int64_t from, to;
@@ -293,6 +309,20 @@ void SimulatedWorld::Impl::collective(std::int64_t rank, const Group& g, int kin
     }
     p.done = true;
     ++collectives_run;
+    if (options.clock_profile) {
+      const Collective c = p.kind == kAllGather ? Collective::all_gather
+                           : p.kind == kReduceScatter ? Collective::reduce_scatter
+                           : p.kind == kAllReduce ? Collective::all_reduce
+                                                  : Collective::all_to_all;
+      const double item = static_cast<double>(p.count) * static_cast<double>(itemsize(p.dtype));
+      const double bytes = c == Collective::all_reduce ? item : item * static_cast<double>(members);
+      std::uint64_t id = static_cast<std::uint64_t>(index) * 0x100000001b3ULL;
+      for (auto k : key) id = (id ^ static_cast<std::uint64_t>(k + 7)) * 0x100000001b3ULL;
+      double start = 0;
+      for (auto r : ch.member_ranks) start = std::max(start, clock[static_cast<std::size_t>(r)]);
+      const double end = start + clock_step(c, ch.dims, members, bytes, id);
+      for (auto r : ch.member_ranks) clock[static_cast<std::size_t>(r)] = end;
+    }
     wake(ch.member_ranks);
   } else if (!lockstep) {
     const auto until = deadline();
@@ -333,7 +363,7 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
   }
   std::vector<std::shared_ptr<Message>> posted;
   for (const auto& s : sends) {
-    auto m = std::make_shared<Message>(Message{s.buffer, s.count, dtype, false, {}});
+    auto m = std::make_shared<Message>(Message{s.buffer, s.count, dtype, false, {}, clock[static_cast<std::size_t>(rank)]});
     mail[{rank, s.peer}].push_back(m);
     posted.push_back(std::move(m));
     cv_of(s.peer).notify_one();
@@ -341,6 +371,9 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
   const auto until = deadline();
   // Take messages in whatever order they arrive: one wake-up may find several.
   std::vector<char> got(recvs.size(), 0);
+  double start = clock[static_cast<std::size_t>(rank)], largest = 0;
+  for (const auto& s : sends) largest = std::max(largest, static_cast<double>(s.count * isz));
+  for (const auto& r : recvs) largest = std::max(largest, static_cast<double>(r.count * isz));
   std::size_t remaining = recvs.size();
   while (remaining > 0) {
     bool progress = false;
@@ -357,6 +390,7 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
         cv_of(r.peer).notify_one();
         throw BackendError(m->error);
       }
+      start = std::max(start, m->sent_at);
       lock.unlock();
       mem->move(r.buffer, m->buffer, r.count * isz);
       lock.lock();
@@ -389,6 +423,22 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
                                      "elements sent to it", options.timeout.count(), rank, sends[i].peer, m->count));
     }
     if (!m->error.empty()) throw BackendError(m->error);
+  }
+  if (options.clock_profile && (!sends.empty() || !recvs.empty())) {
+    // the link: the mesh dims some transfer of this rank crosses
+    const auto me = mesh.coord_of_rank(rank);
+    std::vector<int> crossed;
+    for (const auto* list : {&sends, &recvs})
+      for (const auto& t : *list) {
+        const auto peer = mesh.coord_of_rank(t.peer);
+        for (int m = 0; m < mesh.ndim(); ++m)
+          if (peer[static_cast<std::size_t>(m)] != me[static_cast<std::size_t>(m)] &&
+              std::find(crossed.begin(), crossed.end(), m) == crossed.end())
+            crossed.push_back(m);
+      }
+    clock[static_cast<std::size_t>(rank)] =
+        start + clock_step(Collective::send_recv, crossed, 2, largest,
+                           static_cast<std::uint64_t>(rank) * 0x9e3779b97f4a7c15ULL ^ static_cast<std::uint64_t>(start * 1e3));
   }
 }
 
@@ -484,7 +534,10 @@ SimulatedWorld::SimulatedWorld(Mesh mesh, WorldOptions options) : impl_(std::mak
   impl_->mem = impl_->options.memory ? impl_->options.memory : std::make_shared<SimulatedMemory>();
   if (impl_->options.timeout.count() <= 0)
     throw InputError(fmt::format("the world's timeout must be positive, not {} ms", impl_->options.timeout.count()));
+  if (!(impl_->options.clock_noise >= 0 && impl_->options.clock_noise < 1))
+    throw InputError(fmt::format("the virtual clock's noise must be in [0, 1), not {}", impl_->options.clock_noise));
   impl_->comms.resize(static_cast<std::size_t>(impl_->mesh.num_ranks()));
+  impl_->clock.assign(static_cast<std::size_t>(impl_->mesh.num_ranks()), 0.0);
   for (std::int64_t r = 0; r < impl_->mesh.num_ranks(); ++r)
     impl_->cv.push_back(std::make_unique<std::condition_variable>());
 }
@@ -499,6 +552,13 @@ Communicator& SimulatedWorld::communicator(std::int64_t rank) {
   auto& c = impl_->comms[static_cast<std::size_t>(rank)];
   if (!c) c = std::make_unique<ThreadsCommunicator>(*impl_, rank);
   return *c;
+}
+
+double SimulatedWorld::clock_us(std::int64_t rank) const {
+  if (rank < 0 || rank >= impl_->mesh.num_ranks())
+    throw InputError(fmt::format("rank {} is outside the world's {} ranks", rank, impl_->mesh.num_ranks()));
+  std::lock_guard lock(impl_->mu);
+  return impl_->clock[static_cast<std::size_t>(rank)];
 }
 
 std::int64_t SimulatedWorld::collectives_run() const noexcept {

@@ -113,7 +113,9 @@ CollectiveCurve segment(const std::vector<Point>& p, Collective c, bool inter, s
   for (std::size_t r = 0; r < ranges.size(); ++r) {
     const auto [i, j] = ranges[r];
     const Line l = fit_range(s, i, j);
-    const double up = r + 1 < ranges.size() ? std::sqrt(p[j - 1].bytes * p[j].bytes) : std::max(p[j - 1].bytes * 2, 1.0);
+    // a band ends at its last measured size: beyond it the next band's line holds (and the
+    // monotone floor is this band's value where it was measured, not an extrapolation)
+    const double up = r + 1 < ranges.size() ? p[j - 1].bytes : std::max(p[j - 1].bytes * 2, 1.0);
     cv.bands.push_back({up, l.alpha, bw_of(l.b)});
   }
   return cv;
@@ -137,29 +139,57 @@ Fit fit_curve(std::span<const Row> rows, Collective collective, bool inter_host,
   auto p = points_of(rows, collective, ranks);
   if (p.size() < 2) throw InputError(fmt::format("a fit needs at least 2 rows with bytes and time, not {}", p.size()));
   Fit f;
-  // a first, coarse fit (two bands at most) finds the outliers; a lone spike must not earn a
-  // band of its own before it is recognised as one
-  f.curve = segment(p, collective, inter_host, ranks, std::min(max_bands, 2));
-  // robust: drop the rows farthest off the first fit (beyond 3x the median error and 25%; at
-  // most a tenth of them), once, and refit
-  std::vector<double> err;
-  for (const auto& q : p) err.push_back(rel_error(f.curve, q));
-  std::vector<double> sorted = err;
-  std::sort(sorted.begin(), sorted.end());
-  const double med = sorted[sorted.size() / 2];
-  const std::size_t max_out = p.size() / 10;
-  const double cut = max_out == 0 ? std::numeric_limits<double>::infinity()
-                                  : std::max({3 * med, 0.25, sorted[sorted.size() - max_out - 1]});
-  std::vector<Point> kept;
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    if (err[i] > cut)
-      f.outliers.push_back({p[i].line, fmt::format("{:.0f}% off the first fit (median {:.1f}%)", err[i] * 100, med * 100)});
-    else
-      kept.push_back(p[i]);
+  // robust: a lone spike (a row more than 25% off the log-log line through its two neighbours,
+  // and farther off it than the neighbours are from each other) is dropped, at most a tenth of
+  // the rows; a real change of regime moves the neighbours too and is kept for the bands
+  std::vector<std::pair<double, std::size_t>> spikes;
+  for (std::size_t i = 1; i + 1 < p.size(); ++i) {
+    if (p[i - 1].bytes == p[i].bytes || p[i].bytes == p[i + 1].bytes) continue;
+    const double la = std::log(p[i - 1].t), lc = std::log(p[i + 1].t), lb = std::log(p[i].t);
+    // interpolate in log size (sizes need not be equally spaced)
+    const double xa = std::log(p[i - 1].bytes), xb = std::log(p[i].bytes), xc = std::log(p[i + 1].bytes);
+    const double mid = la + (lc - la) * (xb - xa) / (xc - xa);
+    const double dev = std::abs(lb - mid);
+    if (dev > std::log(1.25) && dev > std::abs(lc - la)) spikes.push_back({dev, i});
   }
+  std::sort(spikes.begin(), spikes.end(), std::greater<>());
+  spikes.resize(std::min(spikes.size(), p.size() / 10));
+  std::vector<char> drop(p.size(), 0);
+  for (const auto& [dev, i] : spikes) {
+    drop[i] = 1;
+    f.outliers.push_back({p[i].line, fmt::format("a lone spike: {:.0f}% off the line through its neighbours",
+                                                 (std::exp(dev) - 1) * 100)});
+  }
+  std::vector<Point> kept;
+  for (std::size_t i = 0; i < p.size(); ++i)
+    if (!drop[i]) kept.push_back(p[i]);
   f.curve = segment(kept, collective, inter_host, ranks, max_bands);
+  // then the rows farthest off that fit (beyond 3x the median error and 25%; with the spikes, at
+  // most a tenth of the rows), once, and refit
+  {
+    std::vector<double> e;
+    for (const auto& q : kept) e.push_back(rel_error(f.curve, q));
+    std::vector<double> sorted = e;
+    std::sort(sorted.begin(), sorted.end());
+    const double med = sorted[sorted.size() / 2];
+    const std::size_t room = p.size() / 10 > spikes.size() ? p.size() / 10 - spikes.size() : 0;
+    const double cut = room == 0 ? std::numeric_limits<double>::infinity()
+                                 : std::max({3 * med, 0.25, sorted[sorted.size() - std::min(room, sorted.size() - 1) - 1]});
+    std::vector<Point> still;
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      if (e[i] > cut)
+        f.outliers.push_back({kept[i].line, fmt::format("{:.0f}% off the fit (median {:.1f}%)", e[i] * 100, med * 100)});
+      else
+        still.push_back(kept[i]);
+    }
+    if (still.size() != kept.size()) {
+      kept = std::move(still);
+      f.curve = segment(kept, collective, inter_host, ranks, max_bands);
+    }
+    std::sort(f.outliers.begin(), f.outliers.end(), [](const IgnoredRow& x, const IgnoredRow& y) { return x.line < y.line; });
+  }
+  std::vector<double> err;
   f.rows_used = kept.size();
-  err.clear();
   for (const auto& q : kept) err.push_back(rel_error(f.curve, q));
   std::sort(err.begin(), err.end());
   f.median_rel_error = err[err.size() / 2];
