@@ -102,8 +102,16 @@ run_case(search_memory_bound 2 "" "needs more than 67108864 bytes of search stat
          plan --mesh 4x4x4x4x4x4x4x4 --shape 8192x8192x16 --from "S(0)S(0)S(0)S(0)S(0)S(0)S(0)S(0)" --to "RRRRRRRR" --max-search-memory 64MiB)
 run_case(search_states_bound 2 "" "explored more than 10 states \\(PlanOptions::max_states, CLI --max-states\\)"
          plan --mesh 2x2x2 --shape 64x64 --from "S(0)S(1)R" --to "S(1)S(0)P" --max-states 10)
-run_case(strided_runs_bound 2 "" "into up to 100000000 separate runs per rank"
+# a strided split into 10^8 pieces: sizes and offsets in closed form at once; index lists and
+# plans refuse it, naming the split
+run_case(strided_huge_layout 0 "0  \\(0\\) +549755813888 \\(0\\) +\\(more than 1048576 runs" ""
          layout --mesh 2 --shape 1099511627776 --placements "_S(0, 100000000)" --rank 0)
+run_case(strided_huge_layout_json 0 "\"local_shape\":\\[549755813888\\],\"global_offset\":\\[5498\\]" ""
+         layout --mesh 2 --shape 1099511627776 --placements "_S(0, 100000000)" --rank 1 --format json)
+run_case(strided_runs_bound 2 "" "into up to 100000000 separate runs per rank"
+         layout --mesh 2 --shape 1099511627776 --placements "_S(0, 100000000)" --rank 0 --indices)
+run_case(strided_runs_bound_plan 2 "" "into up to 100000000 separate runs per rank"
+         plan --mesh 2 --shape 1099511627776 --from "_S(0, 100000000)" --to R)
 run_case(show_huge_mesh 2 "" "has 16777216 ranks; show draws every rank and supports at most 65536"
          show --mesh 256x256x256 --shape 1024x1024 --from "S(0)S(1)R" --to RRR -o ${tmp}/x.svg)
 run_case(empty_dim_overflow 2 "" "more than 2\\^53 elements in its non-empty dims"

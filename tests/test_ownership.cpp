@@ -217,3 +217,42 @@ TEST_CASE("ownership_map: every cell's owners against the oracle", "[ownership]"
   CHECK_THROWS_AS(ownership_map(Layout::parse(Mesh::parse("2"), {9, 5}, DType::f32, "S(0)"), 0, 0), InputError);
   CHECK_THROWS_AS(ownership_map(Layout::parse(Mesh::parse("64"), {4096}, DType::f32, "_S(0, 64)"), 0, -1, 16), InputError);
 }
+
+TEST_CASE("closed-form counts and first indices equal the listed index sets", "[ownership]") {
+  // every sequence of up to three splits (plain or strided, split factors 1-7) over mesh dims
+  // of 1-4 ranks, every coordinate, lengths 0-40
+  const std::vector<std::int64_t> mesh{3, 2, 4};
+  std::int64_t cases = 0;
+  std::vector<ShardEntry> kinds;
+  for (int m = 0; m < 3; ++m) {
+    kinds.push_back({m, 1, false});
+    for (std::int64_t sf : {2, 3, 5, 7}) kinds.push_back({m, sf, true});
+  }
+  std::vector<std::vector<ShardEntry>> seqs{{}};
+  for (const auto& a : kinds) {
+    seqs.push_back({a});
+    for (const auto& b : kinds) {
+      if (b.mesh_dim == a.mesh_dim) continue;
+      seqs.push_back({a, b});
+      for (const auto& c : kinds)
+        if (c.mesh_dim != a.mesh_dim && c.mesh_dim != b.mesh_dim && (c.split_factor + a.split_factor) % 3 == 0)
+          seqs.push_back({a, b, c});  // a sample of the three-split sequences
+    }
+  }
+  for (const auto& seq : seqs)
+    for (std::int64_t len = 0; len <= 40; len += (len < 12 ? 1 : 7))
+      for (std::int64_t c0 = 0; c0 < 3; ++c0)
+        for (std::int64_t c1 = 0; c1 < 2; ++c1)
+          for (std::int64_t c2 = 0; c2 < 4; ++c2) {
+            const std::vector<std::int64_t> coord{c0, c1, c2};
+            const auto set = owned_indices(seq, len, mesh, coord);
+            const auto count = owned_count(seq, len, mesh, coord);
+            const auto first = owned_first(seq, len, mesh, coord);
+            if (count != set.size() || first.has_value() != !set.empty() || (first && *first != set.runs().front().start))
+              FAIL_CHECK("len " << len << " coord " << c0 << c1 << c2 << " entries " << seq.size() << ": listed "
+                                << set.size() << " from " << set.first_or(-1) << ", closed form " << count << " from "
+                                << first.value_or(-1));
+            ++cases;
+          }
+  CHECK(cases > 100000);
+}

@@ -26,7 +26,15 @@ void run(const LayoutArgs& a) {
   if (rank >= 0) ranks.push_back(rank);
   else
     for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) ranks.push_back(r);
-  const bool with_indices = a.indices || l.numel() <= 65536;
+  // index lists exist up to Layout::kMaxRunsPerRank runs; sizes and offsets always (closed form)
+  bool listable = true;
+  try {
+    l.check_runs();
+  } catch (const InputError&) {
+    if (a.indices) throw;
+    listable = false;
+  }
+  const bool with_indices = listable && (a.indices || l.numel() <= 65536);
 
   if (a.format == "json") {
     // the library's layout JSON (read back by layout_from_json), plus what each rank owns
@@ -34,20 +42,14 @@ void run(const LayoutArgs& a) {
     j["ranks"] = nlohmann::ordered_json::array();
     for (auto r : ranks) {
       const auto coord = mesh.coord_of_rank(r);
-      const auto sets = l.indices(coord);
       nlohmann::ordered_json rj;
       rj["rank"] = r;
       rj["coord"] = coord;
-      std::vector<std::int64_t> local, offset;
-      for (std::size_t d = 0; d < sets.size(); ++d) {
-        local.push_back(sets[d].size());
-        offset.push_back(sets[d].first_or(l.shape()[d]));
-      }
-      rj["local_shape"] = local;
-      rj["global_offset"] = offset;
+      rj["local_shape"] = l.local_shape(coord);
+      rj["global_offset"] = l.global_offset(coord);
       if (with_indices) {
         rj["indices"] = nlohmann::ordered_json::array();
-        for (const auto& s : sets) rj["indices"].push_back(s.materialize());
+        for (const auto& s : l.indices(coord)) rj["indices"].push_back(s.materialize());
       }
       j["ranks"].push_back(rj);
     }
@@ -66,18 +68,19 @@ void run(const LayoutArgs& a) {
                                    "owned indices per dim (start:stop runs)");
   for (auto r : ranks) {
     const auto coord = mesh.coord_of_rank(r);
-    const auto sets = l.indices(coord);
-    std::vector<std::int64_t> local, offset;
+    const auto local = l.local_shape(coord), offset = l.global_offset(coord);
     std::string idx;
-    for (std::size_t d = 0; d < sets.size(); ++d) {
-      local.push_back(sets[d].size());
-      offset.push_back(sets[d].first_or(l.shape()[d]));
-      idx += fmt::format("{}[{}]", d ? " x " : "", sets[d].empty() ? "empty" : sets[d].str());
+    if (listable) {
+      const auto sets = l.indices(coord);
+      for (std::size_t d = 0; d < sets.size(); ++d)
+        idx += fmt::format("{}[{}]", d ? " x " : "", sets[d].empty() ? "empty" : sets[d].str());
+    } else {
+      idx = fmt::format("(more than {} runs: sizes and offsets only)", Layout::kMaxRunsPerRank);
     }
     std::cout << fmt::format("{:>5}  {:<12} {:<12} {:<14} {}\n", r, dims_str(coord), shape_str(local), dims_str(offset),
                              idx);
   }
-  if (rank < 0) {
+  if (rank < 0 && listable) {
     const auto grid = ownership_grid(l);
     if (!grid.empty())
       std::cout << "\nownership grid (cells list the ranks holding each block; rows/cols are start:stop):\n" << grid;

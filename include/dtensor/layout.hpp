@@ -120,6 +120,15 @@ std::ostream& operator<<(std::ostream& os, const Sharding& s);
 [[nodiscard]] IndexSet owned_indices(std::span<const ShardEntry> entries, std::int64_t length,
                                      std::span<const std::int64_t> mesh_shape,
                                      std::span<const std::int64_t> coord);
+// The same rank's count and first index in closed form (O(entries), whatever the split factors);
+// first: nullopt when it owns nothing.
+[[nodiscard]] std::int64_t owned_count(std::span<const ShardEntry> entries, std::int64_t length,
+                                       std::span<const std::int64_t> mesh_shape, std::span<const std::int64_t> coord);
+[[nodiscard]] std::optional<std::int64_t> owned_first(std::span<const ShardEntry> entries, std::int64_t length,
+                                                      std::span<const std::int64_t> mesh_shape,
+                                                      std::span<const std::int64_t> coord);
+// An upper bound on the runs owned_indices can return for one rank (saturates at 2^40).
+[[nodiscard]] std::int64_t owned_runs_bound(std::span<const ShardEntry> entries, std::int64_t length);
 
 // A distributed tensor's layout: mesh + global shape + dtype + sharding.
 class Layout {
@@ -166,6 +175,11 @@ class Layout {
   // First owned index per dim; an empty shard reports the global size (PyTorch's convention).
   [[nodiscard]] std::vector<std::int64_t> global_offset(std::span<const std::int64_t> coord) const;
   [[nodiscard]] std::int64_t local_numel(std::span<const std::int64_t> coord) const;
+  // Index lists (indices(), and so plans and execution) hold at most this many runs per rank
+  // and tensor dim; beyond it (huge strided split factors) they throw an InputError naming the
+  // split. Local shapes, offsets and numels are closed form and have no such limit.
+  static constexpr std::int64_t kMaxRunsPerRank = std::int64_t{1} << 20;
+  void check_runs(int only_dim = -1) const;
 
   friend bool operator==(const Layout&, const Layout&) = default;
 

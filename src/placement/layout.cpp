@@ -288,23 +288,24 @@ Layout::Layout(Mesh mesh, std::vector<std::int64_t> shape, DType dtype, Sharding
   if (sharding_.tensor_ndim() != ndim())
     throw InputError(fmt::format("sharding \"{}\" is for a {}-d tensor but shape {} is {}-d", sharding_.str(),
                             sharding_.tensor_ndim(), shape_str(shape_), ndim()));
-  // Ownership is kept as run lists: a strided split into sf pieces can give a rank up to
-  // min(sf, length) separate runs, multiplied over a dim's entries. Bound that (time and memory
-  // would grow with the split factor) with an error that names the split factor.
-  constexpr std::int64_t kMaxRuns = std::int64_t{1} << 20;
+}
+
+void Layout::check_runs(int only_dim) const {
+  // Index lists are run lists: a strided split into sf pieces can give a rank up to min(sf,
+  // length) separate runs, multiplied over a dim's entries. Sizes and offsets are closed form
+  // (local_shape, global_offset); listing the indices, planning and executing need the lists,
+  // so they stop here with an error that names the split factor.
   for (int d = 0; d < ndim(); ++d) {
-    std::int64_t runs = 1;
-    for (const auto& e : sharding_.entries(d)) {
-      if (!e.strided) continue;
-      const std::int64_t pieces = std::min(e.split_factor, shape_[static_cast<std::size_t>(d)]);
-      if (pieces > kMaxRuns / runs)
-        throw InputError(fmt::format("_S({}, {}) on mesh dim {} splits tensor dim {} (size {}) into up to {} separate "
-                                     "runs per rank; dtensor keeps ownership as run lists and supports at most {} "
-                                     "(split factors beyond the dim's size act like its size)",
-                                     d, e.split_factor, e.mesh_dim, d, shape_[static_cast<std::size_t>(d)],
-                                     static_cast<double>(pieces) * static_cast<double>(runs), kMaxRuns));
-      runs *= std::max<std::int64_t>(pieces, 1);
-    }
+    if (only_dim >= 0 && d != only_dim) continue;
+    const auto len = shape_[static_cast<std::size_t>(d)];
+    const auto runs = owned_runs_bound(sharding_.entries(d), len);
+    if (runs <= kMaxRunsPerRank) continue;
+    for (const auto& e : sharding_.entries(d))
+      if (e.strided && std::min(e.split_factor, len) > 1)
+        throw InputError(fmt::format("_S({}, {}) on mesh dim {} splits tensor dim {} (size {}) into up to {} separate runs "
+                                     "per rank; index lists, plans and execution support at most {} (local shapes and "
+                                     "offsets do not need them; split factors beyond the dim's size act like its size)",
+                                     d, e.split_factor, e.mesh_dim, d, len, static_cast<double>(runs), kMaxRunsPerRank));
   }
 }
 

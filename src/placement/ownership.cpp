@@ -37,18 +37,94 @@ namespace {
 void check_coord(const Mesh& mesh, std::span<const std::int64_t> coord) {
   (void)mesh.position(coord);  // throws with the offending value
 }
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// One split of a list of `len` items as a rank sees it, in closed form: how many items it
+// keeps, and where its p-th item sits in the list before the split. A strided split's chunks
+// (torch.chunk into sf) all have q items but the last, so the kept pieces repeat with period q.
+struct Level {
+  bool strided = false;
+  std::int64_t begin = 0;            // plain: the kept range's start
+  std::int64_t q = 0, full = 0;      // strided: chunk size, number of full-size chunks before the last
+  std::int64_t w = 0, o = 0;         // piece size and offset within a full chunk
+  std::int64_t w_last = 0, o_last = 0;  // ... within the last chunk
+  std::int64_t size = 0;
+  [[nodiscard]] std::int64_t before(std::int64_t p) const {
+    if (!strided) return begin + p;
+    if (w > 0 && p < full * w) return (p / w) * q + o + p % w;
+    return full * q + o_last + (p - full * w);
+  }
+};
+
+std::vector<Level> levels_of(std::span<const ShardEntry> entries, std::int64_t length, std::span<const std::int64_t> mesh_shape,
+                             std::span<const std::int64_t> coord) {
+  std::vector<Level> out;
+  std::int64_t len = length;
+  for (const auto& e : entries) {
+    const auto n = mesh_shape[static_cast<std::size_t>(e.mesh_dim)];
+    const auto i = coord[static_cast<std::size_t>(e.mesh_dim)];
+    Level l;
+    if (e.split_factor == 1 || len == 0) {
+      const auto b = chunk_bounds(len, e.split_factor == 1 ? n : 1, e.split_factor == 1 ? i : 0);
+      l.begin = b.begin;
+      l.size = e.split_factor == 1 ? b.end - b.begin : 0;
+    } else {
+      l.strided = true;
+      l.q = ceil_div(len, e.split_factor);
+      const std::int64_t chunks = ceil_div(len, l.q);
+      l.full = chunks - 1;
+      const auto in_full = chunk_bounds(l.q, n, i), in_last = chunk_bounds(len - l.full * l.q, n, i);
+      l.w = in_full.end - in_full.begin;
+      l.o = in_full.begin;
+      l.w_last = in_last.end - in_last.begin;
+      l.o_last = in_last.begin;
+      l.size = l.full * l.w + l.w_last;
+    }
+    len = l.size;
+    out.push_back(l);
+  }
+  return out;
+}
 }  // namespace
+
+std::int64_t owned_count(std::span<const ShardEntry> entries, std::int64_t length, std::span<const std::int64_t> mesh_shape,
+                         std::span<const std::int64_t> coord) {
+  const auto ls = levels_of(entries, length, mesh_shape, coord);
+  return ls.empty() ? length : ls.back().size;
+}
+
+std::optional<std::int64_t> owned_first(std::span<const ShardEntry> entries, std::int64_t length,
+                                        std::span<const std::int64_t> mesh_shape, std::span<const std::int64_t> coord) {
+  const auto ls = levels_of(entries, length, mesh_shape, coord);
+  if ((ls.empty() ? length : ls.back().size) == 0) return std::nullopt;
+  std::int64_t p = 0;
+  for (auto it = ls.rbegin(); it != ls.rend(); ++it) p = it->before(p);
+  return p;
+}
+
+std::int64_t owned_runs_bound(std::span<const ShardEntry> entries, std::int64_t length) {
+  std::int64_t runs = 1;
+  for (const auto& e : entries) {
+    if (!e.strided) continue;
+    const std::int64_t pieces = std::max<std::int64_t>(std::min(e.split_factor, length), 1);
+    runs = runs > (std::int64_t{1} << 40) / pieces ? (std::int64_t{1} << 40) : runs * pieces;
+  }
+  return runs;
+}
 
 IndexSet Layout::indices(std::span<const std::int64_t> coord, int tensor_dim) const {
   check_coord(mesh_, coord);
   if (tensor_dim < 0 || tensor_dim >= ndim())
     throw InputError(fmt::format("tensor dim {} is out of range for a {}-d tensor", tensor_dim, ndim()));
+  check_runs(tensor_dim);
   return owned_indices(sharding_.entries(tensor_dim), shape_[static_cast<std::size_t>(tensor_dim)],
                        mesh_.shape(), coord);
 }
 
 std::vector<IndexSet> Layout::indices(std::span<const std::int64_t> coord) const {
   check_coord(mesh_, coord);
+  check_runs();
   std::vector<IndexSet> out;
   out.reserve(shape_.size());
   for (int d = 0; d < ndim(); ++d)
@@ -57,21 +133,26 @@ std::vector<IndexSet> Layout::indices(std::span<const std::int64_t> coord) const
 }
 
 std::vector<std::int64_t> Layout::local_shape(std::span<const std::int64_t> coord) const {
+  check_coord(mesh_, coord);
   std::vector<std::int64_t> out;
-  for (const auto& s : indices(coord)) out.push_back(s.size());
+  for (int d = 0; d < ndim(); ++d)
+    out.push_back(owned_count(sharding_.entries(d), shape_[static_cast<std::size_t>(d)], mesh_.shape(), coord));
   return out;
 }
 
 std::vector<std::int64_t> Layout::global_offset(std::span<const std::int64_t> coord) const {
+  check_coord(mesh_, coord);
   std::vector<std::int64_t> out;
-  const auto sets = indices(coord);
-  for (std::size_t d = 0; d < sets.size(); ++d) out.push_back(sets[d].first_or(shape_[d]));
+  for (int d = 0; d < ndim(); ++d) {
+    const auto len = shape_[static_cast<std::size_t>(d)];
+    out.push_back(owned_first(sharding_.entries(d), len, mesh_.shape(), coord).value_or(len));
+  }
   return out;
 }
 
 std::int64_t Layout::local_numel(std::span<const std::int64_t> coord) const {
   std::int64_t n = 1;
-  for (const auto& s : indices(coord)) n *= s.size();
+  for (auto s : local_shape(coord)) n *= s;
   return n;
 }
 

@@ -144,6 +144,8 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
     throw InputError(fmt::format("source dtype {} and target dtype {} differ: redistribution does not convert",
                             to_string(s.dtype()), to_string(d.dtype())));
   if (mesh.ndim() > 31) throw InputError(fmt::format("mesh {} has more than 31 dims", mesh.str()));
+  s.check_runs();  // the planner's geometry works on index lists
+  d.check_runs();
   shard_kinds.push_back({1, false});
   // A tensor dim plays a role when the source or target shards it, or when it has two or more
   // elements: sharding an otherwise untouched dim can make a cheaper path (reduce_scatter onto
