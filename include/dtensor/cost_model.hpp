@@ -47,6 +47,23 @@ struct LinkParams {
   friend bool operator==(const LinkParams&, const LinkParams&) = default;
 };
 
+// One step as the cost model sees it: what moves, over how many ranks, on which link. The
+// planner describes every step so; CostModel::time is the one place that turns it into time.
+struct Traffic {
+  enum class Kind : std::uint8_t { collective, direct, local, free } kind = Kind::collective;
+  Collective collective = Collective::all_reduce;  // kind collective
+  std::int64_t group = 1;      // ranks in the collective
+  std::int64_t peers = 0;      // direct: the busiest rank's peers
+  bool inter_host = false;
+  double bytes = 0;            // collective: nccl-tests size; direct: the busiest rank's bytes
+  double shard_bytes = 0;      // PyTorch's count: the tensor's bytes over the source's shard count
+  double copy_bytes = 0;       // local copies (packing, padding, unpacking)
+};
+struct StepTime {
+  double alpha_us = 0, wire_us = 0, copy_us = 0;
+  [[nodiscard]] double total_us() const noexcept { return alpha_us + wire_us + copy_us; }
+};
+
 // The cost model (docs/cost-model.md): time_us = α + bytes/β with ring wire bytes, plus local copies.
 // `formula` "pytorch" switches to PyTorch's _collective_utils conventions (GiB units, bytes
 // from the source's plain-Shard count, +1 µs on all_to_all, free local steps).
@@ -62,6 +79,8 @@ struct CostModel {
   // collective and link class, it replaces the α-β line of `intra`/`inter`.
   std::vector<CollectiveCurve> curves;
 
+  // The time of one step (the planner's steps, `tune predict` and the virtual clock all ask here).
+  [[nodiscard]] StepTime time(const Traffic& t) const;
   [[nodiscard]] const CollectiveCurve* curve(Collective c, bool inter_host) const noexcept;
   // The most optimistic link constants any step on that link class can see (curves included):
   // what the planner's lower bounds use. Equal to link() when there are no curves.

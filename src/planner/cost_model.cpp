@@ -157,44 +157,73 @@ double CollectiveCurve::time_us(std::int64_t n, double bytes, double* alpha_out)
   return 0;
 }
 
+StepTime CostModel::time(const Traffic& t) const {
+  StepTime out;
+  const bool torch = formula == Formula::pytorch;
+  if (t.kind == Traffic::Kind::free) return out;
+  // PyTorch's estimate charges nothing for local work; the ring model its copy bandwidth
+  if (!torch) out.copy_us = t.copy_bytes / (copy_bw_GBps * 1e3);
+  if (t.kind == Traffic::Kind::local) return out;
+  const LinkParams& L = link(t.inter_host);
+  if (t.kind == Traffic::Kind::direct) {
+    if (t.peers <= 0) return out;
+    if (const auto* cv = torch ? nullptr : curve(Collective::send_recv, t.inter_host)) {
+      // the busiest rank's bytes as one pair's exchange, plus a per-peer latency beyond the first
+      const double total = cv->time_us(2, t.bytes, &out.alpha_us);
+      out.wire_us = total - out.alpha_us;
+      out.alpha_us += static_cast<double>(t.peers - 1) * L.alpha_per_peer_us;
+    } else {
+      out.alpha_us = L.alpha_us + static_cast<double>(t.peers) * L.alpha_per_peer_us;
+      out.wire_us = torch ? t.bytes / 1024 / 1024 / 1024 / L.p2p_bw_GBps * 1e6 : t.bytes / (L.p2p_bw_GBps * 1e3);
+    }
+    return out;
+  }
+  const Collective c = t.collective;
+  const std::int64_t n = t.group;
+  if (n <= 1 && c != Collective::send_recv) return out;  // a group of one moves nothing
+  const double nn = static_cast<double>(n), hops = nn - 1;
+  if (torch) {
+    if (c == Collective::send_recv) {
+      out.alpha_us = L.alpha_us + L.alpha_per_peer_us;
+      out.wire_us = t.bytes / 1024 / 1024 / 1024 / L.p2p_bw_GBps * 1e6;
+    } else {
+      const StepKind k = c == Collective::all_gather       ? StepKind::all_gather
+                         : c == Collective::reduce_scatter ? StepKind::reduce_scatter
+                         : c == Collective::all_reduce     ? StepKind::all_reduce
+                                                           : StepKind::all_to_all;
+      const auto aw = pytorch_collective(L, k, nn, t.shard_bytes / 1024 / 1024 / 1024);
+      out.alpha_us = aw.alpha;
+      out.wire_us = aw.wire;
+    }
+  } else if (const auto* cv = curve(c, t.inter_host)) {
+    const double total = cv->time_us(c == Collective::send_recv ? 2 : n, t.bytes, &out.alpha_us);
+    out.wire_us = total - out.alpha_us;  // the curve's monotone floor, if any, counts as wire time
+  } else if (c == Collective::send_recv) {
+    out.alpha_us = L.alpha_us + L.alpha_per_peer_us;
+    out.wire_us = t.bytes / (L.p2p_bw_GBps * 1e3);
+  } else if (c == Collective::all_reduce) {
+    out.alpha_us = L.alpha_us + 2 * hops * L.alpha_per_peer_us;
+    out.wire_us = 2.0 * hops / nn * t.bytes / (L.bw_GBps * 1e3);
+  } else {
+    out.alpha_us = L.alpha_us + hops * L.alpha_per_peer_us;
+    out.wire_us = hops * (t.bytes / nn) / (L.bw_GBps * 1e3);  // ring: n-1 of the n chunks cross each link
+  }
+  return out;
+}
+
 double predict_collective_us(const CostModel& m, Collective c, std::int64_t n, bool inter, double bytes, double* alpha_out,
                              double* wire_out) {
-  const LinkParams& L = m.link(inter);
-  const double nn = static_cast<double>(n), hops = nn - 1;
-  double alpha = 0, wire = 0;
-  if (n <= 1 && c != Collective::send_recv) {
-    // a group of one moves nothing
-  } else if (m.formula == CostModel::Formula::pytorch) {
-    // PyTorch counts the bytes of one rank's shard before the step (all_gather: the input)
-    const double gib = 1024.0 * 1024 * 1024;
-    if (c == Collective::send_recv) {
-      alpha = L.alpha_us + L.alpha_per_peer_us;
-      wire = bytes / 1024 / 1024 / 1024 / L.p2p_bw_GBps * 1e6;
-    } else {
-      const StepKind k = c == Collective::all_gather ? StepKind::all_gather
-                         : c == Collective::reduce_scatter ? StepKind::reduce_scatter
-                         : c == Collective::all_reduce ? StepKind::all_reduce
-                                                       : StepKind::all_to_all;
-      const auto aw = pytorch_collective(L, k, nn, (c == Collective::all_gather ? bytes / nn : bytes) / gib);
-      alpha = aw.alpha;
-      wire = aw.wire;
-    }
-  } else if (const auto* cv = m.curve(c, inter)) {
-    const double t = cv->time_us(c == Collective::send_recv ? 2 : n, bytes, &alpha);
-    wire = t - alpha;  // the curve's monotone floor, if any, counts as wire time
-  } else if (c == Collective::send_recv) {
-    alpha = L.alpha_us + L.alpha_per_peer_us;
-    wire = bytes / (L.p2p_bw_GBps * 1e3);
-  } else if (c == Collective::all_reduce) {
-    alpha = L.alpha_us + 2 * hops * L.alpha_per_peer_us;
-    wire = 2.0 * hops / nn * bytes / (L.bw_GBps * 1e3);
-  } else {
-    alpha = L.alpha_us + hops * L.alpha_per_peer_us;
-    wire = hops * (bytes / nn) / (L.bw_GBps * 1e3);  // ring: n-1 of the n chunks cross each link
-  }
-  if (alpha_out) *alpha_out = alpha;
-  if (wire_out) *wire_out = wire;
-  return alpha + wire;
+  Traffic t;
+  t.collective = c;
+  t.group = n;
+  t.inter_host = inter;
+  t.bytes = bytes;
+  // PyTorch counts one rank's shard before the step: all_gather's input is a 1/n of its size
+  t.shard_bytes = c == Collective::all_gather ? bytes / static_cast<double>(n) : bytes;
+  const StepTime st = m.time(t);
+  if (alpha_out) *alpha_out = st.alpha_us;
+  if (wire_out) *wire_out = st.wire_us;
+  return st.alpha_us + st.wire_us;
 }
 
 const CollectiveCurve* CostModel::curve(Collective c, bool inter_host) const noexcept {

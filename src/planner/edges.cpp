@@ -519,40 +519,29 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> grou
   const std::span<const int> mesh_dims = dims.span();
   const auto b = step_buffers(g, kind, mesh_dims, tensor_dims, from, to, ds ? &*ds : nullptr);
   for (int m : mesh_dims) st.inter_host = st.inter_host || ctx.cost.is_inter_host(mesh_shape, m);
-  const LinkParams& L = ctx.cost.link(st.inter_host);
   const auto n = b.group_size;
-  const bool pytorch = ctx.cost.formula == CostModel::Formula::pytorch;
+  // The step as traffic; the cost model turns it into time.
+  Traffic t;
+  t.inter_host = st.inter_host;
+  t.group = n;
   // Bytes as PyTorch 2.15 counts them: numel * itemsize / (product of the sizes of the mesh dims
-  // holding Shard or _StridedShard: its _is_shard_like) in GiB.
+  // holding Shard or _StridedShard: its _is_shard_like)
   double num_shards = 1;
   for (int d = 0; d < from.tensor_ndim(); ++d)
     for (const auto& e : from.entries(d)) num_shards *= static_cast<double>(mesh_shape[static_cast<std::size_t>(e.mesh_dim)]);
   double numel = 1;
   for (auto x : ctx.shape) numel *= static_cast<double>(x);
-  const double bytes_gb = numel * static_cast<double>(s) / num_shards / 1024 / 1024 / 1024;
-  const double nn = static_cast<double>(n);
-  const double hops = nn - 1;
-
+  t.shard_bytes = numel * static_cast<double>(s) / num_shards;
   switch (kind) {
     case StepKind::all_gather:
     case StepKind::reduce_scatter:
     case StepKind::all_to_all: {
-      const std::int64_t wire = (n - 1) * b.chunk * s;
-      st.bytes_sent = st.bytes_received = wire;
+      st.bytes_sent = st.bytes_received = (n - 1) * b.chunk * s;
       const std::int64_t real = kind == StepKind::all_gather ? b.to_min : b.from_min;
       st.padding_bytes = n > 1 ? (n * b.chunk - real) * s : 0;
       st.peers = n - 1;
-      if (n > 1) {
-        if (pytorch) {
-          const auto aw = pytorch_collective(L, kind, nn, bytes_gb);
-          st.alpha_us = aw.alpha;
-          st.wire_us = aw.wire;
-        } else {
-          // nccl-tests counts the whole buffer (n chunks) for these three
-          (void)predict_collective_us(ctx.cost, collective_of(kind), n, st.inter_host, static_cast<double>(n * b.chunk * s),
-                                      &st.alpha_us, &st.wire_us);
-        }
-      }
+      t.collective = collective_of(kind);
+      t.bytes = static_cast<double>(n * b.chunk * s);  // nccl-tests counts the whole buffer (n chunks)
       if (kind == StepKind::all_gather)
         st.copy_bytes = b.zero_copy ? 0 : (b.to_max + (b.pad_send ? b.chunk : 0)) * s;
       else if (kind == StepKind::reduce_scatter)
@@ -562,16 +551,12 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> grou
       break;
     }
     case StepKind::all_reduce: {
-      const double wire = n > 1 ? 2.0 * hops / nn * static_cast<double>(b.chunk * s) : 0.0;
+      const double nn = static_cast<double>(n);
+      const double wire = n > 1 ? 2.0 * (nn - 1) / nn * static_cast<double>(b.chunk * s) : 0.0;
       st.bytes_sent = st.bytes_received = static_cast<std::int64_t>(std::ceil(wire));
       st.peers = n - 1;
-      if (n > 1 && pytorch) {
-        st.alpha_us = L.alpha_us + 2 * hops * L.alpha_per_peer_us;
-        st.wire_us = pytorch_collective(L, kind, nn, bytes_gb).wire;
-      } else if (n > 1) {
-        (void)predict_collective_us(ctx.cost, Collective::all_reduce, n, st.inter_host, static_cast<double>(b.chunk * s),
-                                    &st.alpha_us, &st.wire_us);
-      }
+      t.collective = Collective::all_reduce;
+      t.bytes = static_cast<double>(b.chunk * s);
       break;
     }
     case StepKind::direct: {
@@ -579,27 +564,26 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> grou
       st.bytes_received = ds->max_received * s;
       st.peers = ds->max_peers;
       st.copy_bytes = (ds->max_traffic + b.to_max) * s;
-      const double moved = static_cast<double>(std::max(st.bytes_sent, st.bytes_received));
-      if (ds->max_peers > 0 && !pytorch && ctx.cost.curve(Collective::send_recv, st.inter_host)) {
-        // the busiest rank's bytes as one pair's exchange, plus a per-peer latency beyond the first
-        double a = 0;
-        (void)predict_collective_us(ctx.cost, Collective::send_recv, 2, st.inter_host, moved, &a, &st.wire_us);
-        st.alpha_us = a + static_cast<double>(ds->max_peers - 1) * L.alpha_per_peer_us;
-      } else if (ds->max_peers > 0) {
-        st.alpha_us = L.alpha_us + static_cast<double>(ds->max_peers) * L.alpha_per_peer_us;
-        st.wire_us = pytorch ? moved / 1024 / 1024 / 1024 / L.p2p_bw_GBps * 1e6 : moved / (L.p2p_bw_GBps * 1e3);
-      }
+      t.kind = Traffic::Kind::direct;
+      t.peers = ds->max_peers;
+      t.bytes = static_cast<double>(std::max(st.bytes_sent, st.bytes_received));
       break;
     }
     case StepKind::local_chunk:
     case StepKind::local_fill:
       st.copy_bytes = b.to_max * s;
+      t.kind = Traffic::Kind::local;
       break;
     case StepKind::relabel:
       st.copy_bytes = b.to_max * s;  // a plain memcpy where buffers differ; relabel is free
+      t.kind = Traffic::Kind::free;
       break;
   }
-  if (!pytorch && kind != StepKind::relabel) st.copy_us = static_cast<double>(st.copy_bytes) / (ctx.cost.copy_bw_GBps * 1e3);
+  t.copy_bytes = static_cast<double>(st.copy_bytes);
+  const StepTime time = ctx.cost.time(t);
+  st.alpha_us = time.alpha_us;
+  st.wire_us = time.wire_us;
+  st.copy_us = time.copy_us;
   st.cost_us = st.alpha_us + st.wire_us + st.copy_us;
   st.peak_bytes = step_peak_bytes(g, b, from == ctx.src, to == ctx.dst);
   if (full) {
