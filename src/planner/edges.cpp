@@ -249,9 +249,8 @@ int GraphContext::class_of(const Sharding& s, int m) const noexcept {
 }
 
 void GraphContext::build_abstraction() {
-  // Sound only where layouts of different classes can never own the same data (a relabel to the
-  // target must start from the target's class): every rank owns something under the target.
-  if (empty_tensor_ || geo.numel_stats(dst).min == 0) return;
+  // Only the pytorch edge set builds it, which has no relabel: every step maps onto a relaxed one.
+  if (empty_tensor_) return;
   Abstraction A;
   std::int64_t states_n = 1;
   for (int m = 0; m < mesh.ndim(); ++m) {
@@ -401,8 +400,7 @@ GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
   // leave Partial(op) (for anything but the same op) or Shard(d) (for anything but a Shard of d,
   // or a target P(sum), which S(d) fills locally) needs a communication step over that very
   // dim: only reduce/gather/all_to_all over it remove them, no step over another dim changes
-  // it, and a relabel needs equal Partials and equal owned sets, which a non-empty tensor
-  // sharded differently cannot have. The bound adds each such dim's cheapest step; a step
+  // it (the pytorch set has no relabel). The bound adds each such dim's cheapest step; a step
   // lowers that sum by at most its own latency (and PyTorch-formula wire floor).
   double steps = 0;
   if (edges == EdgeSet::pytorch && !empty_tensor_) {
@@ -621,7 +619,9 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSi
     if (to == from || !ops_mixable(to)) return;
     sink(to, kind, dims, make_step(ctx, kind, dims.span(), from, to, full));
   };
-  if (from != ctx.dst && equivalent(from, ctx.dst, ctx.mesh.shape(), ctx.shape))
+  // relabel (equivalent layouts, e.g. orders of a size-1 dim): a transition PyTorch's planner
+  // does not know, so only in the `all` edge set
+  if (all && from != ctx.dst && equivalent(from, ctx.dst, ctx.mesh.shape(), ctx.shape))
     emit(StepKind::relabel, {}, ctx.dst);
 
   for (int m = 0; m < md; ++m) {
