@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "../placement/hash.hpp"
-#include "cost_formulas.hpp"
 #include "../placement/json_fields.hpp"
 #include "dtensor/error.hpp"
 
@@ -55,6 +54,25 @@ LinkParams link_of(const json& obj, std::string_view where) {
 json link_json(const LinkParams& l) {
   return {{"alpha_us", l.alpha_us}, {"alpha_per_peer_us", l.alpha_per_peer_us}, {"bw_GBps", l.bw_GBps},
           {"p2p_bw_GBps", l.p2p_bw_GBps}};
+}
+
+// PyTorch 2.15's cost of one collective over a group of n ranks on link L (latency, wire time),
+// with bytes_gb the tensor's bytes over its shard count in GiB (CostModel::time's PyTorch row).
+struct AlphaWire {
+  double alpha, wire;
+};
+AlphaWire pytorch_collective(const LinkParams& L, Collective c, double n, double bytes_gb) {
+  const double hops = n - 1;
+  switch (c) {
+    case Collective::all_reduce:
+      return {L.alpha_us + 2 * hops * L.alpha_per_peer_us, (2 * bytes_gb * hops / n) / L.bw_GBps * 1e6};
+    case Collective::all_gather:
+      return {L.alpha_us + hops * L.alpha_per_peer_us, (bytes_gb * n * hops / n) / L.bw_GBps * 1e6};
+    case Collective::all_to_all:
+      return {L.alpha_us + hops * L.alpha_per_peer_us + 1.0, (bytes_gb * hops / n) / L.bw_GBps * 1e6};
+    default:  // reduce_scatter
+      return {L.alpha_us + hops * L.alpha_per_peer_us, (bytes_gb * hops / n) / L.bw_GBps * 1e6};
+  }
 }
 
 constexpr std::size_t kMaxCurves = 64, kMaxBands = 16;
@@ -187,11 +205,7 @@ StepTime CostModel::time(const Traffic& t) const {
       out.alpha_us = L.alpha_us + L.alpha_per_peer_us;
       out.wire_us = t.bytes / 1024 / 1024 / 1024 / L.p2p_bw_GBps * 1e6;
     } else {
-      const StepKind k = c == Collective::all_gather       ? StepKind::all_gather
-                         : c == Collective::reduce_scatter ? StepKind::reduce_scatter
-                         : c == Collective::all_reduce     ? StepKind::all_reduce
-                                                           : StepKind::all_to_all;
-      const auto aw = pytorch_collective(L, k, nn, t.shard_bytes / 1024 / 1024 / 1024);
+      const auto aw = pytorch_collective(L, c, nn, t.shard_bytes / 1024 / 1024 / 1024);
       out.alpha_us = aw.alpha;
       out.wire_us = aw.wire;
     }

@@ -5,7 +5,6 @@
 #include <queue>
 
 #include "dtensor/error.hpp"
-#include "cost_formulas.hpp"
 #include "graph.hpp"
 
 namespace dtensor {
@@ -170,26 +169,26 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
   edges_done.reserve(64);
   direct_at.reserve(64);
   state_ids.reserve(64);
-  // Per mesh dim, the cheapest communication step over it alone: the latency of its link and
-  // group size (every collective kind pays at least alpha + (n-1) alpha_per_peer), and under
-  // the PyTorch formula the wire time of the smallest message it can carry (bytes counted over
-  // at most every mesh dim's shards).
-  double numel = 1;
   for (auto x : shape) numel *= static_cast<double>(x);
   empty_tensor_ = numel == 0;
+  optimistic_ = cost;
+  optimistic_.intra = cost.bound_link(false);
+  optimistic_.inter = cost.bound_link(true);
+  optimistic_.curves.clear();
+  // Per mesh dim, the cheapest communication step over it alone: a reduce_scatter of nothing
+  // (every collective kind pays at least its latency), whose PyTorch-formula bytes are counted
+  // over at most every mesh dim's shards.
   for (int m = 0; m < mesh.ndim(); ++m) {
-    const double n = static_cast<double>(mesh.size(m));
     if (mesh.size(m) <= 1) {
       comm_floor_us_.push_back(0);
       continue;
     }
-    const LinkParams L = cost.bound_link(cost.is_inter_host(mesh.shape(), m));
-    double floor = L.alpha_us + (n - 1) * L.alpha_per_peer_us;
-    if (cost.formula == CostModel::Formula::pytorch) {
-      const double gb = numel * static_cast<double>(itemsize(dtype)) / static_cast<double>(mesh.num_ranks()) / 1024 / 1024 / 1024;
-      floor += gb * (n - 1) / n / L.bw_GBps * 1e6;
-    }
-    comm_floor_us_.push_back(floor);
+    Traffic t;
+    t.collective = Collective::reduce_scatter;
+    t.group = mesh.size(m);
+    t.inter_host = cost.is_inter_host(mesh.shape(), m);
+    t.shard_bytes = numel * static_cast<double>(itemsize(dtype)) / static_cast<double>(mesh.num_ranks());
+    comm_floor_us_.push_back(optimistic_.time(t).total_us());
   }
 
   if (edges == EdgeSet::pytorch) build_abstraction();
@@ -269,9 +268,7 @@ void GraphContext::build_abstraction() {
     if (states_n > 20000) return;  // too many classes to pay for: the per-dim bound serves
   }
   const int K = static_cast<int>(A.dims.size());
-  double numel = 1;
-  for (auto x : shape) numel *= static_cast<double>(x);
-  const double bytes = numel * static_cast<double>(itemsize(dtype));
+  const double s = static_cast<double>(itemsize(dtype));
   // decode: class per relaxed dim
   std::vector<std::array<int, 5>> class_of_digit(static_cast<std::size_t>(K));
   for (int k = 0; k < K; ++k)
@@ -332,29 +329,22 @@ void GraphContext::build_abstraction() {
           for (int j = 0; j < K; ++j)
             if (x[static_cast<std::size_t>(j)] == 1 || x[static_cast<std::size_t>(j)] == 2)
               shards *= static_cast<double>(mesh.size(A.dims[static_cast<std::size_t>(j)]));
-          const LinkParams L = cost.bound_link(cost.is_inter_host(mesh.shape(), m));
-          const double n = static_cast<double>(mesh.size(m));
-          if (cost.formula == CostModel::Formula::pytorch) {
-            const auto aw = pytorch_collective(L, *kind, n, bytes / shards / 1024 / 1024 / 1024);
-            c = aw.alpha + aw.wire;
-          } else {
-            // ring formulas: the collective's per-member count is at least the average share of
-            // the state it reads (the source's shards; reduce_scatter: the target's, one more
-            // split by n; all_to_all: a source shard split n ways), copies at least nothing
-            const double s = static_cast<double>(itemsize(dtype));
-            const double hops = n - 1;
-            double chunk = std::ceil(numel / shards);
-            double alpha = L.alpha_us + hops * L.alpha_per_peer_us, wire = 0;
-            if (*kind == StepKind::reduce_scatter) chunk = std::ceil(numel / (shards * n));
-            if (*kind == StepKind::all_to_all) chunk = std::ceil(numel / (shards * n));
-            if (*kind == StepKind::all_reduce) {
-              alpha = L.alpha_us + 2 * hops * L.alpha_per_peer_us;
-              wire = 2.0 * hops / n * chunk * s / (L.bw_GBps * 1e3);
-            } else {
-              wire = hops * chunk * s / (L.bw_GBps * 1e3);
-            }
-            c = alpha + wire;
-          }
+          const std::int64_t n = mesh.size(m);
+          const double nn = static_cast<double>(n);
+          // The step as traffic, priced by the optimistic model: PyTorch's bytes are exact (they
+          // depend on the shard count alone); for the ring formulas the collective's per-member
+          // count is at least the average share of the state it reads (the source's shards;
+          // reduce_scatter: the target's, one more split by n; all_to_all: a source shard split
+          // n ways), and copies cost at least nothing.
+          Traffic t;
+          t.collective = collective_of(*kind);
+          t.group = n;
+          t.inter_host = cost.is_inter_host(mesh.shape(), m);
+          t.shard_bytes = numel * s / shards;
+          const bool split = *kind == StepKind::reduce_scatter || *kind == StepKind::all_to_all;
+          const double chunk = std::ceil(numel / (split ? shards * nn : shards));
+          t.bytes = (*kind == StepKind::all_reduce ? chunk : chunk * nn) * s;  // nccl-tests sizes
+          c = optimistic_.time(t).total_us();
         }
         std::int64_t xi = yi + (A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(v)] -
                                 A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(to)]) *
@@ -527,9 +517,7 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> grou
   double num_shards = 1;
   for (int d = 0; d < from.tensor_ndim(); ++d)
     for (const auto& e : from.entries(d)) num_shards *= static_cast<double>(mesh_shape[static_cast<std::size_t>(e.mesh_dim)]);
-  double numel = 1;
-  for (auto x : ctx.shape) numel *= static_cast<double>(x);
-  t.shard_bytes = numel * static_cast<double>(s) / num_shards;
+  t.shard_bytes = ctx.numel * static_cast<double>(s) / num_shards;
   switch (kind) {
     case StepKind::all_gather:
     case StepKind::reduce_scatter:

@@ -170,6 +170,7 @@ struct GraphContext {
   void charge(std::int64_t bytes) const;
   std::vector<std::pair<std::int64_t, bool>> shard_kinds;  // (split_factor, strided) options
   Geometry geo;
+  double numel = 1;  // the tensor's element count, as the cost formulas use it
 
   // A* lower bound on the cost from `s` to the target (µs), and the largest number of target
   // elements one rank still lacks in `s`. Admissible and consistent (docs/planner.md).
@@ -186,6 +187,9 @@ struct GraphContext {
   // mesh dim of one rank), and whether the tensor has any element
   std::vector<double> comm_floor_us_;
   bool empty_tensor_ = false;
+  // The cost model with its most optimistic constants (bound_link on both links, no curves):
+  // what the lower bounds price their relaxed steps with, through CostModel::time.
+  CostModel optimistic_;
   // PyTorch formula with the pytorch edge set: exact distances to the target in a relaxed graph
   // whose states keep, per mesh dim of two or more ranks, only a class (R, Shard of the target's
   // tensor dim, Shard of another, Partial of the target's op, another Partial). A step's cost
