@@ -15,6 +15,7 @@
 #include "dtensor/simulated.hpp"
 #include "dtensor/testing.hpp"
 #include "dtensor/tune.hpp"
+#include "dtensor/viz.hpp"
 
 namespace dtensor::cli {
 namespace {
@@ -25,12 +26,6 @@ struct TuneArgs {
   std::string profile = "default", bytes, report;
   std::string mesh, backend = "threads", sizes = "1K:16M", iters = "5", devices_per_host = "8", truth, noise = "0", seed = "1";
 } args;
-
-std::string html_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) o += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : c == '"' ? "&quot;" : std::string(1, c);
-  return o;
-}
 
 // One log-log chart: measured points, the fitted curve, ignored rows (crosses); or a residual chart.
 struct Series {
@@ -56,13 +51,13 @@ std::string chart(const std::string& title, const std::string& ylabel, const Ser
   const auto py = [&](double y) { return H - B - (ly(y) - ay0) / (ay1 - ay0) * (H - T - B); };
   std::string o = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
                               "font-size=\"11\"><rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>", W, H);
-  o += fmt::format("<text x=\"{}\" y=\"16\" font-weight=\"bold\">{}</text>", L, html_escape(title));
+  o += fmt::format("<text x=\"{}\" y=\"16\" font-weight=\"bold\">{}</text>", L, viz::escape_xml(title));
   o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>", L, T, W - L - R, H - T - B);
   for (int e = static_cast<int>(std::ceil(ax0)); e <= static_cast<int>(std::floor(ax1)); e += std::max(1, static_cast<int>((ax1 - ax0) / 6)))
     o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">1e{}</text>", px(std::pow(10.0, e)), H - B + 14, e);
   o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">bytes (nccl-tests size)</text>", (L + W - R) / 2, H - 8);
   o += fmt::format("<text x=\"12\" y=\"{}\" transform=\"rotate(-90 12 {})\" text-anchor=\"middle\">{}</text>", (T + H - B) / 2,
-                   (T + H - B) / 2, html_escape(ylabel));
+                   (T + H - B) / 2, viz::escape_xml(ylabel));
   if (log_y) {
     for (int e = static_cast<int>(std::ceil(ay0)); e <= static_cast<int>(std::floor(ay1)); ++e)
       o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">1e{}</text>", L - 4, py(std::pow(10.0, e)) + 4, e);
@@ -182,7 +177,7 @@ void run_fit() {
         bw.line.push_back({b, b * f0 / fit.curve.time_us(log.ranks, b) / 1e3});
       }
       html += fmt::format("<section><h2>{}</h2><p>{} on {} ranks ({} per node, {} link): {} rows used, median error {:.1f}%, "
-                          "largest {:.1f}%</p>\n", html_escape(path), to_string(log.collective), log.ranks, log.ranks_per_node,
+                          "largest {:.1f}%</p>\n", viz::escape_xml(path), to_string(log.collective), log.ranks, log.ranks_per_node,
                           inter ? "inter-node" : "intra-node", fit.rows_used, fit.median_rel_error * 100, fit.max_rel_error * 100);
       html += chart("time: measured (dots), fitted (line)", "us", time, true);
       html += chart("bus bandwidth", "GB/s", bw, true);
@@ -195,7 +190,7 @@ void run_fit() {
       html += "</table>";
       if (!ignored.empty()) {
         html += "<p>ignored rows:</p><ul>";
-        for (const auto& i : ignored) html += fmt::format("<li>line {}: {}</li>", i.line, html_escape(i.reason));
+        for (const auto& i : ignored) html += fmt::format("<li>line {}: {}</li>", i.line, viz::escape_xml(i.reason));
         html += "</ul>";
       }
       html += "</section>\n";
@@ -216,7 +211,7 @@ void run_fit() {
     rep << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>dtensor tune fit</title><style>"
            "body{font-family:sans-serif;margin:16px;color:#222}section{margin-bottom:28px}svg{margin-right:8px}"
            "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}</style></head><body>\n"
-        << fmt::format("<h1>Cost-model fit: {}</h1><p>profile written to {}</p>\n", html_escape(model.name), html_escape(args.output))
+        << fmt::format("<h1>Cost-model fit: {}</h1><p>profile written to {}</p>\n", viz::escape_xml(model.name), viz::escape_xml(args.output))
         << html << "</body></html>\n";
     text += fmt::format("report {}\n", args.report);
   }

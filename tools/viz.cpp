@@ -18,20 +18,6 @@
 namespace dtensor::viz {
 namespace {
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-
 // Evenly spaced hues: neighbouring ranks get distinguishable colours, the same everywhere.
 std::string color(std::int64_t rank, std::int64_t n) {
   const double h = std::fmod(static_cast<double>(rank) * 360.0 / static_cast<double>(std::max<std::int64_t>(n, 1)) +
@@ -60,6 +46,20 @@ std::string step_title(const Plan& plan, const Step& s) {
 }
 
 }  // namespace
+
+std::string escape_xml(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
 
 std::string rank_ranges(const std::vector<std::int64_t>& r) { return rank_list(r); }
 
@@ -168,7 +168,7 @@ std::string text_lines(double x, double y, double fs, double line_h, const std::
   std::string o;
   for (std::size_t i = 0; i < lines.size(); ++i)
     o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\"{}{}>{}</text>\n", x, y + line_h * static_cast<double>(i), fs,
-                     attrs.empty() ? "" : " ", attrs, esc(lines[i]));
+                     attrs.empty() ? "" : " ", attrs, escape_xml(lines[i]));
   return o;
 }
 
@@ -246,11 +246,11 @@ MeshPicture draw_mesh(const Mesh& mesh, double x0, double y0, double max_w) {
     for (std::int64_t j = 0; j < IC; ++j)
       if (const auto l = col_label(j); !l.empty())
         o += fmt::format("<text class=\"axis\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"middle\" fill=\"#555\">{}</text>\n",
-                         cx + (static_cast<double>(j) + 0.5) * cell, cy - 3, hfs, esc(l));
+                         cx + (static_cast<double>(j) + 0.5) * cell, cy - 3, hfs, escape_xml(l));
     if (rows_dim >= 0)
       for (std::int64_t i = 0; i < IR; ++i)
         o += fmt::format("<text class=\"axis\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"end\" fill=\"#555\">{}</text>\n",
-                         cx - 4, cy + (static_cast<double>(i) + 0.5) * cell + 3.5, hfs, esc(fmt::format("{}={}", name(rows_dim), i)));
+                         cx - 4, cy + (static_cast<double>(i) + 0.5) * cell + 3.5, hfs, escape_xml(fmt::format("{}={}", name(rows_dim), i)));
     // the small grid's ranks: leading coordinates from g, then (i, j)
     auto rest = g;
     for (int m = lead - 1; m >= 0; --m) {
@@ -406,13 +406,13 @@ std::string render_svg(const Plan& plan, const Options& opt, bool standalone) {
                           "marker-end=\"url(#arrow)\"/>", k, ax, ay, ax + gap - 16, ay);
       const auto label = [&](double dy, double fs, bool bold, const std::string& t) {
         body += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"middle\"{}>{}</text>", mid, ay + dy, fs,
-                            bold ? " font-weight=\"bold\"" : "", esc(t));
+                            bold ? " font-weight=\"bold\"" : "", escape_xml(t));
       };
       label(-30, 11, true, step_title(plan, s));
       label(-16, 10, false, fmt::format("{:.3f} us", s.cost_us));
       label(16, 10, false, fmt::format("sent {}", human_bytes(s.bytes_sent)));
       label(30, 10, false, fmt::format("pad {}", human_bytes(s.padding_bytes)));
-      body += fmt::format("<title>{}: {}</title></g>\n", esc(step_title(plan, s)), esc(s.why));
+      body += fmt::format("<title>{}: {}</title></g>\n", escape_xml(step_title(plan, s)), escape_xml(s.why));
     }
   }
   y = states_y + ph + 13.0 * static_cast<double>(note_lines) + 30;
@@ -424,8 +424,8 @@ std::string render_svg(const Plan& plan, const Options& opt, bool standalone) {
     const double w = std::max(us / scale_max * bar_w, 1.0);
     body += fmt::format("<g class=\"{}\"><text x=\"{}\" y=\"{:.1f}\"{}>{}</text><rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"14\" "
                         "fill=\"{}\"/><text x=\"{:.2f}\" y=\"{:.1f}\">{}</text></g>\n",
-                        cls, margin, y + 11, bold ? " font-weight=\"bold\"" : "", esc(bar_labels[i]), margin + label_w, y, w, fill,
-                        margin + label_w + w + 6, y + 11, esc(bar_values[i]));
+                        cls, margin, y + 11, bold ? " font-weight=\"bold\"" : "", escape_xml(bar_labels[i]), margin + label_w, y, w, fill,
+                        margin + label_w + w + 6, y + 11, escape_xml(bar_values[i]));
     y += 22;
   };
   for (std::size_t k = 0; k < plan.steps.size(); ++k) bar(fmt::format("bar\" data-step=\"{}", k), k, plan.steps[k].cost_us, "#4a7bd0", false);
@@ -452,14 +452,14 @@ std::string render_svg(const Plan& plan, const Options& opt, bool standalone) {
 }
 
 std::string render_html(const Plan& plan, const Options& opt) {
-  std::string o = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>dtensor plan " + esc(plan.trace()) +
+  std::string o = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>dtensor plan " + escape_xml(plan.trace()) +
                   "</title>\n<style>\nbody{font-family:sans-serif;margin:16px;color:#222}\n"
                   ".blk.dim,.rank.dim{opacity:.18}\n.blk.hl rect:last-of-type{stroke:#000;stroke-width:2.5}\n"
                   "li.rank{display:inline-block;margin:2px 6px;padding:1px 6px;border-radius:4px;cursor:default}\n"
                   "li.rank.hl{outline:2px solid #000}\n#steps li{margin:6px 0}\n.why{color:#555}\n"
                   "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;font-size:12px;text-align:right}\n"
                   "</style></head><body>\n";
-  o += fmt::format("<h1>{} &#8594; {}</h1>\n<p>trace <code>{}</code></p>\n", esc(plan.src.placements_str()), esc(plan.dst.placements_str()), esc(plan.trace()));
+  o += fmt::format("<h1>{} &#8594; {}</h1>\n<p>trace <code>{}</code></p>\n", escape_xml(plan.src.placements_str()), escape_xml(plan.dst.placements_str()), escape_xml(plan.trace()));
   o += render_svg(plan, opt, false);
   o += "<h2>ranks</h2><p>hover a rank or a block: every block holding that rank's data lights up in every state.</p>\n<ul id=\"ranks\">\n";
   for (std::int64_t p = 0; p < plan.mesh().num_ranks(); ++p) {
@@ -473,14 +473,14 @@ std::string render_html(const Plan& plan, const Options& opt) {
     o += fmt::format("<li class=\"step\"><b>{}</b>: <code>{}</code> &#8594; <code>{}</code><br>sent {} / received {} per rank "
                      "(largest), padding {}, local copies {}, workspace {}, cost {:.3f} us (alpha {:.3f} + wire {:.3f} + copy {:.3f})"
                      "<br><span class=\"why\">why: {}</span></li>\n",
-                     esc(step_title(plan, s)), esc(s.from.str()), esc(s.to.str()), human_bytes(s.bytes_sent),
+                     escape_xml(step_title(plan, s)), escape_xml(s.from.str()), escape_xml(s.to.str()), human_bytes(s.bytes_sent),
                      human_bytes(s.bytes_received), human_bytes(s.padding_bytes), human_bytes(s.copy_bytes),
-                     human_bytes(s.peak_bytes), s.cost_us, s.alpha_us, s.wire_us, s.copy_us, esc(s.why));
+                     human_bytes(s.peak_bytes), s.cost_us, s.alpha_us, s.wire_us, s.copy_us, escape_xml(s.why));
   if (plan.steps.empty()) o += "<li class=\"step\">nothing to do: source and target are the same layout</li>\n";
   o += "</ol>\n";
   if (plan.runner_up)
     o += fmt::format("<p>runner-up (cheapest plan with another first step): {:.3f} us, <code>{}</code></p>\n",
-                     plan.runner_up->total_cost_us, esc(runner_up_trace(plan)));
+                     plan.runner_up->total_cost_us, escape_xml(runner_up_trace(plan)));
   o += R"JS(<script>
 (function(){
   const blocks = Array.from(document.querySelectorAll('.blk'));

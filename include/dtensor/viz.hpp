@@ -27,6 +27,8 @@ struct Options {
   std::size_t max_blocks_per_dim = 256;
 };
 
+// Text made safe for HTML/SVG content and attributes (< > & ").
+[[nodiscard]] std::string escape_xml(const std::string& text);
 // Ranks in compact form: "0-3,6" ("-" when none).
 [[nodiscard]] std::string rank_ranges(const std::vector<std::int64_t>& ranks);
 
