@@ -1,0 +1,37 @@
+"""dtensor: optimal redistribution plans for distributed tensors, and their execution.
+
+    >>> import dtensor
+    >>> mesh = dtensor.Mesh("dp=2,tp=4")
+    >>> src = dtensor.Layout(mesh, [1024, 512], "S(0)R", dtype="bf16")
+    >>> dst = dtensor.Layout(mesh, [1024, 512], "RS(1)", dtype="bf16")
+    >>> p = dtensor.plan(src, dst)
+    >>> p.trace, p.total_cost_us
+
+Layouts follow PyTorch DTensor's semantics (Shard, _StridedShard, Replicate, Partial, shard
+orders). `dtensor.torch` (imported on demand; needs torch) plans and runs redistributions of
+torch DTensors through torch.distributed. Bad input raises ValueError with the library's message;
+a failing backend raises dtensor.BackendError (a RuntimeError).
+"""
+from ._core import (  # noqa: F401
+    BackendError,
+    CostModel,
+    Layout,
+    Mesh,
+    Placement,
+    Plan,
+    PlanCache,
+    SimulatedRank,
+    SimulationResult,
+    Step,
+    dtypes,
+    equivalent,
+    itemsize,
+    plan,
+    simulate,
+)
+
+__all__ = [
+    "BackendError", "CostModel", "Layout", "Mesh", "Placement", "Plan", "PlanCache", "SimulatedRank",
+    "SimulationResult", "Step", "dtypes", "equivalent", "itemsize", "plan", "simulate",
+]
+__version__ = "0.1.0"

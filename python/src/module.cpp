@@ -1,0 +1,484 @@
+// The Python extension module `dtensor._core` (nanobind). Thin: every function forwards to the C++
+// library and the library's errors become Python exceptions (InputError -> ValueError,
+// BackendError -> dtensor.BackendError, a RuntimeError). Planning and executing release the GIL.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "dtensor/comm.hpp"
+#include "dtensor/cost_model.hpp"
+#include "dtensor/error.hpp"
+#include "dtensor/executor.hpp"
+#include "dtensor/layout.hpp"
+#include "dtensor/plan.hpp"
+#include "dtensor/plan_cache.hpp"
+#include "dtensor/planner.hpp"
+#include "dtensor/simulated.hpp"
+#include "dtensor/testing.hpp"
+#include "dtensor/tune.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace dtensor::python {
+namespace {
+
+// Cost models are named ("default", "pytorch") or read from a JSON file; loading one per call is
+// cheap next to planning, but the pair (name, model) is kept so repeated calls skip the file.
+CostModel model_of(const nb::handle& cost_model) {
+  if (nb::isinstance<CostModel>(cost_model)) return nb::cast<CostModel>(cost_model);
+  if (nb::isinstance<nb::str>(cost_model)) return CostModel::load(nb::cast<std::string>(cost_model));
+  // os.PathLike
+  if (nb::hasattr(cost_model, "__fspath__"))
+    return CostModel::load(nb::cast<std::string>(cost_model.attr("__fspath__")()));
+  throw InputError("cost_model: expected \"default\", \"pytorch\", a profile path or a CostModel, got " +
+                   nb::cast<std::string>(nb::str(cost_model.type())));
+}
+
+PlanOptions options_of(const std::optional<std::string>& edges, std::optional<std::int64_t> max_memory,
+                       bool runner_up, std::int64_t max_states) {
+  PlanOptions o;
+  if (edges) o.edges = parse_edge_set(*edges);
+  if (max_memory) {
+    if (*max_memory < 0) throw InputError("max_memory: must be >= 0 bytes, got " + std::to_string(*max_memory));
+    o.max_peak_bytes = *max_memory;
+  }
+  o.runner_up = runner_up;
+  if (max_states <= 0) throw InputError("max_states: must be > 0, got " + std::to_string(max_states));
+  o.max_states = max_states;
+  return o;
+}
+
+std::vector<std::int64_t> coord_arg(const Mesh& mesh, const nb::handle& where) {
+  if (nb::isinstance<nb::int_>(where)) {
+    const auto r = nb::cast<std::int64_t>(where);
+    if (r < 0 || r >= mesh.num_ranks())
+      throw InputError("rank " + std::to_string(r) + " is not on mesh " + mesh.str() + " (" +
+                       std::to_string(mesh.num_ranks()) + " ranks)");
+    return mesh.coord_of_rank(r);
+  }
+  auto c = nb::cast<std::vector<std::int64_t>>(where);
+  if (static_cast<int>(c.size()) != mesh.ndim())
+    throw InputError("coordinate of " + std::to_string(c.size()) + " values for a " + std::to_string(mesh.ndim()) +
+                     "-d mesh " + mesh.str());
+  for (int d = 0; d < mesh.ndim(); ++d)
+    if (c[static_cast<std::size_t>(d)] < 0 || c[static_cast<std::size_t>(d)] >= mesh.size(d))
+      throw InputError("coordinate " + std::to_string(c[static_cast<std::size_t>(d)]) + " is outside mesh dim " +
+                       mesh.describe_dim(d));
+  return c;
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> runs_of(const IndexSet& s) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  out.reserve(s.runs().size());
+  for (const auto& r : s.runs()) out.emplace_back(r.start, r.stop);
+  return out;
+}
+
+std::vector<std::vector<int>> groups_of(const Plan& plan) {
+  std::vector<std::vector<int>> out;
+  for (const auto& s : plan.steps)
+    if (is_communication(s.kind) && s.kind != StepKind::direct &&
+        std::find(out.begin(), out.end(), s.mesh_dims) == out.end())
+      out.push_back(s.mesh_dims);
+  return out;
+}
+
+// A Communicator whose collectives are Python calls (dtensor.torch runs them as torch.distributed
+// collectives). Addresses travel as integers; the Python side maps them back into the buffers it
+// handed to execute(). Local copies run here on host memory when `host` is true (CPU tensors),
+// else through Python too (device tensors).
+class PyCommunicator final : public Communicator {
+ public:
+  PyCommunicator(Mesh mesh, std::int64_t rank, nb::object impl, bool host)
+      : mesh_(std::move(mesh)), rank_(rank), impl_(std::move(impl)), host_(host) {
+    if (rank_ < 0 || rank_ >= mesh_.num_ranks())
+      throw InputError("rank " + std::to_string(rank_) + " is not on mesh " + mesh_.str());
+  }
+  ~PyCommunicator() override {
+    nb::gil_scoped_acquire gil;
+    impl_.reset();
+  }
+  [[nodiscard]] const Mesh& mesh() const override { return mesh_; }
+  [[nodiscard]] std::int64_t rank() const override { return rank_; }
+  [[nodiscard]] bool supports(StepKind kind, DType dtype, ReduceOp op) const override {
+    nb::gil_scoped_acquire gil;
+    return nb::cast<bool>(impl_.attr("supports")(to_string(kind), to_string(dtype), to_string(op)));
+  }
+  [[nodiscard]] std::vector<std::uint64_t> exchange(std::uint64_t value) override {
+    nb::gil_scoped_acquire gil;
+    // as a signed 64-bit value (torch has no uint64 collectives); the bits are kept
+    const auto out = nb::cast<std::vector<std::int64_t>>(impl_.attr("exchange")(static_cast<std::int64_t>(value)));
+    if (static_cast<std::int64_t>(out.size()) != mesh_.num_ranks())
+      throw BackendError("exchange: " + std::to_string(out.size()) + " values for " +
+                         std::to_string(mesh_.num_ranks()) + " ranks");
+    return {out.begin(), out.end()};
+  }
+  void prepare(const Plan& plan) override {
+    nb::gil_scoped_acquire gil;
+    impl_.attr("prepare")(groups_of(plan));
+  }
+  void all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override {
+    nb::gil_scoped_acquire gil;
+    impl_.attr("all_gather")(g.mesh_dims, addr(send), addr(recv), count, to_string(dtype));
+  }
+  void reduce_scatter(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
+                      ReduceOp op) override {
+    nb::gil_scoped_acquire gil;
+    impl_.attr("reduce_scatter")(g.mesh_dims, addr(send), addr(recv), count, to_string(dtype), to_string(op));
+  }
+  void all_reduce(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
+                  ReduceOp op) override {
+    nb::gil_scoped_acquire gil;
+    impl_.attr("all_reduce")(g.mesh_dims, addr(send), addr(recv), count, to_string(dtype), to_string(op));
+  }
+  void all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override {
+    nb::gil_scoped_acquire gil;
+    impl_.attr("all_to_all")(g.mesh_dims, addr(send), addr(recv), count, to_string(dtype));
+  }
+  void send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) override {
+    nb::gil_scoped_acquire gil;
+    auto list = [](std::span<const Transfer> ts) {
+      std::vector<std::tuple<std::int64_t, std::uintptr_t, std::int64_t>> out;
+      for (const auto& t : ts) out.emplace_back(t.peer, addr(t.buffer), t.count);
+      return out;
+    };
+    impl_.attr("send_recv")(list(sends), list(recvs), to_string(dtype));
+  }
+  void synchronize() override {
+    nb::gil_scoped_acquire gil;
+    impl_.attr("synchronize")();
+  }
+  void copy(void* dst, const void* src, std::int64_t bytes) override {
+    if (host_) return host_mem_.move(dst, src, bytes);
+    nb::gil_scoped_acquire gil;
+    impl_.attr("copy")(addr(dst), addr(src), bytes);
+  }
+  void fill(void* dst, DType dtype, std::int64_t count, double value) override {
+    if (host_) return host_mem_.fill(dst, dtype, count, value);
+    nb::gil_scoped_acquire gil;
+    impl_.attr("fill")(addr(dst), to_string(dtype), count, value);
+  }
+  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
+                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
+    if (host_) return host_mem_.copy_strided(dst, src, run_bytes, count, dst_stride, src_stride);
+    nb::gil_scoped_acquire gil;
+    using V = std::vector<std::int64_t>;
+    impl_.attr("copy_strided")(addr(dst), addr(src), run_bytes, V(count.begin(), count.end()),
+                               V(dst_stride.begin(), dst_stride.end()), V(src_stride.begin(), src_stride.end()));
+  }
+
+ private:
+  static std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+  Mesh mesh_;
+  std::int64_t rank_;
+  nb::object impl_;
+  bool host_;
+  SimulatedMemory host_mem_;
+};
+
+std::span<std::byte> span_at(std::uintptr_t address, std::int64_t bytes, const char* what) {
+  if (bytes < 0) throw InputError(std::string(what) + ": negative size " + std::to_string(bytes));
+  if (bytes > 0 && address == 0) throw InputError(std::string(what) + ": null address for " + std::to_string(bytes) + " bytes");
+  return {reinterpret_cast<std::byte*>(address), static_cast<std::size_t>(bytes)};
+}
+
+}  // namespace
+}  // namespace dtensor::python
+
+NB_MODULE(_core, m) {
+  using namespace dtensor;
+  using namespace dtensor::python;
+  m.doc() = "dtensor's C++ core: layouts, the redistribution planner, its cost model and executor.";
+
+  static nb::exception<BackendError> backend_error(m, "BackendError", PyExc_RuntimeError);
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const BackendError& e) {
+      PyErr_SetString(backend_error.ptr(), e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  // ---- placements ----
+  nb::class_<Placement>(m, "Placement", "The placement of a tensor on one mesh dim.")
+      .def_static("shard", &Placement::Shard, "dim"_a, "Shard(dim)")
+      .def_static("strided_shard", &Placement::StridedShard, "dim"_a, "split_factor"_a, "_StridedShard(dim, split_factor)")
+      .def_static("replicate", &Placement::Replicate, "Replicate()")
+      .def_static("partial", [](const std::string& op) { return Placement::Partial(parse_reduce_op(op)); },
+                  "reduce_op"_a = "sum", "Partial(reduce_op): sum, avg, max, min or product")
+      .def_prop_ro("kind", [](const Placement& p) -> std::string {
+        switch (p.kind()) {
+          case Placement::Kind::replicate: return "replicate";
+          case Placement::Kind::shard: return "shard";
+          case Placement::Kind::strided_shard: return "strided_shard";
+          case Placement::Kind::partial: return "partial";
+        }
+        return "";
+      }, "\"shard\", \"strided_shard\", \"replicate\" or \"partial\"")
+      .def_prop_ro("dim", &Placement::dim, "The tensor dim of a shard (0 otherwise)")
+      .def_prop_ro("split_factor", &Placement::split_factor)
+      .def_prop_ro("reduce_op", [](const Placement& p) { return std::string(to_string(p.op())); })
+      .def("__str__", &Placement::str)
+      .def("__repr__", [](const Placement& p) { return "Placement(" + p.str() + ")"; })
+      .def("__eq__", [](const Placement& a, const Placement& b) { return a == b; })
+      .def("__hash__", [](const Placement& p) { return hash_value(p); });
+
+  // ---- mesh ----
+  nb::class_<Mesh>(m, "Mesh", "An n-d grid of ranks: Mesh(\"dp=2,tp=4\"), Mesh([2, 4], names=[\"dp\", \"tp\"]).")
+      .def("__init__", [](Mesh* self, const std::string& text) { new (self) Mesh(Mesh::parse(text)); }, "text"_a)
+      .def(nb::init<std::vector<std::int64_t>, std::vector<std::string>, std::vector<std::int64_t>>(), "shape"_a,
+           "names"_a = std::vector<std::string>{}, "ranks"_a = std::vector<std::int64_t>{},
+           "An explicit rank list (a permutation of 0..N-1 in row-major coordinate order) is optional.")
+      .def_prop_ro("shape", &Mesh::shape)
+      .def_prop_ro("names", &Mesh::names)
+      .def_prop_ro("ranks", [](const Mesh& mesh) {
+        std::vector<std::int64_t> out;
+        for (std::int64_t p = 0; p < mesh.num_ranks(); ++p) out.push_back(mesh.rank_at(mesh.coord_at(p)));
+        return out;
+      }, "Every rank id in row-major coordinate order")
+      .def_prop_ro("ndim", &Mesh::ndim)
+      .def_prop_ro("num_ranks", &Mesh::num_ranks)
+      .def("coord_of", &Mesh::coord_of_rank, "rank"_a)
+      .def("rank_at", [](const Mesh& mesh, const std::vector<std::int64_t>& c) { return mesh.rank_at(c); }, "coord"_a)
+      .def("to_json", [](const Mesh& mesh) { return to_json(mesh); })
+      .def_static("from_json", [](const std::string& s) { return mesh_from_json(s); }, "json"_a)
+      .def("__str__", &Mesh::str)
+      .def("__repr__", [](const Mesh& mesh) { return "Mesh(\"" + mesh.str() + "\")"; })
+      .def("__eq__", [](const Mesh& a, const Mesh& b) { return a == b; })
+      .def("__hash__", [](const Mesh& mesh) { return hash_value(mesh); });
+
+  // ---- layout ----
+  nb::class_<Layout>(m, "Layout", "A distributed tensor's layout: mesh, global shape, dtype and placements.")
+      .def("__init__",
+           [](Layout* self, const Mesh& mesh, const std::vector<std::int64_t>& shape, const std::string& placements,
+              const std::string& dtype) { new (self) Layout(Layout::parse(mesh, shape, parse_dtype(dtype), placements)); },
+           "mesh"_a, "shape"_a, "placements"_a, "dtype"_a = "f32",
+           "placements in the placement text, e.g. \"S(0)[1]S(0)[0]\", \"_S(0, 3)R\", \"P(sum)S(1)\"")
+      .def_static("parse", [](const std::string& text) { return Layout::parse(text); }, "text"_a,
+                  "The whole text form: \"dp=2,tp=4 1000x512 bf16 S(0)[1]S(0)[0]\"")
+      .def_static("from_placements",
+                  [](const Mesh& mesh, const std::vector<std::int64_t>& shape, const std::vector<Placement>& placements,
+                     const std::string& dtype, const std::optional<std::vector<std::pair<std::int64_t, std::vector<int>>>>& shard_order) {
+                    std::vector<Layout::ShardOrderEntry> order;
+                    if (shard_order)
+                      for (const auto& [d, ms] : *shard_order) order.push_back({d, ms});
+                    return Layout::from_torch(mesh, shape, parse_dtype(dtype), placements, order);
+                  },
+                  "mesh"_a, "shape"_a, "placements"_a, "dtype"_a = "f32", "shard_order"_a = nb::none(),
+                  "PyTorch's form: one Placement per mesh dim and an optional shard order, a list of "
+                  "(tensor_dim, mesh_dims) with each tensor dim's mesh dims in split order.")
+      .def_prop_ro("mesh", &Layout::mesh)
+      .def_prop_ro("shape", &Layout::shape)
+      .def_prop_ro("dtype", [](const Layout& l) { return std::string(to_string(l.dtype())); })
+      .def_prop_ro("ndim", &Layout::ndim)
+      .def_prop_ro("numel", &Layout::numel)
+      .def_prop_ro("placements", &Layout::placements)
+      .def_prop_ro("placements_str", &Layout::placements_str)
+      .def_prop_ro("shard_order", [](const Layout& l) {
+        std::vector<std::pair<std::int64_t, std::vector<int>>> out;
+        for (const auto& e : l.torch_shard_order()) out.emplace_back(e.tensor_dim, e.mesh_dims);
+        return out;
+      }, "(tensor_dim, mesh_dims) for every sharded tensor dim, mesh dims in split order")
+      .def("local_shape", [](const Layout& l, const nb::handle& where) { return l.local_shape(coord_arg(l.mesh(), where)); },
+           "rank_or_coord"_a)
+      .def("global_offset", [](const Layout& l, const nb::handle& where) { return l.global_offset(coord_arg(l.mesh(), where)); },
+           "rank_or_coord"_a, "First owned index per dim; an empty shard reports the dim's size (as PyTorch)")
+      .def("local_numel", [](const Layout& l, const nb::handle& where) { return l.local_numel(coord_arg(l.mesh(), where)); },
+           "rank_or_coord"_a)
+      .def("owned_runs", [](const Layout& l, const nb::handle& where) {
+        std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> out;
+        for (const auto& s : l.indices(coord_arg(l.mesh(), where))) out.push_back(runs_of(s));
+        return out;
+      }, "rank_or_coord"_a, "Per tensor dim, the owned global indices as [start, stop) runs in local order")
+      .def("to_json", [](const Layout& l) { return to_json(l); })
+      .def_static("from_json", [](const std::string& s) { return layout_from_json(s); }, "json"_a)
+      .def("__str__", &Layout::str)
+      .def("__repr__", [](const Layout& l) { return "Layout.parse(\"" + l.str() + "\")"; })
+      .def("__eq__", [](const Layout& a, const Layout& b) { return a == b; })
+      .def("__hash__", [](const Layout& l) { return hash_value(l); });
+  m.def("equivalent", [](const Layout& a, const Layout& b) { return equivalent(a, b); }, "a"_a, "b"_a,
+        "Whether every rank holds the same data under both layouts");
+
+  // ---- cost model ----
+  nb::class_<CostModel>(m, "CostModel", "The planner's cost model (a profile).")
+      .def_static("load", [](const std::string& s) { return CostModel::load(s); }, "name_or_path"_a,
+                  "\"default\", \"pytorch\" or a JSON profile's path")
+      .def_static("from_json", [](const std::string& s) { return CostModel::from_json(s); }, "json"_a)
+      .def("to_json", &CostModel::to_json)
+      .def_prop_ro("name", [](const CostModel& c) { return c.name; })
+      .def_prop_ro("devices_per_host", [](const CostModel& c) { return c.devices_per_host; })
+      .def_prop_ro("fingerprint", &CostModel::fingerprint)
+      .def("predict_us",
+           [](const CostModel& c, const std::string& collective, std::int64_t ranks, std::int64_t bytes, bool inter_host) {
+             const auto k = parse_collective(collective);
+             if (!k) throw InputError("unknown collective \"" + collective + "\" (all_gather, reduce_scatter, all_reduce, alltoall, sendrecv)");
+             if (ranks < 1) throw InputError("ranks: must be >= 1, got " + std::to_string(ranks));
+             if (bytes < 0) throw InputError("bytes: must be >= 0, got " + std::to_string(bytes));
+             return predict_collective_us(c, *k, ranks, inter_host, static_cast<double>(bytes));
+           },
+           "collective"_a, "ranks"_a, "bytes"_a, "inter_host"_a = false,
+           "What the planner charges one collective (nccl-tests size in bytes), as `dtensor tune predict`")
+      .def("__eq__", [](const CostModel& a, const CostModel& b) { return a == b; })
+      .def("__repr__", [](const CostModel& c) { return "CostModel(\"" + c.name + "\")"; });
+
+  // ---- plans ----
+  nb::class_<Step>(m, "Step", "One step of a plan.")
+      .def_prop_ro("kind", [](const Step& s) { return std::string(to_string(s.kind)); })
+      .def_ro("mesh_dims", &Step::mesh_dims)
+      .def_ro("tensor_dims", &Step::tensor_dims)
+      .def_prop_ro("src", [](const Step& s) { return s.from.str(); }, "placements before the step")
+      .def_prop_ro("dst", [](const Step& s) { return s.to.str(); }, "placements after the step")
+      .def_ro("bytes_sent", &Step::bytes_sent)
+      .def_ro("bytes_received", &Step::bytes_received)
+      .def_ro("padding_bytes", &Step::padding_bytes)
+      .def_ro("copy_bytes", &Step::copy_bytes)
+      .def_ro("peak_bytes", &Step::peak_bytes)
+      .def_ro("peers", &Step::peers)
+      .def_ro("inter_host", &Step::inter_host)
+      .def_ro("alpha_us", &Step::alpha_us)
+      .def_ro("wire_us", &Step::wire_us)
+      .def_ro("copy_us", &Step::copy_us)
+      .def_ro("cost_us", &Step::cost_us)
+      .def_ro("why", &Step::why)
+      .def("__repr__", [](const Step& s) {
+        return "Step(" + std::string(to_string(s.kind)) + ", " + s.from.str() + " -> " + s.to.str() + ")";
+      });
+
+  nb::class_<Plan>(m, "Plan", "An optimal redistribution plan.")
+      .def_ro("src", &Plan::src)
+      .def_ro("dst", &Plan::dst)
+      .def_ro("cost_model", &Plan::cost_model)
+      .def_prop_ro("edges", [](const Plan& p) { return std::string(to_string(p.edges)); })
+      .def_ro("steps", &Plan::steps)
+      .def_ro("total_cost_us", &Plan::total_cost_us)
+      .def_ro("peak_bytes", &Plan::peak_bytes, "The workspace the executor needs (bytes)")
+      .def_prop_ro("trace", &Plan::trace)
+      .def_prop_ro("hash", &Plan::hash, "Stable across processes: equal on every rank for the same request")
+      .def_prop_ro("runner_up_cost_us", [](const Plan& p) -> std::optional<double> {
+        if (!p.runner_up) return std::nullopt;
+        return p.runner_up->total_cost_us;
+      })
+      .def_prop_ro("runner_up_trace", [](const Plan& p) { return runner_up_trace(p); })
+      .def("explain", [](const Plan& p) { return explain(p); })
+      .def("to_json", &Plan::to_json, "indent"_a = -1)
+      .def_static("from_json", [](const std::string& s) { return Plan::from_json(s); }, "json"_a)
+      .def("__eq__", [](const Plan& a, const Plan& b) { return a == b; })
+      .def("__repr__", [](const Plan& p) {
+        return "Plan(" + p.trace() + ", " + fmt::format("{:.3f}", p.total_cost_us) + " us)";
+      });
+
+  m.def("plan",
+        [](const Layout& src, const Layout& dst, const nb::handle& cost_model, const std::optional<std::string>& edges,
+           std::optional<std::int64_t> max_memory, bool runner_up, std::int64_t max_states) {
+          const CostModel cost = model_of(cost_model);
+          const PlanOptions o = options_of(edges, max_memory, runner_up, max_states);
+          nb::gil_scoped_release release;
+          return plan_redistribution(src, dst, cost, o);
+        },
+        "src"_a, "dst"_a, "cost_model"_a = "default", "edges"_a = nb::none(), "max_memory"_a = nb::none(),
+        "runner_up"_a = true, "max_states"_a = 2'000'000,
+        "The cheapest plan from src to dst (same mesh, shape, dtype). edges: \"all\" or \"pytorch\" "
+        "(default: the cost model's own); max_memory: a bound on any step's transient peak, bytes.");
+
+  nb::class_<PlanCache>(m, "PlanCache", "A bounded, thread-safe LRU of plans.")
+      .def(nb::init<std::size_t>(), "capacity"_a = 1024)
+      .def("get",
+           [](PlanCache& cache, const Layout& src, const Layout& dst, const nb::handle& cost_model,
+              const std::optional<std::string>& edges, std::optional<std::int64_t> max_memory) {
+             const CostModel cost = model_of(cost_model);
+             const PlanOptions o = options_of(edges, max_memory, true, PlanOptions{}.max_states);
+             std::shared_ptr<const Plan> p;
+             {
+               nb::gil_scoped_release release;
+               p = cache.get_or_plan(src, dst, cost, o);
+             }
+             return *p;
+           },
+           "src"_a, "dst"_a, "cost_model"_a = "default", "edges"_a = nb::none(), "max_memory"_a = nb::none(),
+           "The cached plan, planned on a miss")
+      .def_prop_ro("capacity", &PlanCache::capacity)
+      .def("stats", [](const PlanCache& c) {
+        const auto s = c.stats();
+        nb::dict d;
+        d["hits"] = s.hits;
+        d["misses"] = s.misses;
+        d["evictions"] = s.evictions;
+        d["size"] = s.size;
+        return d;
+      })
+      .def("clear", &PlanCache::clear);
+
+  // ---- simulation ----
+  nb::class_<SimulationResult::Rank>(m, "SimulatedRank")
+      .def_ro("rank", &SimulationResult::Rank::rank)
+      .def_ro("coord", &SimulationResult::Rank::coord)
+      .def_ro("local_shape", &SimulationResult::Rank::local_shape)
+      .def_ro("data", &SimulationResult::Rank::data);
+  nb::class_<SimulationResult>(m, "SimulationResult")
+      .def_ro("ranks", &SimulationResult::ranks)
+      .def_ro("verified", &SimulationResult::verified)
+      .def_ro("mismatch", &SimulationResult::mismatch);
+  m.def("simulate",
+        [](const Plan& plan, bool threads) {
+          nb::gil_scoped_release release;
+          return simulate(plan, threads);
+        },
+        "plan"_a, "threads"_a = false,
+        "Runs the plan on an in-process mesh over inputs whose element i is i and checks every rank's output");
+
+  // ---- execution through a Python communicator (dtensor.torch) ----
+  nb::class_<PyCommunicator>(m, "_PyCommunicator")
+      .def(nb::init<Mesh, std::int64_t, nb::object, bool>(), "mesh"_a, "rank"_a, "impl"_a, "host"_a)
+      .def_prop_ro("rank", &PyCommunicator::rank);
+  nb::class_<Executor>(m, "_Executor")
+      .def(
+          "__init__",
+          [](Executor* self, const Plan& plan, PyCommunicator& comm, bool check) {
+            nb::gil_scoped_release release;
+            new (self) Executor(plan, comm, ExecutorOptions{.check_plans_agree = check});
+          },
+          "plan"_a, "comm"_a, "check_plans_agree"_a = true, nb::keep_alive<1, 3>())
+      .def_prop_ro("workspace_bytes", &Executor::workspace_bytes)
+      .def_prop_ro("input_bytes", &Executor::input_bytes)
+      .def_prop_ro("output_bytes", &Executor::output_bytes)
+      .def(
+          "execute",
+          [](const Executor& e, std::uintptr_t in, std::int64_t in_bytes, std::uintptr_t out, std::int64_t out_bytes,
+             std::uintptr_t ws, std::int64_t ws_bytes) {
+            const Buffers b{span_at(in, in_bytes, "input"), span_at(out, out_bytes, "output"),
+                            span_at(ws, ws_bytes, "workspace")};
+            nb::gil_scoped_release release;
+            e.execute(b);
+          },
+          "input"_a, "input_bytes"_a, "output"_a, "output_bytes"_a, "workspace"_a, "workspace_bytes"_a);
+
+  // ---- tuning ----
+  m.def("parse_collective", [](const std::string& s) -> std::optional<std::string> {
+    const auto c = parse_collective(s);
+    if (!c) return std::nullopt;
+    return std::string(to_string(*c));
+  });
+  m.def("dtypes", [] {
+    std::vector<std::string> out;
+    for (const auto t : kAllDTypes) out.emplace_back(to_string(t));
+    return out;
+  }, "The dtype names layouts accept");
+  m.def("itemsize", [](const std::string& t) { return itemsize(parse_dtype(t)); }, "dtype"_a);
+}
