@@ -8,3 +8,6 @@ apt-get install -y -qq --no-install-recommends \
   libopenmpi-dev openmpi-bin clang >/dev/null
 # headless Chromium for the visualizer's browser test
 if [ "${DTENSOR_NO_BROWSER:-0}" != 1 ]; then apt-get install -y -qq --no-install-recommends chromium >/dev/null; fi
+# the Python tests' venv outside the clone (torch, pytest, nanobind, scikit-build-core), reused
+# by later runs on the same machine
+if [ "${DTENSOR_NO_PYTHON:-0}" != 1 ]; then "$(dirname "$0")/python-env.sh" >/dev/null; fi

@@ -3,7 +3,7 @@
 # real redistribution (FSDP+TP parameter resharding on a 2x4 mesh) and show who owns what.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
+DTENSOR_NO_PYTHON=1 ./scripts/install-deps.sh  # the Python test venv: scripts/test.sh installs it
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
 set -x

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every test: a Release build with all tests, a Debug build with ASan+UBSan running all tests,
+# Every test: a Release build with all tests, the Python package's tests (scripts/python-test.sh), a Debug build with ASan+UBSan running all tests,
 # a TSan build running the concurrency tests (plan cache, threads backend), and a bounded fuzzing
 # run of every parser (scripts/fuzz.sh).
 set -euo pipefail
@@ -12,6 +12,8 @@ echo "== Release (with the NCCL/CUDA backend when CUDA and NCCL are found)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 (cd build && ctest -j"$jobs" --output-on-failure "${gpu_filter[@]}")
+echo "== Python (pip install . into the test venv, pytest, the torchrun example)"
+./scripts/python-test.sh
 echo "== Debug + ASan/UBSan"
 # The exhaustive executor set runs every 20th case here (all of it in Release above).
 # (MPI off here: Open MPI's own allocations read as leaks; the MPI runs are in the Release build.)

@@ -33,7 +33,7 @@ from torch.distributed.tensor.placement_types import _StridedShard
 
 from . import _core
 
-__all__ = ["layout_of", "placements_of", "redistribute", "plan_for", "clear_caches"]
+__all__ = ["layout_of", "placements_of", "distribute", "redistribute", "plan_for", "clear_caches"]
 
 _TO_DTYPE = {
     torch.float64: "f64", torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
@@ -163,6 +163,32 @@ def placements_of(layout: _core.Layout) -> tuple[tuple, Optional[tuple]]:
     order = tuple(ShardOrderEntry(d, tuple(ms)) for d, ms in layout.shard_order)
     default = all(list(ms) == sorted(ms) for _, ms in layout.shard_order)
     return tuple(out), (None if default else order)
+
+
+_IDENTITY = {"sum": 0, "avg": None, "max": None, "min": None, "product": 1}
+
+
+def distribute(tensor: torch.Tensor, device_mesh: DeviceMesh, placements: Sequence, *, shard_order=None) -> DTensor:
+    """A DTensor with `placements` (and `shard_order`) cut from `tensor`, which every rank holds in
+    full: each rank keeps exactly its own elements under dtensor's (= PyTorch's) layout rules,
+    _StridedShard and shard orders included; no communication. On a Partial mesh dim the rank at
+    coordinate 0 holds the value and the others the op's identity (0 for sum, 1 for product, the
+    value itself for avg, max and min), so the reduction gives `tensor` back."""
+    layout = layout_of(device_mesh, placements, tensor.shape, tensor.dtype, shard_order)
+    info = _mesh_info(device_mesh)
+    me = dist.get_rank()
+    if me not in info.dense:
+        raise ValueError(f"rank {me} is not on the device mesh {device_mesh}")
+    coord = [int(c) for c in (info.grid == me).nonzero()[0].tolist()]
+    local = tensor.detach()
+    for d, runs in enumerate(layout.owned_runs(coord)):
+        idx = torch.cat([torch.arange(a, b) for a, b in runs]) if runs else torch.empty(0, dtype=torch.long)
+        local = local.index_select(d, idx.to(local.device))
+    local = local.contiguous()
+    for m, p in enumerate(layout.placements):
+        if p.kind == "partial" and coord[m] != 0 and _IDENTITY[p.reduce_op] is not None:
+            local.fill_(_IDENTITY[p.reduce_op])
+    return DTensor(local, _spec_of(device_mesh, layout), requires_grad=False)
 
 
 def _spec_of(device_mesh, layout: _core.Layout) -> DTensorSpec:

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The Python tests: builds and installs the package into the test venv (scripts/python-env.sh)
+# with `pip install .`, runs pytest on tests/python from outside the source tree (so the
+# installed package is what is tested), then the torchrun example on 4 CPU ranks (gloo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+py=$(./scripts/python-env.sh)
+echo "-- pip install . ($py)"
+# no build isolation: the build tools are already in the venv (and nothing is fetched twice);
+# a persistent build dir keeps the C++ objects between runs
+"$py" -m pip install -q --disable-pip-version-check --no-build-isolation \
+  --config-settings=build-dir=build-python "$root"
+echo "-- pytest"
+(cd /tmp && DTENSOR_TORCH_DEFECTS_REPORT=${DTENSOR_TORCH_DEFECTS_REPORT:-} \
+  "$py" -m pytest -q -p no:cacheprovider -rs "$root/tests/python")
+echo "-- examples/python/fsdp_tp.py on 4 CPU ranks"
+out=$(cd /tmp && "$(dirname "$py")/torchrun" --nproc-per-node 4 --master-port 29577 "$root/examples/python/fsdp_tp.py" 2>&1) || {
+  echo "$out"; echo "examples/python/fsdp_tp.py failed"; exit 1; }
+ok=$(grep -cE "^rank [0-9]+: .*: ok$" <<<"$out" || true)
+grep -E "^rank [0-9]+:" <<<"$out" | sort
+[ "$ok" = 4 ] || { echo "$out"; echo "examples/python/fsdp_tp.py: $ok of 4 ranks ok"; exit 1; }
