@@ -148,5 +148,14 @@ run_case(tune_measure 0 "wrote .*all_reduce-intra.txt" ""
          tune measure --mesh 2x4 --devices-per-host 4 --truth ${tmp}/fitted.json --noise 0.01 --sizes 1K:1M --iters 3 -o ${tmp}/measured)
 run_case(tune_measure_fit 0 "all_reduce on the intra-node link, fitted at 4 ranks" ""
          tune fit ${tmp}/measured/all_reduce-intra.txt ${tmp}/measured/all_gather-inter.txt -o ${tmp}/refit.json)
-run_case(tune_measure_backend 2 "" "^error: --backend \"nccl\": tune measure runs the in-process backend"
+run_case(tune_measure_backend 2 "" "^error: --backend \"nccl\": the CLI runs threads \\(in-process\\) or mpi"
          tune measure --mesh 2 --backend nccl -o ${tmp}/m2)
+# validate: on a virtual clock driven by the profile itself, predicted = measured
+run_case(tune_validate 0 "transpose +10[.]9[0-9]+ +10[.]9[0-9]+ +-?0[.][0-9]%  S\\(0\\)\\[0\\]S\\(0\\)\\[1\\]->S\\(1\\)\\[0\\]S\\(1\\)\\[1\\]" ""
+         tune validate --mesh 2x4 --shape 256x256 --truth default)
+run_case(tune_validate_json 0 "\"name\":\"fsdp-tp unshard\",\"trace\":\"S\\(0\\)\\[1\\]S\\(0\\)\\[0\\]->RS\\(0\\)\"" ""
+         tune validate --mesh 2x4 --shape 64x64 --truth default --format json)
+run_case(tune_validate_shape 2 "" "^error: validate needs a tensor of two or more dims \\(the transpose case\\), not 8"
+         tune validate --mesh 2x4 --shape 8)
+run_case(tune_validate_truth_mpi 2 "" "^error: --truth \\(a virtual clock\\) works with --backend threads only"
+         tune validate --mesh 2x4 --backend mpi --truth default)

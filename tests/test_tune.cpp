@@ -306,3 +306,54 @@ TEST_CASE("measure -> fit closed loop on the virtual clock recovers the truth wi
     }
   CHECK(checked > 100);
 }
+
+namespace {
+std::vector<dtensor::tune::Validation> validate_on_clock(const dtensor::Mesh& mesh, const dtensor::CostModel& profile,
+                                                         const dtensor::CostModel& truth) {
+  using namespace dtensor;
+  WorldOptions wo;
+  wo.clock_profile = std::make_shared<const CostModel>(truth);
+  SimulatedWorld world(mesh, wo);
+  const auto cases = tune::validate_cases(mesh, {256, 96});
+  std::vector<tune::Validation> out;
+  std::mutex mu;
+  run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+    auto mine = tune::validate(comm, profile, cases, {}, [&world, rank] { return world.clock_us(rank); });
+    std::lock_guard lock(mu);
+    if (rank == 0) out = std::move(mine);
+  });
+  return out;
+}
+}  // namespace
+
+TEST_CASE("validate: the plan's cost against its run on a virtual clock", "[tune]") {
+  using namespace dtensor;
+  const CostModel model = CostModel::default_model();
+  // a cluster twice as slow in every respect: every measured time doubles
+  CostModel slow = model;
+  for (auto* l : {&slow.intra, &slow.inter}) {
+    l->alpha_us *= 2;
+    l->alpha_per_peer_us *= 2;
+    l->bw_GBps /= 2;
+    l->p2p_bw_GBps /= 2;
+  }
+  slow.copy_bw_GBps /= 2;
+  for (const char* m : {"8", "2x4", "2x2x2", "dp=4,tp=2"}) {
+    const Mesh mesh = Mesh::parse(m);
+    const auto same = validate_on_clock(mesh, model, model);
+    REQUIRE(same.size() == (mesh.ndim() > 1 ? 4u : 3u));
+    for (const auto& v : same) {
+      INFO(m << " " << v.name << " " << v.trace << ": predicted " << v.predicted_us << " measured " << v.measured_us);
+      CHECK(v.verified);
+      CHECK(v.measured_us > 0);
+      // the clock prices what the executor really issues; the plan what the planner describes
+      CHECK(std::abs(v.predicted_us - v.measured_us) <= 0.01 * v.measured_us);
+    }
+    const auto twice = validate_on_clock(mesh, model, slow);
+    for (std::size_t i = 0; i < twice.size(); ++i) {
+      INFO(m << " " << twice[i].name);
+      CHECK(twice[i].measured_us == Approx(2 * same[i].measured_us).epsilon(1e-6));
+    }
+  }
+  CHECK_THROWS_AS(tune::validate_cases(Mesh::parse("4"), {64}), InputError);
+}

@@ -1,4 +1,4 @@
-// dtensor tune fit | predict | show: fit the cost model to nccl-tests logs (docs/cost-model.md).
+// dtensor tune fit | predict | measure | validate | show: fit the cost model to nccl-tests logs (docs/cost-model.md).
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <functional>
 #include <mutex>
 
 #include "common.hpp"
@@ -16,6 +17,9 @@
 #include "dtensor/testing.hpp"
 #include "dtensor/tune.hpp"
 #include "dtensor/viz.hpp"
+#ifdef DTENSOR_CLI_MPI
+#include "dtensor/mpi.hpp"
+#endif
 
 namespace dtensor::cli {
 namespace {
@@ -25,6 +29,7 @@ struct TuneArgs {
   std::string ranks, ranks_per_node, collective, output, format = "text", base = "default";
   std::string profile = "default", bytes, report;
   std::string mesh, backend = "threads", sizes = "1K:16M", iters = "5", devices_per_host = "8", truth, noise = "0", seed = "1";
+  std::string shape = "1024x1024";
 } args;
 
 // One log-log chart: measured points, the fitted curve, ignored rows (crosses); or a residual chart.
@@ -256,45 +261,85 @@ void run_predict() {
   }
 }
 
+// Runs fn(rank, communicator, clock) on every rank of `mesh`: one thread per rank of the
+// in-process backend (wall clock, or the --truth profile's virtual clock), or this process's rank
+// of an MPI job (`mpirun -np N dtensor tune ... --backend mpi`; wall clock). Returns whether this
+// process prints (the in-process backend, or MPI rank 0).
+bool run_spmd(const Mesh& mesh, const std::function<void(std::int64_t, Communicator&, const std::function<double()>&)>& fn) {
+  if (args.backend == "threads") {
+    if (mesh.num_ranks() > 256) throw InputError(fmt::format("--mesh {}: the in-process backend runs at most 256 ranks", args.mesh));
+    WorldOptions wo;
+    if (!args.truth.empty()) {
+      wo.clock_profile = std::make_shared<const CostModel>(for_flag("--truth", [] { return CostModel::load(args.truth); }));
+      const double noise = std::strtod(args.noise.c_str(), nullptr);
+      if (!(noise >= 0 && noise < 1)) throw InputError(fmt::format("--noise {} must be in [0, 1)", quote_input(args.noise)));
+      wo.clock_noise = noise;
+      wo.clock_seed = static_cast<std::uint64_t>(parse_index("--seed", args.seed, INT64_MAX));
+    }
+    SimulatedWorld world(mesh, wo);
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool virtual_clock = wo.clock_profile != nullptr;
+    run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+      const std::function<double()> now = [&world, rank, virtual_clock, t0]() -> double {
+        if (virtual_clock) return world.clock_us(rank);
+        return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      };
+      fn(rank, comm, now);
+    });
+    return true;
+  }
+  if (!args.truth.empty()) throw InputError("--truth (a virtual clock) works with --backend threads only");
+  if (args.backend == "mpi") {
+#ifdef DTENSOR_CLI_MPI
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) MPI_Init(nullptr, nullptr);
+    struct Finalize {
+      ~Finalize() {
+        int done = 0;
+        MPI_Finalized(&done);
+        if (!done) MPI_Finalize();
+      }
+    } finalize;
+    int size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != mesh.num_ranks())
+      throw InputError(fmt::format("--mesh {} has {} ranks but the MPI job has {} processes (mpirun -np {})", args.mesh,
+                                   mesh.num_ranks(), size, mesh.num_ranks()));
+    MpiCommunicator comm(mesh);
+    const std::function<double()> now = [] { return MPI_Wtime() * 1e6; };
+    fn(comm.rank(), comm, now);
+    return comm.rank() == 0;
+#else
+    throw InputError("--backend mpi: this dtensor was built without MPI (Debian: libopenmpi-dev, then rebuild)");
+#endif
+  }
+  throw InputError(fmt::format("--backend {}: the CLI runs threads (in-process) or mpi; the NCCL backend needs device "
+                               "buffers: call dtensor::tune::measure / validate from an SPMD program there",
+                               quote_input(args.backend)));
+}
+
 void run_measure() {
   if (args.mesh.empty()) throw InputError("tune measure needs --mesh M");
   if (args.output.empty()) throw InputError("tune measure needs -o DIR (one nccl-tests log per collective and link)");
-  if (args.backend != "threads")
-    throw InputError(fmt::format("--backend {}: tune measure runs the in-process backend (threads) only; over MPI or NCCL "
-                                 "call dtensor::tune::measure from an SPMD program", quote_input(args.backend)));
   const Mesh mesh = for_flag("--mesh", [] { return Mesh::parse(args.mesh); });
-  if (mesh.num_ranks() > 256) throw InputError(fmt::format("--mesh {}: the in-process backend measures at most 256 ranks", args.mesh));
   tune::MeasureOptions mo;
   const auto colon = args.sizes.find(':');
   if (colon == std::string::npos) throw InputError(fmt::format("--sizes {} must be MIN:MAX (e.g. 1K:16M)", quote_input(args.sizes)));
   mo.min_bytes = parse_bytes("--sizes", args.sizes.substr(0, colon));
   mo.max_bytes = parse_bytes("--sizes", args.sizes.substr(colon + 1));
   if (mo.max_bytes > (std::int64_t{1} << 28))
-    throw InputError(fmt::format("--sizes: the in-process backend moves real data; at most 256 MiB, not {}", mo.max_bytes));
+    throw InputError(fmt::format("--sizes: the CLI moves real host data; at most 256 MiB, not {}", mo.max_bytes));
   mo.iters = static_cast<int>(parse_index("--iters", args.iters, 1000000));
   mo.devices_per_host = parse_index("--devices-per-host", args.devices_per_host, std::int64_t{1} << 31);
-  WorldOptions wo;
-  if (!args.truth.empty()) {
-    wo.clock_profile = std::make_shared<const CostModel>(for_flag("--truth", [] { return CostModel::load(args.truth); }));
-    const double noise = std::strtod(args.noise.c_str(), nullptr);
-    if (!(noise >= 0 && noise < 1)) throw InputError(fmt::format("--noise {} must be in [0, 1)", quote_input(args.noise)));
-    wo.clock_noise = noise;
-    wo.clock_seed = static_cast<std::uint64_t>(parse_index("--seed", args.seed, INT64_MAX));
-  }
-  SimulatedWorld world(mesh, wo);
   std::vector<tune::MeasuredLog> logs;
   std::mutex mu;
-  const auto t0 = std::chrono::steady_clock::now();
-  const bool virtual_clock = wo.clock_profile != nullptr;
-  run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
-    auto now = [&]() -> double {
-      if (virtual_clock) return world.clock_us(rank);
-      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    };
+  const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now) {
     auto mine = tune::measure(comm, mo, now);
     std::lock_guard lock(mu);
     if (rank == 0) logs = std::move(mine);
   });
+  if (!prints) return;
   std::error_code ec;
   std::filesystem::create_directories(args.output, ec);
   if (ec || !std::filesystem::is_directory(args.output))
@@ -307,6 +352,55 @@ void run_measure() {
     std::cout << fmt::format("wrote {}\n", path.string());
   }
   if (logs.empty()) std::cout << "nothing to measure: every mesh dim has one rank\n";
+}
+
+void run_validate() {
+  check_format(args.format);
+  if (args.mesh.empty()) throw InputError("tune validate needs --mesh M");
+  const Mesh mesh = for_flag("--mesh", [] { return Mesh::parse(args.mesh); });
+  const CostModel model = for_flag("--profile", [] { return CostModel::load(args.profile); });
+  const auto shape = for_flag("--shape", [] { return parse_shape(args.shape); });
+  const auto cases = tune::validate_cases(mesh, shape, DType::f32);
+  std::int64_t numel = 1;
+  for (auto d : shape) numel *= d;
+  if (numel > (std::int64_t{1} << 26))
+    throw InputError(fmt::format("--shape {}: the CLI moves real host data; at most 2^26 elements", args.shape));
+  tune::ValidateOptions vo;
+  vo.iters = static_cast<int>(parse_index("--iters", args.iters, 1000000));
+  std::vector<tune::Validation> results;
+  std::mutex mu;
+  const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now) {
+    auto mine = tune::validate(comm, model, cases, vo, now);
+    std::lock_guard lock(mu);
+    if (rank == 0) results = std::move(mine);
+  });
+  if (!prints) return;
+  const std::string clock = args.backend == "threads" && !args.truth.empty() ? "virtual clock (" + args.truth + ")" : "wall clock";
+  if (args.format == "json") {
+    nlohmann::ordered_json j;
+    j["profile"] = model.name;
+    j["mesh"] = mesh.str();
+    j["shape"] = shape_str(shape);
+    j["backend"] = args.backend;
+    j["clock"] = clock;
+    j["plans"] = nlohmann::ordered_json::array();
+    for (const auto& r : results)
+      j["plans"].push_back({{"name", r.name}, {"trace", r.trace}, {"predicted_us", r.predicted_us},
+                            {"measured_us", r.measured_us},
+                            {"error", r.measured_us > 0 ? (r.predicted_us - r.measured_us) / r.measured_us : 0.0},
+                            {"verified", r.verified}});
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << fmt::format("profile {} on mesh {} ({} backend, {}), {} f32, {} timed runs each:\n", model.name,
+                             mesh.str(), args.backend, clock, shape_str(shape), vo.iters);
+    std::cout << fmt::format("  {:<20} {:>14} {:>14} {:>9}  {}\n", "case", "predicted us", "measured us", "error", "plan");
+    for (const auto& r : results)
+      std::cout << fmt::format("  {:<20} {:>14.3f} {:>14.3f} {:>8.1f}%  {}{}\n", r.name, r.predicted_us, r.measured_us,
+                               r.measured_us > 0 ? 100 * (r.predicted_us - r.measured_us) / r.measured_us : 0.0, r.trace,
+                               r.verified ? "" : "  (OUTPUT WRONG)");
+  }
+  for (const auto& r : results)
+    if (!r.verified) throw BackendError(fmt::format("validate: the {} plan's output is wrong on some rank", r.name));
 }
 
 void run_show() {
@@ -355,7 +449,7 @@ void register_tune(CLI::App& app) {
   predict->callback(run_predict);
   auto* measure = tune->add_subcommand("measure", "time the library's collectives and write nccl-tests logs");
   measure->add_option("--mesh", args.mesh, "mesh shape: 2x4 or dp=2,tp=4");
-  measure->add_option("--backend", args.backend, "threads (the in-process backend)");
+  measure->add_option("--backend", args.backend, "threads (in-process) or mpi (under mpirun)");
   measure->add_option("--sizes", args.sizes, "MIN:MAX in bytes, doubling (default 1K:16M)");
   measure->add_option("--iters", args.iters, "timed iterations per size (default 5)");
   measure->add_option("--devices-per-host", args.devices_per_host, "which mesh dims are within a host (default 8)");
@@ -364,6 +458,17 @@ void register_tune(CLI::App& app) {
   measure->add_option("--seed", args.seed, "seed of the virtual clock's noise");
   measure->add_option("-o,--output", args.output, "directory for the logs");
   measure->callback(run_measure);
+  auto* validate = tune->add_subcommand("validate", "run real redistributions: predicted vs measured time per plan");
+  validate->add_option("--profile", args.profile, "default, pytorch or a profile file");
+  validate->add_option("--mesh", args.mesh, "mesh shape: 2x4 or dp=2,tp=4");
+  validate->add_option("--shape", args.shape, "tensor shape, two or more dims (default 1024x1024, f32)");
+  validate->add_option("--backend", args.backend, "threads (in-process) or mpi (under mpirun)");
+  validate->add_option("--iters", args.iters, "timed runs per plan (default 5)");
+  validate->add_option("--truth", args.truth, "threads: a profile that drives a virtual clock instead of the wall clock");
+  validate->add_option("--noise", args.noise, "relative noise of the virtual clock, in [0, 1) (default 0)");
+  validate->add_option("--seed", args.seed, "seed of the virtual clock's noise");
+  validate->add_option("--format", args.format, "text or json");
+  validate->callback(run_validate);
   auto* show = tune->add_subcommand("show", "print a profile as a table");
   show->add_option("profile", args.profile, "default, pytorch or a profile file");
   show->add_option("--format", args.format, "text or json");

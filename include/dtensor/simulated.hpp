@@ -39,7 +39,9 @@ struct WorldOptions {
   // collective moves its members' clocks to the latest of them plus the time `clock_profile`
   // charges for it (predict_collective_us), times 1 + clock_noise * u with u in [-1, 1] drawn
   // from `clock_seed` and the collective's identity (the same in every run). A grouped
-  // send/recv moves a rank's clock past its peers' sends by one sendrecv of its largest message.
+  // send/recv moves a rank's clock past its peers' sends by what the profile charges a direct step
+  // of its peers and bytes (the larger of the counts it sends and receives).
+  // Local copies (copy, fill, copy_strided) advance the rank's clock by the profile's copy time.
   // nullptr: no clock (clock_us stays 0).
   std::shared_ptr<const CostModel> clock_profile;
   double clock_noise = 0;

@@ -102,12 +102,25 @@ struct SimulatedWorld::Impl {
     const CostModel& m = *options.clock_profile;
     bool inter = false;
     for (int d : dims) inter = inter || m.is_inter_host(mesh.shape(), d);
+    return predict_collective_us(m, c, members, inter, bytes) * (1 + options.clock_noise * noise_of(id));
+  }
+  // A grouped send/recv as the clock profile prices a direct step (Traffic::Kind::direct).
+  [[nodiscard]] double clock_direct(const std::vector<int>& dims, std::int64_t peers, double bytes, std::uint64_t id) const {
+    if (!options.clock_profile || peers <= 0) return 0;
+    const CostModel& m = *options.clock_profile;
+    Traffic t;
+    t.kind = Traffic::Kind::direct;
+    t.peers = peers;
+    t.bytes = bytes;
+    for (int d : dims) t.inter_host = t.inter_host || m.is_inter_host(mesh.shape(), d);
+    return m.time(t).total_us() * (1 + options.clock_noise * noise_of(id));
+  }
+  [[nodiscard]] double noise_of(std::uint64_t id) const {
     std::uint64_t h = id ^ (options.clock_seed * 0x9e3779b97f4a7c15ULL);
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdULL;
     h ^= h >> 33;
-    const double u = static_cast<double>(h >> 11) / static_cast<double>(1ULL << 53) * 2 - 1;
-    return predict_collective_us(m, c, members, inter, bytes) * (1 + options.clock_noise * u);
+    return static_cast<double>(h >> 11) / static_cast<double>(1ULL << 53) * 2 - 1;
   }
   bool lockstep = false;  // one thread drives every rank (the all-ranks driver)
   struct P2P {
@@ -170,14 +183,32 @@ class ThreadsCommunicator final : public Communicator {
     w_.exchange_p2p(rank_, sends, recvs, dtype);
   }
   void synchronize() override {}  // every call completed before it returned (or, in lockstep, by the driver)
-  void copy(void* dst, const void* src, std::int64_t bytes) override { w_.mem->move(dst, src, bytes); }
-  void fill(void* dst, DType dtype, std::int64_t count, double value) override { w_.mem->fill(dst, dtype, count, value); }
+  void copy(void* dst, const void* src, std::int64_t bytes) override {
+    w_.mem->move(dst, src, bytes);
+    charge_copy(static_cast<double>(bytes));
+  }
+  void fill(void* dst, DType dtype, std::int64_t count, double value) override {
+    w_.mem->fill(dst, dtype, count, value);
+    charge_copy(static_cast<double>(count) * static_cast<double>(itemsize(dtype)));
+  }
   void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
                     std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
     w_.mem->copy_strided(dst, src, run_bytes, count, dst_stride, src_stride);
+    double bytes = static_cast<double>(run_bytes);
+    for (auto c : count) bytes *= static_cast<double>(c);
+    charge_copy(bytes);
   }
 
  private:
+  // The virtual clock charges local copies as the clock profile prices them (its copy bandwidth).
+  // Only this rank's thread writes its own clock outside a collective.
+  void charge_copy(double bytes) {
+    if (!w_.options.clock_profile || bytes <= 0) return;
+    Traffic t;
+    t.kind = Traffic::Kind::local;
+    t.copy_bytes = bytes;
+    w_.clock[static_cast<std::size_t>(rank_)] += w_.options.clock_profile->time(t).copy_us;
+  }
   SimulatedWorld::Impl& w_;
   std::int64_t rank_;
 };
@@ -371,9 +402,18 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
   const auto until = deadline();
   // Take messages in whatever order they arrive: one wake-up may find several.
   std::vector<char> got(recvs.size(), 0);
-  double start = clock[static_cast<std::size_t>(rank)], largest = 0;
-  for (const auto& s : sends) largest = std::max(largest, static_cast<double>(s.count * isz));
-  for (const auto& r : recvs) largest = std::max(largest, static_cast<double>(r.count * isz));
+  // what the cost model prices for a direct step: this rank's peers (the larger of its send and
+  // receive peer counts) and bytes (the larger of what it sends and receives)
+  double start = clock[static_cast<std::size_t>(rank)], sent = 0, received = 0;
+  std::int64_t send_peers = 0, recv_peers = 0;
+  for (const auto& s : sends) {
+    sent += static_cast<double>(s.count * isz);
+    send_peers += s.peer != rank;
+  }
+  for (const auto& r : recvs) {
+    received += static_cast<double>(r.count * isz);
+    recv_peers += r.peer != rank;
+  }
   std::size_t remaining = recvs.size();
   while (remaining > 0) {
     bool progress = false;
@@ -437,8 +477,8 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
             crossed.push_back(m);
       }
     clock[static_cast<std::size_t>(rank)] =
-        start + clock_step(Collective::send_recv, crossed, 2, largest,
-                           static_cast<std::uint64_t>(rank) * 0x9e3779b97f4a7c15ULL ^ static_cast<std::uint64_t>(start * 1e3));
+        start + clock_direct(crossed, std::max(send_peers, recv_peers), std::max(sent, received),
+                             static_cast<std::uint64_t>(rank) * 0x9e3779b97f4a7c15ULL ^ static_cast<std::uint64_t>(start * 1e3));
   }
 }
 
