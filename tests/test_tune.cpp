@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -202,11 +203,14 @@ TEST_CASE("fit: held-out accuracy on the published nccl-tests logs", "[tune]") {
     all_bands.insert(all_bands.end(), e_bands.begin(), e_bands.end());
     all_line.insert(all_line.end(), e_line.begin(), e_line.end());
     std::sort(e_bands.begin(), e_bands.end());
+    std::sort(e_line.begin(), e_line.end());
     const double med = e_bands[e_bands.size() / 2];
+    std::printf("held-out %-48s %3zu rows %d bands: median %5.1f%% (one line %5.1f%%)\n", name.c_str(), log.rows.size(),
+                static_cast<int>(fit.curve.bands.size()), med * 100, e_line[e_line.size() / 2] * 100);
     // one log is noisy beyond any smooth curve (small sizes scatter by +-15%, a 2x spike at
-    // 2 MiB, then times that fall as sizes double): it gets 25% (21% today), every other log
-    // the target's 10%
-    CHECK(med <= (name == "b200x16-2node-roce-all_gather.txt" ? 0.25 : 0.10));
+    // 2 MiB, then times that fall as sizes double): it gets 20% (16.4% today; 21.2% when the
+    // band count was chosen by BIC), every other log the target's 10%
+    CHECK(med <= (name == "b200x16-2node-roce-all_gather.txt" ? 0.20 : 0.10));
     // every fitted profile loads back
     CostModel m;
     m.curves.push_back(fit.curve);

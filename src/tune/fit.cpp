@@ -67,58 +67,115 @@ Line fit_range(const Sums& s, std::size_t i, std::size_t j) {
 
 double bw_of(double b) { return b > 0 ? std::clamp(1.0 / (b * 1e3), kMinBw, kMaxBw) : kMaxBw; }
 
-// Segmented fit: the number of bands by BIC, band borders by dynamic programming.
-CollectiveCurve segment(const std::vector<Point>& p, Collective c, bool inter, std::int64_t ranks, int max_bands) {
-  const std::size_t n = p.size();
-  const Sums s(p);
-  const std::size_t min_pts = n >= 9 ? 3 : 2;
-  const int K = std::max(1, std::min<int>(max_bands, static_cast<int>(n / min_pts)));
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  // best[k][j]: k bands over the first j points; cut[k][j]: where the last band starts
-  std::vector<std::vector<double>> best(static_cast<std::size_t>(K + 1), std::vector<double>(n + 1, inf));
-  std::vector<std::vector<std::size_t>> cut(static_cast<std::size_t>(K + 1), std::vector<std::size_t>(n + 1, 0));
-  best[0][0] = 0;
-  for (int k = 1; k <= K; ++k)
-    for (std::size_t j = min_pts * static_cast<std::size_t>(k); j <= n; ++j)
-      for (std::size_t i = min_pts * static_cast<std::size_t>(k - 1); i + min_pts <= j; ++i) {
-        if (best[static_cast<std::size_t>(k - 1)][i] == inf) continue;
-        // a band border may not split equal sizes
-        if (i > 0 && p[i - 1].bytes == p[i].bytes) continue;
-        const double e = best[static_cast<std::size_t>(k - 1)][i] + fit_range(s, i, j).sse;
-        if (e < best[static_cast<std::size_t>(k)][j]) {
-          best[static_cast<std::size_t>(k)][j] = e;
-          cut[static_cast<std::size_t>(k)][j] = i;
+// Segmented fits of one point set: band borders by dynamic programming for every band count up
+// to `max_bands` (each band at least min_pts points, no border between equal sizes).
+class Segmentation {
+ public:
+  Segmentation(const std::vector<Point>& p, int max_bands) : p_(p), s_(p) {
+    const std::size_t n = p.size();
+    min_pts_ = n >= 9 ? 3 : 2;
+    K_ = std::max(1, std::min<int>(max_bands, static_cast<int>(n / min_pts_)));
+    best_.assign(static_cast<std::size_t>(K_ + 1), std::vector<double>(n + 1, kInf));
+    cut_.assign(static_cast<std::size_t>(K_ + 1), std::vector<std::size_t>(n + 1, 0));
+    best_[0][0] = 0;
+    for (int k = 1; k <= K_; ++k)
+      for (std::size_t j = min_pts_ * static_cast<std::size_t>(k); j <= n; ++j)
+        for (std::size_t i = min_pts_ * static_cast<std::size_t>(k - 1); i + min_pts_ <= j; ++i) {
+          if (best_[static_cast<std::size_t>(k - 1)][i] == kInf) continue;
+          if (i > 0 && p[i - 1].bytes == p[i].bytes) continue;
+          const double e = best_[static_cast<std::size_t>(k - 1)][i] + fit_range(s_, i, j).sse;
+          if (e < best_[static_cast<std::size_t>(k)][j]) {
+            best_[static_cast<std::size_t>(k)][j] = e;
+            cut_[static_cast<std::size_t>(k)][j] = i;
+          }
         }
-      }
+  }
+  [[nodiscard]] int max_bands() const { return K_; }
+  [[nodiscard]] bool feasible(int k) const { return k <= K_ && best_[static_cast<std::size_t>(k)][p_.size()] < kInf; }
+  [[nodiscard]] double sse(int k) const { return best_[static_cast<std::size_t>(k)][p_.size()]; }
+  // The least-squares curve of exactly k bands (feasible(k)).
+  [[nodiscard]] CollectiveCurve curve(int k, Collective c, bool inter, std::int64_t ranks) const {
+    std::vector<std::pair<std::size_t, std::size_t>> ranges;
+    for (std::size_t j = p_.size(), kk = static_cast<std::size_t>(k); kk > 0; --kk) {
+      const std::size_t i = cut_[kk][j];
+      ranges.emplace_back(i, j);
+      j = i;
+    }
+    std::reverse(ranges.begin(), ranges.end());
+    CollectiveCurve cv{c, inter, ranks, {}};
+    for (std::size_t r = 0; r < ranges.size(); ++r) {
+      const auto [i, j] = ranges[r];
+      const Line l = fit_range(s_, i, j);
+      // a band ends at its last measured size: beyond it the next band's line holds (and the
+      // monotone floor is this band's value where it was measured, not an extrapolation)
+      const double up = r + 1 < ranges.size() ? p_[j - 1].bytes : std::max(p_[j - 1].bytes * 2, 1.0);
+      cv.bands.push_back({up, l.alpha, bw_of(l.b)});
+    }
+    return cv;
+  }
+
+ private:
+  static constexpr double kInf = std::numeric_limits<double>::infinity();
+  const std::vector<Point>& p_;
+  Sums s_;
+  std::size_t min_pts_ = 2;
+  int K_ = 1;
+  std::vector<std::vector<double>> best_;
+  std::vector<std::vector<std::size_t>> cut_;
+};
+
+// Up to this many points the band count is chosen by leave-one-out cross-validation (each row
+// predicted by the fit of the others); above it by BIC, which needs no refits and is reliable
+// with many rows.
+constexpr std::size_t kCrossValidateUpTo = 40;
+constexpr double kCvTolerance = 1.25, kCvSlack = 0.002;
+
+// The number of bands: the count whose fits predict left-out rows best (the median relative
+// error; ties to fewer bands), so a short log is not overfitted; by BIC for long logs.
+CollectiveCurve segment(const std::vector<Point>& p, Collective c, bool inter, std::int64_t ranks, int max_bands) {
+  const Segmentation all(p, max_bands);
+  const std::size_t n = p.size();
   int chosen = 1;
-  double chosen_bic = inf;
-  for (int k = 1; k <= K; ++k) {
-    const double e = best[static_cast<std::size_t>(k)][n];
-    if (e == inf) continue;
-    const double bic = static_cast<double>(n) * std::log(std::max(e, 1e-12) / static_cast<double>(n)) +
-                       (3.0 * k - 1) * std::log(static_cast<double>(n));
-    if (bic < chosen_bic) {
-      chosen_bic = bic;
-      chosen = k;
+  if (n <= kCrossValidateUpTo && all.max_bands() > 1 && n >= 4) {
+    std::vector<double> score(static_cast<std::size_t>(all.max_bands() + 1), std::numeric_limits<double>::infinity());
+    for (int k = 1; k <= all.max_bands(); ++k) {
+      if (!all.feasible(k)) continue;
+      std::vector<double> err;
+      for (std::size_t i = 0; i < n; ++i) {
+        std::vector<Point> rest;
+        rest.reserve(n - 1);
+        for (std::size_t j = 0; j < n; ++j)
+          if (j != i) rest.push_back(p[j]);
+        const Segmentation loo(rest, k);
+        if (!loo.feasible(k)) continue;
+        const auto cv = loo.curve(k, c, inter, ranks);
+        err.push_back(std::abs(cv.time_us(ranks, p[i].bytes) - p[i].t) / p[i].t);
+      }
+      if (err.size() < n / 2) continue;  // k bands cannot be fitted without most single rows
+      std::sort(err.begin(), err.end());
+      score[static_cast<std::size_t>(k)] = err[err.size() / 2];
+    }
+    // the fewest bands within a tolerance of the best score: a few left-out rows are weak
+    // evidence, so more bands must predict clearly better to be chosen
+    const double best_score = *std::min_element(score.begin() + 1, score.end());
+    for (int k = 1; k <= all.max_bands(); ++k)
+      if (score[static_cast<std::size_t>(k)] <= best_score * kCvTolerance + kCvSlack) {
+        chosen = k;
+        break;
+      }
+  } else {
+    double chosen_bic = std::numeric_limits<double>::infinity();
+    for (int k = 1; k <= all.max_bands(); ++k) {
+      if (!all.feasible(k)) continue;
+      const double bic = static_cast<double>(n) * std::log(std::max(all.sse(k), 1e-12) / static_cast<double>(n)) +
+                         (3.0 * k - 1) * std::log(static_cast<double>(n));
+      if (bic < chosen_bic) {
+        chosen_bic = bic;
+        chosen = k;
+      }
     }
   }
-  std::vector<std::pair<std::size_t, std::size_t>> ranges;
-  for (std::size_t j = n, k = static_cast<std::size_t>(chosen); k > 0; --k) {
-    const std::size_t i = cut[k][j];
-    ranges.emplace_back(i, j);
-    j = i;
-  }
-  std::reverse(ranges.begin(), ranges.end());
-  CollectiveCurve cv{c, inter, ranks, {}};
-  for (std::size_t r = 0; r < ranges.size(); ++r) {
-    const auto [i, j] = ranges[r];
-    const Line l = fit_range(s, i, j);
-    // a band ends at its last measured size: beyond it the next band's line holds (and the
-    // monotone floor is this band's value where it was measured, not an extrapolation)
-    const double up = r + 1 < ranges.size() ? p[j - 1].bytes : std::max(p[j - 1].bytes * 2, 1.0);
-    cv.bands.push_back({up, l.alpha, bw_of(l.b)});
-  }
-  return cv;
+  return all.curve(chosen, c, inter, ranks);
 }
 
 std::vector<Point> points_of(std::span<const Row> rows, Collective c, std::int64_t ranks) {
