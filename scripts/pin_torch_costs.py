@@ -48,6 +48,24 @@ def random_placements(rng, mesh_nd, tensor_nd, partial_ops):
     return out
 
 
+def graph_planner_cost(mesh, meta, src, dst):
+    """The cost torch's graph planner finds from DTensorSpec `src` to `dst`: the sum, along the
+    path its Dijkstra returns, of the transition costs its search used (planner cache cleared)."""
+    from torch.distributed.tensor import _redistribute as R
+    R.clear_redistribute_planner_cache()
+    drp = R.get_redistribute_planner(mesh, meta)
+    drp.partial_reduce_ops_in_target.update(p.reduce_op for p in (*src.placements, *dst.placements)
+                                            if hasattr(p, "reduce_op"))
+    a, b = drp.DistState(src.placements, src.shard_order), drp.DistState(dst.placements, dst.shard_order)
+    path = drp.find_min_cost_path(a, b)
+    cost = 0.0
+    for x, y in zip(path, path[1:]):
+        nxt = drp.get_next_state(x.placements, x.tensor_dim_to_mesh_dim)
+        nxt.update(drp._get_shard_to_partial_target_states(x, b))
+        cost += float(nxt[y])
+    return cost
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=7)
@@ -88,18 +106,7 @@ def main():
             for text in (src_text, dst_text):
                 pl, so = to_torch(text, len(dims))
                 specs.append(DTensorSpec(mesh, pl, tensor_meta=meta, shard_order=so, use_strided_shard_as_shard_order=False))
-            R.clear_redistribute_planner_cache()
-            drp = R.get_redistribute_planner(mesh, meta)
-            src, dst = specs
-            drp.partial_reduce_ops_in_target.update(p.reduce_op for p in (*src.placements, *dst.placements)
-                                                    if hasattr(p, "reduce_op"))
-            a, b = drp.DistState(src.placements, src.shard_order), drp.DistState(dst.placements, dst.shard_order)
-            path = drp.find_min_cost_path(a, b)
-            cost = 0.0
-            for x, y in zip(path, path[1:]):
-                nxt = drp.get_next_state(x.placements, x.tensor_dim_to_mesh_dim)
-                nxt.update(drp._get_shard_to_partial_target_states(x, b))
-                cost += float(nxt[y])
+            cost = graph_planner_cost(mesh, meta, *specs)
         except Exception as e:  # torch refuses or fails on this pair: not pinned
             print(f"# skipped {mesh_text} | {'x'.join(map(str, shape))} | {src_text} | {dst_text}: {type(e).__name__}",
                   file=sys.stderr)

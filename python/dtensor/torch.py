@@ -309,6 +309,17 @@ class _TorchComm:
         return a.data_ptr() < b.data_ptr() + b.numel() * b.element_size() and \
             b.data_ptr() < a.data_ptr() + a.numel() * a.element_size()
 
+    @staticmethod
+    def _into_members(collective, recv, send, n, width, perm, pg) -> None:
+        """Runs `collective(out, send, group=pg)`, whose output is in process-group rank order, and
+        leaves it in `recv` in dtensor's member order (perm[j]: the member position of group rank j)."""
+        if perm is None:
+            collective(recv, send, group=pg)
+            return
+        tmp = torch.empty_like(recv)
+        collective(tmp, send, group=pg)
+        recv.view(n, width)[perm] = tmp.view(n, width)
+
     def all_gather(self, mesh_dims, send, recv, count, dtype) -> None:
         pg, n, perm, _ = self._group(mesh_dims)
         nb = count * _core.itemsize(dtype)
@@ -317,12 +328,7 @@ class _TorchComm:
             return
         if self._overlaps(s, r):
             s = s.clone()
-        if perm is None:
-            dist.all_gather_into_tensor(r, s, group=pg)
-        else:
-            tmp = torch.empty_like(r)
-            dist.all_gather_into_tensor(tmp, s, group=pg)
-            r.view(n, nb)[perm] = tmp.view(n, nb)
+        self._into_members(dist.all_gather_into_tensor, r, s, n, nb, perm, pg)
 
     def reduce_scatter(self, mesh_dims, send, recv, count, dtype, op) -> None:
         pg, n, perm, _ = self._group(mesh_dims)
@@ -354,12 +360,7 @@ class _TorchComm:
             s = s.view(n, nb)[perm].reshape(-1)
         elif self._overlaps(s, r):
             s = s.clone()
-        if perm is None:
-            dist.all_to_all_single(r, s, group=pg)
-        else:
-            tmp = torch.empty_like(r)
-            dist.all_to_all_single(tmp, s, group=pg)
-            r.view(n, nb)[perm] = tmp.view(n, nb)
+        self._into_members(dist.all_to_all_single, r, s, n, nb, perm, pg)
 
     def send_recv(self, sends, recvs, dtype) -> None:
         size = _core.itemsize(dtype)

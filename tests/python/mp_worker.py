@@ -105,23 +105,23 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0):
     meshes = {}
     result = {"checked": 0, "wrong": []}
     lines = open(os.path.join(out_dir, f"rank{rank}.jsonl"), "a", buffering=1) if mode == "torch" else None
-    for i, (mesh_shape, src, dst, dtype) in enumerate(cases):
+    for i, (mesh_shape, ranks, src, dst, dtype) in enumerate(cases):
         if i < start:
             continue
-        key = tuple(mesh_shape)
+        key = (tuple(mesh_shape), tuple(ranks))  # ranks: the torch rank at each mesh position
         if key not in meshes:
-            meshes[key] = DeviceMesh("cpu", torch.arange(world).reshape(mesh_shape))
+            meshes[key] = DeviceMesh("cpu", torch.tensor(ranks).reshape(mesh_shape))
         mesh = meshes[key]
         x = _input(mesh, src, dtype, mesh.get_coordinate())
         dpl, dorder = dst.torch()
-        name = f"{src!r} -> {dst.text()} ({dtype})"
+        name = f"{src!r} -> {dst.text()} ({dtype})" + ("" if ranks == sorted(ranks) else f" mesh ranks {ranks}")
         if mode == "dtensor":
             try:
                 y = dt.redistribute(x, dpl, shard_order=dorder)
                 assert tuple(y.placements) == tuple(dpl), f"placements {y.placements}"
                 outs = [None] * world
                 dist.all_gather_object(outs, y._local_tensor)
-                err = check(dst, dtype, outs)
+                err = check(dst, dtype, [outs[r] for r in ranks])
             except Exception as e:  # noqa: BLE001: reported with the case
                 err = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
             if err:
@@ -137,7 +137,7 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0):
             yt = x.redistribute(mesh, dpl)
             outs = [None] * world
             dist.all_gather_object(outs, yt._local_tensor)
-            err = check(dst, dtype, outs)
+            err = check(dst, dtype, [outs[r] for r in ranks])
             status = "wrong" if err else "right"
         except Exception as e:  # noqa: BLE001
             err, status = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}", "error"

@@ -9,8 +9,14 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 
+import os  # noqa: E402
+import sys  # noqa: E402
+
 import dtensor  # noqa: E402
 from layouts import random_spec  # noqa: E402
+
+# torch's graph-planner cost, shared with scripts/pin_torch_costs.py (which pins the C++ test's costs)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
 
 MESHES = [[4], [8], [2, 4], [4, 2], [2, 2, 2], [2, 4, 4]]
 
@@ -28,31 +34,16 @@ def fake_world():
 
 
 def torch_cost(mesh, src, dst, shape):
-    from torch.distributed.tensor import _redistribute as R
-    from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
+    from torch.distributed.tensor._dtensor_spec import DTensorSpec, ShardOrderEntry, TensorMeta
+    from pin_torch_costs import graph_planner_cost
     stride = [math.prod(shape[i + 1:]) for i in range(len(shape))]
     meta = TensorMeta(torch.Size(shape), tuple(stride), torch.bfloat16)
     specs = []
     for s in (src, dst):
-        pl, so = s.torch()
-        if so is None:
-            so = tuple(__import__("torch.distributed.tensor._dtensor_spec", fromlist=["x"]).ShardOrderEntry(d, tuple(ms))
-                       for d, ms in sorted(s.order.items()))
+        pl, _ = s.torch()
+        so = tuple(ShardOrderEntry(d, tuple(ms)) for d, ms in sorted(s.order.items()))
         specs.append(DTensorSpec(mesh, pl, tensor_meta=meta, shard_order=so, use_strided_shard_as_shard_order=False))
-    R.clear_redistribute_planner_cache()
-    drp = R.get_redistribute_planner(mesh, meta)
-    a_spec, b_spec = specs
-    drp.partial_reduce_ops_in_target.update(p.reduce_op for p in (*a_spec.placements, *b_spec.placements)
-                                            if hasattr(p, "reduce_op"))
-    a = drp.DistState(a_spec.placements, a_spec.shard_order)
-    b = drp.DistState(b_spec.placements, b_spec.shard_order)
-    path = drp.find_min_cost_path(a, b)
-    cost = 0.0
-    for x, y in zip(path, path[1:]):
-        nxt = drp.get_next_state(x.placements, x.tensor_dim_to_mesh_dim)
-        nxt.update(drp._get_shard_to_partial_target_states(x, b))
-        cost += float(nxt[y])
-    return cost
+    return graph_planner_cost(mesh, meta, *specs)
 
 
 def test_pytorch_costs_equal_torch_graph_planner(fake_world):

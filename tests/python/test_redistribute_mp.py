@@ -3,6 +3,7 @@ runs seeded random src -> dst pairs through dtensor.torch.redistribute (tests/py
 Every rank's result must equal the expected shard of an arange tensor. Where torch's own
 redistribute disagrees with the expected shard it is recorded in the report, not failed."""
 import json
+import math
 import os
 import random
 import socket
@@ -14,6 +15,7 @@ import torch.multiprocessing as mp  # noqa: E402
 
 from layouts import random_spec  # noqa: E402
 
+PERMUTED = {4: [2, 0, 3, 1], 8: [5, 2, 7, 0, 3, 6, 1, 4]}
 REPORT = os.environ.get("DTENSOR_TORCH_DEFECTS_REPORT")  # where to write torch's wrong results (optional)
 
 
@@ -34,7 +36,11 @@ def make_cases(seed, meshes, count):
         dtype = rng.choice(["f64", "f64", "f32", "i32"])
         if dtype == "i32" and "avg" in (src.partial_op(), dst.partial_op()):
             dtype = "f64"
-        cases.append((mesh, src, dst, dtype))
+        # a quarter of the pairs on a mesh whose ranks are not in row-major order (process groups
+        # then order their members differently from the mesh)
+        n = math.prod(mesh)
+        ranks = list(range(n)) if rng.random() < 0.75 else rng.choice([list(reversed(range(n))), PERMUTED[n]])
+        cases.append((mesh, ranks, src, dst, dtype))
     return cases
 
 
@@ -77,8 +83,9 @@ def torch_results(world, cases, out):
         stuck = next((i for i in range(start, len(cases)) if len(seen.get(i, {})) < world), len(cases))
         if stuck >= len(cases):
             break
-        mesh, src, dst, dtype = cases[stuck]
-        seen[stuck] = {0: {"status": "hang", "name": f"{src!r} -> {dst.text()} ({dtype})",
+        mesh, ranks, src, dst, dtype = cases[stuck]
+        name = f"{src!r} -> {dst.text()} ({dtype})" + ("" if ranks == sorted(ranks) else f" mesh ranks {ranks}")
+        seen[stuck] = {0: {"status": "hang", "name": name,
                            "detail": "ranks left waiting on each other (some raised, or a collective never matched)"}}
         for r in range(world):
             (out / f"rank{r}.jsonl").unlink(missing_ok=True)
