@@ -8,6 +8,8 @@ it as torch.distributed collectives.
 
 Every rank checks its result against the expected shard of the global tensor.
 """
+import sys
+
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
@@ -43,6 +45,7 @@ if rank == 0:
 expected = dt.distribute(grad, mesh, storage, shard_order=storage_order)
 assert torch.equal(g_stored.to_local(), expected.to_local()), f"rank {rank}: reduced gradient differs"
 
-print(f"rank {rank}: weight {list(w.to_local().shape)} -> {list(w_full.to_local().shape)}, "
-      f"gradient -> {list(g_stored.to_local().shape)}: ok")
+sys.stdout.write(f"rank {rank}: weight {list(w.to_local().shape)} -> {list(w_full.to_local().shape)}, "
+                 f"gradient -> {list(g_stored.to_local().shape)}: ok\n")  # one write: ranks share the terminal
+sys.stdout.flush()
 dist.destroy_process_group()
