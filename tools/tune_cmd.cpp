@@ -127,28 +127,20 @@ void run_fit() {
   if (!args.ranks.empty()) opt.ranks = parse_index("--ranks", args.ranks, std::int64_t{1} << 24);
   if (!args.ranks_per_node.empty()) opt.ranks_per_node = parse_index("--ranks-per-node", args.ranks_per_node, std::int64_t{1} << 24);
   opt.collective = collective_flag(args.collective);
-  CostModel model = for_flag("--base", [] { return CostModel::load(args.base); });
-  if (model.formula == CostModel::Formula::pytorch) throw InputError("--base: fitted curves need a ring-formula profile");
-  model.name = "fitted";
-  model.curves.clear();
+  const CostModel base = for_flag("--base", [] { return CostModel::load(args.base); });
+  if (base.formula == CostModel::Formula::pytorch) throw InputError("--base: fitted curves need a ring-formula profile");
+  std::vector<tune::Log> logs;
+  for (const auto& path : args.logs) logs.push_back(tune::parse_nccl_log(read_log(path), path, opt));
+  const auto fitted = tune::fit_profile(logs, base);
+  const CostModel& model = fitted.model;
   nlohmann::ordered_json report = nlohmann::ordered_json::array();
   std::string text, html;
-  std::optional<std::int64_t> per_node;
-  for (const auto& path : args.logs) {
-    const auto log = tune::parse_nccl_log(read_log(path), path, opt);
-    const bool inter = log.ranks_per_node < log.ranks;
-    if (model.curve(log.collective, inter))
-      throw InputError(fmt::format("two logs measure {} on the {} link (the second: {}); fit them separately",
-                                   to_string(log.collective), inter ? "inter-node" : "intra-node", quote_input(path)));
-    if (inter) {
-      if (per_node && *per_node != log.ranks_per_node)
-        throw InputError(fmt::format("log {} has {} ranks per node, an earlier one {}", quote_input(path), log.ranks_per_node, *per_node));
-      per_node = log.ranks_per_node;
-    }
-    const auto fit = tune::fit_curve(log.rows, log.collective, inter, log.ranks);
-    model.curves.push_back(fit.curve);
-    auto ignored = log.ignored;
-    ignored.insert(ignored.end(), fit.outliers.begin(), fit.outliers.end());
+  for (const auto& lf : fitted.logs) {
+    const auto& log = lf.log;
+    const auto& fit = lf.fit;
+    const auto& path = log.name;
+    const bool inter = lf.inter_host;
+    const auto& ignored = lf.ignored;
     nlohmann::ordered_json r;
     r["log"] = path;
     r["collective"] = std::string(to_string(log.collective));
@@ -203,10 +195,7 @@ void run_fit() {
     text += curve_table(fit.curve);
     for (const auto& i : ignored) text += fmt::format("  ignored line {}: {}\n", i.line, i.reason);
   }
-  if (per_node) model.devices_per_host = *per_node;
-  // what fit writes must load back: validate through the reader
   const std::string json = model.to_json();
-  (void)CostModel::from_json(json);
   std::ofstream out(args.output);
   if (!out) throw InputError(fmt::format("-o {} cannot be written", quote_input(args.output)));
   out << nlohmann::json::parse(json).dump(2) << "\n";

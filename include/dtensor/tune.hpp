@@ -64,6 +64,22 @@ struct Fit {
 [[nodiscard]] Fit fit_curve(std::span<const Row> rows, Collective collective, bool inter_host, std::int64_t ranks,
                             int max_bands = 4);
 
+// Fits every log (one per collective and link class) into a profile: `base`'s links and copy
+// bandwidth plus one curve per log, `devices_per_host` from the inter-node logs' ranks per node.
+// Throws InputError for two logs of the same collective and link, inter-node logs that disagree
+// on ranks per node, or a pytorch-formula base. The result is checked by loading it back.
+struct LogFit {
+  Log log;
+  Fit fit;
+  bool inter_host = false;
+  std::vector<IgnoredRow> ignored;  // the parser's and the fit's, by line
+};
+struct ProfileFit {
+  CostModel model;
+  std::vector<LogFit> logs;
+};
+[[nodiscard]] ProfileFit fit_profile(std::span<const Log> logs, const CostModel& base);
+
 // The single α-β line through the same rows (the baseline the size bands are measured against).
 [[nodiscard]] CollectiveCurve fit_line(std::span<const Row> rows, Collective collective, bool inter_host,
                                        std::int64_t ranks);

@@ -8,7 +8,8 @@
     >>> p.trace, p.total_cost_us
 
 Layouts follow PyTorch DTensor's semantics (Shard, _StridedShard, Replicate, Partial, shard
-orders). `dtensor.torch` (imported on demand; needs torch) plans and runs redistributions of
+orders). `dtensor.tune` fits the cost model to nccl-tests logs. `dtensor.torch` (imported on
+demand; needs torch) plans and runs redistributions of
 torch DTensors through torch.distributed. Bad input raises ValueError with the library's message;
 a failing backend raises dtensor.BackendError (a RuntimeError).
 """

@@ -1,5 +1,6 @@
 // Size-band fits of measured collective times (docs/cost-model.md, "Tuning").
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <limits>
 
@@ -258,6 +259,37 @@ CollectiveCurve fit_line(std::span<const Row> rows, Collective collective, bool 
   const auto p = points_of(rows, collective, ranks);
   if (p.empty()) throw InputError("a fit needs at least 1 row with bytes and time");
   return segment(p, collective, inter_host, ranks, 1);
+}
+
+ProfileFit fit_profile(std::span<const Log> logs, const CostModel& base) {
+  if (logs.empty()) throw InputError("a profile fit needs at least one nccl-tests log");
+  if (base.formula == CostModel::Formula::pytorch) throw InputError("fitted curves need a ring-formula base profile, not pytorch");
+  ProfileFit out;
+  out.model = base;
+  out.model.name = "fitted";
+  out.model.curves.clear();
+  std::optional<std::int64_t> per_node;
+  for (const auto& log : logs) {
+    const bool inter = log.ranks_per_node < log.ranks;
+    if (out.model.curve(log.collective, inter))
+      throw InputError(fmt::format("two logs measure {} on the {} link (the second: {}); fit them separately",
+                                   to_string(log.collective), inter ? "inter-node" : "intra-node", quote_input(log.name)));
+    if (inter) {
+      if (per_node && *per_node != log.ranks_per_node)
+        throw InputError(fmt::format("log {} has {} ranks per node, an earlier one {}", quote_input(log.name),
+                                     log.ranks_per_node, *per_node));
+      per_node = log.ranks_per_node;
+    }
+    LogFit lf{log, fit_curve(log.rows, log.collective, inter, log.ranks), inter, log.ignored};
+    lf.ignored.insert(lf.ignored.end(), lf.fit.outliers.begin(), lf.fit.outliers.end());
+    std::stable_sort(lf.ignored.begin(), lf.ignored.end(), [](const IgnoredRow& a, const IgnoredRow& b) { return a.line < b.line; });
+    out.model.curves.push_back(lf.fit.curve);
+    out.logs.push_back(std::move(lf));
+  }
+  if (per_node) out.model.devices_per_host = *per_node;
+  // what a fit produces must load back: validated through the reader
+  (void)CostModel::from_json(out.model.to_json());
+  return out;
 }
 
 }  // namespace dtensor::tune

@@ -131,3 +131,29 @@ def test_type_stubs_ship_with_the_package():
     text = stub.read_text()
     assert "def plan(" in text and "class Layout" in text
     assert pathlib.Path(dtensor.__file__).with_name("py.typed").exists()
+
+
+DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "nccl"
+
+
+def test_tune_fit_from_logs(tmp_path):
+    import dtensor.tune
+    r = dtensor.tune.fit([DATA / "all_reduce_8ranks.txt"])
+    assert len(r.logs) == 1
+    lf = r.logs[0]
+    assert lf.log.collective == "all_reduce" and lf.log.ranks == 8 and lf.rows_used > 0
+    assert lf.median_rel_error < 0.1 and 1 <= len(lf.bands) <= 4
+    # the fitted model predicts what the log measured, and plans with it
+    bytes_, t, _ = lf.log.rows[len(lf.log.rows) // 2]
+    assert r.model.predict_us("all_reduce", 8, bytes_) == pytest.approx(t, rel=0.25)
+    (tmp_path / "fitted.json").write_text(r.model.to_json())
+    assert dtensor.CostModel.load(str(tmp_path / "fitted.json")) == r.model
+    m = dtensor.Mesh("8")
+    assert dtensor.plan(dtensor.Layout(m, [4096], "P(sum)"), dtensor.Layout(m, [4096], "R"), cost_model=r.model).steps
+    # bad input: a log without a run header names the missing rank count
+    with pytest.raises(ValueError, match="--ranks|ranks"):
+        dtensor.tune.fit([DATA / "all_reduce_noheader.txt"])
+    with pytest.raises(ValueError, match="does not exist"):
+        dtensor.tune.fit([tmp_path / "missing.txt"])
+    with pytest.raises(ValueError, match="two logs"):
+        dtensor.tune.fit([DATA / "all_reduce_8ranks.txt", DATA / "all_reduce_8ranks.txt"])
