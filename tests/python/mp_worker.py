@@ -103,7 +103,7 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60 if mode == "dtensor" else 10))
     meshes = {}
-    result = {"checked": 0, "wrong": []}
+    result = {"checked": 0, "wrong": [], "distribute_checked": 0, "distribute_wrong": []}
     lines = open(os.path.join(out_dir, f"rank{rank}.jsonl"), "a", buffering=1) if mode == "torch" else None
     for i, (mesh_shape, ranks, src, dst, dtype) in enumerate(cases):
         if i < start:
@@ -116,6 +116,24 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0):
         dpl, dorder = dst.torch()
         name = f"{src!r} -> {dst.text()} ({dtype})" + ("" if ranks == sorted(ranks) else f" mesh ranks {ranks}")
         if mode == "dtensor":
+            # torch's distribute_tensor (each rank cuts its own piece: src_data_rank=None, no
+            # communication) against the expected shard, for layouts it takes (placements only,
+            # no Partial): recorded, not failed
+            if not src.explicit_order and not src.partial_dims():
+                from torch.distributed.tensor import distribute_tensor
+                result["distribute_checked"] += 1
+                why = ""
+                try:
+                    d = distribute_tensor(_global(src, dtype), mesh, list(src.torch()[0]), src_data_rank=None)
+                    expect = _take(_global(src, dtype), owned(src, mesh.get_coordinate()))
+                    if not torch.equal(d._local_tensor, expect):
+                        why = f"{d._local_tensor.flatten().tolist()[:8]} expected {expect.flatten().tolist()[:8]}"
+                except Exception as e:  # noqa: BLE001
+                    why = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+                if why:
+                    result["distribute_wrong"].append(
+                        {"case": i, "name": repr(src) + ("" if ranks == sorted(ranks) else f" mesh ranks {ranks}"),
+                         "why": f"rank {rank}: {why}"})
             try:
                 y = dt.redistribute(x, dpl, shard_order=dorder)
                 assert tuple(y.placements) == tuple(dpl), f"placements {y.placements}"

@@ -118,6 +118,16 @@ def test_redistribute_matches_expected_shards(world, meshes, seed, tmp_path):
     wrong = sorted({w for r in results for w in r["wrong"]})
     assert all(r["checked"] == len(cases) for r in results)
     assert not wrong, f"{len(wrong)} of {len(cases)} pairs wrong:\n" + "\n".join(wrong[:10])
+    dist_wrong = {}  # case -> (name, the first rank's difference)
+    for r in sorted(results, key=lambda r: r["distribute_wrong"][0]["why"] if r["distribute_wrong"] else ""):
+        for w in r["distribute_wrong"]:
+            dist_wrong.setdefault(w["case"], (w["name"], w["why"]))
+    print(f"\nworld {world}: torch's distribute_tensor gives the expected shard for {results[0]['distribute_checked'] - len(dist_wrong)}"
+          f" of {results[0]['distribute_checked']} source layouts on every rank")
+    if REPORT:
+        with open(REPORT, "a") as f:
+            for _, (name, why) in sorted(dist_wrong.items()):
+                f.write(f"world {world} | distribute | {name} | {why}\n")
     # torch's own redistribute on the same pairs: recorded, never failed
     torch_out = torch_results(world, cases, out)
     counts = {}
