@@ -85,6 +85,17 @@ struct CostModel {
   // The most optimistic link constants any step on that link class can see (curves included):
   // what the planner's lower bounds use. Equal to link() when there are no curves.
   [[nodiscard]] LinkParams bound_link(bool inter_host) const noexcept;
+  // What the planner's lower bounds may assume of this model (docs/planner.md, "Bounds"). True
+  // when a step's time depends only on its kind, its mesh dims and how many mesh dims shard the
+  // source (PyTorch's formula: bytes from the tensor's size over the shard count), not on which
+  // elements move: then per-mesh-dim placement classes price every step exactly, a size-1 tensor
+  // dim can still change a step's time, and moving missing elements adds no byte-proportional
+  // time beyond that.
+  [[nodiscard]] bool prices_by_shard_count() const noexcept { return formula == Formula::pytorch; }
+  // A lower bound on the wire time of moving `bytes` between ranks: over the fastest link any
+  // step could use (collective or point-to-point; `direct_only`: point-to-point), 0 when
+  // prices_by_shard_count().
+  [[nodiscard]] double wire_floor_us(double bytes, bool direct_only = false) const noexcept;
 
   [[nodiscard]] static CostModel default_model();
   [[nodiscard]] static CostModel pytorch();

@@ -262,6 +262,14 @@ LinkParams CostModel::bound_link(bool inter_host) const noexcept {
   return b;
 }
 
+double CostModel::wire_floor_us(double bytes, bool direct_only) const noexcept {
+  if (prices_by_shard_count() || bytes <= 0) return 0;
+  const LinkParams bi = bound_link(false), bx = bound_link(true);
+  const double bw = direct_only ? std::max(bi.p2p_bw_GBps, bx.p2p_bw_GBps)
+                                : std::max({bi.bw_GBps, bi.p2p_bw_GBps, bx.bw_GBps, bx.p2p_bw_GBps});
+  return bytes / (bw * 1e3);
+}
+
 CostModel CostModel::default_model() { return CostModel{}; }
 
 CostModel CostModel::pytorch() {

@@ -150,7 +150,7 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
   // elements: sharding an otherwise untouched dim can make a cheaper path (reduce_scatter onto
   // it, then all_to_all; e.g. PP -> S(0)[0]S(0)[1]). Size 0/1 dims never help, except under the
   // PyTorch formula, whose byte count divides by every sharded mesh dim whatever the dim's size.
-  const bool pytorch_bytes = c.formula == CostModel::Formula::pytorch;
+  const bool pytorch_bytes = c.prices_by_shard_count();
   for (int t = 0; t < static_cast<int>(shape.size()); ++t)
     if (pytorch_bytes || shape[static_cast<std::size_t>(t)] >= 2 || !src.entries(t).empty() || !dst.entries(t).empty())
       play_dims.push_back(t);
@@ -288,7 +288,7 @@ void GraphContext::build_abstraction() {
   // Lexicographic (cost, steps) distances. Under the PyTorch formula costs are summed as the
   // search sums them (each step rounded to integer picoseconds), so they are exact; otherwise
   // they are lower bounds in microseconds and the step counts are not used.
-  const bool exact = cost.formula == CostModel::Formula::pytorch;
+  const bool exact = cost.prices_by_shard_count();
   constexpr std::int64_t kInf = std::numeric_limits<std::int64_t>::max();
   A.dist.assign(static_cast<std::size_t>(states_n), std::numeric_limits<double>::infinity());
   A.dist_ps.assign(static_cast<std::size_t>(states_n), kInf);
@@ -382,7 +382,7 @@ GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
     const double d = A.dist[static_cast<std::size_t>(idx)];
     if (!std::isfinite(d)) return {1e12, 1};
     // the PyTorch formula's relaxed distance is exact for every step: nothing else to add
-    if (cost.formula == CostModel::Formula::pytorch)
+    if (cost.prices_by_shard_count())
       return {d, 1, A.dist_ps[static_cast<std::size_t>(idx)], A.steps[static_cast<std::size_t>(idx)]};
     relaxed = d;
   }
@@ -413,12 +413,12 @@ GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
     if (have && have != want) reduce = true;  // every needed element must still be reduced
   }
   // With a per-dim sum under the PyTorch formula, the missing count adds nothing: skip it.
-  if (steps > 0 && cost.formula == CostModel::Formula::pytorch) return {steps, 1};
+  if (steps > 0 && cost.prices_by_shard_count()) return {steps, 1};
   const int nd = static_cast<int>(shape.size());
   std::vector<const std::vector<std::int64_t>*> held(static_cast<std::size_t>(nd));
   for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &held_table(d, s.entries(d));
   // The PyTorch formula's bound only asks whether anything is missing: stop at the first rank.
-  const bool any_only = cost.formula == CostModel::Formula::pytorch;
+  const bool any_only = cost.prices_by_shard_count();
   std::int64_t worst = 0;
   for (std::size_t p = 0; p < coords_.size(); ++p) {
     std::int64_t need = 1, have = 1;
@@ -430,10 +430,8 @@ GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
     if (any_only && worst > 0) break;
   }
   if (worst == 0) return {std::max(relaxed, steps), 0};
-  const LinkParams bi = cost.bound_link(false), bx = cost.bound_link(true);
-  const double bw = std::max({bi.bw_GBps, bi.p2p_bw_GBps, bx.bw_GBps, bx.p2p_bw_GBps});
-  const double wire = cost.formula == CostModel::Formula::pytorch ? 0.0 : static_cast<double>(worst * geo.itemsize()) / (bw * 1e3);
-  const double alpha = std::min(bi.alpha_us, bx.alpha_us);
+  const double wire = cost.wire_floor_us(static_cast<double>(worst * geo.itemsize()));
+  const double alpha = std::min(cost.bound_link(false).alpha_us, cost.bound_link(true).alpha_us);
   return {std::max(relaxed, std::max(steps, alpha) + wire), worst};
 }
 

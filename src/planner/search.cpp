@@ -165,15 +165,12 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     // the bytes this state still lacks at p2p bandwidth) cannot beat the target's current cost.
     if (with_direct && direct_allowed(ctx, ctx.states[u])) {
       const LinkParams L = ctx.cost.bound_link(false), X = ctx.cost.bound_link(true);
-      const double p2p = std::max(L.p2p_bw_GBps, X.p2p_bw_GBps);
       const auto& bu = ctx.bounds[u];
       // with nothing missing a direct step is local copies only (no peers, no latency)
       const double lb = bu.missing == 0
                             ? 0.0
                             : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us) +
-                                  (ctx.cost.formula == CostModel::Formula::pytorch
-                                       ? 0.0
-                                       : static_cast<double>(bu.missing * ctx.geo.itemsize()) / (p2p * 1e3));
+                                  ctx.cost.wire_floor_us(static_cast<double>(bu.missing * ctx.geo.itemsize()), true);
       const std::int64_t cutoff = disc[dst] != kUnseen ? dist[dst].cost_ps : std::numeric_limits<std::int64_t>::max();
       if (du.cost_ps + quantise_bound(lb) <= cutoff) {
         const Step& d = ctx.direct_step(static_cast<std::uint32_t>(u));
