@@ -403,12 +403,15 @@ class _TorchComm:
         self._strided(dst, run_bytes, count, dst_stride).copy_(self._strided(src, run_bytes, count, src_stride))
 
 
+# For tests: run the executor's local copies as torch ops (the GPU path) on CPU tensors too.
+_torch_local_copies_on_cpu = False
+
+
 class _Runner:
-    def __init__(self, device_mesh: DeviceMesh, device: torch.device):
+    def __init__(self, device_mesh: DeviceMesh, device: torch.device, host_copies: bool):
         self.info = _mesh_info(device_mesh)
         self.impl = _TorchComm(device_mesh, self.info, device)
-        self.comm = _core._PyCommunicator(self.info.mesh, self.info.dense[self.impl.my_rank], self.impl,
-                                          device.type == "cpu")
+        self.comm = _core._PyCommunicator(self.info.mesh, self.info.dense[self.impl.my_rank], self.impl, host_copies)
         self.executors: OrderedDict = OrderedDict()
         self.lock = threading.Lock()
 
@@ -444,11 +447,12 @@ atexit.register(clear_caches)
 
 
 def _runner(device_mesh: DeviceMesh, device: torch.device) -> _Runner:
-    key = (id(device_mesh), str(device), id(dist.distributed_c10d._get_default_group()))
+    host_copies = device.type == "cpu" and not _torch_local_copies_on_cpu
+    key = (id(device_mesh), str(device), id(dist.distributed_c10d._get_default_group()), host_copies)
     with _runners_lock:
         r = _runners.get(key)
         if r is None or r.impl.device_mesh is not device_mesh:
-            r = _Runner(device_mesh, device)
+            r = _Runner(device_mesh, device, host_copies)
             _runners[key] = r
         return r
 

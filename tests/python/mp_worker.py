@@ -93,12 +93,16 @@ def _input(mesh, src, dtype, coord):
     return DTensor(local_input(src, dtype, coord), spec, requires_grad=False)
 
 
-def run(rank, world, port, cases, out_dir, mode="dtensor", start=0):
-    """mode "dtensor": every case through dtensor.torch.redistribute, results in rank{r}.json.
+def run(rank, world, port, cases, out_dir, mode="dtensor", start=0, torch_copies=False):
+    """mode "dtensor": every case through dtensor.torch.redistribute, results in rank{r}.json
+    (`torch_copies`: the executor's local copies as torch ops, the GPU path, on CPU tensors).
     mode "torch": torch's own redistribute from case `start` on, one JSON line per case in
     rank{r}.jsonl ("begin" before it runs, so a hang or crash can be attributed)."""
     import dtensor.torch as dt
     from torch.distributed.device_mesh import DeviceMesh
+
+    # the executor's local copies as torch ops (what runs on GPU tensors) instead of C++ memcpy
+    dt._torch_local_copies_on_cpu = torch_copies
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60 if mode == "dtensor" else 10))
@@ -143,7 +147,7 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0):
             except Exception as e:  # noqa: BLE001: reported with the case
                 err = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
             if err:
-                result["wrong"].append(f"{name}: {err}")
+                result["wrong"].append(f"case {i}: {name}: {err}")
             result["checked"] += 1
             continue
         # torch's own redistribute: its public API takes placements only (default shard order)

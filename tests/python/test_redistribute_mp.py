@@ -99,22 +99,23 @@ def torch_results(world, cases, out):
     return out_of
 
 
-def run_world(world, meshes, count, seed, tmp_path):
+def run_world(world, meshes, count, seed, tmp_path, torch_copies):
     cases = make_cases(seed, meshes, count)
     out = tmp_path / f"world{world}"
     out.mkdir()
-    if not spawn(world, (cases, str(out), "dtensor", 0), 300):
+    if not spawn(world, (cases, str(out), "dtensor", 0, torch_copies), 300):
         pytest.fail(f"world {world}: a rank failed or did not finish within 300 s")
     results = [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)]
     return cases, results, out
 
 
-@pytest.mark.parametrize("world,meshes,seed", [
-    (4, [[4], [2, 2]], 11),
-    (8, [[8], [2, 4], [4, 2], [2, 2, 2]], 12),
+# world 8 runs the executor's local copies as torch ops (the path GPU tensors take), world 4 in C++
+@pytest.mark.parametrize("world,meshes,seed,torch_copies", [
+    (4, [[4], [2, 2]], 11, False),
+    (8, [[8], [2, 4], [4, 2], [2, 2, 2]], 12, True),
 ])
-def test_redistribute_matches_expected_shards(world, meshes, seed, tmp_path):
-    cases, results, out = run_world(world, meshes, 160, seed, tmp_path)
+def test_redistribute_matches_expected_shards(world, meshes, seed, torch_copies, tmp_path):
+    cases, results, out = run_world(world, meshes, 160, seed, tmp_path, torch_copies)
     wrong = sorted({w for r in results for w in r["wrong"]})
     assert all(r["checked"] == len(cases) for r in results)
     assert not wrong, f"{len(wrong)} of {len(cases)} pairs wrong:\n" + "\n".join(wrong[:10])
