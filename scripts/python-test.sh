@@ -19,5 +19,7 @@ out=$(cd /tmp && "$(dirname "$py")/torchrun" --nproc-per-node 4 --master-port 29
   echo "$out"; echo "examples/python/fsdp_tp.py failed"; exit 1; }
 # ranks print after their checks passed (a failed check exits non-zero); lines of different
 # processes may interleave, so count the distinct ranks that reported
-ok=$(grep -oE "rank [0-9]+: weight [^:]*: ok" <<<"$out" | sort -u | tee /dev/stderr | wc -l)
+reported=$(grep -oE "rank [0-9]+: weight [^:]*: ok" <<<"$out" | sort -u || true)
+echo "$reported"
+ok=$(grep -c . <<<"$reported" || true)
 [ "$ok" = 4 ] || { echo "$out"; echo "examples/python/fsdp_tp.py: $ok of 4 ranks ok"; exit 1; }
