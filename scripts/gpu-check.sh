@@ -74,6 +74,23 @@ else
   row "spmd_redistribute --backend nccl ($gpus GPU)" FAIL "see $out/spmd-nccl.log"
 fi
 
+# The cost model against the GPU: tune validate over NCCL (one process per GPU under mpirun).
+# Needs the CLI built with MPI; with one GPU it is a 1-rank mesh (local steps only).
+if [ -x build-gpu/dtensor ] && command -v mpirun >/dev/null 2>&1; then
+  if mpirun --allow-run-as-root --oversubscribe -np "$gpus" ./build-gpu/dtensor tune validate --backend nccl \
+       --mesh "$gpus" --shape 8192x4096 --iters 20 --format json >"$out/tune-validate-nccl.json" 2>&1; then
+    note=$(python3 -c 'import json,sys; j=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print("; ".join("%s %.1f/%.1f us" % (p["name"], p["predicted_us"], p["measured_us"]) for p in j["plans"]))' \
+      "$out/tune-validate-nccl.json")
+    [ "$gpus" -eq 1 ] && note="$note(1-rank mesh: multi-rank NCCL timing unverified)"
+    row "tune validate --backend nccl" PASS "$note"
+  else
+    row "tune validate --backend nccl" FAIL "see $out/tune-validate-nccl.json"
+  fi
+else
+  row "tune validate --backend nccl" SKIP "no CLI with MPI in build-gpu (or no mpirun)"
+fi
+
 echo
 echo "== gpu-check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $gpus GPU(s))"
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"

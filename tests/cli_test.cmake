@@ -148,8 +148,8 @@ run_case(tune_measure 0 "wrote .*all_reduce-intra.txt" ""
          tune measure --mesh 2x4 --devices-per-host 4 --truth ${tmp}/fitted.json --noise 0.01 --sizes 1K:1M --iters 3 -o ${tmp}/measured)
 run_case(tune_measure_fit 0 "all_reduce on the intra-node link, fitted at 4 ranks" ""
          tune fit ${tmp}/measured/all_reduce-intra.txt ${tmp}/measured/all_gather-inter.txt -o ${tmp}/refit.json)
-run_case(tune_measure_backend 2 "" "^error: --backend \"nccl\": the CLI runs threads \\(in-process\\) or mpi"
-         tune measure --mesh 2 --backend nccl -o ${tmp}/m2)
+run_case(tune_measure_backend 2 "" "^error: --backend \"gloo\": the CLI runs threads \\(in-process\\), mpi or nccl"
+         tune measure --mesh 2 --backend gloo -o ${tmp}/m2)
 # validate: on a virtual clock driven by the profile itself, predicted = measured
 run_case(tune_validate 0 "transpose +10[.]9[0-9]+ +10[.]9[0-9]+ +-?0[.][0-9]%  S\\(0\\)\\[0\\]S\\(0\\)\\[1\\]->S\\(1\\)\\[0\\]S\\(1\\)\\[1\\]" ""
          tune validate --mesh 2x4 --shape 256x256 --truth default)

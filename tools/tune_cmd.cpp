@@ -20,6 +20,9 @@
 #ifdef DTENSOR_CLI_MPI
 #include "dtensor/mpi.hpp"
 #endif
+#ifdef DTENSOR_CLI_NCCL
+#include "dtensor/nccl_mpi.hpp"
+#endif
 
 namespace dtensor::cli {
 namespace {
@@ -254,7 +257,10 @@ void run_predict() {
 // in-process backend (wall clock, or the --truth profile's virtual clock), or this process's rank
 // of an MPI job (`mpirun -np N dtensor tune ... --backend mpi`; wall clock). Returns whether this
 // process prints (the in-process backend, or MPI rank 0).
-bool run_spmd(const Mesh& mesh, const std::function<void(std::int64_t, Communicator&, const std::function<double()>&)>& fn) {
+// The buffers' memory (tune::Memory) comes with the backend: host, or the GPU's for nccl.
+bool run_spmd(const Mesh& mesh,
+              const std::function<void(std::int64_t, Communicator&, const std::function<double()>&, const tune::Memory&)>& fn) {
+  const tune::Memory host;
   if (args.backend == "threads") {
     if (mesh.num_ranks() > 256) throw InputError(fmt::format("--mesh {}: the in-process backend runs at most 256 ranks", args.mesh));
     WorldOptions wo;
@@ -273,12 +279,12 @@ bool run_spmd(const Mesh& mesh, const std::function<void(std::int64_t, Communica
         if (virtual_clock) return world.clock_us(rank);
         return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
       };
-      fn(rank, comm, now);
+      fn(rank, comm, now, host);
     });
     return true;
   }
   if (!args.truth.empty()) throw InputError("--truth (a virtual clock) works with --backend threads only");
-  if (args.backend == "mpi") {
+  if (args.backend == "mpi" || args.backend == "nccl") {
 #ifdef DTENSOR_CLI_MPI
     int inited = 0;
     MPI_Initialized(&inited);
@@ -295,16 +301,28 @@ bool run_spmd(const Mesh& mesh, const std::function<void(std::int64_t, Communica
     if (size != mesh.num_ranks())
       throw InputError(fmt::format("--mesh {} has {} ranks but the MPI job has {} processes (mpirun -np {})", args.mesh,
                                    mesh.num_ranks(), size, mesh.num_ranks()));
-    MpiCommunicator comm(mesh);
     const std::function<double()> now = [] { return MPI_Wtime() * 1e6; };
-    fn(comm.rank(), comm, now);
-    return comm.rank() == 0;
+    if (args.backend == "mpi") {
+      MpiCommunicator comm(mesh);
+      fn(comm.rank(), comm, now, host);
+      return comm.rank() == 0;
+    }
+#ifdef DTENSOR_CLI_NCCL
+    // one GPU per process (its local rank's), NCCL started through MPI; buffers on the GPU
+    auto comm = nccl_communicator_from_mpi(mesh);
+    const tune::Memory device = nccl_device_memory(*comm);
+    fn(comm->rank(), *comm, now, device);
+    comm->wait();
+    return comm->rank() == 0;
 #else
-    throw InputError("--backend mpi: this dtensor was built without MPI (Debian: libopenmpi-dev, then rebuild)");
+    throw InputError("--backend nccl: this dtensor was built without the NCCL backend (CUDA and NCCL not found)");
+#endif
+#else
+    throw InputError(fmt::format("--backend {}: this dtensor was built without MPI, which starts the {} job "
+                                 "(Debian: libopenmpi-dev, then rebuild)", args.backend, args.backend));
 #endif
   }
-  throw InputError(fmt::format("--backend {}: the CLI runs threads (in-process) or mpi; the NCCL backend needs device "
-                               "buffers: call dtensor::tune::measure / validate from an SPMD program there",
+  throw InputError(fmt::format("--backend {}: the CLI runs threads (in-process), mpi or nccl (both under mpirun)",
                                quote_input(args.backend)));
 }
 
@@ -323,8 +341,11 @@ void run_measure() {
   mo.devices_per_host = parse_index("--devices-per-host", args.devices_per_host, std::int64_t{1} << 31);
   std::vector<tune::MeasuredLog> logs;
   std::mutex mu;
-  const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now) {
-    auto mine = tune::measure(comm, mo, now);
+  const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now,
+                                         const tune::Memory& memory) {
+    tune::MeasureOptions o = mo;
+    o.memory = memory;
+    auto mine = tune::measure(comm, o, now);
     std::lock_guard lock(mu);
     if (rank == 0) logs = std::move(mine);
   });
@@ -358,8 +379,11 @@ void run_validate() {
   vo.iters = static_cast<int>(parse_index("--iters", args.iters, 1000000));
   std::vector<tune::Validation> results;
   std::mutex mu;
-  const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now) {
-    auto mine = tune::validate(comm, model, cases, vo, now);
+  const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now,
+                                         const tune::Memory& memory) {
+    tune::ValidateOptions o = vo;
+    o.memory = memory;
+    auto mine = tune::validate(comm, model, cases, o, now);
     std::lock_guard lock(mu);
     if (rank == 0) results = std::move(mine);
   });
@@ -438,7 +462,7 @@ void register_tune(CLI::App& app) {
   predict->callback(run_predict);
   auto* measure = tune->add_subcommand("measure", "time the library's collectives and write nccl-tests logs");
   measure->add_option("--mesh", args.mesh, "mesh shape: 2x4 or dp=2,tp=4");
-  measure->add_option("--backend", args.backend, "threads (in-process) or mpi (under mpirun)");
+  measure->add_option("--backend", args.backend, "threads (in-process), or mpi or nccl (under mpirun; nccl: one GPU per process)");
   measure->add_option("--sizes", args.sizes, "MIN:MAX in bytes, doubling (default 1K:16M)");
   measure->add_option("--iters", args.iters, "timed iterations per size (default 5)");
   measure->add_option("--devices-per-host", args.devices_per_host, "which mesh dims are within a host (default 8)");
@@ -451,7 +475,7 @@ void register_tune(CLI::App& app) {
   validate->add_option("--profile", args.profile, "default, pytorch or a profile file");
   validate->add_option("--mesh", args.mesh, "mesh shape: 2x4 or dp=2,tp=4");
   validate->add_option("--shape", args.shape, "tensor shape, two or more dims (default 1024x1024, f32)");
-  validate->add_option("--backend", args.backend, "threads (in-process) or mpi (under mpirun)");
+  validate->add_option("--backend", args.backend, "threads (in-process), or mpi or nccl (under mpirun; nccl: one GPU per process)");
   validate->add_option("--iters", args.iters, "timed runs per plan (default 5)");
   validate->add_option("--truth", args.truth, "threads: a profile that drives a virtual clock instead of the wall clock");
   validate->add_option("--noise", args.noise, "relative noise of the virtual clock, in [0, 1) (default 0)");

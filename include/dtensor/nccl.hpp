@@ -11,6 +11,7 @@
 
 #include "dtensor/comm.hpp"
 #include "dtensor/simulated.hpp"
+#include "dtensor/tune.hpp"
 
 namespace dtensor {
 
@@ -103,5 +104,9 @@ class NcclCommunicator final : public Communicator {
 // `stream`. It checks the CUDA kernels on multi-rank plans where NCCL (one rank per GPU) cannot.
 // Use it with the all-ranks driver (execute_all_ranks), which issues everything from one thread.
 [[nodiscard]] std::shared_ptr<SimulatedMemory> device_memory(void* stream = nullptr);
+
+// Buffers on `comm`'s GPU for dtensor::tune::measure and validate (cudaMalloc'd; uploads and
+// downloads are blocking copies; `wait` is comm.wait()). `comm` must outlive the buffers.
+[[nodiscard]] tune::Memory nccl_device_memory(NcclCommunicator& comm);
 
 }  // namespace dtensor

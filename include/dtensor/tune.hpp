@@ -84,6 +84,18 @@ struct ProfileFit {
 [[nodiscard]] CollectiveCurve fit_line(std::span<const Row> rows, Collective collective, bool inter_host,
                                        std::int64_t ranks);
 
+// Where measure and validate keep their buffers: host memory unless `allocate` is set (the NCCL
+// backend: device memory on the rank's GPU, dtensor::nccl_device_memory). All of allocate,
+// release, upload and download, or none; `wait` blocks the host until the backend's issued
+// work completed (backends whose calls return before the data moved, like NCCL).
+struct Memory {
+  std::function<void*(std::size_t bytes)> allocate;
+  std::function<void(void*)> release;
+  std::function<void(void* dst, const void* src, std::size_t bytes)> upload;    // host -> buffer
+  std::function<void(void* dst, const void* src, std::size_t bytes)> download;  // buffer -> host
+  std::function<void()> wait;
+};
+
 // Microbenchmarks through the library's own communicators, written as nccl-tests logs.
 struct MeasureOptions {
   std::int64_t min_bytes = 1024;            // nccl-tests sizes, doubling from min to max
@@ -91,6 +103,7 @@ struct MeasureOptions {
   int warmup = 1;
   int iters = 5;
   std::int64_t devices_per_host = 8;        // which mesh dims are intra-node (as a profile says)
+  Memory memory;                            // host when unset
 };
 struct MeasuredLog {
   std::string name;  // "all_gather-intra.txt"
@@ -120,6 +133,7 @@ struct ValidateCase {
 struct ValidateOptions {
   int warmup = 1;
   int iters = 5;
+  Memory memory;  // host when unset
 };
 struct Validation {
   std::string name;
@@ -128,8 +142,8 @@ struct Validation {
   double measured_us = 0;   // per execution, the slowest rank
   bool verified = false;    // every rank's output equals its expected shard
 };
-// SPMD: every rank of the communicator's mesh calls it with the same arguments; host buffers
-// (threads and MPI backends). `now_us` reads this rank's clock (wall or virtual). Every rank
+// SPMD: every rank of the communicator's mesh calls it with the same arguments; buffers in
+// `options.memory` (host by default: threads and MPI backends). `now_us` reads this rank's clock (wall or virtual). Every rank
 // gets the same results.
 [[nodiscard]] std::vector<Validation> validate(Communicator& comm, const CostModel& model,
                                                std::span<const ValidateCase> cases, const ValidateOptions& options,

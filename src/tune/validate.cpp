@@ -12,6 +12,7 @@
 #include "dtensor/planner.hpp"
 #include "dtensor/testing.hpp"
 #include "dtensor/tune.hpp"
+#include "buffer.hpp"
 
 namespace dtensor::tune {
 namespace {
@@ -52,6 +53,7 @@ std::vector<ValidateCase> validate_cases(const Mesh& mesh, const std::vector<std
 std::vector<Validation> validate(Communicator& comm, const CostModel& model, std::span<const ValidateCase> cases,
                                  const ValidateOptions& o, const std::function<double()>& now_us) {
   if (o.iters < 1 || o.warmup < 0) throw InputError("validate needs at least one iteration and no negative warm-up");
+  detail::check_memory(o.memory);
   const std::int64_t rank = comm.rank();
   std::vector<Validation> out;
   for (const auto& c : cases) {
@@ -62,17 +64,23 @@ std::vector<Validation> validate(Communicator& comm, const CostModel& model, std
     po.runner_up = false;
     const Plan plan = plan_redistribution(c.src, c.dst, model, po);
     Executor ex(plan, comm);
-    const auto input = seeded_input(c.src, rank);
-    std::vector<std::byte> output(static_cast<std::size_t>(ex.output_bytes()));
-    std::vector<std::byte> workspace(static_cast<std::size_t>(ex.workspace_bytes()));
-    const Buffers b{input, output, workspace};
+    detail::Buffer input(o.memory, static_cast<std::size_t>(ex.input_bytes()));
+    detail::Buffer output(o.memory, static_cast<std::size_t>(ex.output_bytes()));
+    detail::Buffer workspace(o.memory, static_cast<std::size_t>(ex.workspace_bytes()));
+    input.upload(seeded_input(c.src, rank));
+    const Buffers b{{input.data(), input.size()}, {output.data(), output.size()}, {workspace.data(), workspace.size()}};
+    auto settle = [&] {
+      comm.synchronize();
+      if (o.memory.wait) o.memory.wait();
+    };
     for (int i = 0; i < o.warmup; ++i) ex.execute(b);
     if (o.warmup == 0) ex.execute(b);  // one run is needed to verify
-    const bool ok = verify_rank_output(c.dst, rank, output).empty();
+    settle();
+    const bool ok = verify_rank_output(c.dst, rank, output.download()).empty();
     (void)comm.exchange(0);  // every rank starts the timed runs together
     const double t0 = now_us();
     for (int i = 0; i < o.iters; ++i) ex.execute(b);
-    comm.synchronize();
+    settle();
     const double mine = (now_us() - t0) / o.iters;
     const auto times = comm.exchange(std::bit_cast<std::uint64_t>(mine));
     const auto oks = comm.exchange(ok ? 1 : 0);

@@ -254,6 +254,29 @@ void NcclCommunicator::abort() noexcept {
   state_->world = nullptr;
 }
 
+tune::Memory nccl_device_memory(NcclCommunicator& comm) {
+  int device = 0;
+  detail::cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  tune::Memory m;
+  m.allocate = [device](std::size_t bytes) -> void* {
+    detail::cuda_check(cudaSetDevice(device), "cudaSetDevice");
+    void* p = nullptr;
+    detail::cuda_check(cudaMalloc(&p, bytes), "tune buffer");
+    return p;
+  };
+  m.release = [](void* p) { (void)cudaFree(p); };
+  m.upload = [&comm](void* dst, const void* src, std::size_t bytes) {
+    comm.wait();
+    detail::cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "tune upload");
+  };
+  m.download = [&comm](void* dst, const void* src, std::size_t bytes) {
+    comm.wait();
+    detail::cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "tune download");
+  };
+  m.wait = [&comm] { comm.wait(); };
+  return m;
+}
+
 void NcclCommunicator::wait() {
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   auto* st = static_cast<cudaStream_t>(stream_);
