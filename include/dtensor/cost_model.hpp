@@ -92,6 +92,9 @@ struct CostModel {
   // dim can still change a step's time, and moving missing elements adds no byte-proportional
   // time beyond that.
   [[nodiscard]] bool prices_by_shard_count() const noexcept { return formula == Formula::pytorch; }
+  // Whether plans under this profile default to PyTorch's own transitions (the `pytorch` edge
+  // set) rather than every edge: true for the profile that reproduces torch's planner.
+  [[nodiscard]] bool defaults_to_pytorch_edges() const noexcept { return formula == Formula::pytorch; }
   // A lower bound on the wire time of moving `bytes` between ranks: over the fastest link any
   // step could use (collective or point-to-point; `direct_only`: point-to-point), 0 when
   // prices_by_shard_count().

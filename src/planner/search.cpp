@@ -292,7 +292,7 @@ const Step& GraphContext::direct_step(std::uint32_t id) const {
 
 Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options) {
   const EdgeSet edges =
-      options.edges.value_or(cost.formula == CostModel::Formula::pytorch ? EdgeSet::pytorch : EdgeSet::all);
+      options.edges.value_or(cost.defaults_to_pytorch_edges() ? EdgeSet::pytorch : EdgeSet::all);
   GraphContext ctx(src, dst, cost, edges);
   if (options.max_search_bytes <= 0)
     throw InputError(fmt::format("max search bytes {} must be positive", options.max_search_bytes));
