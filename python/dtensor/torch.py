@@ -393,14 +393,28 @@ class _TorchComm:
         self._typed(dst, count, dtype).fill_(value)
 
     def _strided(self, address, run_bytes, count, stride) -> torch.Tensor:
-        extent = run_bytes + sum((c - 1) * st for c, st in zip(count, stride) if c > 0)
-        base = self._view(address, extent)
-        return base.as_strided(list(count) + [run_bytes], list(stride) + [1], base.storage_offset())
+        """The byte view `address + sum(i_k * stride[k]) + j` (j < run_bytes), shape count + [run_bytes].
+        Negative strides (the executor fuses copies whose offsets step backwards) are taken from
+        the lowest address and flipped: a copy, so only for reading."""
+        low = address + sum((c - 1) * st for c, st in zip(count, stride) if st < 0)
+        extent = run_bytes + sum((c - 1) * abs(st) for c, st in zip(count, stride))
+        base = self._view(low, extent)
+        v = base.as_strided(list(count) + [run_bytes], [abs(st) for st in stride] + [1], base.storage_offset())
+        flip = [k for k, st in enumerate(stride) if st < 0]
+        return v.flip(flip) if flip else v
 
     def copy_strided(self, dst, src, run_bytes, count, dst_stride, src_stride) -> None:
         if run_bytes == 0 or any(c == 0 for c in count):
             return
-        self._strided(dst, run_bytes, count, dst_stride).copy_(self._strided(src, run_bytes, count, src_stride))
+        count, ds, ss = list(count), list(dst_stride), list(src_stride)
+        # walk the dims where the destination steps backwards in reverse, in both: the written
+        # view then has non-negative strides (a view, not a copy)
+        for k, c in enumerate(count):
+            if ds[k] < 0:
+                dst += (c - 1) * ds[k]
+                src += (c - 1) * ss[k]
+                ds[k], ss[k] = -ds[k], -ss[k]
+        self._strided(dst, run_bytes, count, ds).copy_(self._strided(src, run_bytes, count, ss))
 
 
 # For tests: run the executor's local copies as torch ops (the GPU path) on CPU tensors too.
@@ -409,6 +423,7 @@ _torch_local_copies_on_cpu = False
 
 class _Runner:
     def __init__(self, device_mesh: DeviceMesh, device: torch.device, host_copies: bool):
+        self.host_copies = host_copies
         self.info = _mesh_info(device_mesh)
         self.impl = _TorchComm(device_mesh, self.info, device)
         self.comm = _core._PyCommunicator(self.info.mesh, self.info.dense[self.impl.my_rank], self.impl, host_copies)

@@ -102,6 +102,7 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0, torch_copies
     from torch.distributed.device_mesh import DeviceMesh
 
     # the executor's local copies as torch ops (what runs on GPU tensors) instead of C++ memcpy
+    assert hasattr(dt, "_torch_local_copies_on_cpu"), "the installed dtensor.torch has no torch-copies switch"
     dt._torch_local_copies_on_cpu = torch_copies
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
@@ -166,6 +167,10 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0, torch_copies
         lines.write(json.dumps({"case": i, "status": status, "name": name, "detail": err}) + "\n")
         dist.barrier()
     if mode == "dtensor":
+        # the copies really ran where the test asked (torch ops or C++)
+        modes = {r.host_copies for r in dt._runners.values()}
+        if modes != {not torch_copies}:
+            result["wrong"].append(f"case {len(cases)}: executors ran with host copies {modes}, asked {not torch_copies}")
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
             json.dump(result, f)
     dist.destroy_process_group()

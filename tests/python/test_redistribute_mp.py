@@ -45,7 +45,7 @@ def make_cases(seed, meshes, count):
 
 
 def spawn(world, args, timeout_s):
-    """Runs mp_worker.run on `world` ranks; False when they fail or do not finish in time."""
+    """Runs mp_worker.run on `world` ranks: "" when they all finish, else why not."""
     import time
     import mp_worker
     ctx = mp.start_processes(mp_worker.run, args=(world, free_port(), *args), nprocs=world, join=False,
@@ -54,13 +54,13 @@ def spawn(world, args, timeout_s):
     try:
         while not ctx.join(timeout=2):
             if time.time() > deadline:
-                raise TimeoutError
-        return True
-    except Exception:  # noqa: BLE001: a rank raised, crashed or hung
+                raise TimeoutError(f"ranks did not finish within {timeout_s} s")
+        return ""
+    except Exception as e:  # noqa: BLE001: a rank raised, crashed or hung
         for p in ctx.processes:
             if p.is_alive():
                 p.kill()
-        return False
+        return str(e)[-3000:]
 
 
 def torch_results(world, cases, out):
@@ -68,7 +68,7 @@ def torch_results(world, cases, out):
     failure that leaves ranks waiting on each other stops the run; it restarts after that case."""
     start, seen = 0, {}
     while start < len(cases):
-        spawn(world, (cases, str(out), "torch", start), 600)
+        spawn(world, (cases, str(out), "torch", start), 600)  # a torch failure is attributed below
         last = start - 1
         for r in range(world):
             path = out / f"rank{r}.jsonl"
@@ -103,8 +103,9 @@ def run_world(world, meshes, count, seed, tmp_path, torch_copies):
     cases = make_cases(seed, meshes, count)
     out = tmp_path / f"world{world}"
     out.mkdir()
-    if not spawn(world, (cases, str(out), "dtensor", 0, torch_copies), 300):
-        pytest.fail(f"world {world}: a rank failed or did not finish within 300 s")
+    why = spawn(world, (cases, str(out), "dtensor", 0, torch_copies), 300)
+    if why:
+        pytest.fail(f"world {world}: {why}")
     results = [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)]
     return cases, results, out
 
@@ -116,7 +117,8 @@ def run_world(world, meshes, count, seed, tmp_path, torch_copies):
 ])
 def test_redistribute_matches_expected_shards(world, meshes, seed, torch_copies, tmp_path):
     cases, results, out = run_world(world, meshes, 160, seed, tmp_path, torch_copies)
-    wrong = sorted({w for r in results for w in r["wrong"]})
+    # earliest case first: a failure that breaks the process group fails every later case too
+    wrong = sorted({w for r in results for w in r["wrong"]}, key=lambda w: (int(w.split(":")[0].split()[1]), w))
     assert all(r["checked"] == len(cases) for r in results)
     assert not wrong, f"{len(wrong)} of {len(cases)} pairs wrong:\n" + "\n".join(wrong[:10])
     dist_wrong = {}  # case -> (name, the first rank's difference)
