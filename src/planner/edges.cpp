@@ -430,8 +430,9 @@ GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
     if (any_only && worst > 0) break;
   }
   if (worst == 0) return {std::max(relaxed, steps), 0};
-  const double wire = cost.wire_floor_us(static_cast<double>(worst * geo.itemsize()));
-  const double alpha = std::min(cost.bound_link(false).alpha_us, cost.bound_link(true).alpha_us);
+  // optimistic_ holds bound_link's constants and no curves: no per-call scan of the curves
+  const double wire = optimistic_.wire_floor_us(static_cast<double>(worst * geo.itemsize()));
+  const double alpha = std::min(optimistic_.intra.alpha_us, optimistic_.inter.alpha_us);
   return {std::max(relaxed, std::max(steps, alpha) + wire), worst};
 }
 

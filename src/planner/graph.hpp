@@ -171,6 +171,8 @@ struct GraphContext {
   std::vector<std::pair<std::int64_t, bool>> shard_kinds;  // (split_factor, strided) options
   Geometry geo;
   double numel = 1;  // the tensor's element count, as the cost formulas use it
+  // The cost model with bound_link's constants on both links and no curves (what bounds price with).
+  [[nodiscard]] const CostModel& optimistic() const noexcept { return optimistic_; }
 
   // A* lower bound on the cost from `s` to the target (µs), and the largest number of target
   // elements one rank still lacks in `s`. Admissible and consistent (docs/planner.md).

@@ -164,13 +164,14 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     // direct is the most expensive edge to cost: skip it when even its lower bound (one peer,
     // the bytes this state still lacks at p2p bandwidth) cannot beat the target's current cost.
     if (with_direct && direct_allowed(ctx, ctx.states[u])) {
-      const LinkParams L = ctx.cost.bound_link(false), X = ctx.cost.bound_link(true);
+      const LinkParams& L = ctx.optimistic().intra;  // bound_link's constants, computed once per query
+      const LinkParams& X = ctx.optimistic().inter;
       const auto& bu = ctx.bounds[u];
       // with nothing missing a direct step is local copies only (no peers, no latency)
       const double lb = bu.missing == 0
                             ? 0.0
                             : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us) +
-                                  ctx.cost.wire_floor_us(static_cast<double>(bu.missing * ctx.geo.itemsize()), true);
+                                  ctx.optimistic().wire_floor_us(static_cast<double>(bu.missing * ctx.geo.itemsize()), true);
       const std::int64_t cutoff = disc[dst] != kUnseen ? dist[dst].cost_ps : std::numeric_limits<std::int64_t>::max();
       if (du.cost_ps + quantise_bound(lb) <= cutoff) {
         const Step& d = ctx.direct_step(static_cast<std::uint32_t>(u));
