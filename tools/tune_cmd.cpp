@@ -371,8 +371,7 @@ void run_validate() {
   const CostModel model = for_flag("--profile", [] { return CostModel::load(args.profile); });
   const auto shape = for_flag("--shape", [] { return parse_shape(args.shape); });
   const auto cases = tune::validate_cases(mesh, shape, DType::f32);
-  std::int64_t numel = 1;
-  for (auto d : shape) numel *= d;
+  const std::int64_t numel = cases.front().src.numel();
   if (numel > (std::int64_t{1} << 26))
     throw InputError(fmt::format("--shape {}: the CLI moves real host data; at most 2^26 elements", args.shape));
   tune::ValidateOptions vo;

@@ -70,6 +70,14 @@ class _MeshInfo:
             explicit = []
         names = list(device_mesh.mesh_dim_names or [])
         self.mesh = _core.Mesh(self.shape, names, explicit)
+        self.name = str(device_mesh)
+
+    def my_coord(self) -> tuple[int, list]:
+        """This process's torch rank and its mesh coordinate (ValueError when it is not on the mesh)."""
+        me = dist.get_rank()
+        if me not in self.dense:
+            raise ValueError(f"rank {me} is not on the device mesh {self.name}")
+        return me, [int(c) for c in (self.grid == me).nonzero()[0].tolist()]
 
 
 _mesh_lock = threading.Lock()
@@ -175,11 +183,7 @@ def distribute(tensor: torch.Tensor, device_mesh: DeviceMesh, placements: Sequen
     coordinate 0 holds the value and the others the op's identity (0 for sum, 1 for product, the
     value itself for avg, max and min), so the reduction gives `tensor` back."""
     layout = layout_of(device_mesh, placements, tensor.shape, tensor.dtype, shard_order)
-    info = _mesh_info(device_mesh)
-    me = dist.get_rank()
-    if me not in info.dense:
-        raise ValueError(f"rank {me} is not on the device mesh {device_mesh}")
-    coord = [int(c) for c in (info.grid == me).nonzero()[0].tolist()]
+    _, coord = _mesh_info(device_mesh).my_coord()
     local = tensor.detach()
     for d, runs in enumerate(layout.owned_runs(coord)):
         idx = torch.cat([torch.arange(a, b) for a, b in runs]) if runs else torch.empty(0, dtype=torch.long)
@@ -220,10 +224,7 @@ class _TorchComm:
         self.device_mesh = device_mesh
         self.info = info
         self.device = device
-        self.my_rank = dist.get_rank()
-        if self.my_rank not in info.dense:
-            raise ValueError(f"rank {self.my_rank} is not on the device mesh {device_mesh}")
-        self.coord = [int(c) for c in (info.grid == self.my_rank).nonzero()[0].tolist()]
+        self.my_rank, self.coord = info.my_coord()
         self.groups: dict[tuple, tuple] = {}
         self.whole = None
         self.buffers: list[torch.Tensor] = []

@@ -87,6 +87,12 @@ std::vector<std::pair<std::int64_t, std::int64_t>> runs_of(const IndexSet& s) {
   return out;
 }
 
+std::vector<std::pair<int, std::string>> ignored_of(const std::vector<tune::IgnoredRow>& rows) {
+  std::vector<std::pair<int, std::string>> out;
+  for (const auto& r : rows) out.emplace_back(r.line, r.reason);
+  return out;
+}
+
 std::vector<std::vector<int>> groups_of(const Plan& plan) {
   std::vector<std::vector<int>> out;
   for (const auto& s : plan.steps)
@@ -481,11 +487,8 @@ NB_MODULE(_core, m) {
         for (const auto& r : l.rows) out.emplace_back(r.bytes, r.time_us, r.line);
         return out;
       }, "(bytes, out-of-place time in us, line) per data row")
-      .def_prop_ro("ignored", [](const tune::Log& l) {
-        std::vector<std::pair<int, std::string>> out;
-        for (const auto& r : l.ignored) out.emplace_back(r.line, r.reason);
-        return out;
-      }, "(line, reason) per row the parser skipped");
+      .def_prop_ro("ignored", [](const tune::Log& l) { return ignored_of(l.ignored); },
+                   "(line, reason) per row the parser skipped");
   t.def("parse_nccl_log",
         [](const std::string& text, const std::string& name, const std::optional<std::string>& collective,
            std::optional<std::int64_t> ranks, std::optional<std::int64_t> ranks_per_node) {
@@ -511,11 +514,7 @@ NB_MODULE(_core, m) {
         for (const auto& b : f.fit.curve.bands) out.emplace_back(b.up_to_bytes, b.alpha_us, b.bw_GBps);
         return out;
       }, "(up_to_bytes, alpha_us, bus bandwidth GB/s) per size band")
-      .def_prop_ro("ignored", [](const tune::LogFit& f) {
-        std::vector<std::pair<int, std::string>> out;
-        for (const auto& r : f.ignored) out.emplace_back(r.line, r.reason);
-        return out;
-      });
+      .def_prop_ro("ignored", [](const tune::LogFit& f) { return ignored_of(f.ignored); });
   nb::class_<tune::ProfileFit>(t, "ProfileFit")
       .def_ro("model", &tune::ProfileFit::model)
       .def_ro("logs", &tune::ProfileFit::logs);
