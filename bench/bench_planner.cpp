@@ -190,6 +190,27 @@ void BM_plan_cached(benchmark::State& st) {
 }
 BENCHMARK(BM_plan_cached);
 
+// validate_plan (what every Executor and Plan::from_json run on a plan) against planning the
+// same plan uncached: the check of an untrusted plan must cost a fraction of planning it.
+void BM_validate(benchmark::State& st, const char* mesh_text, std::vector<std::int64_t> shape, const char* from,
+                 const char* to, bool plan_instead) {
+  const Mesh mesh = Mesh::parse(mesh_text);
+  const Layout a = Layout::parse(mesh, shape, DType::bf16, from), b = Layout::parse(mesh, shape, DType::bf16, to);
+  const auto cost = CostModel::default_model();
+  const Plan p = plan_redistribution(a, b, cost);
+  st.counters["steps"] = static_cast<double>(p.steps.size());
+  for (auto _ : st) {
+    if (plan_instead) benchmark::DoNotOptimize(plan_redistribution(a, b, cost));
+    else validate_plan(p);
+  }
+}
+BENCHMARK_CAPTURE(BM_validate, validate_2x4_transpose, "2x4", {8192, 8192}, "S(0)S(1)", "S(1)S(0)", false);
+BENCHMARK_CAPTURE(BM_validate, plan_2x4_transpose, "2x4", {8192, 8192}, "S(0)S(1)", "S(1)S(0)", true);
+BENCHMARK_CAPTURE(BM_validate, validate_4x4x8_unshard, "4x4x8", {8192, 8192, 128}, "S(0)S(1)S(2)", "RRR", false);
+BENCHMARK_CAPTURE(BM_validate, plan_4x4x8_unshard, "4x4x8", {8192, 8192, 128}, "S(0)S(1)S(2)", "RRR", true);
+BENCHMARK_CAPTURE(BM_validate, validate_2x2_partial, "2x2", {1000, 512}, "P(sum)P(sum)", "S(0)[1]S(0)[0]", false);
+BENCHMARK_CAPTURE(BM_validate, plan_2x2_partial, "2x2", {1000, 512}, "P(sum)P(sum)", "S(0)[1]S(0)[0]", true);
+
 }  // namespace
 
 int main(int argc, char** argv) {

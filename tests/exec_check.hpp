@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the host and GPU executor tests: the SPEC §5 global values, the oracle check of a
 // run's outputs, and the case enumeration.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -78,6 +79,11 @@ inline std::string check(const std::vector<std::int64_t>& mesh, const std::vecto
     }
   }
   return "";
+}
+
+// Partial(avg) needs a floating dtype: layouts with it on an integer or bool dtype are refused.
+inline bool refuses_avg(const std::vector<oracle::Pl>& pls, DType t) {
+  return !is_floating(t) && std::any_of(pls.begin(), pls.end(), [](const oracle::Pl& p) { return p.kind == 'A'; });
 }
 
 inline std::vector<oracle::Pl> placement_options(int tensor_ndim) {

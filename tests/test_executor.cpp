@@ -15,6 +15,8 @@
 #include "dtensor/testing.hpp"
 #include "exec_check.hpp"
 #include "oracle.hpp"
+#include "plan_mutations.hpp"
+#include "test_util.hpp"
 
 using namespace dtensor;
 using namespace exec_check;
@@ -100,6 +102,12 @@ TEST_CASE("executor: full set against the oracle", "[executor]") {
               const Layout dst = Layout::parse(Mesh(mesh), shape, DType::f64, oracle::text(b));
               Plan plan = plan_redistribution(src, dst, CostModel::default_model(), o);
               for (DType dt : {DType::f64, DType::i64}) {
+                if (refuses_avg(a, dt) || refuses_avg(b, dt)) {  // i64 average: refused when the layout is made
+                  CHECK_THROWS_AS(Layout(plan.mesh(), plan.shape(), dt, (refuses_avg(a, dt) ? plan.src : plan.dst).sharding()),
+                                  InputError);
+                  ++ran;
+                  continue;
+                }
                 // same itemsize: the same plan
                 plan.src = Layout(plan.mesh(), plan.shape(), dt, plan.src.sharding());
                 plan.dst = Layout(plan.mesh(), plan.shape(), dt, plan.dst.sharding());
@@ -151,18 +159,20 @@ TEST_CASE("executor: 20,000 seeded random pairs, round trips, larger meshes", "[
       return pls;
     };
     const auto a = random_pls(), b = random_pls();
-    const Layout src = Layout::parse(Mesh(mesh), shape, DType::i64, oracle::text(a));
-    const Layout dst = Layout::parse(Mesh(mesh), shape, DType::i64, oracle::text(b));
+    // i64 where it can (exact at any size); an average needs a floating dtype
+    const DType dt = refuses_avg(a, DType::i64) || refuses_avg(b, DType::i64) ? DType::f64 : DType::i64;
+    const Layout src = Layout::parse(Mesh(mesh), shape, dt, oracle::text(a));
+    const Layout dst = Layout::parse(Mesh(mesh), shape, dt, oracle::text(b));
     PlanOptions o;
     o.runner_up = false;
     o.edges = done % 2 ? EdgeSet::all : EdgeSet::pytorch;
     const Plan fwd = plan_redistribution(src, dst, CostModel::default_model(), o);
-    const auto err = check(mesh, shape, DType::i64, b, run_plan(fwd));
+    const auto err = check(mesh, shape, dt, b, run_plan(fwd));
     if (!err.empty()) FAIL(Mesh(mesh).str() << " " << shape_str(shape) << ": " << src.placements_str() << " -> " << dst.placements_str() << " via " << fwd.trace() << ": " << err);
     // X -> Y -> X is the identity (the source data again, Partial contributions reduced)
     if (done % 10 == 0) {
       const Plan back = plan_redistribution(dst, src, CostModel::default_model(), o);
-      const auto err2 = check(mesh, shape, DType::i64, a, run_plan(back));
+      const auto err2 = check(mesh, shape, dt, a, run_plan(back));
       if (!err2.empty()) FAIL("round trip " << src.placements_str() << " -> " << dst.placements_str() << " -> back: " << err2);
       ++round_trips;
     }
@@ -182,6 +192,12 @@ TEST_CASE("executor: every dtype on a sample", "[executor]") {
       const auto& a = layouts[rng() % layouts.size()];
       const auto& b = layouts[rng() % layouts.size()];
       const std::vector<std::int64_t> shape{static_cast<std::int64_t>(rng() % 9), static_cast<std::int64_t>(rng() % 9)};
+      if (refuses_avg(a, dt) || refuses_avg(b, dt)) {
+        CHECK_THROWS_WITH(Layout::parse(Mesh(mesh), shape, dt, oracle::text(refuses_avg(a, dt) ? a : b)),
+                          Catch::Matchers::Contains("Partial(avg)") && Catch::Matchers::Contains(std::string(to_string(dt))));
+        ++runs;
+        continue;
+      }
       const Layout src = Layout::parse(Mesh(mesh), shape, dt, oracle::text(a));
       const Layout dst = Layout::parse(Mesh(mesh), shape, dt, oracle::text(b));
       const Plan p = plan_redistribution(src, dst, CostModel::default_model());
@@ -215,7 +231,7 @@ TEST_CASE("executor: buffers of the wrong size are rejected", "[executor]") {
   Plan bad = p;
   bad.peak_bytes = 0;
   CHECK_THROWS_AS(Executor(bad, world.communicator(0), ExecutorOptions{false}), InputError);
-  CHECK_THROWS_WITH(Executor(bad, world.communicator(0), ExecutorOptions{false}), Contains("workspace"));
+  CHECK_THROWS_WITH(Executor(bad, world.communicator(0), ExecutorOptions{false}), Contains("'peak_bytes'"));
 }
 
 TEST_CASE("executor: a plan read back from JSON executes without re-planning", "[executor]") {
@@ -260,13 +276,13 @@ TEST_CASE("executor: hostile buffer records in a plan are refused, never run", "
   {
     Plan bad = p;
     bad.steps[0].buffers.send_elems = 1;  // smaller than what the rank exchanges
-    CHECK_THROWS_WITH(Executor(bad, c, ExecutorOptions{false}), Contains("scratch elements"));
+    CHECK_THROWS_WITH(Executor(bad, c, ExecutorOptions{false}), Contains("'buffers.send_elems'"));
   }
   {
     Plan bad = p;
     bad.steps[0].buffers.recv_offset = bad.steps[0].buffers.send_offset;  // overlapping scratch
     if (bad.steps[0].buffers.recv_elems > 0 && bad.steps[0].buffers.send_elems > 0)
-      CHECK_THROWS_WITH(Executor(bad, c, ExecutorOptions{false}), Contains("overlap"));
+      CHECK_THROWS_WITH(Executor(bad, c, ExecutorOptions{false}), Contains("'buffers.recv_offset'"));
   }
   {
     Plan bad = p;  // a target layout of another shape than the source's
@@ -275,3 +291,90 @@ TEST_CASE("executor: hostile buffer records in a plan are refused, never run", "
   }
 }
 
+
+// A plan is untrusted input (docs/executor.md): every structural mutation of real plans is either
+// refused with an InputError before anything runs, or runs to the oracle's result. Under ASan
+// (scripts/test.sh) no mutant may read or write outside its buffers.
+TEST_CASE("executor: structurally mutated plans are refused or run right", "[trust]") {
+  const auto stride = sample_stride();
+  std::mt19937_64 rng(7);
+  std::int64_t plans = 0, mutants = 0, refused = 0, accepted = 0, index = 0;
+  for (const auto& mesh : {std::vector<std::int64_t>{4}, std::vector<std::int64_t>{2, 2}, std::vector<std::int64_t>{2, 3},
+                           std::vector<std::int64_t>{2, 1, 2}}) {
+    const int nd = 2;
+    const auto layouts = oracle::layouts(static_cast<int>(mesh.size()), nd, placement_options(nd));
+    for (int trial = 0; trial < 24; ++trial) {
+      const auto& a = layouts[rng() % layouts.size()];
+      const auto& b = layouts[rng() % layouts.size()];
+      const std::vector<std::int64_t> shape{static_cast<std::int64_t>(rng() % 9), static_cast<std::int64_t>(1 + rng() % 6)};
+      if (index++ % stride != 0) continue;
+      const Mesh m(mesh);
+      PlanOptions o;
+      o.runner_up = false;
+      const Plan p = plan_redistribution(Layout::parse(m, shape, DType::f64, oracle::text(a)),
+                                         Layout::parse(m, shape, DType::f64, oracle::text(b)), CostModel::default_model(), o);
+      ++plans;
+      REQUIRE(check(mesh, shape, DType::f64, b, run_plan(p)).empty());
+      for (const Plan& q : plan_mutations::all(p)) {
+        ++mutants;
+        Run r;
+        try {
+          r = run_plan(q);
+        } catch (const InputError&) {
+          ++refused;
+          continue;
+        }
+        ++accepted;
+        const auto err = check(mesh, shape, DType::f64, b, r);
+        if (!err.empty())
+          FAIL(fmt::format("a mutant of {} -> {} on {} ran to a wrong result: {}\n{}", oracle::text(a), oracle::text(b),
+                           m.str(), err, q.to_json(1)));
+      }
+    }
+  }
+  INFO(fmt::format("{} plans, {} mutants: {} refused, {} accepted and right", plans, mutants, refused, accepted));
+  CHECK(plans > 0);
+  CHECK(refused > 0);
+  WARN(fmt::format("{} plans, {} mutants: {} refused, {} accepted and right", plans, mutants, refused, accepted));
+}
+
+TEST_CASE("executor: the plan-trust issue's reproducers are refused by name", "[trust]") {
+  using Catch::Matchers::Contains;
+  const Mesh mesh = Mesh::parse("2x2");
+  const Plan p = plan_redistribution(Layout::parse(mesh, {9, 5}, DType::f32, "S(0)S(1)"),
+                                     Layout::parse(mesh, {9, 5}, DType::f32, "S(1)S(0)"), CostModel::default_model());
+  SimulatedWorld world(mesh);
+  Communicator& c = world.communicator(0);
+  std::size_t comm = p.steps.size();
+  for (std::size_t k = 0; k < p.steps.size(); ++k)
+    if (is_communication(p.steps[k].kind)) comm = k;
+  REQUIRE(comm < p.steps.size());
+  auto refused = [&](Plan q) { return error_of([&] { (void)Executor(q, c, ExecutorOptions{false}); }); };
+  Plan q = p;
+  q.steps[comm].kind = StepKind::local_chunk;  // was a heap-buffer-overflow read
+  CHECK_THAT(refused(q), Contains(fmt::format("plan step {}", comm)) && (Contains("'kind'") || Contains("'mesh_dims'")));
+  if (q.steps[comm].mesh_dims.size() == 1) CHECK_THAT(refused(q), Contains("'kind'"));
+  q = p;
+  q.steps[comm].mesh_dims = {0, 0};  // was unbounded memory growth
+  CHECK_THAT(refused(q), Contains("twice") && Contains("'mesh_dims'"));
+  q = p;
+  q.steps[comm].mesh_dims = {};  // was std::out_of_range
+  CHECK_THAT(refused(q), Contains("'mesh_dims'"));
+  q = p;
+  q.steps[comm].buffers.zero_copy = !q.steps[comm].buffers.zero_copy;  // was a silent wrong result
+  CHECK_THAT(refused(q), Contains("'buffers.zero_copy'"));
+  q = p;
+  q.peak_bytes = std::int64_t{1} << 30;  // was a 3.8 GB allocation in Python's simulate
+  CHECK_THAT(refused(q), Contains("'peak_bytes'") && Contains("exceeds"));
+  ExecutorOptions roomy{false};
+  roomy.max_workspace_bytes = std::int64_t{1} << 31;
+  lower_buffers(q);  // lowered for the larger workspace: runs where the caller allows it
+  CHECK_NOTHROW(Executor(q, c, roomy));
+  // Plan::from_json runs the same check
+  std::string t = p.to_json();
+  const auto at = t.find("\"zero_copy\":");
+  REQUIRE(at != std::string::npos);
+  const bool zc = t.compare(at + 12, 4, "true") == 0;
+  t.replace(at + 12, zc ? 4 : 5, zc ? "false" : "true");
+  CHECK_THAT(error_of([&] { (void)Plan::from_json(t); }), Contains("'buffers.zero_copy'"));
+}

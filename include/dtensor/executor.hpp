@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "dtensor/comm.hpp"
@@ -24,6 +25,9 @@ struct ExecutorOptions {
   // Exchange plan hashes with every rank when prepared and fail (BackendError) naming the ranks
   // whose plan differs. Costs one small collective per Executor.
   bool check_plans_agree = true;
+  // The workspace a plan may ask for. Unset: exactly what its steps need (validate_plan); a plan
+  // lowered with a larger peak_bytes (lower_buffers after a hand edit) needs this raised.
+  std::optional<std::int64_t> max_workspace_bytes;
 };
 
 class Executor {

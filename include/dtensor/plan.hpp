@@ -93,4 +93,13 @@ struct Plan {
 
 [[nodiscard]] std::string trace_of(const Sharding& src, const std::vector<Step>& steps);
 
+// A plan is untrusted input: checks that it is exactly one this library's planner produces.
+// Every step must be an edge of the redistribution graph out of its state (its kind, its mesh
+// dims in group order: existing, distinct, as many as the kind takes; its changed tensor dims and
+// its target state), the states must chain from the source to the target, every buffer record
+// must be what the lowering writes, and `peak_bytes` what the steps need -- or, when
+// `max_workspace_bytes` is given, anything from that need up to it. Throws InputError naming the
+// step and the field. The executor runs it on every plan, and Plan::from_json on every plan it reads.
+void validate_plan(const Plan& plan, std::optional<std::int64_t> max_workspace_bytes = std::nullopt);
+
 }  // namespace dtensor

@@ -270,7 +270,7 @@ SimulationResult simulate(const Plan& plan, bool threads) {
     std::vector<Buffers> bufs;
     execs.reserve(static_cast<std::size_t>(R));
     for (std::int64_t r = 0; r < R; ++r) {
-      execs.emplace_back(plan, world.communicator(r), ExecutorOptions{.check_plans_agree = false});
+      execs.emplace_back(plan, world.communicator(r), ExecutorOptions{.check_plans_agree = false, .max_workspace_bytes = {}});
       const auto u = static_cast<std::size_t>(r);
       outputs[u].resize(static_cast<std::size_t>(execs.back().output_bytes()));
       workspaces[u].resize(static_cast<std::size_t>(execs.back().workspace_bytes()));

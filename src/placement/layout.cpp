@@ -288,6 +288,13 @@ Layout::Layout(Mesh mesh, std::vector<std::int64_t> shape, DType dtype, Sharding
   if (sharding_.tensor_ndim() != ndim())
     throw InputError(fmt::format("sharding \"{}\" is for a {}-d tensor but shape {} is {}-d", sharding_.str(),
                             sharding_.tensor_ndim(), shape_str(shape_), ndim()));
+  // An average of integers is not an integer: one rule on every backend (torch refuses it too).
+  if (!is_floating(dtype_))
+    for (int m = 0; m < mesh_.ndim(); ++m)
+      if (sharding_.partial(m) == ReduceOp::avg)
+        throw InputError(fmt::format("Partial(avg) on mesh dim {} needs a floating dtype, not {} (an average of integers "
+                                     "is not an integer: reduce with sum and divide in a floating type)",
+                                     m, to_string(dtype_)));
 }
 
 void Layout::check_runs(int only_dim) const {

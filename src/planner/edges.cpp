@@ -131,6 +131,20 @@ std::int64_t step_peak_bytes(const Geometry& g, const BufferGeometry& b, bool fr
   return peak;
 }
 
+std::vector<std::pair<std::int64_t, bool>> shard_kinds_of(const Sharding& src, const Sharding& dst) {
+  // plain shards, and the strided split factors the source or the target use
+  std::vector<std::pair<std::int64_t, bool>> shard_kinds{{1, false}};
+  for (const Sharding* x : {&src, &dst}) {
+    for (int t = 0; t < x->tensor_ndim(); ++t) {
+      for (const auto& en : x->entries(t))
+        if (en.strided && std::find(shard_kinds.begin(), shard_kinds.end(), std::pair{en.split_factor, true}) == shard_kinds.end())
+          shard_kinds.push_back({en.split_factor, true});
+    }
+  }
+  std::sort(shard_kinds.begin() + 1, shard_kinds.end());
+  return shard_kinds;
+}
+
 GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c, EdgeSet e)
     : mesh(s.mesh()), shape(s.shape()), dtype(s.dtype()), cost(c), edges(e), src(s.sharding()),
       dst(d.sharding()), geo(s.mesh().shape(), s.shape(), static_cast<std::int64_t>(itemsize(s.dtype()))) {
@@ -145,7 +159,6 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
   if (mesh.ndim() > 31) throw InputError(fmt::format("mesh {} has more than 31 dims", mesh.str()));
   s.check_runs();  // the planner's geometry works on index lists
   d.check_runs();
-  shard_kinds.push_back({1, false});
   // A tensor dim plays a role when the source or target shards it, or when it has two or more
   // elements: sharding an otherwise untouched dim can make a cheaper path (reduce_scatter onto
   // it, then all_to_all; e.g. PP -> S(0)[0]S(0)[1]). Size 0/1 dims never help, except under the
@@ -154,14 +167,7 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
   for (int t = 0; t < static_cast<int>(shape.size()); ++t)
     if (pytorch_bytes || shape[static_cast<std::size_t>(t)] >= 2 || !src.entries(t).empty() || !dst.entries(t).empty())
       play_dims.push_back(t);
-  for (const Sharding* x : {&src, &dst}) {
-    for (int t = 0; t < x->tensor_ndim(); ++t) {
-      for (const auto& en : x->entries(t))
-        if (en.strided && std::find(shard_kinds.begin(), shard_kinds.end(), std::pair{en.split_factor, true}) == shard_kinds.end())
-          shard_kinds.push_back({en.split_factor, true});
-    }
-  }
-  std::sort(shard_kinds.begin() + 1, shard_kinds.end());
+  shard_kinds = shard_kinds_of(src, dst);
 
   states.reserve(64);
   bounds.reserve(64);
@@ -579,63 +585,57 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> grou
   return st;
 }
 
-bool direct_allowed(const GraphContext& ctx, const Sharding& from) {
+bool direct_allowed(const EdgeScope& sc, const Sharding& from) {
   // costing a direct step pairs every rank with every rank: meshes above 4096 ranks plan without it
-  if (ctx.edges != EdgeSet::all || from == ctx.dst || ctx.mesh.num_ranks() > 4096) return false;
-  for (int m = 0; m < ctx.mesh.ndim(); ++m)  // no Partial on a mesh dim whose placement changes
-    if ((from.partial(m) || ctx.dst.partial(m)) && from.placement(m) != ctx.dst.placement(m)) return false;
+  if (sc.edges != EdgeSet::all || from == sc.dst || sc.mesh.num_ranks() > 4096) return false;
+  for (int m = 0; m < sc.mesh.ndim(); ++m)  // no Partial on a mesh dim whose placement changes
+    if ((from.partial(m) || sc.dst.partial(m)) && from.placement(m) != sc.dst.placement(m)) return false;
   return true;
 }
 
-void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<Edge>& out, bool full,
-                     bool with_direct) {
-  out.clear();
-  enumerate_edges(
-      ctx, from,
-      [&out](const Sharding& to, StepKind kind, const DimList& group, const Step& step) {
-        out.push_back(Edge{to, kind, group, step});
-      },
-      full, with_direct);
-}
+bool direct_allowed(const GraphContext& ctx, const Sharding& from) { return direct_allowed(ctx.scope(), from); }
 
-void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSink& sink, bool full,
-                     bool with_direct) {
-  const int md = ctx.mesh.ndim();
-  const bool all = ctx.edges == EdgeSet::all;
+namespace {
+
+// Every edge out of `from`, in the planner's deterministic order, as emit(kind, group, to).
+template <typename Emit>
+void for_each_edge(const EdgeScope& sc, const Sharding& from, Emit&& emit_raw, bool with_direct) {
+  const int md = sc.mesh.ndim();
+  const bool all = sc.edges == EdgeSet::all;
   auto emit = [&](StepKind kind, DimList dims, const Sharding& to) {
     if (to == from || !ops_mixable(to)) return;
-    sink(to, kind, dims, make_step(ctx, kind, dims.span(), from, to, full));
+    emit_raw(kind, dims, to);
   };
   // relabel (equivalent layouts, e.g. orders of a size-1 dim): a transition PyTorch's planner
   // does not know, so only in the `all` edge set
-  if (all && from != ctx.dst && equivalent(from, ctx.dst, ctx.mesh.shape(), ctx.shape))
-    emit(StepKind::relabel, {}, ctx.dst);
+  if (all && from != sc.dst && equivalent(from, sc.dst, sc.mesh.shape(), sc.shape))
+    emit(StepKind::relabel, {}, sc.dst);
 
   for (int m = 0; m < md; ++m) {
     const int a = from.shard_dim_of(m);
     const auto op = from.partial(m);
     if (a < 0 && !op) {  // Replicate on m
-      for (int d : ctx.play_dims)
-        for (const auto& [sf, strided] : ctx.shard_kinds)
+      for (int d : sc.play_dims)
+        for (const auto& [sf, strided] : sc.shard_kinds)
           emit(StepKind::local_chunk, {m}, from.with_shard_appended(d, {m, sf, strided}));
-      if (auto target = ctx.dst.partial(m)) emit(StepKind::local_fill, {m}, from.with_partial(m, *target));
+      if (auto target = sc.dst.partial(m)) emit(StepKind::local_fill, {m}, from.with_partial(m, *target));
     } else if (op) {
       emit(StepKind::all_reduce, {m}, from.with_replicate(m));
-      for (int d : ctx.play_dims)
-        for (const auto& [sf, strided] : ctx.shard_kinds)
+      for (int d : sc.play_dims)
+        for (const auto& [sf, strided] : sc.shard_kinds)
           emit(StepKind::reduce_scatter, {m}, from.with_shard_appended(d, {m, sf, strided}));
     } else if (from.is_last_in_order(m)) {
       emit(StepKind::all_gather, {m}, from.with_replicate(m));
       const auto& entry = from.entries(a).back();
-      for (int b : ctx.play_dims) {
-        for (const auto& [sf, strided] : ctx.shard_kinds) {
+      for (int b : sc.play_dims) {
+        for (const auto& [sf, strided] : sc.shard_kinds) {
           if (!all && (b == a || strided || entry.strided)) continue;  // PyTorch: plain S(a) -> S(b)
           emit(StepKind::all_to_all, {m}, from.with_shard_appended(b, {m, sf, strided}));
         }
       }
       // S(d) -> P(sum), only where the target holds P(sum) on m: both edge sets (torch 2.15's graph
       // planner has it: _get_shard_to_partial_target_states)
-      if (!entry.strided && ctx.dst.partial(m) == ReduceOp::sum)
+      if (!entry.strided && sc.dst.partial(m) == ReduceOp::sum)
         emit(StepKind::local_fill, {m}, from.with_partial(m, ReduceOp::sum));
     }
   }
@@ -680,7 +680,7 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSi
       }
       DimList perm = pdims;
       do {
-        for (int d : ctx.play_dims) {
+        for (int d : sc.play_dims) {
           Sharding to = from;
           for (int m : perm.span()) to = to.with_shard_appended(d, {m, 1, false});
           emit(StepKind::reduce_scatter, perm, to);
@@ -689,7 +689,41 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSi
     }
   }
 
-  if (with_direct && direct_allowed(ctx, from)) emit(StepKind::direct, {}, ctx.dst);
+  if (with_direct && direct_allowed(sc, from)) emit(StepKind::direct, {}, sc.dst);
+}
+
+}  // namespace
+
+void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<Edge>& out, bool full,
+                     bool with_direct) {
+  out.clear();
+  enumerate_edges(
+      ctx, from,
+      [&out](const Sharding& to, StepKind kind, const DimList& group, const Step& step) {
+        out.push_back(Edge{to, kind, group, step});
+      },
+      full, with_direct);
+}
+
+void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSink& sink, bool full,
+                     bool with_direct) {
+  for_each_edge(
+      ctx.scope(), from,
+      [&](StepKind kind, const DimList& dims, const Sharding& to) {
+        sink(to, kind, dims, make_step(ctx, kind, dims.span(), from, to, full));
+      },
+      with_direct);
+}
+
+bool is_edge(const EdgeScope& scope, const Sharding& from, StepKind kind, std::span<const int> group, const Sharding& to) {
+  bool found = false;
+  for_each_edge(
+      scope, from,
+      [&](StepKind k, const DimList& dims, const Sharding& t) {
+        found = found || (k == kind && t == to && std::equal(dims.span().begin(), dims.span().end(), group.begin(), group.end()));
+      },
+      false);
+  return found;
 }
 
 }  // namespace dtensor

@@ -141,6 +141,19 @@ struct SearchEdge {
   std::int64_t peak_bytes;
 };
 
+// What the edges out of a state depend on: the mesh, the shape, the edge set, the target (relabel,
+// local fills, direct), the tensor dims in play and the shard kinds.
+struct EdgeScope {
+  const Mesh& mesh;
+  const std::vector<std::int64_t>& shape;
+  EdgeSet edges;
+  const Sharding& dst;
+  const std::vector<int>& play_dims;
+  const std::vector<std::pair<std::int64_t, bool>>& shard_kinds;
+};
+// Plain shards and the strided split factors `src` or `dst` use: the shard kinds edges create.
+[[nodiscard]] std::vector<std::pair<std::int64_t, bool>> shard_kinds_of(const Sharding& src, const Sharding& dst);
+
 struct GraphContext {
   GraphContext(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges);
   Mesh mesh;
@@ -169,6 +182,7 @@ struct GraphContext {
   std::int64_t max_search_bytes = std::int64_t{1} << 30;
   void charge(std::int64_t bytes) const;
   std::vector<std::pair<std::int64_t, bool>> shard_kinds;  // (split_factor, strided) options
+  [[nodiscard]] EdgeScope scope() const noexcept { return {mesh, shape, edges, dst, play_dims, shard_kinds}; }
   Geometry geo;
   double numel = 1;  // the tensor's element count, as the cost formulas use it
   // The cost model with bound_link's constants on both links and no curves (what bounds price with).
@@ -234,6 +248,10 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSi
 // Whether the `direct` edge from `from` to the target exists (edge set all, no Partial on a
 // mesh dim whose placement changes).
 [[nodiscard]] bool direct_allowed(const GraphContext& ctx, const Sharding& from);
+[[nodiscard]] bool direct_allowed(const EdgeScope& scope, const Sharding& from);
+// Whether `kind` over `group` (in group order) is an edge from `from` to `to` (direct excluded).
+[[nodiscard]] bool is_edge(const EdgeScope& scope, const Sharding& from, StepKind kind, std::span<const int> group,
+                           const Sharding& to);
 // The step record (bytes, peak, cost breakdown and, when `full`, states and why) of a transition.
 [[nodiscard]] Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> mesh_dims,
                              const Sharding& from, const Sharding& to, bool full = true);

@@ -243,6 +243,8 @@ Plan Plan::from_json(std::string_view text) {
       for (const auto& s : *rs) ru.steps.push_back(step_of(s, md, td));
     p.runner_up = std::move(ru);
   }
+  // The plan as a whole must be one the planner produces (steps, groups, buffer records).
+  validate_plan(p, p.peak_bytes);
   return p;
 }
 
