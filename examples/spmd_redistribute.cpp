@@ -113,7 +113,7 @@ struct Case {
 };
 
 // Deterministic on every rank: the same seed gives the same list everywhere.
-std::vector<Case> random_cases(const Mesh& mesh, std::int64_t n, std::int64_t seed) {
+std::vector<Case> random_cases(const Mesh& mesh, std::int64_t n, std::int64_t seed, dtensor::DType dt) {
   std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
   auto uni = [&](std::int64_t lo, std::int64_t hi) { return lo + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(hi - lo + 1)); };
   const char* ops[] = {"sum", "avg", "max", "min"};
@@ -123,6 +123,7 @@ std::vector<Case> random_cases(const Mesh& mesh, std::int64_t n, std::int64_t se
     const auto nd = uni(1, 3);
     for (std::int64_t d = 0; d < nd; ++d) c.shape.push_back(uni(0, 13));
     const char* op = ops[uni(0, 3)];
+    if (!is_floating(dt) && std::string_view(op) == "avg") op = "sum";  // an average needs a floating dtype
     auto pls = [&] {
       std::string s;
       for (int m = 0; m < mesh.ndim(); ++m) {
@@ -261,7 +262,7 @@ int run_cases(Communicator& comm, const Memory& mem, const Args& a, const std::v
 }
 
 std::vector<Case> cases_of(const Args& a, const Mesh& mesh) {
-  if (a.random > 0) return random_cases(mesh, a.random, a.seed);
+  if (a.random > 0) return random_cases(mesh, a.random, a.seed, parse_dtype(a.dtype));
   return {Case{parse_shape(a.shape), a.from, a.to}};
 }
 
