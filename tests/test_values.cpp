@@ -76,6 +76,23 @@ TEST_CASE("placement errors name the offending value", "[values]") {
   const Layout huge_sf = Layout::parse(Mesh::parse("2"), {9}, DType::f32, "_S(0, 99999999999)");
   CHECK(huge_sf.local_shape(std::vector<std::int64_t>{0})[0] == 9);
   CHECK(parse_shape("9,5") == std::vector<std::int64_t>{9, 5});
+  // runs of bare letters: a length cap, a placement-count cap, and a linear scan (the cursor never
+  // steps back into a word it read: 80,000 R's took 6-10 s)
+  CHECK_THAT(error_of([] { (void)parse_placements(std::string(80000, 'R')); }), Contains("80000 characters") && Contains("limit"));
+  CHECK_THAT(error_of([] { (void)parse_placements(std::string(4000, 'R')); }), Contains("more than 8 mesh dims"));
+  CHECK(parse_placements("RRRRRRRR").placements.size() == 8);
+  CHECK(parse_placements("RReplicate").placements == std::vector<Placement>{Placement::Replicate(), Placement::Replicate()});
+  CHECK(parse_placements("PRS(0)").placements.size() == 3);
+  CHECK_THAT(error_of([] { (void)parse_placements("PartialR"); }), Contains("character 1"));
+}
+
+TEST_CASE("Partial(avg) needs a floating dtype", "[values]") {
+  using Catch::Matchers::Contains;
+  for (DType t : {DType::i8, DType::u8, DType::i32, DType::i64, DType::boolean})
+    CHECK_THAT(error_of([&] { (void)Layout::parse(Mesh::parse("3"), {8, 7}, t, "P(avg)"); }),
+               Contains("Partial(avg) on mesh dim 0") && Contains(std::string(to_string(t))));
+  for (DType t : {DType::f32, DType::bf16, DType::f8e4m3}) CHECK_NOTHROW(Layout::parse(Mesh::parse("3"), {8, 7}, t, "P(avg)"));
+  CHECK_NOTHROW(Layout::parse(Mesh::parse("3"), {8, 7}, DType::i8, "P(sum)"));
 }
 
 TEST_CASE("mesh: names, explicit ranks, coordinates", "[values]") {

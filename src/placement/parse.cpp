@@ -131,18 +131,27 @@ Placement parse_one(Cursor& c) {
   }
   // Bare words: R, P, Replicate, Partial (placements may follow without a separator: "RS(0)",
   // "RP"); anything else gets the nearest valid spelling.
+  // Looks ahead a fixed number of characters, never a whole run of letters: "RRRR..." is linear.
   c.skip_space();
   const std::size_t word_at = c.pos();
-  const std::string word = c.identifier();
-  if (word == "Replicate") return Placement::Replicate();
-  if (word == "Partial") return Placement::Partial(ReduceOp::sum);
-  if (!word.empty() && (word[0] == 'R' || word[0] == 'P')) {
-    const std::string_view rest = std::string_view(word).substr(1);
-    if (rest.empty() || rest[0] == 'R' || rest[0] == 'P' || rest[0] == 'S' || rest[0] == '_') {
-      c.set_pos(word_at + 1);
-      return word[0] == 'R' ? Placement::Replicate() : Placement::Partial(ReduceOp::sum);
+  const std::string_view text = c.text();
+  auto ident_char = [&](std::size_t i) {
+    return i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_');
+  };
+  for (const auto& [spelled, placement] : {std::pair{std::string_view("Replicate"), Placement::Replicate()},
+                                           std::pair{std::string_view("Partial"), Placement::Partial(ReduceOp::sum)}})
+    if (text.substr(word_at, spelled.size()) == spelled && !ident_char(word_at + spelled.size())) {
+      c.set_pos(word_at + spelled.size());
+      return placement;
+    }
+  if (word_at < text.size() && (text[word_at] == 'R' || text[word_at] == 'P')) {
+    const std::size_t n = word_at + 1;
+    if (!ident_char(n) || text[n] == 'R' || text[n] == 'P' || text[n] == 'S' || text[n] == '_') {
+      c.set_pos(n);
+      return text[word_at] == 'R' ? Placement::Replicate() : Placement::Partial(ReduceOp::sum);
     }
   }
+  const std::string word = c.identifier();  // only on the way to an error
   c.set_pos(start);
   if (!word.empty()) {
     const auto best = nearest_spelling(word, {"Shard", "Replicate", "Partial", "_StridedShard", "S", "R", "P", "_S"},
@@ -156,6 +165,11 @@ Placement parse_one(Cursor& c) {
 }  // namespace
 
 PlacementSpec parse_placements(std::string_view text) {
+  // No mesh has more than 8 dims, and no spelling of 8 placements comes near this length.
+  constexpr std::size_t kMaxPlacementsText = 4096;
+  if (text.size() > kMaxPlacementsText)
+    throw InputError(fmt::format("placements text of {} characters exceeds the limit of {}: {}...", text.size(),
+                                 kMaxPlacementsText, quote_input(text.substr(0, 40))));
   Cursor c(text, "placements");
   PlacementSpec spec;
   if (c.done()) c.fail("a placement (S(d), _S(d, sf), R or P(op))");
@@ -170,6 +184,9 @@ PlacementSpec parse_placements(std::string_view text) {
       break;
     }
     spec.placements.push_back(parse_one(c));
+    if (spec.placements.size() > static_cast<std::size_t>(Sharding::kMaxMeshDims))
+      throw InputError(fmt::format("placements {} name more than {} mesh dims, the most a mesh has",
+                                   quote_input(text), Sharding::kMaxMeshDims));
     int order = -1;
     if (c.accept("[")) {
       const auto k = c.integer();
