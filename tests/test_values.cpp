@@ -6,6 +6,9 @@
 #include "dtensor/layout.hpp"
 #include "dtensor/scalar.hpp"
 #include "comm/scalar_reference.hpp"
+#include "comm/nccl/reduce_math.hpp"
+#include "dtensor/simulated.hpp"
+#include <cstring>
 #include <cmath>
 #include <random>
 
@@ -259,5 +262,80 @@ TEST_CASE("bf16/f16 fast codecs equal the reference codecs bit for bit", "[value
                      std::nan(""), -std::nan("")})
       check_encode(v);
     CHECK(checked > 300000);
+  }
+}
+
+// The device reduction kernels' arithmetic (src/comm/nccl/reduce_math.hpp, compiled here for the
+// host) against the CPU executor's reduction, bit for bit: every pair of fp8 values under every
+// op, a sample of three- and eight-member fp8 reductions, and samples of bf16/f16.
+TEST_CASE("device reduction arithmetic gives the CPU executor's bits", "[values]") {
+  namespace rm = dtensor::reduce_math;
+  SimulatedMemory cpu;
+  const std::pair<DType, rm::Format> formats[] = {{DType::f8e4m3, rm::kE4M3}, {DType::f8e5m2, rm::kE5M2},
+                                                  {DType::bf16, rm::kBF16},   {DType::f16, rm::kF16}};
+  const ReduceOp ops[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product};
+  std::mt19937_64 rng(3);
+  std::int64_t compared = 0;
+  auto same_bits = [](std::uint32_t a, std::uint32_t b, rm::Format f) {
+    const std::uint32_t top = (1u << f.e) - 1, man = (1u << f.m) - 1;
+    auto is_nan = [&](std::uint32_t x) {
+      const std::uint32_t ex = (x >> f.m) & top, mn = x & man;
+      return f.fn ? (ex == top && mn == man) : (ex == top && mn != 0);
+    };
+    return a == b || (is_nan(a) && is_nan(b));  // a NaN's sign and payload are not specified
+  };
+  for (const auto& [dt, f] : formats) {
+    const int bits = f.e + f.m + 1;
+    const std::uint32_t patterns = 1u << bits;
+    // decode/encode round trip of every pattern against the CPU codec
+    for (std::uint32_t b = 0; b < patterns; ++b) {
+      unsigned char raw[2] = {static_cast<unsigned char>(b), static_cast<unsigned char>(b >> 8)};
+      const double cpu_v = load_element(dt, raw, 0), dev_v = rm::decode(b, f);
+      REQUIRE(((std::isnan(cpu_v) && std::isnan(dev_v)) || cpu_v == dev_v));
+    }
+    for (int n : {2, 3, 8}) {
+      const bool exhaustive = bits == 8 && n == 2;
+      const std::int64_t cases = exhaustive ? std::int64_t{patterns} * patterns : 40000;
+      std::vector<std::vector<unsigned char>> in(static_cast<std::size_t>(n), std::vector<unsigned char>(2 * 4096));
+      std::vector<unsigned char> out(2 * 4096);
+      const std::size_t is = itemsize(dt);
+      for (ReduceOp op : ops) {
+        for (std::int64_t c0 = 0; c0 < cases; c0 += 4096) {
+          const std::int64_t m = std::min<std::int64_t>(4096, cases - c0);
+          std::vector<std::vector<std::uint32_t>> b(static_cast<std::size_t>(n), std::vector<std::uint32_t>(static_cast<std::size_t>(m)));
+          for (std::int64_t k = 0; k < m; ++k)
+            for (int s = 0; s < n; ++s) {
+              const std::uint32_t v = exhaustive ? static_cast<std::uint32_t>(((c0 + k) >> (8 * s)) & 0xff)
+                                                 : static_cast<std::uint32_t>(rng() % patterns);
+              b[static_cast<std::size_t>(s)][static_cast<std::size_t>(k)] = v;
+              std::memcpy(in[static_cast<std::size_t>(s)].data() + k * static_cast<std::int64_t>(is), &v, is);  // little-endian
+            }
+          std::vector<const void*> ptrs;
+          for (auto& x : in) ptrs.push_back(x.data());
+          cpu.reduce(dt, op, out.data(), ptrs, m);
+          for (std::int64_t k = 0; k < m; ++k) {
+            std::uint32_t want = 0;
+            std::memcpy(&want, out.data() + k * static_cast<std::int64_t>(is), is);
+            const std::uint32_t got =
+                rm::reduce_element(f, static_cast<int>(op), n, [&](int s) { return b[static_cast<std::size_t>(s)][static_cast<std::size_t>(k)]; });
+            if (!same_bits(got, want, f)) {
+              std::string members;
+              for (int s = 0; s < n; ++s) members += fmt::format(" {:#x}", b[static_cast<std::size_t>(s)][static_cast<std::size_t>(k)]);
+              FAIL(fmt::format("{} {} of{}: device {:#x}, CPU {:#x}", to_string(dt), to_string(op), members, got, want));
+            }
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared > 2 * 5 * 65536);
+  // f32 avg: the division in double, rounded once, as the CPU's finish_average
+  for (int i = 0; i < 100000; ++i) {
+    const float x = static_cast<float>(std::ldexp(static_cast<double>(rng() % (1u << 24)), static_cast<int>(rng() % 40) - 20));
+    const auto n = static_cast<long long>(2 + rng() % 14);
+    float cpu_v = x;
+    finish_average(DType::f32, &cpu_v, 1, n);
+    REQUIRE(rm::average_f32(x, n) == cpu_v);
   }
 }

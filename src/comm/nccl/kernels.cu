@@ -2,7 +2,10 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <type_traits>
+
 #include "kernels.cuh"
+#include "reduce_math.hpp"
 
 namespace dtensor::cuda {
 namespace {
@@ -95,8 +98,22 @@ template <typename T>
 __global__ void average_kernel(T* acc, std::int64_t members, std::int64_t n) {
   using A = Arith<T>;
   for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < n;
+       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    if constexpr (std::is_same_v<T, float>)  // in double, rounded once: the CPU executor's bits
+      acc[t] = reduce_math::average_f32(acc[t], members);
+    else
+      acc[t] = A::store(A::load(acc[t]) / static_cast<typename A::acc>(members));
+  }
+}
+
+// Narrow floats (bf16, f16, fp8): every member widened to double, reduced in member order,
+// divided once for avg, rounded once (reduce_math.hpp, the CPU executor's rule).
+template <typename Bits>
+__global__ void reduce_members_kernel(Bits* out, Members in, int n, reduce_math::Format f, int op, std::int64_t count) {
+  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < count;
        t += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    acc[t] = A::store(A::load(acc[t]) / static_cast<typename A::acc>(members));
+    out[t] = static_cast<Bits>(reduce_math::reduce_element(
+        f, op, n, [&](int s) { return static_cast<std::uint32_t>(static_cast<const Bits*>(in.p[s])[t]); }));
 }
 
 template <template <typename> class F, typename... Args>
@@ -177,6 +194,32 @@ cudaError_t launch_reduce(int dtype, int op, void* acc, const void* x, std::int6
     return cudaGetLastError();
   }
   return dispatch<Reduce>(dtype, op, acc, x, count, stream);
+}
+
+cudaError_t launch_reduce_members(int dtype, int op, void* out, const Members& in, int n, std::int64_t count,
+                                  cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  if (n < 1 || n > kMaxMembers) return cudaErrorInvalidValue;
+  switch (dtype) {  // dtensor::DType: bf16 2, f16 3, f8e4m3 4, f8e5m2 5
+    case 2:
+      reduce_members_kernel<std::uint16_t><<<blocks_for(count), 256, 0, stream>>>(static_cast<std::uint16_t*>(out), in, n,
+                                                                                reduce_math::kBF16, op, count);
+      break;
+    case 3:
+      reduce_members_kernel<std::uint16_t><<<blocks_for(count), 256, 0, stream>>>(static_cast<std::uint16_t*>(out), in, n,
+                                                                                reduce_math::kF16, op, count);
+      break;
+    case 4:
+      reduce_members_kernel<std::uint8_t><<<blocks_for(count), 256, 0, stream>>>(static_cast<std::uint8_t*>(out), in, n,
+                                                                               reduce_math::kE4M3, op, count);
+      break;
+    case 5:
+      reduce_members_kernel<std::uint8_t><<<blocks_for(count), 256, 0, stream>>>(static_cast<std::uint8_t*>(out), in, n,
+                                                                               reduce_math::kE5M2, op, count);
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
 }
 
 cudaError_t launch_average(int dtype, void* acc, std::int64_t count, std::int64_t members, cudaStream_t stream) {

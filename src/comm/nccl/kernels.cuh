@@ -23,5 +23,13 @@ cudaError_t launch_fill(void* dst, std::uint64_t pattern, int elem_bytes, std::i
 // acc = op(acc, x) on `count` elements; dtype/op are dtensor's enum values. avg accumulates.
 cudaError_t launch_reduce(int dtype, int op, void* acc, const void* x, std::int64_t count, cudaStream_t stream);
 cudaError_t launch_average(int dtype, void* acc, std::int64_t count, std::int64_t members, cudaStream_t stream);
+// Narrow floats (bf16, f16, fp8): out = the reduction of n members (n <= kMaxMembers) widened to
+// double, divided once for avg, rounded once: the CPU executor's bits (reduce_math.hpp).
+constexpr int kMaxMembers = 64;
+struct Members {
+  const void* p[kMaxMembers] = {};
+};
+cudaError_t launch_reduce_members(int dtype, int op, void* out, const Members& in, int n, std::int64_t count,
+                                  cudaStream_t stream);
 
 }  // namespace dtensor::cuda

@@ -54,16 +54,32 @@ std::string group_str(const Mesh& mesh, const Group& g) {
 }  // namespace
 
 namespace {
-// The description is built only when something failed: no formatting on the hot path.
-template <typename Describe>
-void after(ncclResult_t r, ncclComm_t comm, const Describe& what) {
+// After every call on a non-blocking communicator. NCCL's non-blocking mode: a call may return
+// ncclInProgress, and then no further call may be issued on that communicator until
+// ncclCommGetAsyncError stops reporting ncclInProgress (else ncclInvalidUsage: "Attempt to use
+// communicator before the previous operation returned ncclSuccess"). So: poll until it is no
+// longer in progress (at most `timeout`, then `on_timeout` aborts and a BackendError names the
+// call), and fail on any error. When the call returned ncclSuccess and nothing is in progress,
+// this costs one ncclCommGetAsyncError. The description is built only when something failed.
+template <typename Describe, typename Abort>
+void after(ncclResult_t r, ncclComm_t comm, std::chrono::milliseconds timeout, const Describe& what, Abort&& on_timeout) {
   if (r != ncclSuccess && r != ncclInProgress) detail::throw_nccl(r, comm, what());
   ncclResult_t async = ncclSuccess;
   ncclCommGetAsyncError(comm, &async);
-  if (async != ncclSuccess && async != ncclInProgress) detail::throw_nccl(async, comm, what());
-}
-void after(ncclResult_t r, ncclComm_t comm, const std::string& what) {
-  after(r, comm, [&] { return what; });
+  if (async == ncclInProgress) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (async == ncclInProgress) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::string msg = fmt::format("{}: still in progress after {} ms (a peer missing or stuck); communicators aborted",
+                                      what(), timeout.count());
+        on_timeout();
+        throw BackendError(std::move(msg));
+      }
+      std::this_thread::yield();
+      ncclCommGetAsyncError(comm, &async);
+    }
+  }
+  if (async != ncclSuccess) detail::throw_nccl(async, comm, what());
 }
 }  // namespace
 
@@ -130,8 +146,9 @@ int local_device() {
 }
 
 namespace {
-// Non-blocking init/split: poll until ready, abort past the timeout or on an error.
-void wait_ready(ncclComm_t comm, std::chrono::milliseconds timeout, const std::string& what) {
+// Non-blocking init/split: poll until ready; past the timeout or on an error, abort `comm` (unless
+// the caller aborts itself: `abort_comm` false) and throw.
+void wait_ready(ncclComm_t comm, std::chrono::milliseconds timeout, const std::string& what, bool abort_comm = true) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   ncclResult_t st = ncclInProgress;
   while (true) {
@@ -139,7 +156,7 @@ void wait_ready(ncclComm_t comm, std::chrono::milliseconds timeout, const std::s
     if (r != ncclSuccess) st = r;
     if (st != ncclInProgress) break;
     if (std::chrono::steady_clock::now() > deadline) {
-      ncclCommAbort(comm);
+      if (abort_comm) ncclCommAbort(comm);
       throw BackendError(fmt::format("{}: timed out after {} ms (peers missing or unreachable); communicator aborted", what,
                               timeout.count()));
     }
@@ -148,7 +165,7 @@ void wait_ready(ncclComm_t comm, std::chrono::milliseconds timeout, const std::s
   if (st != ncclSuccess) {
     const std::string msg = fmt::format("{}: NCCL error {} ({}): {}", what, static_cast<int>(st), ncclGetErrorString(st),
                                         ncclGetLastError(comm));
-    ncclCommAbort(comm);
+    if (abort_comm) ncclCommAbort(comm);
     throw BackendError(msg);
   }
 }
@@ -319,7 +336,8 @@ std::vector<std::uint64_t> NcclCommunicator::exchange(std::uint64_t value) {
     Group world;
     for (int d = 0; d < mesh_.ndim(); ++d) world.mesh_dims.push_back(d);
     note("the plan-hash exchange (all_gather)", world, 1, DType::i64);
-    after(ncclAllGather(mine, buf, 1, ncclUint64, state_->world, st), state_->world, [&] { return last_op(); });
+    after(ncclAllGather(mine, buf, 1, ncclUint64, state_->world, st), state_->world, options_.timeout, [&] { return last_op(); },
+          [this] { abort(); });
     wait();
     detail::cuda_check(cudaMemcpy(out.data(), buf, 8 * n, cudaMemcpyDeviceToHost), "exchange download");
   } catch (...) {
@@ -350,6 +368,21 @@ void* NcclCommunicator::group_comm(const Group& g, const char* op) {
   const std::string what = fmt::format("splitting the communicator of {} on rank {}", group_str(mesh_, g), rank_);
   const ncclResult_t r = ncclCommSplit(state_->world, static_cast<int>(color), static_cast<int>(key), &c, &config);
   if (r != ncclSuccess && r != ncclInProgress) detail::throw_nccl(r, state_->world, what);
+  // With a non-blocking parent the split returns at once and leaves the handle NULL: it appears
+  // once the parent is no longer in progress (NCCL's non-blocking semantics; a blocking parent
+  // gives it at once). Then the child itself may still be initialising.
+  if (c == nullptr) {
+    try {
+      wait_ready(state_->world, options_.timeout, what, false);
+    } catch (...) {
+      abort();  // the world and every group, once (a borrowed world is left to its owner)
+      throw;
+    }
+  }
+  if (c == nullptr) {
+    abort();
+    throw BackendError(fmt::format("{}: NCCL gave no communicator once the split completed; communicators aborted", what));
+  }
   wait_ready(c, options_.timeout, what);
   state_->groups.emplace(g.mesh_dims, c);
   return c;
@@ -379,7 +412,7 @@ void NcclCommunicator::all_gather(const Group& g, const void* send, void* recv, 
   auto* c = static_cast<ncclComm_t>(group_comm(g, "all_gather"));
   note("all_gather", g, count, dtype);
   after(ncclAllGather(send, recv, static_cast<size_t>(count), nccl_type(dtype), c, static_cast<cudaStream_t>(stream_)), c,
-        [&] { return last_op(); });
+        options_.timeout, [&] { return last_op(); }, [this] { abort(); });
 }
 
 void NcclCommunicator::reduce_scatter(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
@@ -388,7 +421,7 @@ void NcclCommunicator::reduce_scatter(const Group& g, const void* send, void* re
   note("reduce_scatter", g, count, dtype);
   after(ncclReduceScatter(send, recv, static_cast<size_t>(count), nccl_type(dtype), nccl_op(op, dtype), c,
                           static_cast<cudaStream_t>(stream_)),
-        c, [&] { return last_op() + fmt::format(" op {}", to_string(op)); });
+        c, options_.timeout, [&] { return last_op() + fmt::format(" op {}", to_string(op)); }, [this] { abort(); });
 }
 
 void NcclCommunicator::all_reduce(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
@@ -397,7 +430,7 @@ void NcclCommunicator::all_reduce(const Group& g, const void* send, void* recv, 
   note("all_reduce", g, count, dtype);
   after(ncclAllReduce(send, recv, static_cast<size_t>(count), nccl_type(dtype), nccl_op(op, dtype), c,
                       static_cast<cudaStream_t>(stream_)),
-        c, [&] { return last_op() + fmt::format(" op {}", to_string(op)); });
+        c, options_.timeout, [&] { return last_op() + fmt::format(" op {}", to_string(op)); }, [this] { abort(); });
 }
 
 void NcclCommunicator::all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) {
@@ -407,14 +440,14 @@ void NcclCommunicator::all_to_all(const Group& g, const void* send, void* recv, 
   ncclCommCount(c, &n);
   const auto bytes = count * static_cast<std::int64_t>(itemsize(dtype));
   const auto what = [&] { return last_op(); };
-  after(ncclGroupStart(), c, what);
+  after(ncclGroupStart(), c, options_.timeout, what, [this] { abort(); });
   for (int p = 0; p < n; ++p) {
     after(ncclSend(static_cast<const char*>(send) + p * bytes, static_cast<size_t>(count), nccl_type(dtype), p, c,
-                   static_cast<cudaStream_t>(stream_)), c, what);
+                   static_cast<cudaStream_t>(stream_)), c, options_.timeout, what, [this] { abort(); });
     after(ncclRecv(static_cast<char*>(recv) + p * bytes, static_cast<size_t>(count), nccl_type(dtype), p, c,
-                   static_cast<cudaStream_t>(stream_)), c, what);
+                   static_cast<cudaStream_t>(stream_)), c, options_.timeout, what, [this] { abort(); });
   }
-  after(ncclGroupEnd(), c, what);
+  after(ncclGroupEnd(), c, options_.timeout, what, [this] { abort(); });
 }
 
 void NcclCommunicator::send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) {
@@ -424,14 +457,14 @@ void NcclCommunicator::send_recv(std::span<const Transfer> sends, std::span<cons
   const auto what = [&] {
     return fmt::format("grouped send/recv on rank {} ({} sends, {} recvs)", rank_, sends.size(), recvs.size());
   };
-  after(ncclGroupStart(), c, what);
+  after(ncclGroupStart(), c, options_.timeout, what, [this] { abort(); });
   for (const auto& s : sends)
     after(ncclSend(s.buffer, static_cast<size_t>(s.count), nccl_type(dtype), static_cast<int>(s.peer), c,
-                   static_cast<cudaStream_t>(stream_)), c, what);
+                   static_cast<cudaStream_t>(stream_)), c, options_.timeout, what, [this] { abort(); });
   for (const auto& r : recvs)
     after(ncclRecv(r.buffer, static_cast<size_t>(r.count), nccl_type(dtype), static_cast<int>(r.peer), c,
-                   static_cast<cudaStream_t>(stream_)), c, what);
-  after(ncclGroupEnd(), c, what);
+                   static_cast<cudaStream_t>(stream_)), c, options_.timeout, what, [this] { abort(); });
+  after(ncclGroupEnd(), c, options_.timeout, what, [this] { abort(); });
 }
 
 void NcclCommunicator::synchronize() {
@@ -504,7 +537,19 @@ class DeviceMemory final : public SimulatedMemory {
                        "pack/unpack kernel");
   }
   void reduce(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs, std::int64_t count) override {
-    // pairwise, rounding to the dtype after each member (as NCCL's ring does)
+    const bool narrow = dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::f8e4m3 || dtype == DType::f8e5m2;
+    if (narrow) {  // widened, reduced, rounded once: the CPU executor's bits
+      if (inputs.size() > static_cast<std::size_t>(cuda::kMaxMembers))
+        throw InputError(fmt::format("a device reduction of {} over {} members: at most {}", to_string(dtype),
+                                     inputs.size(), cuda::kMaxMembers));
+      cuda::Members m;
+      for (std::size_t s = 0; s < inputs.size(); ++s) m.p[s] = inputs[s];
+      detail::cuda_check(cuda::launch_reduce_members(static_cast<int>(dtype), static_cast<int>(op), out, m,
+                                                     static_cast<int>(inputs.size()), count, stream_),
+                         "reduction kernel");
+      return;
+    }
+    // wide types: pairwise in the dtype (as the CPU executor), avg divided once at the end
     move(out, inputs[0], count * static_cast<std::int64_t>(itemsize(dtype)));
     for (std::size_t s = 1; s < inputs.size(); ++s)
       detail::cuda_check(cuda::launch_reduce(static_cast<int>(dtype), static_cast<int>(op), out, inputs[s], count, stream_),
