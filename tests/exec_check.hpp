@@ -19,8 +19,13 @@ struct Run {
 };
 
 // The value of global element `id`, written from SPEC §5 (not the library's function).
-inline double global_value(DType t, std::int64_t id) {
+inline double global_value(DType t, std::int64_t id, std::int64_t ranks) {
+  // f32/i32: mod 2^24 / 2^31 divided by the next power of two >= 2 * ranks (docs/cli.md)
+  std::int64_t room = 2;
+  while (room < 2 * ranks && room < (std::int64_t{1} << 20)) room *= 2;
   switch (t) {
+    case DType::f32: return static_cast<double>(id % ((std::int64_t{1} << 24) / room));
+    case DType::i32: return static_cast<double>(id % ((std::int64_t{1} << 31) / room));
     case DType::f8e4m3: return static_cast<double>(id % 16);
     case DType::f8e5m2: return static_cast<double>(id % 8);
     case DType::bf16: case DType::f16: case DType::u8: return static_cast<double>(id % 256);
@@ -73,7 +78,7 @@ inline std::string check(const std::vector<std::int64_t>& mesh, const std::vecto
           for (int pm : partial)
             if (pls[static_cast<std::size_t>(pm)].kind == 'A') v /= static_cast<double>(mesh[static_cast<std::size_t>(pm)]);
       }
-      const double want = global_value(dt, ids[e]);
+      const double want = global_value(dt, ids[e], m.num_ranks());
       const bool ok = dt == DType::boolean ? ((v != 0) == (want != 0)) : v == want;
       if (!ok) return fmt::format("rank {} element {} (global {}): {} != {}", r, e, ids[e], v, want);
     }

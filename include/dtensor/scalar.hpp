@@ -22,8 +22,11 @@ void reduce_into(DType t, ReduceOp op, void* acc, const void* x, std::int64_t co
 void finish_average(DType t, void* acc, std::int64_t count, std::int64_t n) noexcept;
 // The op's identity element, for Replicate -> Partial fills (sum: 0, product: 1).
 [[nodiscard]] double identity_of(ReduceOp op) noexcept;
-// The simulation value of global element `index` (docs/cli.md, simulate: the index, reduced modulo what the
-// dtype holds exactly).
-[[nodiscard]] double simulation_value(DType t, std::int64_t index) noexcept;
+// The simulation value of global element `index` of a tensor on a mesh of `mesh_ranks` ranks
+// (docs/cli.md, simulate: the index, reduced modulo what the dtype holds exactly, for f32 and i32
+// with room for a Partial reduction over the mesh to stay exact).
+[[nodiscard]] double simulation_value(DType t, std::int64_t index, std::int64_t mesh_ranks = 1) noexcept;
+// The modulus f32 and i32 indices are reduced by on a mesh of `mesh_ranks` ranks (0 for others).
+[[nodiscard]] std::int64_t simulation_modulus(DType t, std::int64_t mesh_ranks) noexcept;
 
 }  // namespace dtensor

@@ -207,8 +207,22 @@ void finish_average(DType t, void* acc, std::int64_t n, std::int64_t members) no
 
 double identity_of(ReduceOp op) noexcept { return op == ReduceOp::product ? 1.0 : 0.0; }
 
-double simulation_value(DType t, std::int64_t index) noexcept {
+std::int64_t simulation_modulus(DType t, std::int64_t mesh_ranks) noexcept {
+  // f32 and i32: the index modulo 2^24 (2^31) divided by the next power of two >= 2 * ranks, so
+  // that a Partial(sum/avg) reduction over the mesh (whose seeded contributions sum to at most
+  // ranks * (value + mesh dims)) stays exact in the dtype
+  int shift = 1;
+  while (shift < 20 && (std::int64_t{1} << shift) < 2 * mesh_ranks) ++shift;
   switch (t) {
+    case DType::f32: return std::int64_t{1} << (24 - std::min(shift, 20));
+    case DType::i32: return std::int64_t{1} << (31 - std::min(shift, 20));
+    default: return 0;  // the other dtypes: a fixed modulus (below) or none
+  }
+}
+
+double simulation_value(DType t, std::int64_t index, std::int64_t mesh_ranks) noexcept {
+  switch (t) {
+    case DType::f32: case DType::i32: return static_cast<double>(index % simulation_modulus(t, mesh_ranks));
     case DType::f8e4m3: return static_cast<double>(index % 16);
     case DType::f8e5m2: return static_cast<double>(index % 8);
     case DType::bf16: case DType::f16: case DType::u8: return static_cast<double>(index % 256);

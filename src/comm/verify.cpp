@@ -141,7 +141,7 @@ std::vector<std::byte> seeded_input(const Layout& l, std::int64_t rank) {
   const auto s = static_cast<std::int64_t>(itemsize(l.dtype()));
   std::vector<std::byte> out(static_cast<std::size_t>(box_numel(sets) * s));
   for_each_local(l, sets, [&](std::int64_t k, std::int64_t lin) {
-    double w = simulation_value(l.dtype(), lin);
+    double w = simulation_value(l.dtype(), lin, l.mesh().num_ranks());
     for (int m = 0; m < l.mesh().ndim(); ++m)
       if (auto op = l.sharding().partial(m)) w = seed(l.dtype(), *op, w, c[static_cast<std::size_t>(m)], l.mesh().size(m));
     store_element(l.dtype(), out.data(), k, w);
@@ -168,7 +168,7 @@ std::string verify_outputs(const Layout& l, const std::vector<std::vector<std::b
     for_each_local(l, sets, [&](std::int64_t k, std::int64_t lin) {
       if (!err.empty()) return;
       const double v = group_value(l, outputs, group, partial_dims, k);
-      const double want = simulation_value(l.dtype(), lin);
+      const double want = simulation_value(l.dtype(), lin, l.mesh().num_ranks());
       const bool ok = l.dtype() == DType::boolean ? ((v != 0) == (want != 0)) : v == want;
       if (!ok)
         err = fmt::format("rank {} (coord {}) local element {} (global index {}) is {}, expected {}", r,
@@ -243,7 +243,7 @@ std::string verify_rank_output(const Layout& l, std::int64_t rank, std::span<con
   for_each_local(l, sets, [&](std::int64_t k, std::int64_t lin) {
     if (!err.empty()) return;
     const double v = load_element(l.dtype(), output.data(), k);
-    const double want = simulation_value(l.dtype(), lin);
+    const double want = simulation_value(l.dtype(), lin, l.mesh().num_ranks());
     const bool ok = l.dtype() == DType::boolean ? ((v != 0) == (want != 0)) : v == want;
     if (!ok) err = fmt::format("rank {} local element {} (global index {}) is {}, expected {}", rank, k, lin, v, want);
   });
