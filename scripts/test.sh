@@ -25,7 +25,7 @@ cmake --build build-asan -j"$jobs"
 echo "== TSan (concurrency tests)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDTENSOR_SANITIZE=thread -DDTENSOR_BUILD_BENCH=OFF -DDTENSOR_CUDA=OFF -DDTENSOR_MPI=OFF \
   -DDTENSOR_BUILD_EXAMPLES=OFF -DDTENSOR_BUILD_TOOLS=OFF -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" >/dev/null
-cmake --build build-tsan -j"$jobs" --target dtensor_concurrency_tests
-(cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -R '^(cache|threads)$' --output-on-failure)
+cmake --build build-tsan -j"$jobs" --target dtensor_concurrency_tests dtensor_nccl_cpu_tests
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -R '^(cache|threads|nccl_cpu)$' --output-on-failure)
 echo "== Fuzzing (libFuzzer, clang + ASan/UBSan; fixed seed and executions, about 45 s per target)"
 ./scripts/fuzz.sh

@@ -6,16 +6,9 @@
 
 #include <cstdint>
 
-namespace dtensor::cuda {
+#include "strided_copy.hpp"
 
-constexpr int kMaxDims = 16;
-struct StridedCopy {
-  std::int64_t run_bytes = 0;
-  int ndim = 0;
-  std::int64_t count[kMaxDims] = {};
-  std::int64_t dst_stride[kMaxDims] = {};
-  std::int64_t src_stride[kMaxDims] = {};
-};
+namespace dtensor::cuda {
 
 cudaError_t launch_copy_strided(void* dst, const void* src, const StridedCopy& c, cudaStream_t stream);
 // Fills `count` elements of `elem_bytes` bytes with `pattern` (little-endian element bits).

@@ -1,48 +1,53 @@
-#include <cuda_runtime.h>
-#include <nccl.h>
-
+// The NCCL backend's host logic: communicator creation and splitting, member order, NCCL's
+// non-blocking protocol, the watchdog, plan-hash exchange and stream-ordered local copies. Every
+// vendor call goes through the table of vendor.hpp, so this file includes no CUDA or NCCL header
+// and is compiled twice: against the real vendors (dtensor::nccl) and against the CPU stand-in
+// that CI runs on every commit (tests/test_nccl_cpu.cpp).
 #include <algorithm>
-#include <map>
-#include <cstring>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <map>
 #include <thread>
 
-#include "checks.hpp"
+#include "dtensor/error.hpp"
 #include "dtensor/nccl.hpp"
 #include "dtensor/scalar.hpp"
-#include "kernels.cuh"
+#include "vendor.hpp"
 
 namespace dtensor {
 namespace {
+namespace nv = nccl_vendor;
+const nv::Table& V() { return nv::table(); }
 
-ncclDataType_t nccl_type(DType t) {
+nv::DataType nccl_type(DType t) {
   switch (t) {
-    case DType::f64: return ncclFloat64;
-    case DType::f32: return ncclFloat32;
-    case DType::bf16: return ncclBfloat16;
-    case DType::f16: return ncclFloat16;
-    case DType::f8e4m3: return ncclFloat8e4m3;
-    case DType::f8e5m2: return ncclFloat8e5m2;
-    case DType::i64: return ncclInt64;
-    case DType::i32: return ncclInt32;
-    case DType::i8: return ncclInt8;
-    case DType::u8: case DType::boolean: return ncclUint8;
+    case DType::f64: return nv::kFloat64;
+    case DType::f32: return nv::kFloat32;
+    case DType::bf16: return nv::kBfloat16;
+    case DType::f16: return nv::kFloat16;
+    case DType::f8e4m3: return nv::kFloat8e4m3;
+    case DType::f8e5m2: return nv::kFloat8e5m2;
+    case DType::i64: return nv::kInt64;
+    case DType::i32: return nv::kInt32;
+    case DType::i8: return nv::kInt8;
+    case DType::u8: case DType::boolean: return nv::kUint8;
   }
-  return ncclUint8;
+  return nv::kUint8;
 }
 
 // bool as bytes: sum is logical or (max), product logical and (min), as on the simulated backend.
-ncclRedOp_t nccl_op(ReduceOp op, DType t) {
-  if (t == DType::boolean) return op == ReduceOp::product || op == ReduceOp::min ? ncclMin : ncclMax;
+nv::RedOp nccl_op(ReduceOp op, DType t) {
+  if (t == DType::boolean) return op == ReduceOp::product || op == ReduceOp::min ? nv::kMin : nv::kMax;
   switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::avg: return ncclAvg;
-    case ReduceOp::max: return ncclMax;
-    case ReduceOp::min: return ncclMin;
-    case ReduceOp::product: return ncclProd;
+    case ReduceOp::sum: return nv::kSum;
+    case ReduceOp::avg: return nv::kAvg;
+    case ReduceOp::max: return nv::kMax;
+    case ReduceOp::min: return nv::kMin;
+    case ReduceOp::product: return nv::kProd;
   }
-  return ncclSum;
+  return nv::kSum;
 }
 
 std::string group_str(const Mesh& mesh, const Group& g) {
@@ -51,9 +56,22 @@ std::string group_str(const Mesh& mesh, const Group& g) {
   return s.empty() ? "world" : s;
 }
 
-}  // namespace
+// Foreign errors are translated here, once: the operation, the group, NCCL's/CUDA's own words.
+[[noreturn]] void throw_cuda(int e, const std::string& what) {
+  throw BackendError(fmt::format("{}: CUDA error {} ({})", what, V().cuda_error_name(e), V().cuda_error_string(e)));
+}
+void cuda_check(int e, const std::string& what) {
+  if (e != nv::kCudaSuccess) throw_cuda(e, what);
+}
+[[noreturn]] void throw_nccl(nv::Result r, nv::Comm comm, const std::string& what) {
+  const char* last = comm ? V().last_error(comm) : nullptr;
+  throw BackendError(fmt::format("{}: NCCL error {} ({}){}", what, static_cast<int>(r), V().error_string(r),
+                                 last && *last ? fmt::format(": {}", last) : std::string()));
+}
+void check_nccl(nv::Result r, nv::Comm comm, const std::string& what) {
+  if (r != nv::kSuccess) throw_nccl(r, comm, what);
+}
 
-namespace {
 // After every call on a non-blocking communicator. NCCL's non-blocking mode: a call may return
 // ncclInProgress, and then no further call may be issued on that communicator until
 // ncclCommGetAsyncError stops reporting ncclInProgress (else ncclInvalidUsage: "Attempt to use
@@ -62,13 +80,13 @@ namespace {
 // call), and fail on any error. When the call returned ncclSuccess and nothing is in progress,
 // this costs one ncclCommGetAsyncError. The description is built only when something failed.
 template <typename Describe, typename Abort>
-void after(ncclResult_t r, ncclComm_t comm, std::chrono::milliseconds timeout, const Describe& what, Abort&& on_timeout) {
-  if (r != ncclSuccess && r != ncclInProgress) detail::throw_nccl(r, comm, what());
-  ncclResult_t async = ncclSuccess;
-  ncclCommGetAsyncError(comm, &async);
-  if (async == ncclInProgress) {
+void after(nv::Result r, nv::Comm comm, std::chrono::milliseconds timeout, const Describe& what, Abort&& on_timeout) {
+  if (r != nv::kSuccess && r != nv::kInProgress) throw_nccl(r, comm, what());
+  nv::Result async = nv::kSuccess;
+  V().comm_get_async_error(comm, &async);
+  if (async == nv::kInProgress) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (async == ncclInProgress) {
+    while (async == nv::kInProgress) {
       if (std::chrono::steady_clock::now() > deadline) {
         std::string msg = fmt::format("{}: still in progress after {} ms (a peer missing or stuck); communicators aborted",
                                       what(), timeout.count());
@@ -76,17 +94,18 @@ void after(ncclResult_t r, ncclComm_t comm, std::chrono::milliseconds timeout, c
         throw BackendError(std::move(msg));
       }
       std::this_thread::yield();
-      ncclCommGetAsyncError(comm, &async);
+      V().comm_get_async_error(comm, &async);
     }
   }
-  if (async != ncclSuccess) detail::throw_nccl(async, comm, what());
+  if (async != nv::kSuccess) throw_nccl(async, comm, what());
 }
 }  // namespace
 
 struct NcclCommunicator::State {
-  ncclComm_t world = nullptr;
+  nv::Comm world = nullptr;
   bool borrowed = false;  // the world communicator is the caller's: never destroyed or aborted here
-  std::map<std::vector<int>, ncclComm_t> groups;
+  std::map<std::vector<int>, nv::Comm> groups;
+  std::vector<nv::Comm> all;  // world and groups, for the watchdog (no allocation while waiting)
   int device = 0;
   int cc_major = 0;
   const char* last_kind = nullptr;  // the last collective issued, for the watchdog's message
@@ -109,25 +128,21 @@ std::string NcclCommunicator::last_op() const {
 }
 
 NcclUniqueId nccl_unique_id() {
-  ncclUniqueId id;
-  const ncclResult_t r = ncclGetUniqueId(&id);
-  if (r != ncclSuccess) detail::throw_nccl(r, nullptr, "ncclGetUniqueId");
+  nv::UniqueId id{};
+  const nv::Result r = V().get_unique_id(&id);
+  if (r != nv::kSuccess) throw_nccl(r, nullptr, "ncclGetUniqueId");
   NcclUniqueId out;
-  static_assert(sizeof(id) == sizeof(out.bytes));
-  std::memcpy(out.bytes.data(), &id, sizeof id);
+  static_assert(sizeof(id.bytes) == sizeof(out.bytes));
+  std::memcpy(out.bytes.data(), id.bytes, sizeof id.bytes);
   return out;
 }
 
-int nccl_version() {
-  int v = 0;
-  ncclGetVersion(&v);
-  return v;
-}
+int nccl_version() { return V().version(); }
 
 int cuda_device_count() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
+  if (V().device_count(&n) != nv::kCudaSuccess) {
+    V().clear_cuda_error();
     return 0;
   }
   return n;
@@ -148,24 +163,25 @@ int local_device() {
 namespace {
 // Non-blocking init/split: poll until ready; past the timeout or on an error, abort `comm` (unless
 // the caller aborts itself: `abort_comm` false) and throw.
-void wait_ready(ncclComm_t comm, std::chrono::milliseconds timeout, const std::string& what, bool abort_comm = true) {
+void wait_ready(nv::Comm comm, std::chrono::milliseconds timeout, const std::string& what, bool abort_comm = true) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  ncclResult_t st = ncclInProgress;
+  nv::Result st = nv::kInProgress;
   while (true) {
-    const ncclResult_t r = ncclCommGetAsyncError(comm, &st);
-    if (r != ncclSuccess) st = r;
-    if (st != ncclInProgress) break;
+    const nv::Result r = V().comm_get_async_error(comm, &st);
+    if (r != nv::kSuccess) st = r;
+    if (st != nv::kInProgress) break;
     if (std::chrono::steady_clock::now() > deadline) {
-      if (abort_comm) ncclCommAbort(comm);
+      if (abort_comm) V().comm_abort(comm);
       throw BackendError(fmt::format("{}: timed out after {} ms (peers missing or unreachable); communicator aborted", what,
-                              timeout.count()));
+                                     timeout.count()));
     }
     std::this_thread::yield();
   }
-  if (st != ncclSuccess) {
-    const std::string msg = fmt::format("{}: NCCL error {} ({}): {}", what, static_cast<int>(st), ncclGetErrorString(st),
-                                        ncclGetLastError(comm));
-    if (abort_comm) ncclCommAbort(comm);
+  if (st != nv::kSuccess) {
+    const char* last = V().last_error(comm);
+    const std::string msg = fmt::format("{}: NCCL error {} ({}): {}", what, static_cast<int>(st), V().error_string(st),
+                                        last ? last : "");
+    if (abort_comm) V().comm_abort(comm);
     throw BackendError(msg);
   }
 }
@@ -173,11 +189,9 @@ void wait_ready(ncclComm_t comm, std::chrono::milliseconds timeout, const std::s
 
 void NcclCommunicator::init_device() {
   coord_ = mesh_.coord_of_rank(rank_);  // validates the rank
-  if (options_.device >= 0) detail::cuda_check(cudaSetDevice(options_.device), "cudaSetDevice");
-  detail::cuda_check(cudaGetDevice(&state_->device), "cudaGetDevice");
-  cudaDeviceProp prop{};
-  detail::cuda_check(cudaGetDeviceProperties(&prop, state_->device), "cudaGetDeviceProperties");
-  state_->cc_major = prop.major;
+  if (options_.device >= 0) cuda_check(V().set_device(options_.device), "cudaSetDevice");
+  cuda_check(V().get_device(&state_->device), "cudaGetDevice");
+  cuda_check(V().compute_capability_major(state_->device, &state_->cc_major), "cudaDeviceGetAttribute");
   if (!options_.device_uuids.empty()) {
     if (static_cast<std::int64_t>(options_.device_uuids.size()) != mesh_.num_ranks())
       throw InputError(fmt::format("device_uuids lists {} GPUs for {} ranks", options_.device_uuids.size(), mesh_.num_ranks()));
@@ -194,25 +208,33 @@ NcclCommunicator::NcclCommunicator(Mesh mesh, std::int64_t rank, const NcclUniqu
     : mesh_(std::move(mesh)), rank_(rank), stream_(options.stream), options_(std::move(options)),
       state_(std::make_unique<State>()) {
   init_device();
-  ncclUniqueId uid;
-  std::memcpy(&uid, id.bytes.data(), sizeof uid);
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  const ncclResult_t r = ncclCommInitRankConfig(&state_->world, static_cast<int>(mesh_.num_ranks()), uid,
-                                                static_cast<int>(rank_), &config);
+  nv::UniqueId uid{};
+  std::memcpy(uid.bytes, id.bytes.data(), sizeof uid.bytes);
+  const nv::Result r = V().comm_init_rank(&state_->world, static_cast<int>(mesh_.num_ranks()), uid, static_cast<int>(rank_),
+                                          /*blocking=*/false);
   const std::string what = fmt::format("creating the world communicator of mesh {} on rank {}", mesh_.str(), rank_);
-  if (r != ncclSuccess && r != ncclInProgress) detail::throw_nccl(r, state_->world, what);
-  wait_ready(state_->world, options_.timeout, what);
+  if (r != nv::kSuccess && r != nv::kInProgress) {
+    if (state_->world) V().comm_abort(state_->world);
+    state_->world = nullptr;
+    throw_nccl(r, nullptr, what);
+  }
+  try {
+    wait_ready(state_->world, options_.timeout, what);
+  } catch (...) {
+    state_->world = nullptr;  // aborted by wait_ready
+    throw;
+  }
+  state_->all.push_back(state_->world);
 }
 
 NcclCommunicator::NcclCommunicator(Mesh mesh, void* borrowed, NcclOptions options)
     : mesh_(std::move(mesh)), stream_(options.stream), options_(std::move(options)), state_(std::make_unique<State>()) {
   if (!borrowed) throw InputError("the borrowed NCCL communicator is null");
-  auto* c = static_cast<ncclComm_t>(borrowed);
+  nv::Comm c = borrowed;
   int n = 0, r = 0, dev = 0;
-  detail::check_nccl(ncclCommCount(c, &n), c, "ncclCommCount of the borrowed communicator");
-  detail::check_nccl(ncclCommUserRank(c, &r), c, "ncclCommUserRank of the borrowed communicator");
-  detail::check_nccl(ncclCommCuDevice(c, &dev), c, "ncclCommCuDevice of the borrowed communicator");
+  check_nccl(V().comm_count(c, &n), c, "ncclCommCount of the borrowed communicator");
+  check_nccl(V().comm_user_rank(c, &r), c, "ncclCommUserRank of the borrowed communicator");
+  check_nccl(V().comm_cu_device(c, &dev), c, "ncclCommCuDevice of the borrowed communicator");
   if (n != mesh_.num_ranks())
     throw InputError(fmt::format("the borrowed NCCL communicator has {} ranks but mesh {} has {}", n, mesh_.str(),
                                  mesh_.num_ranks()));
@@ -223,6 +245,7 @@ NcclCommunicator::NcclCommunicator(Mesh mesh, void* borrowed, NcclOptions option
   init_device();
   state_->world = c;
   state_->borrowed = true;
+  state_->all.push_back(c);
 }
 
 std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::local_world(Mesh mesh, std::vector<int> devices,
@@ -260,35 +283,37 @@ std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::local_world(Mes
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  for (auto& [dims, c] : state_->groups) ncclCommDestroy(c);
-  if (state_->world && !state_->borrowed) ncclCommDestroy(state_->world);
+  for (auto& [dims, c] : state_->groups) V().comm_destroy(c);
+  if (state_->world && !state_->borrowed) V().comm_destroy(state_->world);
 }
 
 void NcclCommunicator::abort() noexcept {
-  for (auto& [dims, c] : state_->groups) ncclCommAbort(c);
+  for (auto& [dims, c] : state_->groups) V().comm_abort(c);
   state_->groups.clear();
-  if (state_->world && !state_->borrowed) ncclCommAbort(state_->world);
+  if (state_->world && !state_->borrowed) V().comm_abort(state_->world);
   state_->world = nullptr;
+  state_->all.clear();
 }
 
 tune::Memory nccl_device_memory(NcclCommunicator& comm) {
   int device = 0;
-  detail::cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  cuda_check(V().get_device(&device), "cudaGetDevice");
   tune::Memory m;
   m.allocate = [device](std::size_t bytes) -> void* {
-    detail::cuda_check(cudaSetDevice(device), "cudaSetDevice");
+    cuda_check(V().set_device(device), "cudaSetDevice");
     void* p = nullptr;
-    detail::cuda_check(cudaMalloc(&p, bytes), "tune buffer");
+    cuda_check(V().malloc(&p, bytes), "tune buffer");
     return p;
   };
-  m.release = [](void* p) { (void)cudaFree(p); };
+  m.release = [](void* p) { (void)V().free(p); };
   m.upload = [&comm](void* dst, const void* src, std::size_t bytes) {
     comm.wait();
-    detail::cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "tune upload");
+    cuda_check(V().copy_h2d_async(dst, src, bytes, comm.stream()), "tune upload");
+    comm.wait();
   };
   m.download = [&comm](void* dst, const void* src, std::size_t bytes) {
     comm.wait();
-    detail::cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "tune download");
+    cuda_check(V().copy_d2h(dst, src, bytes), "tune download");
   };
   m.wait = [&comm] { comm.wait(); };
   return m;
@@ -296,24 +321,22 @@ tune::Memory nccl_device_memory(NcclCommunicator& comm) {
 
 void NcclCommunicator::wait() {
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
-  auto* st = static_cast<cudaStream_t>(stream_);
   while (true) {
-    const cudaError_t q = cudaStreamQuery(st);
-    if (q == cudaSuccess) return;
-    if (q != cudaErrorNotReady) detail::throw_cuda(q, fmt::format("waiting for {} on rank {}", last_op(), rank_));
-    std::vector<ncclComm_t> comms;
-    if (state_->world) comms.push_back(state_->world);
-    for (auto& [d, c] : state_->groups) comms.push_back(c);
-    for (auto* c : comms) {
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(c, &async);
-      if (async != ncclSuccess && async != ncclInProgress) {
+    const int q = V().stream_query(stream_);
+    if (q != nv::kCudaSuccess && q != nv::kCudaNotReady) throw_cuda(q, fmt::format("waiting for {} on rank {}", last_op(), rank_));
+    // an asynchronous error counts even when the stream has drained: a collective that a peer's
+    // abort ended left garbage in its output
+    for (nv::Comm c : state_->all) {
+      nv::Result async = nv::kSuccess;
+      V().comm_get_async_error(c, &async);
+      if (async != nv::kSuccess && async != nv::kInProgress) {
         const std::string msg = fmt::format("{} on rank {} failed: NCCL error {} ({}); communicators aborted",
-                                            last_op(), rank_, static_cast<int>(async), ncclGetErrorString(async));
+                                            last_op(), rank_, static_cast<int>(async), V().error_string(async));
         abort();
         throw BackendError(msg);
       }
     }
+    if (q == nv::kCudaSuccess) return;
     if (std::chrono::steady_clock::now() > deadline) {
       abort();
       throw BackendError(fmt::format("{} did not complete within {} ms on rank {} (a peer missing or stuck); "
@@ -327,33 +350,32 @@ std::vector<std::uint64_t> NcclCommunicator::exchange(std::uint64_t value) {
   if (!state_->world) throw BackendError("exchange: the communicator was aborted");
   const auto n = static_cast<std::size_t>(mesh_.num_ranks());
   void* buf = nullptr;
-  detail::cuda_check(cudaMalloc(&buf, 8 * (n + 1)), "exchange buffer");
+  cuda_check(V().malloc(&buf, 8 * (n + 1)), "exchange buffer");
   std::vector<std::uint64_t> out(n);
   try {
-    auto* st = static_cast<cudaStream_t>(stream_);
     auto* mine = static_cast<char*>(buf) + 8 * n;
-    detail::cuda_check(cudaMemcpyAsync(mine, &value, 8, cudaMemcpyHostToDevice, st), "exchange upload");
+    cuda_check(V().copy_h2d_async(mine, &value, 8, stream_), "exchange upload");
     Group world;
     for (int d = 0; d < mesh_.ndim(); ++d) world.mesh_dims.push_back(d);
     note("the plan-hash exchange (all_gather)", world, 1, DType::i64);
-    after(ncclAllGather(mine, buf, 1, ncclUint64, state_->world, st), state_->world, options_.timeout, [&] { return last_op(); },
-          [this] { abort(); });
+    after(V().all_gather(mine, buf, 1, nv::kUint64, state_->world, stream_), state_->world, options_.timeout,
+          [&] { return last_op(); }, [this] { abort(); });
     wait();
-    detail::cuda_check(cudaMemcpy(out.data(), buf, 8 * n, cudaMemcpyDeviceToHost), "exchange download");
+    cuda_check(V().copy_d2h(out.data(), buf, 8 * n), "exchange download");
   } catch (...) {
-    cudaFree(buf);
+    V().free(buf);
     throw;
   }
-  cudaFree(buf);
+  V().free(buf);
   return out;  // world ranks are global ranks
 }
 
 void* NcclCommunicator::group_comm(const Group& g, const char* op) {
   if (!state_->world) throw BackendError(fmt::format("{}: the communicator was aborted", op));
   if (auto it = state_->groups.find(g.mesh_dims); it != state_->groups.end()) return it->second;
-  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  detail::cuda_check(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream_), &cap), "cudaStreamIsCapturing");
-  if (cap != cudaStreamCaptureStatusNone)
+  bool capturing = false;
+  cuda_check(V().stream_is_capturing(stream_, &capturing), "cudaStreamIsCapturing");
+  if (capturing)
     throw InputError(fmt::format("{} over {}: its communicator does not exist yet and the stream is being captured; call "
                             "NcclCommunicator::prepare(plan) before capturing", op, group_str(mesh_, g)));
   // color: this rank's coordinates off the group; key: its position in the group
@@ -362,12 +384,10 @@ void* NcclCommunicator::group_comm(const Group& g, const char* op) {
     if (std::find(g.mesh_dims.begin(), g.mesh_dims.end(), m) == g.mesh_dims.end())
       color = color * mesh_.size(m) + coord_[static_cast<std::size_t>(m)];
   for (int m : g.mesh_dims) key = key * mesh_.size(m) + coord_[static_cast<std::size_t>(m)];
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  ncclComm_t c = nullptr;
+  nv::Comm c = nullptr;
   const std::string what = fmt::format("splitting the communicator of {} on rank {}", group_str(mesh_, g), rank_);
-  const ncclResult_t r = ncclCommSplit(state_->world, static_cast<int>(color), static_cast<int>(key), &c, &config);
-  if (r != ncclSuccess && r != ncclInProgress) detail::throw_nccl(r, state_->world, what);
+  const nv::Result r = V().comm_split(state_->world, static_cast<int>(color), static_cast<int>(key), &c, /*blocking=*/false);
+  if (r != nv::kSuccess && r != nv::kInProgress) throw_nccl(r, state_->world, what);
   // With a non-blocking parent the split returns at once and leaves the handle NULL: it appears
   // once the parent is no longer in progress (NCCL's non-blocking semantics; a blocking parent
   // gives it at once). Then the child itself may still be initialising.
@@ -383,8 +403,14 @@ void* NcclCommunicator::group_comm(const Group& g, const char* op) {
     abort();
     throw BackendError(fmt::format("{}: NCCL gave no communicator once the split completed; communicators aborted", what));
   }
-  wait_ready(c, options_.timeout, what);
+  try {
+    wait_ready(c, options_.timeout, what);
+  } catch (...) {
+    abort();
+    throw;
+  }
   state_->groups.emplace(g.mesh_dims, c);
+  state_->all.push_back(c);
   return c;
 }
 
@@ -407,64 +433,63 @@ bool NcclCommunicator::supports(StepKind kind, DType dtype, ReduceOp op) const {
   return true;
 }
 
-
 void NcclCommunicator::all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) {
-  auto* c = static_cast<ncclComm_t>(group_comm(g, "all_gather"));
+  nv::Comm c = group_comm(g, "all_gather");
   note("all_gather", g, count, dtype);
-  after(ncclAllGather(send, recv, static_cast<size_t>(count), nccl_type(dtype), c, static_cast<cudaStream_t>(stream_)), c,
-        options_.timeout, [&] { return last_op(); }, [this] { abort(); });
+  after(V().all_gather(send, recv, static_cast<std::size_t>(count), nccl_type(dtype), c, stream_), c, options_.timeout,
+        [&] { return last_op(); }, [this] { abort(); });
 }
 
 void NcclCommunicator::reduce_scatter(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
                                       ReduceOp op) {
-  auto* c = static_cast<ncclComm_t>(group_comm(g, "reduce_scatter"));
+  nv::Comm c = group_comm(g, "reduce_scatter");
   note("reduce_scatter", g, count, dtype);
-  after(ncclReduceScatter(send, recv, static_cast<size_t>(count), nccl_type(dtype), nccl_op(op, dtype), c,
-                          static_cast<cudaStream_t>(stream_)),
+  after(V().reduce_scatter(send, recv, static_cast<std::size_t>(count), nccl_type(dtype), nccl_op(op, dtype), c, stream_),
         c, options_.timeout, [&] { return last_op() + fmt::format(" op {}", to_string(op)); }, [this] { abort(); });
 }
 
 void NcclCommunicator::all_reduce(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
                                   ReduceOp op) {
-  auto* c = static_cast<ncclComm_t>(group_comm(g, "all_reduce"));
+  nv::Comm c = group_comm(g, "all_reduce");
   note("all_reduce", g, count, dtype);
-  after(ncclAllReduce(send, recv, static_cast<size_t>(count), nccl_type(dtype), nccl_op(op, dtype), c,
-                      static_cast<cudaStream_t>(stream_)),
-        c, options_.timeout, [&] { return last_op() + fmt::format(" op {}", to_string(op)); }, [this] { abort(); });
+  after(V().all_reduce(send, recv, static_cast<std::size_t>(count), nccl_type(dtype), nccl_op(op, dtype), c, stream_), c,
+        options_.timeout, [&] { return last_op() + fmt::format(" op {}", to_string(op)); }, [this] { abort(); });
 }
 
 void NcclCommunicator::all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) {
-  auto* c = static_cast<ncclComm_t>(group_comm(g, "all_to_all"));
+  nv::Comm c = group_comm(g, "all_to_all");
   note("all_to_all", g, count, dtype);
   int n = 0;
-  ncclCommCount(c, &n);
+  V().comm_count(c, &n);
   const auto bytes = count * static_cast<std::int64_t>(itemsize(dtype));
   const auto what = [&] { return last_op(); };
-  after(ncclGroupStart(), c, options_.timeout, what, [this] { abort(); });
+  const auto on_timeout = [this] { abort(); };
+  after(V().group_start(), c, options_.timeout, what, on_timeout);
   for (int p = 0; p < n; ++p) {
-    after(ncclSend(static_cast<const char*>(send) + p * bytes, static_cast<size_t>(count), nccl_type(dtype), p, c,
-                   static_cast<cudaStream_t>(stream_)), c, options_.timeout, what, [this] { abort(); });
-    after(ncclRecv(static_cast<char*>(recv) + p * bytes, static_cast<size_t>(count), nccl_type(dtype), p, c,
-                   static_cast<cudaStream_t>(stream_)), c, options_.timeout, what, [this] { abort(); });
+    after(V().send(static_cast<const char*>(send) + p * bytes, static_cast<std::size_t>(count), nccl_type(dtype), p, c, stream_),
+          c, options_.timeout, what, on_timeout);
+    after(V().recv(static_cast<char*>(recv) + p * bytes, static_cast<std::size_t>(count), nccl_type(dtype), p, c, stream_), c,
+          options_.timeout, what, on_timeout);
   }
-  after(ncclGroupEnd(), c, options_.timeout, what, [this] { abort(); });
+  after(V().group_end(), c, options_.timeout, what, on_timeout);
 }
 
 void NcclCommunicator::send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) {
   if (!state_->world) throw BackendError("send_recv: the communicator was aborted");
-  ncclComm_t c = state_->world;  // world ranks are global ranks
+  nv::Comm c = state_->world;  // world ranks are global ranks
   note("direct exchange (grouped send/recv)", Group{}, static_cast<std::int64_t>(sends.size() + recvs.size()), dtype);
   const auto what = [&] {
     return fmt::format("grouped send/recv on rank {} ({} sends, {} recvs)", rank_, sends.size(), recvs.size());
   };
-  after(ncclGroupStart(), c, options_.timeout, what, [this] { abort(); });
+  const auto on_timeout = [this] { abort(); };
+  after(V().group_start(), c, options_.timeout, what, on_timeout);
   for (const auto& s : sends)
-    after(ncclSend(s.buffer, static_cast<size_t>(s.count), nccl_type(dtype), static_cast<int>(s.peer), c,
-                   static_cast<cudaStream_t>(stream_)), c, options_.timeout, what, [this] { abort(); });
+    after(V().send(s.buffer, static_cast<std::size_t>(s.count), nccl_type(dtype), static_cast<int>(s.peer), c, stream_), c,
+          options_.timeout, what, on_timeout);
   for (const auto& r : recvs)
-    after(ncclRecv(r.buffer, static_cast<size_t>(r.count), nccl_type(dtype), static_cast<int>(r.peer), c,
-                   static_cast<cudaStream_t>(stream_)), c, options_.timeout, what, [this] { abort(); });
-  after(ncclGroupEnd(), c, options_.timeout, what, [this] { abort(); });
+    after(V().recv(r.buffer, static_cast<std::size_t>(r.count), nccl_type(dtype), static_cast<int>(r.peer), c, stream_), c,
+          options_.timeout, what, on_timeout);
+  after(V().group_end(), c, options_.timeout, what, on_timeout);
 }
 
 void NcclCommunicator::synchronize() {
@@ -473,8 +498,7 @@ void NcclCommunicator::synchronize() {
 
 void NcclCommunicator::copy(void* dst, const void* src, std::int64_t bytes) {
   if (bytes <= 0 || dst == src) return;
-  detail::cuda_check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
-                                     static_cast<cudaStream_t>(stream_)), "local copy");
+  cuda_check(V().copy_d2d_async(dst, src, static_cast<std::size_t>(bytes), stream_), "local copy");
 }
 
 namespace {
@@ -501,70 +525,13 @@ cuda::StridedCopy strided(std::int64_t run_bytes, std::span<const std::int64_t> 
 }  // namespace
 
 void NcclCommunicator::fill(void* dst, DType dtype, std::int64_t count, double value) {
-  detail::cuda_check(cuda::launch_fill(dst, pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count,
-                                       static_cast<cudaStream_t>(stream_)), "fill kernel");
+  cuda_check(V().fill(dst, pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count, stream_), "fill kernel");
 }
 
 void NcclCommunicator::copy_strided(void* dst, const void* src, std::int64_t run_bytes,
                                     std::span<const std::int64_t> count, std::span<const std::int64_t> dst_stride,
                                     std::span<const std::int64_t> src_stride) {
-  detail::cuda_check(cuda::launch_copy_strided(dst, src, strided(run_bytes, count, dst_stride, src_stride),
-                                               static_cast<cudaStream_t>(stream_)), "pack/unpack kernel");
+  cuda_check(V().copy_strided(dst, src, strided(run_bytes, count, dst_stride, src_stride), stream_), "pack/unpack kernel");
 }
-
-// ---------------------------------------------------------------- device memory for the in-process backend
-
-namespace {
-class DeviceMemory final : public SimulatedMemory {
- public:
-  explicit DeviceMemory(void* stream) : stream_(static_cast<cudaStream_t>(stream)) {}
-  [[nodiscard]] bool supports(StepKind kind, DType dtype, ReduceOp op) const override {
-    const bool reduces = kind == StepKind::reduce_scatter || kind == StepKind::all_reduce;
-    return !(reduces && dtype == DType::boolean && op == ReduceOp::avg);
-  }
-  void move(void* dst, const void* src, std::int64_t bytes) override {
-    if (bytes <= 0 || dst == src) return;
-    detail::cuda_check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_),
-                       "device copy");
-  }
-  void fill(void* dst, DType dtype, std::int64_t count, double value) override {
-    detail::cuda_check(cuda::launch_fill(dst, pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count, stream_),
-                       "fill kernel");
-  }
-  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
-                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
-    detail::cuda_check(cuda::launch_copy_strided(dst, src, strided(run_bytes, count, dst_stride, src_stride), stream_),
-                       "pack/unpack kernel");
-  }
-  void reduce(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs, std::int64_t count) override {
-    const bool narrow = dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::f8e4m3 || dtype == DType::f8e5m2;
-    if (narrow) {  // widened, reduced, rounded once: the CPU executor's bits
-      if (inputs.size() > static_cast<std::size_t>(cuda::kMaxMembers))
-        throw InputError(fmt::format("a device reduction of {} over {} members: at most {}", to_string(dtype),
-                                     inputs.size(), cuda::kMaxMembers));
-      cuda::Members m;
-      for (std::size_t s = 0; s < inputs.size(); ++s) m.p[s] = inputs[s];
-      detail::cuda_check(cuda::launch_reduce_members(static_cast<int>(dtype), static_cast<int>(op), out, m,
-                                                     static_cast<int>(inputs.size()), count, stream_),
-                         "reduction kernel");
-      return;
-    }
-    // wide types: pairwise in the dtype (as the CPU executor), avg divided once at the end
-    move(out, inputs[0], count * static_cast<std::int64_t>(itemsize(dtype)));
-    for (std::size_t s = 1; s < inputs.size(); ++s)
-      detail::cuda_check(cuda::launch_reduce(static_cast<int>(dtype), static_cast<int>(op), out, inputs[s], count, stream_),
-                         "reduction kernel");
-    if (op == ReduceOp::avg)
-      detail::cuda_check(cuda::launch_average(static_cast<int>(dtype), out, count,
-                                              static_cast<std::int64_t>(inputs.size()), stream_),
-                         "average kernel");
-  }
-
- private:
-  cudaStream_t stream_;
-};
-}  // namespace
-
-std::shared_ptr<SimulatedMemory> device_memory(void* stream) { return std::make_shared<DeviceMemory>(stream); }
 
 }  // namespace dtensor

@@ -1,0 +1,93 @@
+// Device memory for the in-process backend on one GPU (dtensor::device_memory): every rank of a
+// mesh as device buffers, collectives as device copies and the reduction kernels. CUDA only.
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "dtensor/error.hpp"
+#include "dtensor/nccl.hpp"
+#include "dtensor/scalar.hpp"
+#include "kernels.cuh"
+
+namespace dtensor {
+namespace {
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw BackendError(fmt::format("{}: CUDA error {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e)));
+}
+
+std::uint64_t pattern_of(DType dtype, double value) {
+  unsigned char buf[8] = {};
+  store_element(dtype, buf, 0, value);
+  std::uint64_t p = 0;
+  std::memcpy(&p, buf, sizeof p);
+  return p;
+}
+
+cuda::StridedCopy strided(std::int64_t run_bytes, std::span<const std::int64_t> count, std::span<const std::int64_t> ds,
+                          std::span<const std::int64_t> ss) {
+  cuda::StridedCopy c;
+  if (count.size() > static_cast<std::size_t>(cuda::kMaxDims)) throw InputError("strided copy has too many dims");
+  c.run_bytes = run_bytes;
+  c.ndim = static_cast<int>(count.size());
+  for (std::size_t k = 0; k < count.size(); ++k) {
+    c.count[k] = count[k];
+    c.dst_stride[k] = ds[k];
+    c.src_stride[k] = ss[k];
+  }
+  return c;
+}
+
+class DeviceMemory final : public SimulatedMemory {
+ public:
+  explicit DeviceMemory(void* stream) : stream_(static_cast<cudaStream_t>(stream)) {}
+  [[nodiscard]] bool supports(StepKind kind, DType dtype, ReduceOp op) const override {
+    const bool reduces = kind == StepKind::reduce_scatter || kind == StepKind::all_reduce;
+    return !(reduces && dtype == DType::boolean && op == ReduceOp::avg);
+  }
+  void move(void* dst, const void* src, std::int64_t bytes) override {
+    if (bytes <= 0 || dst == src) return;
+    cuda_check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_), "device copy");
+  }
+  void fill(void* dst, DType dtype, std::int64_t count, double value) override {
+    cuda_check(cuda::launch_fill(dst, pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count, stream_),
+               "fill kernel");
+  }
+  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
+                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
+    cuda_check(cuda::launch_copy_strided(dst, src, strided(run_bytes, count, dst_stride, src_stride), stream_),
+               "pack/unpack kernel");
+  }
+  void reduce(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs, std::int64_t count) override {
+    const bool narrow = dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::f8e4m3 || dtype == DType::f8e5m2;
+    if (narrow) {  // widened, reduced, rounded once: the CPU executor's bits
+      if (inputs.size() > static_cast<std::size_t>(cuda::kMaxMembers))
+        throw InputError(fmt::format("a device reduction of {} over {} members: at most {}", to_string(dtype),
+                                     inputs.size(), cuda::kMaxMembers));
+      cuda::Members m;
+      for (std::size_t s = 0; s < inputs.size(); ++s) m.p[s] = inputs[s];
+      cuda_check(cuda::launch_reduce_members(static_cast<int>(dtype), static_cast<int>(op), out, m,
+                                             static_cast<int>(inputs.size()), count, stream_),
+                 "reduction kernel");
+      return;
+    }
+    // wide types: pairwise in the dtype (as the CPU executor), avg divided once at the end
+    move(out, inputs[0], count * static_cast<std::int64_t>(itemsize(dtype)));
+    for (std::size_t s = 1; s < inputs.size(); ++s)
+      cuda_check(cuda::launch_reduce(static_cast<int>(dtype), static_cast<int>(op), out, inputs[s], count, stream_),
+                 "reduction kernel");
+    if (op == ReduceOp::avg)
+      cuda_check(cuda::launch_average(static_cast<int>(dtype), out, count, static_cast<std::int64_t>(inputs.size()), stream_),
+                 "average kernel");
+  }
+
+ private:
+  cudaStream_t stream_;
+};
+
+}  // namespace
+
+std::shared_ptr<SimulatedMemory> device_memory(void* stream) { return std::make_shared<DeviceMemory>(stream); }
+
+}  // namespace dtensor

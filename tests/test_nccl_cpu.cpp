@@ -1,0 +1,213 @@
+// The NCCL backend's host logic (src/comm/nccl/nccl_communicator.cpp, the very code of
+// dtensor::nccl) on the CPU stand-in for NCCL 2.28's non-blocking mode (vendor_cpu.hpp): world
+// creation, splits whose handles appear only when the parent is polled, calls that return
+// ncclInProgress, member order of flattened and permuted groups, grouped send/recv, the plan-hash
+// exchange, the watchdog and abort. Ranks are threads; every output is checked against the oracle.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "comm/nccl/vendor_cpu.hpp"
+#include "dtensor/error.hpp"
+#include "dtensor/executor.hpp"
+#include "dtensor/nccl.hpp"
+#include "dtensor/planner.hpp"
+#include "dtensor/testing.hpp"
+#include "exec_check.hpp"
+#include "oracle.hpp"
+
+using namespace dtensor;
+namespace cpu = dtensor::nccl_vendor::cpu;
+
+namespace {
+
+struct Case {
+  std::vector<std::int64_t> shape;
+  std::vector<oracle::Pl> from, to;
+  DType dtype;
+};
+
+std::vector<Case> random_cases(int mesh_ndim, int n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto layouts = oracle::layouts(mesh_ndim, 2, exec_check::placement_options(2));
+  const DType dtypes[] = {DType::f64, DType::f32, DType::bf16, DType::i32, DType::f8e4m3};
+  std::vector<Case> out;
+  while (static_cast<int>(out.size()) < n) {
+    Case c;
+    c.shape = {static_cast<std::int64_t>(rng() % 10), static_cast<std::int64_t>(1 + rng() % 7)};
+    c.from = layouts[rng() % layouts.size()];
+    c.to = layouts[rng() % layouts.size()];
+    c.dtype = dtypes[rng() % std::size(dtypes)];
+    if (exec_check::refuses_avg(c.from, c.dtype) || exec_check::refuses_avg(c.to, c.dtype)) c.dtype = DType::f64;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// Runs fn(rank) on one thread per rank; rethrows the lowest rank's exception.
+void per_rank(std::int64_t ranks, const std::function<void(std::int64_t)>& fn) {
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (std::int64_t r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        errors[static_cast<std::size_t>(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+struct StreamGuard {
+  void* s = cpu::stream_create();
+  ~StreamGuard() { cpu::stream_destroy(s); }
+};
+
+}  // namespace
+
+TEST_CASE("NCCL backend on the CPU stand-in: random SPMD pairs on 4 and 8 ranks", "[nccl_cpu]") {
+  const auto before = cpu::counters();
+  struct MeshCase {
+    Mesh mesh;
+    int pairs;
+  };
+  const std::vector<MeshCase> meshes{
+      {Mesh(std::vector<std::int64_t>{2, 2}), 60},
+      {Mesh(std::vector<std::int64_t>{4}), 40},
+      {Mesh(std::vector<std::int64_t>{2, 2}, {}, {3, 1, 0, 2}), 40},  // permuted: groups order members by coordinate
+      {Mesh(std::vector<std::int64_t>{2, 4}), 60},
+      {Mesh(std::vector<std::int64_t>{2, 2, 2}), 60},
+      {Mesh(std::vector<std::int64_t>{2, 4}, {}, {7, 6, 5, 4, 3, 2, 1, 0}), 40},
+  };
+  std::int64_t verified = 0;
+  std::uint64_t seed = 1;
+  for (const auto& mc : meshes) {
+    const Mesh& mesh = mc.mesh;
+    const auto R = mesh.num_ranks();
+    const auto cases = random_cases(mesh.ndim(), mc.pairs, seed++);
+    std::vector<std::vector<std::vector<std::byte>>> outputs(cases.size(), std::vector<std::vector<std::byte>>(static_cast<std::size_t>(R)));
+    std::vector<std::string> traces(cases.size());
+    const NcclUniqueId id = nccl_unique_id();
+    per_rank(R, [&](std::int64_t rank) {
+      StreamGuard stream;
+      NcclOptions o;
+      o.device = static_cast<int>(rank);
+      o.stream = stream.s;
+      o.timeout = std::chrono::milliseconds(30000);
+      NcclCommunicator comm(mesh, rank, id, o);
+      for (std::size_t i = 0; i < cases.size(); ++i) {
+        const auto& c = cases[i];
+        PlanOptions po;
+        po.runner_up = false;
+        const Plan p = plan_redistribution(Layout::parse(mesh, c.shape, c.dtype, oracle::text(c.from)),
+                                           Layout::parse(mesh, c.shape, c.dtype, oracle::text(c.to)),
+                                           CostModel::default_model(), po);
+        if (rank == 0) traces[i] = p.trace();
+        const Executor ex(p, comm);  // plan-hash exchange over the world, then the splits
+        const auto in = seeded_input(p.src, rank);
+        auto& out = outputs[i][static_cast<std::size_t>(mesh.position(mesh.coord_of_rank(rank)))];
+        out.resize(static_cast<std::size_t>(ex.output_bytes()));
+        std::vector<std::byte> ws(static_cast<std::size_t>(ex.workspace_bytes()));
+        ex.execute({in, out, ws});
+        comm.wait();
+      }
+    });
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      // the oracle indexes ranks by mesh position (row-major coordinates)
+      const auto err = exec_check::check(mesh.shape(), cases[i].shape, cases[i].dtype, cases[i].to, exec_check::Run{outputs[i]});
+      if (!err.empty())
+        FAIL(fmt::format("{} {} {}: {} -> {} via {}: {}", mesh.str(), shape_str(cases[i].shape), to_string(cases[i].dtype),
+                         oracle::text(cases[i].from), oracle::text(cases[i].to), traces[i], err));
+      ++verified;
+    }
+  }
+  CHECK(verified >= 300);
+  const auto after = cpu::counters();
+  // the protocol was exercised: deferred split handles and operations that stayed in progress
+  CHECK(after.deferred_split_handles > before.deferred_split_handles);
+  CHECK(after.in_progress_returns > before.in_progress_returns);
+  CHECK(after.invalid_usage == before.invalid_usage);
+}
+
+TEST_CASE("NCCL backend on the CPU stand-in: a dead peer ends in a BackendError naming the collective", "[nccl_cpu]") {
+  const Mesh mesh(std::vector<std::int64_t>{2, 2});
+  const NcclUniqueId id = nccl_unique_id();
+  const Plan p = plan_redistribution(Layout::parse(mesh, {8, 6}, DType::f32, "S(0)S(1)"), Layout::parse(mesh, {8, 6}, DType::f32, "RR"),
+                                     CostModel::default_model());
+  REQUIRE(!p.steps.empty());
+  std::mutex mu;
+  std::vector<std::string> errors(4);
+  const auto t0 = std::chrono::steady_clock::now();
+  per_rank(4, [&](std::int64_t rank) {
+    StreamGuard stream;
+    NcclOptions o;
+    o.device = static_cast<int>(rank);
+    o.stream = stream.s;
+    o.timeout = std::chrono::milliseconds(1000);
+    NcclCommunicator comm(mesh, rank, id, o);
+    const Executor ex(p, comm);
+    if (rank == 3) return;  // prepared, then never runs its part
+    const auto in = seeded_input(p.src, rank);
+    std::vector<std::byte> out(static_cast<std::size_t>(ex.output_bytes())), ws(static_cast<std::size_t>(ex.workspace_bytes()));
+    try {
+      ex.execute({in, out, ws});
+      comm.wait();
+    } catch (const BackendError& e) {
+      std::lock_guard lk(mu);
+      errors[static_cast<std::size_t>(rank)] = e.what();
+    }
+    cpu::stream_drain(stream.s);  // the queued copies still use the buffers
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]);
+    CHECK_THAT(errors[static_cast<std::size_t>(r)], Catch::Matchers::Contains("within 1000 ms") ||
+                                                         Catch::Matchers::Contains("failed: NCCL error"));
+    CHECK_THAT(errors[static_cast<std::size_t>(r)], Catch::Matchers::Contains(std::string(to_string(p.steps[0].kind))) ||
+                                                         Catch::Matchers::Contains("direct exchange"));
+  }
+  CHECK(seconds < 20);
+}
+
+TEST_CASE("NCCL backend on the CPU stand-in: CUDA-graph capture before prepare is refused", "[nccl_cpu]") {
+  const Mesh mesh(std::vector<std::int64_t>{2, 2});
+  const NcclUniqueId id = nccl_unique_id();
+  const Plan p = plan_redistribution(Layout::parse(mesh, {8, 6}, DType::f32, "P(sum)S(1)"),
+                                     Layout::parse(mesh, {8, 6}, DType::f32, "RS(1)"), CostModel::default_model());
+  REQUIRE(!p.steps.empty());
+  std::vector<std::string> refused(4);
+  std::vector<std::string> verified(4, "not run");
+  per_rank(4, [&](std::int64_t rank) {
+    StreamGuard stream;
+    NcclOptions o;
+    o.device = static_cast<int>(rank);
+    o.stream = stream.s;
+    o.timeout = std::chrono::milliseconds(20000);
+    NcclCommunicator comm(mesh, rank, id, o);
+    cpu::set_capturing(stream.s, true);  // capturing before the groups exist: refused, nothing split
+    try {
+      const Executor ex(p, comm);
+    } catch (const InputError& e) {
+      refused[static_cast<std::size_t>(rank)] = e.what();
+    }
+    cpu::set_capturing(stream.s, false);
+    const Executor ex(p, comm);  // prepared outside capture
+    cpu::set_capturing(stream.s, true);  // then captured: runs
+    const auto in = seeded_input(p.src, rank);
+    std::vector<std::byte> out(static_cast<std::size_t>(ex.output_bytes())), ws(static_cast<std::size_t>(ex.workspace_bytes()));
+    ex.execute({in, out, ws});
+    comm.wait();
+    cpu::set_capturing(stream.s, false);
+    verified[static_cast<std::size_t>(rank)] = verify_rank_output(p.dst, rank, out);
+  });
+  for (int r = 0; r < 4; ++r) {
+    CHECK_THAT(refused[static_cast<std::size_t>(r)], Catch::Matchers::Contains("before capturing"));
+    CHECK(verified[static_cast<std::size_t>(r)] == "");
+  }
+}
