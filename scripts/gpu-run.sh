@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The GPU check, step 2 of 2: run.sh of the folder scripts/gpu-bundle.sh packs. Runs on a GPU
+# machine with no package access (CUDA driver, Python with PyTorch, nanobind, scikit-build-core;
+# NCCL from PyTorch's nvidia-nccl-cu13 wheel or NCCL_LIB=/dir/with/libnccl.so.2): every GPU
+# test (the exhaustive set every DTENSOR_EXHAUSTIVE_STRIDE-th case, default 8), the GPU
+# benchmarks against their targets, the NCCL SPMD example, the Python package's GPU path (world 1:
+# exactness and per-call time against torch's own redistribute), then one summary table.
+#   GPU_TESTS='GPU: a duplicate*'  run only the Catch2 tests matching these names (no commas in names)
+#   OUT=dir                        where the logs go (default ./gpu-run-out)
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$here/gpu-run-out}
+mkdir -p "$out"
+summary=()
+row() { summary+=("$(printf '%-46s %-5s %s' "$1" "$2" "$3")"); }
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "run.sh: no GPU visible (nvidia-smi -L failed)" >&2
+  exit 2
+fi
+gpus=$(nvidia-smi -L | wc -l)
+py=${PYTHON:-python3}
+# NCCL: NCCL_LIB, else PyTorch's wheel, else the loader's
+nccl_dir=${NCCL_LIB:-}
+if [ -z "$nccl_dir" ]; then
+  nccl_dir=$("$py" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+fi
+if [ -z "$nccl_dir" ]; then
+  nccl_dir=$(dirname "$(ldconfig -p 2>/dev/null | awk '/libnccl.so.2 /{print $NF; exit}')" 2>/dev/null || true)
+fi
+export LD_LIBRARY_PATH="$here/lib:${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}"
+row "GPUs" INFO "$gpus: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); NCCL from ${nccl_dir:-?}"
+
+# GPU tests, one line per Catch2 test case
+export DTENSOR_EXHAUSTIVE_STRIDE=${DTENSOR_EXHAUSTIVE_STRIDE:-8}
+mapfile -t tests < <("$here/bin/dtensor_gpu_tests" --list-test-names-only 2>/dev/null | grep -v '^$' | grep "${GPU_TESTS:-.}")
+for t in "${tests[@]}"; do
+  log="$out/test-$(echo "$t" | tr -c 'A-Za-z0-9' '_').log"
+  start=$(date +%s)
+  if timeout 900 "$here/bin/dtensor_gpu_tests" "$t" >"$log" 2>&1; then
+    row "${t:0:46}" PASS "$(( $(date +%s) - start )) s"
+  else
+    row "${t:0:46}" FAIL "$(grep -m1 -E 'FAILED|with expansion|error' -A2 "$log" | tr '\n' ' ' | cut -c1-120) ($log)"
+  fi
+done
+
+# GPU benchmarks against their targets
+if "$here/bin/bench_gpu" --benchmark_format=json --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+     >"$out/bench-gpu.json" 2>"$out/bench-gpu.err"; then
+  "$py" - "$out/bench-gpu.json" >"$out/bench-summary.txt" <<'PY'
+import json, sys
+b = {x["name"]: x for x in json.load(open(sys.argv[1]))["benchmarks"] if x.get("aggregate_name") == "median"}
+def get(n, k): return b.get(n + "_median", {}).get(k)
+unpack, copy = get("BM_unpack_kernel", "bytes_per_second"), get("BM_memcpy_d2d", "bytes_per_second")
+if unpack and copy:
+    r = unpack / copy
+    print(f"pack/unpack vs D2D memcpy\t{'PASS' if r >= 0.85 else 'MISS'}\t{r:.2f}x ({unpack/1e9:.0f} vs {copy/1e9:.0f} GB/s; target >= 0.85x)")
+us = get("BM_host_overhead_per_step", "us_per_step")
+if us is not None:
+    print(f"host time per step (eager)\tINFO\t{us:.2f} us")
+eager, graph = get("BM_eager", "real_time"), get("BM_graph_replay", "real_time")
+if eager and graph:
+    print(f"CUDA-graph replay vs eager\t{'PASS' if eager >= 3 * graph else 'MISS'}\t{graph:.1f} vs {eager:.1f} us = {eager/graph:.1f}x (target >= 3x)")
+PY
+  while IFS=$'\t' read -r a b c; do row "$a" "$b" "$c"; done <"$out/bench-summary.txt"
+else
+  row "GPU benchmarks" FAIL "see $out/bench-gpu.err"
+fi
+
+# The SPMD example over NCCL: one process, one thread per GPU
+if "$here/bin/spmd_redistribute" --backend nccl --mesh "$gpus" --shape 4096x1024 --from 'S(0)' --to 'S(1)' --iters 20 \
+     >"$out/spmd-nccl.log" 2>&1 &&
+   "$here/bin/spmd_redistribute" --backend nccl --mesh "$gpus" --random 200 --seed 9 >>"$out/spmd-nccl.log" 2>&1; then
+  note="$(grep -c 'verified=' "$out/spmd-nccl.log") runs verified; $(grep -m1 -o 'time_per_iter_us=[0-9.]*' "$out/spmd-nccl.log")"
+  [ "$gpus" -eq 1 ] && note="$note (1 GPU: a 1-rank mesh; multi-rank NCCL unverified)"
+  row "spmd_redistribute --backend nccl" PASS "$note"
+else
+  row "spmd_redistribute --backend nccl" FAIL "$(tail -2 "$out/spmd-nccl.log" | tr '\n' ' ')"
+fi
+
+# The Python package's GPU path: build it here against the bundled headers, then world 1 over NCCL
+venv="$out/pyenv"
+if CMAKE_PREFIX_PATH="$here/deps" "$py" -m pip install --no-build-isolation --no-deps --no-index --target "$venv" \
+     "$here/python" >"$out/python-build.log" 2>&1; then
+  if LD_LIBRARY_PATH="$here/deps/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu):$LD_LIBRARY_PATH" \
+     PYTHONPATH="$venv" MASTER_ADDR=127.0.0.1 MASTER_PORT=29531 RANK=0 WORLD_SIZE=1 "$py" - >"$out/python-gpu.log" 2>&1 <<'PY'
+import time, torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import distribute_tensor, Shard, Replicate
+import dtensor.torch as dt
+dist.init_process_group("nccl")
+torch.cuda.set_device(0)
+ok = 0
+cases = [((1,), [Shard(0)], [Shard(1)]), ((1,), [Shard(0)], [Replicate()]), ((1, 1), [Shard(0), Shard(1)], [Shard(1), Shard(0)])]
+for mesh_shape, a, b in cases:
+    mesh = init_device_mesh("cuda", mesh_shape)
+    for shape in [(64, 64), (1000, 17), (1024, 4096)]:
+        x = torch.arange(shape[0] * shape[1], dtype=torch.float32, device="cuda").reshape(shape)
+        d = distribute_tensor(x, mesh, a)
+        y, z = dt.redistribute(d, b), d.redistribute(mesh, b)
+        assert torch.equal(y.to_local(), z.to_local()), (mesh_shape, a, b, shape)
+        ok += 1
+mesh = init_device_mesh("cuda", (1, 1))
+d = distribute_tensor(torch.randn(64, 64, device="cuda"), mesh, [Shard(0), Shard(1)])
+def per_call(f, n=200):
+    for _ in range(20): f()
+    torch.cuda.synchronize(); t = time.perf_counter()
+    for _ in range(n): f()
+    torch.cuda.synchronize(); return (time.perf_counter() - t) / n * 1e6
+ours = per_call(lambda: dt.redistribute(d, [Shard(1), Shard(0)]))
+theirs = per_call(lambda: d.redistribute(mesh, [Shard(1), Shard(0)]))
+print(f"RESULT {ok} exact; per call {ours:.1f} us vs torch {theirs:.1f} us (64x64 f32, S(0)S(1)->S(1)S(0), 1x1)")
+dist.destroy_process_group()
+PY
+  then
+    row "Python dtensor.torch on CUDA (world 1)" PASS "$(grep -o 'RESULT.*' "$out/python-gpu.log" | cut -c8-)"
+  else
+    row "Python dtensor.torch on CUDA (world 1)" FAIL "$(tail -2 "$out/python-gpu.log" | tr '\n' ' ')"
+  fi
+else
+  row "Python package build" FAIL "see $out/python-build.log"
+fi
+
+echo
+echo "== GPU check summary"
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+! grep -q ' FAIL ' "$out/summary.txt"
