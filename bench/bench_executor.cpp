@@ -5,6 +5,12 @@
 // own overhead: pack/unpack bytes per second, compared with memcpy of those bytes.
 #include <benchmark/benchmark.h>
 
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -160,5 +166,96 @@ BENCHMARK(BM_exec_all_to_all)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_memcpy_all_to_all_bytes)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
+
+// ---- the executor's own host work per step, with a communicator that does nothing at all (no
+// collective, no copy): what execute() costs besides the vendor calls it makes. Target: <= 1 us
+// per step for every step kind. Reported as time and retired instructions per step (Linux
+// perf_event_open; left out where the machine has no hardware counter, as in some VMs).
+class NullComm final : public Communicator {
+ public:
+  explicit NullComm(Mesh m) : mesh_(std::move(m)) {}
+  const Mesh& mesh() const override { return mesh_; }
+  std::int64_t rank() const override { return 1; }
+  bool supports(StepKind, DType, ReduceOp) const override { return true; }
+  void all_gather(const Group&, const void*, void*, std::int64_t, DType) override {}
+  void reduce_scatter(const Group&, const void*, void*, std::int64_t, DType, ReduceOp) override {}
+  void all_reduce(const Group&, const void*, void*, std::int64_t, DType, ReduceOp) override {}
+  void all_to_all(const Group&, const void*, void*, std::int64_t, DType) override {}
+  void send_recv(std::span<const Transfer>, std::span<const Transfer>, DType) override {}
+  void synchronize() override {}
+  void copy(void*, const void*, std::int64_t) override {}
+  void fill(void*, DType, std::int64_t, double) override {}
+  void copy_strided(void*, const void*, std::int64_t, std::span<const std::int64_t>, std::span<const std::int64_t>,
+                    std::span<const std::int64_t>) override {}
+
+ private:
+  Mesh mesh_;
+};
+
+class InstructionCounter {
+ public:
+  InstructionCounter() {
+    perf_event_attr a{};
+    a.type = PERF_TYPE_HARDWARE;
+    a.size = sizeof a;
+    a.config = PERF_COUNT_HW_INSTRUCTIONS;
+    a.disabled = 1;
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    fd_ = static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, -1, 0));
+  }
+  [[nodiscard]] bool available() const { return fd_ >= 0; }
+  ~InstructionCounter() {
+    if (fd_ >= 0) close(fd_);
+  }
+  void start() {
+    if (fd_ < 0) return;
+    ioctl(fd_, PERF_EVENT_IOC_RESET, 0);
+    ioctl(fd_, PERF_EVENT_IOC_ENABLE, 0);
+  }
+  std::int64_t stop() {
+    if (fd_ < 0) return 0;
+    ioctl(fd_, PERF_EVENT_IOC_DISABLE, 0);
+    std::int64_t n = 0;
+    return read(fd_, &n, sizeof n) == static_cast<ssize_t>(sizeof n) ? n : 0;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+void host_per_step(benchmark::State& st, const char* mesh_text, const char* from, const char* to, EdgeSet edges) {
+  const Mesh mesh = Mesh::parse(mesh_text);
+  PlanOptions o;
+  o.edges = edges;
+  const Plan p = plan_redistribution(Layout::parse(mesh, {64, 48}, DType::f32, from), Layout::parse(mesh, {64, 48}, DType::f32, to),
+                                     CostModel::default_model(), o);
+  NullComm comm(mesh);
+  const Executor ex(p, comm, ExecutorOptions{.check_plans_agree = false, .max_workspace_bytes = {}});
+  std::vector<std::byte> in(static_cast<std::size_t>(ex.input_bytes())), out(static_cast<std::size_t>(ex.output_bytes())),
+      ws(static_cast<std::size_t>(ex.workspace_bytes()));
+  const Buffers b{in, out, ws};
+  const auto steps = static_cast<double>(std::max<std::size_t>(1, p.steps.size()));
+  InstructionCounter counter;
+  std::int64_t instructions = 0, runs = 0;
+  for (auto _ : st) {
+    counter.start();
+    ex.execute(b);
+    instructions += counter.stop();
+    ++runs;
+  }
+  st.counters["ns_per_step"] = benchmark::Counter(static_cast<double>(runs) * steps * 1e-9,
+                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  if (counter.available())
+    st.counters["instructions_per_step"] = static_cast<double>(instructions) / static_cast<double>(runs) / steps;
+  st.SetLabel(p.trace());
+}
+BENCHMARK_CAPTURE(host_per_step, all_gather, "2x4", "S(0)R", "RR", EdgeSet::pytorch);
+BENCHMARK_CAPTURE(host_per_step, reduce_scatter, "2x4", "P(sum)R", "S(0)R", EdgeSet::pytorch);
+BENCHMARK_CAPTURE(host_per_step, all_reduce, "2x4", "P(sum)R", "RR", EdgeSet::pytorch);
+BENCHMARK_CAPTURE(host_per_step, all_to_all, "2x4", "RS(0)", "RS(1)", EdgeSet::pytorch);
+BENCHMARK_CAPTURE(host_per_step, local_chunk, "2x4", "RR", "S(0)R", EdgeSet::pytorch);
+BENCHMARK_CAPTURE(host_per_step, direct, "2x4", "S(0)S(1)", "S(1)S(0)", EdgeSet::all);
+BENCHMARK_CAPTURE(host_per_step, two_steps, "2x4", "S(0)S(1)", "RR", EdgeSet::pytorch);
 
 BENCHMARK_MAIN();
