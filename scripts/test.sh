@@ -12,6 +12,10 @@ echo "== Release (with the NCCL/CUDA backend when CUDA and NCCL are found)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 (cd build && ctest -j"$jobs" --output-on-failure "${gpu_filter[@]}")
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "== GPU bundle (scripts/gpu-bundle.sh: CUDA targets for sm_80/90/100, packed for a GPU machine)"
+  PATH="$PATH:/usr/local/cuda/bin" ./scripts/gpu-bundle.sh
+fi
 echo "== Python (pip install . into the test venv, pytest, the torchrun example)"
 ./scripts/python-test.sh
 echo "== Debug + ASan/UBSan"
