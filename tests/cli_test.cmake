@@ -54,6 +54,7 @@ run_case(simulate_ok 0 "verified: every rank" "" simulate --mesh 2x3 --shape 9x5
 run_case(simulate_f32_above_2p24 0 "verified: every rank" "" simulate --mesh 2x2 --shape 4097x4097 --from "S(0)R" --to "S(0)R")
 run_case(simulate_f32_avg_above_2p24 0 "verified: every rank" "" simulate --mesh 2x2 --shape 4097x4097 --from "P(avg)S(1)" --to "RS(0)")
 run_case(simulate_int_avg_refused 2 "" "Partial.avg. on mesh dim 0 needs a floating dtype, not i8" simulate --mesh 3 --shape 8x7 --dtype i8 --from "P(avg)" --to "S(1)")
+run_case(bare_usage 2 "" "Subcommands:.*layout.*plan.*simulate")
 run_case(simulate_json 0 "\"verified\":true" "" simulate --mesh 2 --shape 3 --from "S(0)" --to R --format json)
 
 # Cost profiles that must be refused with one clear line (exit 2), never a hang, crash or inf.

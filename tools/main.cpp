@@ -77,6 +77,10 @@ int main(int argc, char** argv) {
   dtensor::cli::register_simulate(app);
   dtensor::cli::register_show(app);
   dtensor::cli::register_tune(app);
+  if (argc < 2) {  // bare `dtensor`: the usage, on stderr, and the bad-input exit code
+    std::cerr << app.help() << "\n";
+    return 2;
+  }
   try {
     dtensor::cli::check_words(app, argc, argv);
     app.parse(argc, argv);

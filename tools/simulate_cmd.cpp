@@ -14,26 +14,6 @@ std::int64_t max_values = 64;
 bool with_data = false;
 std::string sim_memory_limit;
 
-// What a simulation holds at once: every rank's input, output and workspace, the outputs again as
-// doubles for the report, and the coverage counts of the verification.
-std::int64_t simulation_bytes(const Plan& plan) {
-  const Layout src = plan.src, dst = plan.dst;
-  const auto s = static_cast<std::int64_t>(itemsize(plan.dtype()));
-  const auto R = plan.mesh().num_ranks();
-  long double total = static_cast<long double>(R) * static_cast<long double>(plan.peak_bytes);
-  for (std::int64_t r = 0; r < R; ++r) {
-    const auto c = plan.mesh().coord_of_rank(r);
-    total += static_cast<long double>(src.local_numel(c)) * s + static_cast<long double>(dst.local_numel(c)) * (s + 8);
-  }
-  if (dst.numel() <= (std::int64_t{1} << 26)) total += static_cast<long double>(dst.numel()) * 4;
-  return total > static_cast<long double>(INT64_MAX) ? INT64_MAX : static_cast<std::int64_t>(total);
-}
-
-std::int64_t default_limit() {  // half of this machine's memory
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page / 2 : (std::int64_t{8} << 30);
-}
-
 }  // namespace
 
 void register_simulate(CLI::App& app) {
@@ -46,7 +26,8 @@ void register_simulate(CLI::App& app) {
   cmd->callback([] {
     const auto req = make_request(args);
     const Plan plan = plan_redistribution(req.src, req.dst, req.cost, req.options);
-    const std::int64_t limit = sim_memory_limit.empty() ? default_limit() : parse_bytes("--sim-memory-limit", sim_memory_limit);
+    const std::int64_t limit =
+        sim_memory_limit.empty() ? default_simulation_limit() : parse_bytes("--sim-memory-limit", sim_memory_limit);
     if (const auto need = simulation_bytes(plan); need > limit)
       throw InputError(fmt::format("simulating {} on mesh {} needs about {} bytes of host memory, above the limit of {} bytes "
                                    "(--sim-memory-limit; --max-memory bounds the plan's workspace, not this)",

@@ -56,4 +56,11 @@ struct SimulationResult {
 };
 [[nodiscard]] SimulationResult simulate(const Plan& plan, bool threads = false);
 
+// About the host memory simulate(plan) holds at once: every rank's input, output and workspace,
+// the outputs again as doubles for the report, and the verification's coverage counts.
+[[nodiscard]] std::int64_t simulation_bytes(const Plan& plan);
+// The default bound on it (the CLI's --sim-memory-limit, Python's memory_limit): half of this
+// machine's physical memory.
+[[nodiscard]] std::int64_t default_simulation_limit();
+
 }  // namespace dtensor

@@ -442,12 +442,19 @@ NB_MODULE(_core, m) {
       .def_ro("verified", &SimulationResult::verified)
       .def_ro("mismatch", &SimulationResult::mismatch);
   m.def("simulate",
-        [](const Plan& plan, bool threads) {
+        [](const Plan& plan, bool threads, std::optional<std::int64_t> memory_limit) {
+          if (memory_limit && *memory_limit < 0)
+            throw InputError(fmt::format("memory_limit: must be >= 0 bytes, got {}", *memory_limit));
+          const std::int64_t limit = memory_limit.value_or(default_simulation_limit());
+          if (const auto need = simulation_bytes(plan); need > limit)
+            throw InputError(fmt::format("simulating {} on mesh {} needs about {} bytes of host memory, above memory_limit {}",
+                                         plan.trace(), plan.mesh().str(), need, limit));
           nb::gil_scoped_release release;
           return simulate(plan, threads);
         },
-        "plan"_a, "threads"_a = false,
-        "Runs the plan on an in-process mesh over inputs whose element i is i and checks every rank's output");
+        "plan"_a, "threads"_a = false, "memory_limit"_a = nb::none(),
+        "Runs the plan on an in-process mesh over inputs whose element i is i and checks every rank's output. "
+        "memory_limit: refuse simulations needing more host memory (bytes; default half of this machine's)");
 
   // ---- execution through a Python communicator (dtensor.torch) ----
   nb::class_<PyCommunicator>(m, "_PyCommunicator")
@@ -458,7 +465,7 @@ NB_MODULE(_core, m) {
           "__init__",
           [](Executor* self, const Plan& plan, PyCommunicator& comm, bool check) {
             nb::gil_scoped_release release;
-            new (self) Executor(plan, comm, ExecutorOptions{.check_plans_agree = check});
+            new (self) Executor(plan, comm, ExecutorOptions{.check_plans_agree = check, .max_workspace_bytes = {}});
           },
           "plan"_a, "comm"_a, "check_plans_agree"_a = true, nb::keep_alive<1, 3>())
       .def_prop_ro("workspace_bytes", &Executor::workspace_bytes)

@@ -6,6 +6,8 @@
 #include <exception>
 #include <optional>
 #include <thread>
+#include <climits>
+#include <unistd.h>
 
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
@@ -250,6 +252,24 @@ std::string verify_rank_output(const Layout& l, std::int64_t rank, std::span<con
   return err;
 }
 
+std::int64_t simulation_bytes(const Plan& plan) {
+  const Layout src = plan.src, dst = plan.dst;
+  const auto s = static_cast<std::int64_t>(itemsize(plan.dtype()));
+  const auto R = plan.mesh().num_ranks();
+  long double total = static_cast<long double>(R) * static_cast<long double>(plan.peak_bytes);
+  for (std::int64_t r = 0; r < R; ++r) {
+    const auto c = plan.mesh().coord_of_rank(r);
+    total += static_cast<long double>(src.local_numel(c)) * s + static_cast<long double>(dst.local_numel(c)) * (s + 8);
+  }
+  if (dst.numel() <= (std::int64_t{1} << 26)) total += static_cast<long double>(dst.numel()) * 4;
+  return total > static_cast<long double>(INT64_MAX) ? INT64_MAX : static_cast<std::int64_t>(total);
+}
+
+std::int64_t default_simulation_limit() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page / 2 : (std::int64_t{8} << 30);
+}
+
 SimulationResult simulate(const Plan& plan, bool threads) {
   SimulatedWorld world(plan.mesh());
   const Layout src = plan.src, dst = plan.dst;
@@ -257,6 +277,10 @@ SimulationResult simulate(const Plan& plan, bool threads) {
   std::vector<std::vector<std::byte>> inputs, outputs(static_cast<std::size_t>(R)), workspaces(static_cast<std::size_t>(R));
   for (std::int64_t r = 0; r < R; ++r) inputs.push_back(seeded_input(src, r));
   if (threads) {
+    // Every rank's preparation first, from this thread: a plan some rank refuses is refused here,
+    // at once, instead of leaving the other ranks to wait for it until the timeout.
+    for (std::int64_t r = 0; r < R; ++r)
+      (void)Executor(plan, world.communicator(r), ExecutorOptions{.check_plans_agree = false, .max_workspace_bytes = {}});
     run_rank_threads(world, [&](std::int64_t r, Communicator& comm) {
       const Executor exec(plan, comm);
       const auto u = static_cast<std::size_t>(r);

@@ -445,10 +445,9 @@ GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
 namespace {
 
 std::string describe_group(const Mesh& mesh, const std::vector<int>& dims) {
-  if (dims.size() == 1) return "mesh dim " + mesh.describe_dim(dims[0]);
-  std::string s = "flattened mesh dims ";
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
-  return s;
+  // fmt rather than string concatenation: GCC 12's -Wrestrict misfires on `"..." + std::string`
+  if (dims.size() == 1) return fmt::format("mesh dim {}", mesh.describe_dim(dims[0]));
+  return fmt::format("flattened mesh dims {}", fmt::join(dims, ","));
 }
 
 std::string why_of(const GraphContext& ctx, StepKind kind, const std::vector<int>& mesh_dims, const Sharding& from,
