@@ -476,6 +476,11 @@ def _runner(device_mesh: DeviceMesh, device: torch.device) -> _Runner:
 def _target_layout(x: DTensor, placements, shard_order) -> _core.Layout:
     if not isinstance(x, DTensor):
         raise ValueError(f"expected a torch DTensor, got {type(x).__name__}")
+    if isinstance(placements, str):  # dtensor's own notation, e.g. "RS(0)" or "S(0)[1]S(0)[0]"
+        if shard_order is not None:
+            raise ValueError("shard_order= goes with a list of placements; the text form carries [k] positions itself")
+        src = layout_of(x)
+        return _core.Layout(src.mesh, list(src.shape), placements, dtype=src.dtype)
     return layout_of(x.device_mesh, placements, x.shape, x.dtype, shard_order)
 
 

@@ -2,6 +2,7 @@
 // library and the library's errors become Python exceptions (InputError -> ValueError,
 // BackendError -> dtensor.BackendError, a RuntimeError). Planning and executing release the GIL.
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,14 +63,29 @@ PlanOptions options_of(const std::optional<std::string>& edges, std::optional<st
 }
 
 std::vector<std::int64_t> coord_arg(const Mesh& mesh, const nb::handle& where) {
+  if (nb::isinstance<nb::bool_>(where) || nb::isinstance<nb::str>(where) || nb::isinstance<nb::float_>(where) ||
+      (!nb::isinstance<nb::int_>(where) && !nb::isinstance<nb::sequence>(where)))
+    throw nb::type_error(("rank_or_coord must be a rank (int) or a mesh coordinate (sequence of ints), not " +
+                          std::string(nb::type_name(where.type()).c_str()))
+                             .c_str());
   if (nb::isinstance<nb::int_>(where)) {
-    const auto r = nb::cast<std::int64_t>(where);
+    std::int64_t r = 0;
+    if (!nb::try_cast<std::int64_t>(where, r))
+      throw InputError("rank " + std::string(nb::str(where).c_str()) + " is not on mesh " + mesh.str());
     if (r < 0 || r >= mesh.num_ranks())
       throw InputError("rank " + std::to_string(r) + " is not on mesh " + mesh.str() + " (" +
                        std::to_string(mesh.num_ranks()) + " ranks)");
     return mesh.coord_of_rank(r);
   }
-  auto c = nb::cast<std::vector<std::int64_t>>(where);
+  std::vector<std::int64_t> c;
+  for (nb::handle x : nb::borrow<nb::sequence>(where)) {
+    std::int64_t v = 0;
+    if (nb::isinstance<nb::bool_>(x) || !nb::isinstance<nb::int_>(x))
+      throw nb::type_error(("a mesh coordinate holds ints, not " + std::string(nb::type_name(x.type()).c_str())).c_str());
+    if (!nb::try_cast<std::int64_t>(x, v))
+      throw InputError("coordinate " + std::string(nb::str(x).c_str()) + " is outside mesh " + mesh.str());
+    c.push_back(v);
+  }
   if (static_cast<int>(c.size()) != mesh.ndim())
     throw InputError("coordinate of " + std::to_string(c.size()) + " values for a " + std::to_string(mesh.ndim()) +
                      "-d mesh " + mesh.str());
@@ -211,14 +227,22 @@ NB_MODULE(_core, m) {
 
   static nb::exception<BackendError> backend_error(m, "BackendError", PyExc_RuntimeError);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    // messages decoded leniently: a byte that is not UTF-8 becomes U+FFFD, never a UnicodeDecodeError
+    auto set = [](PyObject* type, const char* what) {
+      PyObject* msg = PyUnicode_DecodeUTF8(what, static_cast<Py_ssize_t>(std::strlen(what)), "replace");
+      PyErr_SetObject(type, msg);
+      Py_XDECREF(msg);
+    };
     try {
       std::rethrow_exception(p);
     } catch (const InputError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      set(PyExc_ValueError, e.what());
     } catch (const BackendError& e) {
-      PyErr_SetString(backend_error.ptr(), e.what());
+      set(backend_error.ptr(), e.what());
     } catch (const Error& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
+      set(PyExc_RuntimeError, e.what());
+    } catch (const nb::cast_error&) {
+      set(PyExc_TypeError, "an argument has the wrong type (expected an int, a sequence of ints or a str as documented)");
     }
   });
 

@@ -11,7 +11,20 @@ std::string quote_input(std::string_view text, std::size_t max) {
   std::string out = "\"";
   std::size_t shown = 0;
   for (const char ch : text) {
-    if (shown >= max) break;
+    if (shown >= max) {
+      // never cut inside a UTF-8 character: drop the partial one (its lead and continuation bytes)
+      if ((static_cast<unsigned char>(ch) & 0xc0) == 0x80) {
+        while (shown > 0 && (static_cast<unsigned char>(out.back()) & 0xc0) == 0x80) {
+          out.pop_back();
+          --shown;
+        }
+        if (shown > 0 && static_cast<unsigned char>(out.back()) >= 0xc0) {
+          out.pop_back();
+          --shown;
+        }
+      }
+      break;
+    }
     const auto c = static_cast<unsigned char>(ch);
     if (c == '"' || c == '\\') {
       out += '\\';

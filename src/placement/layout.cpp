@@ -392,7 +392,19 @@ Layout Layout::parse(std::string_view text) {
   };
   Mesh mesh = Mesh::parse(word("mesh"));
   auto shape = parse_shape(word("shape"));
-  const DType dtype = parse_dtype(word("dtype"));
+  const std::string_view dtype_word = word("dtype");
+  DType dtype = DType::f32;
+  try {
+    dtype = parse_dtype(dtype_word);
+  } catch (const InputError& e) {
+    std::size_t rest = pos;
+    while (rest < text.size() && text[rest] == ' ') ++rest;
+    if (rest == text.size())  // three words, the last not a dtype: most likely the dtype was left out
+      throw InputError(fmt::format("layout text {}: no dtype before the placements {} (expected \"MESH SHAPE DTYPE "
+                                   "PLACEMENTS\", e.g. \"dp=2,tp=4 1000x512 bf16 S(0)R\")",
+                                   quote_input(text), quote_input(dtype_word)));
+    throw;
+  }
   while (pos < text.size() && text[pos] == ' ') ++pos;
   if (pos == text.size())
     throw InputError(fmt::format("layout text {}: missing its placements (expected \"MESH SHAPE DTYPE PLACEMENTS\")",

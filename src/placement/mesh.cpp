@@ -27,11 +27,11 @@ Mesh::Mesh(std::vector<std::int64_t> shape, std::vector<std::string> names, std:
       if (n.empty() || !std::all_of(n.begin(), n.end(), [](char c) {
             return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
           }))
-        throw InputError(fmt::format("mesh dim name '{}' must be letters, digits or '_'", n));
+        throw InputError(fmt::format("mesh dim name {} must be letters, digits or '_'", quote_input(n)));
       if (std::isdigit(static_cast<unsigned char>(n[0])))
-        throw InputError(fmt::format("mesh dim name '{}' must not start with a digit", n));
+        throw InputError(fmt::format("mesh dim name {} must not start with a digit", quote_input(n)));
       for (std::size_t j = 0; j < i; ++j)
-        if (names_[j] == n) throw InputError(fmt::format("mesh dim name '{}' is used twice", n));
+        if (names_[j] == n) throw InputError(fmt::format("mesh dim name {} is used twice", quote_input(n)));
     }
   }
   if (!ranks_.empty()) {

@@ -118,11 +118,42 @@ def test_cost_models(tmp_path):
     (lambda: dtensor.plan(dtensor.Layout(dtensor.Mesh("2"), [4], "R"), dtensor.Layout(dtensor.Mesh("2"), [4], "R"),
                           cost_model="/nonexistent.json"), "nonexistent"),
     (lambda: dtensor.Plan.from_json("{"), ""),
+    (lambda: dtensor.Layout(dtensor.Mesh("2"), [4], "R").local_shape(2 ** 80), "rank"),
+    (lambda: dtensor.Layout(dtensor.Mesh("2"), [4], "R").local_shape([2 ** 80]), "coordinate"),
+    (lambda: dtensor.Layout.parse("2x2 8x8 S(0)R"), "no dtype before the placements"),
+    (lambda: dtensor.Layout(dtensor.Mesh("3"), [8, 7], "P(avg)", dtype="i8"), "Partial(avg)"),
+    (lambda: dtensor.Layout(dtensor.Mesh("2"), [4], "R" * 80000), "limit"),
 ])
 def test_bad_input_is_a_value_error_naming_it(call, needle):
     with pytest.raises(ValueError) as e:
         call()
     assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("where", ["0", 1.0, None, [0.0], ["0"], True])
+def test_layout_queries_with_the_wrong_type_are_type_errors(where):
+    layout = dtensor.Layout(dtensor.Mesh("2"), [4], "S(0)")
+    with pytest.raises(TypeError):
+        layout.local_shape(where)
+
+
+def test_error_messages_survive_non_ascii_and_nul():
+    # a message cut after 80 characters inside a multi-byte character, and a NUL in a name
+    with pytest.raises(ValueError) as e:
+        dtensor.Layout(dtensor.Mesh("2"), [4], "R" + "é" * 100)
+    assert "é" in str(e.value)
+    with pytest.raises(ValueError) as e:
+        dtensor.Mesh([2], ["a\x00b"], [])
+    assert "\\x00" in str(e.value) and "b" in str(e.value)
+
+
+def test_simulate_memory_limit():
+    m = dtensor.Mesh("2x2")
+    p = dtensor.plan(dtensor.Layout(m, [64, 64], "S(0)S(1)"), dtensor.Layout(m, [64, 64], "RR"))
+    assert dtensor.simulate(p).verified
+    with pytest.raises(ValueError, match="memory_limit"):
+        dtensor.simulate(p, memory_limit=1000)
+    assert dtensor.simulate(p, threads=True, memory_limit=1 << 30).verified
 
 
 def test_type_stubs_ship_with_the_package():
