@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DTENSOR_NO_PYTHON=1 ./scripts/install-deps.sh  # the Python test venv: scripts/test.sh installs it
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)"
+# only what the main job runs (the test command, scripts/test.sh, builds the rest)
+cmake --build build -j"$(nproc)" --target dtensor_cli spmd_redistribute
 set -x
 ./build/dtensor layout --mesh dp=2,tp=4 --shape 10x6 --placements 'S(0)S(1)'
 ./build/dtensor plan --mesh dp=2,tp=4 --shape 8192x8192 --from 'S(0)S(1)' --to 'S(1)S(0)' --cost-model pytorch
