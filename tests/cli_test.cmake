@@ -134,6 +134,12 @@ run_case(tune_predict 0 "\\{\"predictions\":\\[\\{\"bytes\":67108864,\"time_us\"
 run_case(tune_fit_noheader 2 "" "^error: nccl-tests log .*has no run header listing its ranks; give --ranks N"
          tune fit ${nccl}/all_reduce_noheader.txt -o ${tmp}/x.json)
 run_case(tune_fit_noheader_ranks 0 "wrote" "" tune fit ${nccl}/all_reduce_noheader.txt --ranks 8 -o ${tmp}/x.json)
+# an erratic log: fitted, with a warning on stderr; --strict refuses to write the profile
+run_case(tune_fit_warns 0 "median error" "warning: .*all_reduce_erratic.txt: the fit's median error is [0-9.]+%, above 20%"
+         tune fit ${nccl}/all_reduce_erratic.txt -o ${tmp}/erratic.json)
+run_case(tune_fit_strict 2 "" "error: --strict: 1 warning\\(s\\), no profile written"
+         tune fit --strict ${nccl}/all_reduce_erratic.txt -o ${tmp}/erratic-strict.json)
+run_case(tune_fit_strict_ok 0 "wrote" "" tune fit --strict ${nccl}/all_reduce_8ranks.txt -o ${tmp}/fitted-strict.json)
 run_case(tune_fit_no_output 2 "" "^error: tune fit needs -o PROFILE.json" tune fit ${nccl}/all_reduce_8ranks.txt)
 run_case(tune_bad_collective 2 "" "^error: --collective \"bcast\" is not" tune predict --collective bcast --ranks 8 --bytes 1M)
 run_case(tune_unknown_flag 2 "" "^error: unknown flag \"--rank\" for dtensor tune predict \\(did you mean --ranks\\?\\)"

@@ -33,7 +33,12 @@ struct TuneArgs {
   std::string profile = "default", bytes, report;
   std::string mesh, backend = "threads", sizes = "1K:16M", iters = "5", devices_per_host = "8", truth, noise = "0", seed = "1";
   std::string shape = "1024x1024";
+  bool strict = false;
 } args;
+
+// A fit that a planner should not trust: its median error above this, or a band at a limit of
+// the profile's validation (docs/cost-model.md): warned about, refused with --strict.
+constexpr double kFitWarnError = 0.20;
 
 // One log-log chart: measured points, the fitted curve, ignored rows (crosses); or a residual chart.
 struct Series {
@@ -198,6 +203,20 @@ void run_fit() {
     text += curve_table(fit.curve);
     for (const auto& i : ignored) text += fmt::format("  ignored line {}: {}\n", i.line, i.reason);
   }
+  std::vector<std::string> warnings;
+  for (const auto& lf : fitted.logs) {
+    const auto& fit = lf.fit;
+    if (fit.median_rel_error > kFitWarnError)
+      warnings.push_back(fmt::format("{}: the fit's median error is {:.1f}%, above {:.0f}%: its predictions are not to be trusted",
+                                     lf.log.name, fit.median_rel_error * 100, kFitWarnError * 100));
+    for (const auto& b : fit.curve.bands)
+      if (b.bw_GBps >= 1e6 || b.bw_GBps <= 1e-3 || b.alpha_us >= 1e6)
+        warnings.push_back(fmt::format("{}: a band (up to {:.0f} bytes) hit a validation limit ({:.3g} us, {:.3g} GB/s): "
+                                       "the log does not determine it", lf.log.name, b.up_to_bytes, b.alpha_us, b.bw_GBps));
+  }
+  for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
+  if (args.strict && !warnings.empty())
+    throw InputError(fmt::format("--strict: {} warning(s), no profile written", warnings.size()));
   const std::string json = model.to_json();
   std::ofstream out(args.output);
   if (!out) throw InputError(fmt::format("-o {} cannot be written", quote_input(args.output)));
@@ -450,6 +469,8 @@ void register_tune(CLI::App& app) {
   fit->add_option("-o,--output", args.output, "the profile to write (JSON, version 2)");
   fit->add_option("--format", args.format, "text or json report on stdout");
   fit->add_option("--report", args.report, "also write a self-contained HTML page with plots of the fit");
+  fit->add_flag("--strict", args.strict,
+                "fail (exit 2, nothing written) when a fit's median error exceeds 20% or a band hits a validation limit");
   fit->callback(run_fit);
   auto* predict = tune->add_subcommand("predict", "the time the planner charges for one collective");
   predict->add_option("--profile", args.profile, "default, pytorch or a profile file");
