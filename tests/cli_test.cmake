@@ -129,7 +129,7 @@ run_case(tune_fit 0 "all_reduce on the intra-node link, fitted at 8 ranks" ""
 run_case(tune_show 0 "all_reduce on the intra-node link" "" tune show ${tmp}/fitted.json)
 run_case(tune_show_default 0 "no fitted curves" "" tune show default)
 # the fixture is 10 us + bus bytes at 100 GB/s: 64 MiB on 8 ranks = 10 + 67108864 * 1.75 / 1e5 us
-run_case(tune_predict 0 "\\{\"predictions\":\\[\\{\"bytes\":67108864,\"time_us\":118[0-9][.]" ""
+run_case(tune_predict 0 "\\{\"fitted_curve\":true,.*\"predictions\":\\[\\{\"bytes\":67108864,\"time_us\":118[0-9][.]" ""
          tune predict --profile ${tmp}/fitted.json --collective all_reduce --ranks 8 --bytes 64M --format json)
 run_case(tune_fit_noheader 2 "" "^error: nccl-tests log .*has no run header listing its ranks; give --ranks N"
          tune fit ${nccl}/all_reduce_noheader.txt -o ${tmp}/x.json)
@@ -141,6 +141,8 @@ run_case(tune_fit_strict 2 "" "error: --strict: 1 warning\\(s\\), no profile wri
          tune fit --strict ${nccl}/all_reduce_erratic.txt -o ${tmp}/erratic-strict.json)
 run_case(tune_fit_strict_ok 0 "wrote" "" tune fit --strict ${nccl}/all_reduce_8ranks.txt -o ${tmp}/fitted-strict.json)
 run_case(tune_fit_no_output 2 "" "^error: tune fit needs -o PROFILE.json" tune fit ${nccl}/all_reduce_8ranks.txt)
+run_case(tune_predict_unfitted 0 "from the profile's intra-node link constants \\(no fitted curve for all_gather" ""
+         tune predict --profile default --collective all_gather --ranks 8 --bytes 1M)
 run_case(tune_bad_collective 2 "" "^error: --collective \"bcast\" is not" tune predict --collective bcast --ranks 8 --bytes 1M)
 run_case(tune_unknown_flag 2 "" "^error: unknown flag \"--rank\" for dtensor tune predict \\(did you mean --ranks\\?\\)"
          tune predict --rank 8)

@@ -257,7 +257,14 @@ void run_predict() {
   for (std::string b; std::getline(ss, b, ',');) sizes.push_back(parse_bytes("--bytes", b));
   const bool inter = per_node < n;
   nlohmann::ordered_json preds = nlohmann::ordered_json::array();
-  std::string text = fmt::format("{} on {} ranks ({} per node), profile {}:\n", to_string(*c), n, per_node, model.name);
+  // where the time comes from: a fitted curve, or the profile's link constants
+  const CollectiveCurve* curve = model.formula == CostModel::Formula::pytorch ? nullptr : model.curve(*c, inter);
+  const std::string source =
+      curve ? fmt::format("the {} curve fitted at {} ranks", inter ? "inter-node" : "intra-node", curve->ranks)
+            : fmt::format("the profile's {} link constants (no fitted curve for {} on that link)",
+                          inter ? "inter-node" : "intra-node", to_string(*c));
+  std::string text = fmt::format("{} on {} ranks ({} per node), profile {}, from {}:\n", to_string(*c), n, per_node,
+                                 model.name, source);
   for (auto b : sizes) {
     const double t = predict_collective_us(model, *c, n, inter, static_cast<double>(b));
     preds.push_back({{"bytes", b}, {"time_us", t}});
@@ -265,6 +272,8 @@ void run_predict() {
   }
   if (args.format == "json") {
     nlohmann::ordered_json j;
+    j["fitted_curve"] = curve != nullptr;
+    j["source"] = source;
     j["predictions"] = preds;
     std::cout << j.dump() << "\n";
   } else {
