@@ -35,7 +35,12 @@ std::vector<std::uint64_t> Communicator::exchange(std::uint64_t value) {
 }
 
 void check_plans_agree(Communicator& comm, std::uint64_t plan_hash) {
-  const auto hashes = comm.exchange(plan_hash);
+  std::vector<std::uint64_t> hashes;
+  try {
+    hashes = comm.exchange(plan_hash);
+  } catch (const BackendError& e) {  // the backend names the exchange; this says what it was for
+    throw BackendError(fmt::format("the plan-hash check on rank {}: {}", comm.rank(), e.what()));
+  }
   std::map<std::uint64_t, std::vector<std::int64_t>> by_hash;
   for (std::size_t r = 0; r < hashes.size(); ++r) by_hash[hashes[r]].push_back(static_cast<std::int64_t>(r));
   if (by_hash.size() <= 1) return;

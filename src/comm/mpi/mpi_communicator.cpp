@@ -196,8 +196,8 @@ MPI_Comm MpiCommunicator::group_comm(const Group& g) {
 std::vector<std::uint64_t> MpiCommunicator::exchange(std::uint64_t value) {
   std::vector<std::uint64_t> out(static_cast<std::size_t>(mesh_.num_ranks()));
   MPI_Request req;
-  check(MPI_Iallgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, world_, &req), "plan-hash exchange");
-  wait(&req, 1, "the plan-hash exchange (all_gather)", Group{}, 1, DType::i64);
+  check(MPI_Iallgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, world_, &req), "an exchange of one value per rank");
+  wait(&req, 1, "an exchange of one value per rank (all_gather)", Group{}, 1, DType::i64);
   return out;  // world ranks are global ranks
 }
 

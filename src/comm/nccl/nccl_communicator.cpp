@@ -357,7 +357,7 @@ std::vector<std::uint64_t> NcclCommunicator::exchange(std::uint64_t value) {
     cuda_check(V().copy_h2d_async(mine, &value, 8, stream_), "exchange upload");
     Group world;
     for (int d = 0; d < mesh_.ndim(); ++d) world.mesh_dims.push_back(d);
-    note("the plan-hash exchange (all_gather)", world, 1, DType::i64);
+    note("an exchange of one value per rank (all_gather)", world, 1, DType::i64);
     after(V().all_gather(mine, buf, 1, nv::kUint64, state_->world, stream_), state_->world, options_.timeout,
           [&] { return last_op(); }, [this] { abort(); });
     wait();
