@@ -11,7 +11,6 @@
 
 #include "dtensor/comm.hpp"
 #include "dtensor/simulated.hpp"
-#include "dtensor/tune.hpp"
 
 namespace dtensor {
 
@@ -105,8 +104,7 @@ class NcclCommunicator final : public Communicator {
 // Use it with the all-ranks driver (execute_all_ranks), which issues everything from one thread.
 [[nodiscard]] std::shared_ptr<SimulatedMemory> device_memory(void* stream = nullptr);
 
-// Buffers on `comm`'s GPU for dtensor::tune::measure and validate (cudaMalloc'd; uploads and
-// downloads are blocking copies; `wait` is comm.wait()). `comm` must outlive the buffers.
-[[nodiscard]] tune::Memory nccl_device_memory(NcclCommunicator& comm);
+// (nccl_device_memory, the tune library's device buffers on a communicator's GPU, is declared in
+// tune.hpp.)
 
 }  // namespace dtensor

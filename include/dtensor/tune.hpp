@@ -150,3 +150,11 @@ struct Validation {
                                                const std::function<double()>& now_us);
 
 }  // namespace dtensor::tune
+
+namespace dtensor {
+class NcclCommunicator;
+// Buffers on `comm`'s GPU for tune::measure and validate (cudaMalloc'd; uploads and downloads
+// wait for the stream; `wait` is comm.wait()). `comm` must outlive the buffers. Defined in
+// dtensor::nccl (link it to use this); declared here so that nccl.hpp need not include tune.hpp.
+[[nodiscard]] tune::Memory nccl_device_memory(NcclCommunicator& comm);
+}  // namespace dtensor

@@ -14,6 +14,7 @@
 #include "dtensor/error.hpp"
 #include "dtensor/nccl.hpp"
 #include "dtensor/scalar.hpp"
+#include "dtensor/tune.hpp"
 #include "vendor.hpp"
 
 namespace dtensor {
