@@ -34,7 +34,7 @@ class LocalOnly final : public Communicator {
   std::vector<std::uint64_t> exchange(std::uint64_t v) override {
     return std::vector<std::uint64_t>(static_cast<std::size_t>(mesh_.num_ranks()), v);
   }
-  bool supports(StepKind, DType, ReduceOp) const override { return true; }
+  bool supports(Collective, DType, ReduceOp) const override { return true; }
   void all_gather(const Group&, const void*, void*, std::int64_t, DType) override {}
   void reduce_scatter(const Group&, const void*, void*, std::int64_t, DType, ReduceOp) override {}
   void all_reduce(const Group&, const void*, void*, std::int64_t, DType, ReduceOp) override {}
@@ -176,7 +176,7 @@ class NullComm final : public Communicator {
   explicit NullComm(Mesh m) : mesh_(std::move(m)) {}
   const Mesh& mesh() const override { return mesh_; }
   std::int64_t rank() const override { return 1; }
-  bool supports(StepKind, DType, ReduceOp) const override { return true; }
+  bool supports(Collective, DType, ReduceOp) const override { return true; }
   void all_gather(const Group&, const void*, void*, std::int64_t, DType) override {}
   void reduce_scatter(const Group&, const void*, void*, std::int64_t, DType, ReduceOp) override {}
   void all_reduce(const Group&, const void*, void*, std::int64_t, DType, ReduceOp) override {}

@@ -7,10 +7,10 @@
 #include <span>
 #include <vector>
 
+#include "dtensor/collective.hpp"
 #include "dtensor/dtype.hpp"
 #include "dtensor/mesh.hpp"
 #include "dtensor/placement.hpp"
-#include "dtensor/plan.hpp"
 
 namespace dtensor {
 
@@ -39,16 +39,18 @@ class Communicator {
   [[nodiscard]] virtual const Mesh& mesh() const = 0;
   // The global rank this communicator serves.
   [[nodiscard]] virtual std::int64_t rank() const = 0;
-  // Whether this backend can run `kind` on `dtype` (with `op` for reductions).
-  [[nodiscard]] virtual bool supports(StepKind kind, DType dtype, ReduceOp op) const = 0;
+  // Whether this backend can run collective `c` on `dtype` (with `op` for reductions). Local
+  // copies and fills every backend runs.
+  [[nodiscard]] virtual bool supports(Collective c, DType dtype, ReduceOp op) const = 0;
 
   // Collective over every rank of the mesh: each rank's `value`, by global rank. Used when a plan
   // is prepared, to check that every rank runs the same plan. The default runs an all_gather on
   // host memory (backends whose collectives need device memory override it).
   [[nodiscard]] virtual std::vector<std::uint64_t> exchange(std::uint64_t value);
-  // Creates whatever the backend needs for the groups `plan` uses (collective: every rank of the
-  // mesh calls it with the same plan). Called by the Executor after the plans agree.
-  virtual void prepare(const Plan& plan) { (void)plan; }
+  // Creates whatever the backend needs for `groups` (the groups of a plan's collectives, in step
+  // order; collective: every rank of the mesh calls it with the same groups). Called by the
+  // Executor after the plans agree, before anything is issued (so before a CUDA-graph capture).
+  virtual void prepare(std::span<const Group> groups) { (void)groups; }
 
   virtual void all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) = 0;
   // `count` elements per member; `send` holds members * count.

@@ -6,14 +6,10 @@
 #include <string_view>
 #include <vector>
 
+#include "dtensor/collective.hpp"
+
 namespace dtensor {
 
-// The collectives nccl-tests measures; the planner's steps map onto them (direct: sendrecv).
-enum class Collective : std::uint8_t { all_gather, reduce_scatter, all_reduce, all_to_all, send_recv };
-// nccl-tests' names: all_gather, reduce_scatter, all_reduce, alltoall, sendrecv.
-[[nodiscard]] std::string_view to_string(Collective c) noexcept;
-// Accepts those names, with or without "_perf"/"_perf_mpi", and all_to_all / send_recv.
-[[nodiscard]] std::optional<Collective> parse_collective(std::string_view text) noexcept;
 // nccl-tests' bus-bytes factor: bus bytes = size * factor (ring all_gather/reduce_scatter/
 // alltoall (n-1)/n, all_reduce 2(n-1)/n, sendrecv 1).
 [[nodiscard]] double bus_factor(Collective c, std::int64_t n) noexcept;

@@ -34,9 +34,9 @@ class MpiCommunicator final : public Communicator {
 
   [[nodiscard]] const Mesh& mesh() const override { return mesh_; }
   [[nodiscard]] std::int64_t rank() const override { return rank_; }
-  [[nodiscard]] bool supports(StepKind kind, DType dtype, ReduceOp op) const override;
+  [[nodiscard]] bool supports(Collective c, DType dtype, ReduceOp op) const override;
   [[nodiscard]] std::vector<std::uint64_t> exchange(std::uint64_t value) override;
-  void prepare(const Plan& plan) override;
+  void prepare(std::span<const Group> groups) override;
   void all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override;
   void reduce_scatter(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
                       ReduceOp op) override;

@@ -21,7 +21,7 @@ namespace dtensor {
 class SimulatedMemory {
  public:
   virtual ~SimulatedMemory() = default;
-  [[nodiscard]] virtual bool supports(StepKind kind, DType dtype, ReduceOp op) const;
+  [[nodiscard]] virtual bool supports(Collective c, DType dtype, ReduceOp op) const;
   virtual void move(void* dst, const void* src, std::int64_t bytes);
   // out = op over inputs (avg: divided by their number); `out` may alias no input but the first.
   virtual void reduce(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs, std::int64_t count);

@@ -109,14 +109,6 @@ std::vector<std::pair<int, std::string>> ignored_of(const std::vector<tune::Igno
   return out;
 }
 
-std::vector<std::vector<int>> groups_of(const Plan& plan) {
-  std::vector<std::vector<int>> out;
-  for (const auto& s : plan.steps)
-    if (is_communication(s.kind) && s.kind != StepKind::direct &&
-        std::find(out.begin(), out.end(), s.mesh_dims) == out.end())
-      out.push_back(s.mesh_dims);
-  return out;
-}
 
 // A Communicator whose collectives are Python calls (dtensor.torch runs them as torch.distributed
 // collectives). Addresses travel as integers; the Python side maps them back into the buffers it
@@ -135,9 +127,9 @@ class PyCommunicator final : public Communicator {
   }
   [[nodiscard]] const Mesh& mesh() const override { return mesh_; }
   [[nodiscard]] std::int64_t rank() const override { return rank_; }
-  [[nodiscard]] bool supports(StepKind kind, DType dtype, ReduceOp op) const override {
+  [[nodiscard]] bool supports(Collective c, DType dtype, ReduceOp op) const override {
     nb::gil_scoped_acquire gil;
-    return nb::cast<bool>(impl_.attr("supports")(to_string(kind), to_string(dtype), to_string(op)));
+    return nb::cast<bool>(impl_.attr("supports")(to_string(c), to_string(dtype), to_string(op)));
   }
   [[nodiscard]] std::vector<std::uint64_t> exchange(std::uint64_t value) override {
     nb::gil_scoped_acquire gil;
@@ -148,9 +140,11 @@ class PyCommunicator final : public Communicator {
                          std::to_string(mesh_.num_ranks()) + " ranks");
     return {out.begin(), out.end()};
   }
-  void prepare(const Plan& plan) override {
+  void prepare(std::span<const Group> groups) override {
     nb::gil_scoped_acquire gil;
-    impl_.attr("prepare")(groups_of(plan));
+    std::vector<std::vector<int>> dims;
+    for (const Group& g : groups) dims.push_back(g.mesh_dims);
+    impl_.attr("prepare")(dims);
   }
   void all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override {
     nb::gil_scoped_acquire gil;

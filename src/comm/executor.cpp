@@ -158,6 +158,18 @@ std::vector<IndexSet> intersect(const std::vector<IndexSet>& a, const std::vecto
 
 using detail::group_members;
 
+// The collective a communication step runs (none for local steps).
+std::optional<Collective> collective_of(StepKind k) {
+  switch (k) {
+    case StepKind::all_gather: return Collective::all_gather;
+    case StepKind::reduce_scatter: return Collective::reduce_scatter;
+    case StepKind::all_reduce: return Collective::all_reduce;
+    case StepKind::all_to_all: return Collective::all_to_all;
+    case StepKind::direct: return Collective::send_recv;
+    default: return std::nullopt;
+  }
+}
+
 CommCall::Kind comm_kind(StepKind k) {
   switch (k) {
     case StepKind::all_gather: return CommCall::all_gather;
@@ -403,7 +415,8 @@ Executor::Executor(const Plan& plan, Communicator& comm, ExecutorOptions options
       if (m < 0 || m >= mesh.ndim()) throw InputError(fmt::format("plan step {} names mesh dim {}, out of range", k, m));
       if (auto p = st.from.partial(m)) op = p;
     }
-    if (!comm.supports(st.kind, plan.dtype(), op.value_or(ReduceOp::sum)))
+    const auto coll = collective_of(st.kind);
+    if (coll && !comm.supports(*coll, plan.dtype(), op.value_or(ReduceOp::sum)))
       throw InputError(fmt::format("this backend cannot run step {} ({} over mesh dims {}) on {}{}", k, to_string(st.kind),
                                    fmt::join(st.mesh_dims, ","), to_string(plan.dtype()),
                                    op ? fmt::format(" with op {}", to_string(*op)) : std::string()));
@@ -442,7 +455,13 @@ Executor::Executor(const Plan& plan, Communicator& comm, ExecutorOptions options
   }
   // Collective part: the plans agree, then the backend prepares its groups.
   if (options.check_plans_agree) check_plans_agree(comm, plan.hash());
-  comm.prepare(plan);
+  // the backend learns groups, never plans: the distinct groups of the plan's collectives
+  std::vector<Group> groups;
+  for (const Step& st : plan.steps)
+    if (is_communication(st.kind) && st.kind != StepKind::direct &&
+        std::find(groups.begin(), groups.end(), Group{st.mesh_dims}) == groups.end())
+      groups.push_back(Group{st.mesh_dims});
+  comm.prepare(groups);
 }
 
 Executor::~Executor() = default;

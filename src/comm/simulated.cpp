@@ -165,7 +165,7 @@ class ThreadsCommunicator final : public Communicator {
   ThreadsCommunicator(SimulatedWorld::Impl& w, std::int64_t rank) : w_(w), rank_(rank) {}
   [[nodiscard]] const Mesh& mesh() const override { return w_.mesh; }
   [[nodiscard]] std::int64_t rank() const override { return rank_; }
-  [[nodiscard]] bool supports(StepKind k, DType t, ReduceOp op) const override { return w_.mem->supports(k, t, op); }
+  [[nodiscard]] bool supports(Collective c, DType t, ReduceOp op) const override { return w_.mem->supports(c, t, op); }
   void all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override {
     w_.collective(rank_, g, kAllGather, send, recv, count, dtype, ReduceOp::sum);
   }
@@ -655,7 +655,7 @@ void execute_all_ranks(std::span<const Executor* const> executors, SimulatedWorl
 
 // ---------------------------------------------------------------- host memory
 
-bool SimulatedMemory::supports(StepKind, DType, ReduceOp) const { return true; }
+bool SimulatedMemory::supports(Collective, DType, ReduceOp) const { return true; }
 
 void SimulatedMemory::move(void* dst, const void* src, std::int64_t bytes) {
   if (bytes > 0 && dst != src) std::memmove(dst, src, static_cast<std::size_t>(bytes));

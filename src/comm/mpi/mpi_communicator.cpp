@@ -139,9 +139,8 @@ MpiCommunicator::~MpiCommunicator() {
   if (world_ != MPI_COMM_NULL) MPI_Comm_free(&world_);
 }
 
-bool MpiCommunicator::supports(StepKind kind, DType dtype, ReduceOp op) const {
-  const bool reduces = kind == StepKind::reduce_scatter || kind == StepKind::all_reduce;
-  return !(reduces && dtype == DType::boolean && op == ReduceOp::avg);
+bool MpiCommunicator::supports(Collective c, DType dtype, ReduceOp op) const {
+  return !(reduces(c) && dtype == DType::boolean && op == ReduceOp::avg);
 }
 
 int MpiCommunicator::local_rank() const {
@@ -201,13 +200,13 @@ std::vector<std::uint64_t> MpiCommunicator::exchange(std::uint64_t value) {
   return out;  // world ranks are global ranks
 }
 
-void MpiCommunicator::prepare(const Plan& plan) {
-  if (plan.mesh() != mesh_)
-    throw InputError(fmt::format("plan mesh {} is not this communicator's mesh {}", plan.mesh().str(), mesh_.str()));
-  for (const auto& s : plan.steps)
-    if (s.kind == StepKind::all_gather || s.kind == StepKind::reduce_scatter || s.kind == StepKind::all_reduce ||
-        s.kind == StepKind::all_to_all)
-      (void)group_comm(Group{s.mesh_dims});
+void MpiCommunicator::prepare(std::span<const Group> groups) {
+  for (const Group& g : groups) {
+    for (int m : g.mesh_dims)
+      if (m < 0 || m >= mesh_.ndim())
+        throw InputError(fmt::format("group over mesh dim {}: mesh {} has {} dims", m, mesh_.str(), mesh_.ndim()));
+    (void)group_comm(g);
+  }
 }
 
 void MpiCommunicator::all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) {

@@ -42,9 +42,8 @@ cuda::StridedCopy strided(std::int64_t run_bytes, std::span<const std::int64_t> 
 class DeviceMemory final : public SimulatedMemory {
  public:
   explicit DeviceMemory(void* stream) : stream_(static_cast<cudaStream_t>(stream)) {}
-  [[nodiscard]] bool supports(StepKind kind, DType dtype, ReduceOp op) const override {
-    const bool reduces = kind == StepKind::reduce_scatter || kind == StepKind::all_reduce;
-    return !(reduces && dtype == DType::boolean && op == ReduceOp::avg);
+  [[nodiscard]] bool supports(Collective c, DType dtype, ReduceOp op) const override {
+    return !(reduces(c) && dtype == DType::boolean && op == ReduceOp::avg);
   }
   void move(void* dst, const void* src, std::int64_t bytes) override {
     if (bytes <= 0 || dst == src) return;

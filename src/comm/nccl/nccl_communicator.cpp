@@ -378,7 +378,7 @@ void* NcclCommunicator::group_comm(const Group& g, const char* op) {
   cuda_check(V().stream_is_capturing(stream_, &capturing), "cudaStreamIsCapturing");
   if (capturing)
     throw InputError(fmt::format("{} over {}: its communicator does not exist yet and the stream is being captured; call "
-                            "NcclCommunicator::prepare(plan) before capturing", op, group_str(mesh_, g)));
+                            "NcclCommunicator::prepare (the Executor does) before capturing", op, group_str(mesh_, g)));
   // color: this rank's coordinates off the group; key: its position in the group
   std::int64_t color = 0, key = 0;
   for (int m = 0; m < mesh_.ndim(); ++m)
@@ -415,19 +415,17 @@ void* NcclCommunicator::group_comm(const Group& g, const char* op) {
   return c;
 }
 
-void NcclCommunicator::prepare(const Plan& plan) {
-  if (plan.mesh() != mesh_)
-    throw InputError(fmt::format("plan mesh {} is not this communicator's mesh {}", plan.mesh().str(), mesh_.str()));
-  for (const auto& s : plan.steps) {
-    if (s.kind == StepKind::all_gather || s.kind == StepKind::reduce_scatter || s.kind == StepKind::all_reduce ||
-        s.kind == StepKind::all_to_all)
-      (void)group_comm(Group{s.mesh_dims}, to_string(s.kind).data());
+void NcclCommunicator::prepare(std::span<const Group> groups) {
+  for (const Group& g : groups) {
+    for (int m : g.mesh_dims)
+      if (m < 0 || m >= mesh_.ndim())
+        throw InputError(fmt::format("group over mesh dim {}: mesh {} has {} dims", m, mesh_.str(), mesh_.ndim()));
+    (void)group_comm(g, "prepare");
   }
 }
 
-bool NcclCommunicator::supports(StepKind kind, DType dtype, ReduceOp op) const {
-  const bool reduces = kind == StepKind::reduce_scatter || kind == StepKind::all_reduce;
-  if (!reduces) return true;
+bool NcclCommunicator::supports(Collective c, DType dtype, ReduceOp op) const {
+  if (!reduces(c)) return true;
   if (dtype == DType::boolean && op == ReduceOp::avg) return false;
   if (dtype == DType::f8e4m3 || dtype == DType::f8e5m2)  // fp8 reductions: NCCL >= 2.24 on sm_90+
     return nccl_version() >= 22400 && state_->cc_major >= 9;
