@@ -25,10 +25,11 @@ using namespace dtensor;
 
 namespace {
 
-// Local copies as the simulated backend does them; collectives move no data.
-class LocalOnly final : public Communicator {
+// A communicator whose collectives move nothing and whose local operations do nothing either
+// (NullComm below uses it as is: the executor's own host work alone).
+class NoOpComm : public Communicator {
  public:
-  LocalOnly(Mesh m, std::int64_t rank) : mesh_(std::move(m)), rank_(rank) {}
+  NoOpComm(Mesh m, std::int64_t rank) : mesh_(std::move(m)), rank_(rank) {}
   const Mesh& mesh() const override { return mesh_; }
   std::int64_t rank() const override { return rank_; }
   std::vector<std::uint64_t> exchange(std::uint64_t v) override {
@@ -41,6 +42,20 @@ class LocalOnly final : public Communicator {
   void all_to_all(const Group&, const void*, void*, std::int64_t, DType) override {}
   void send_recv(std::span<const Transfer>, std::span<const Transfer>, DType) override {}
   void synchronize() override {}
+  void copy(void*, const void*, std::int64_t) override {}
+  void fill(void*, DType, std::int64_t, double) override {}
+  void copy_strided(void*, const void*, std::int64_t, std::span<const std::int64_t>, std::span<const std::int64_t>,
+                    std::span<const std::int64_t>) override {}
+
+ private:
+  Mesh mesh_;
+  std::int64_t rank_;
+};
+
+// Local copies as the simulated backend does them; collectives move no data.
+class LocalOnly final : public NoOpComm {
+ public:
+  using NoOpComm::NoOpComm;
   void copy(void* d, const void* s, std::int64_t n) override { sim_.move(d, s, n); }
   void fill(void* d, DType t, std::int64_t n, double v) override { sim_.fill(d, t, n, v); }
   void copy_strided(void* d, const void* s, std::int64_t run, std::span<const std::int64_t> c,
@@ -50,8 +65,6 @@ class LocalOnly final : public Communicator {
 
  private:
   SimulatedMemory sim_;
-  Mesh mesh_;
-  std::int64_t rank_;
 };
 
 // The single-step plan of `kind` from `from` to `to` (the planner may prefer a longer path).
@@ -171,26 +184,7 @@ BENCHMARK(BM_memcpy_all_to_all_bytes)->Unit(benchmark::kMillisecond)->UseRealTim
 // collective, no copy): what execute() costs besides the vendor calls it makes. Target: <= 1 us
 // per step for every step kind. Reported as time and retired instructions per step (Linux
 // perf_event_open; left out where the machine has no hardware counter, as in some VMs).
-class NullComm final : public Communicator {
- public:
-  explicit NullComm(Mesh m) : mesh_(std::move(m)) {}
-  const Mesh& mesh() const override { return mesh_; }
-  std::int64_t rank() const override { return 1; }
-  bool supports(Collective, DType, ReduceOp) const override { return true; }
-  void all_gather(const Group&, const void*, void*, std::int64_t, DType) override {}
-  void reduce_scatter(const Group&, const void*, void*, std::int64_t, DType, ReduceOp) override {}
-  void all_reduce(const Group&, const void*, void*, std::int64_t, DType, ReduceOp) override {}
-  void all_to_all(const Group&, const void*, void*, std::int64_t, DType) override {}
-  void send_recv(std::span<const Transfer>, std::span<const Transfer>, DType) override {}
-  void synchronize() override {}
-  void copy(void*, const void*, std::int64_t) override {}
-  void fill(void*, DType, std::int64_t, double) override {}
-  void copy_strided(void*, const void*, std::int64_t, std::span<const std::int64_t>, std::span<const std::int64_t>,
-                    std::span<const std::int64_t>) override {}
-
- private:
-  Mesh mesh_;
-};
+using NullComm = NoOpComm;
 
 class InstructionCounter {
  public:
@@ -230,7 +224,7 @@ void host_per_step(benchmark::State& st, const char* mesh_text, const char* from
   o.edges = edges;
   const Plan p = plan_redistribution(Layout::parse(mesh, {64, 48}, DType::f32, from), Layout::parse(mesh, {64, 48}, DType::f32, to),
                                      CostModel::default_model(), o);
-  NullComm comm(mesh);
+  NullComm comm(mesh, 1);
   const Executor ex(p, comm, ExecutorOptions{.check_plans_agree = false, .max_workspace_bytes = {}});
   std::vector<std::byte> in(static_cast<std::size_t>(ex.input_bytes())), out(static_cast<std::size_t>(ex.output_bytes())),
       ws(static_cast<std::size_t>(ex.workspace_bytes()));

@@ -6,7 +6,7 @@
 #include "dtensor/layout.hpp"
 #include "dtensor/scalar.hpp"
 #include "comm/scalar_reference.hpp"
-#include "comm/nccl/reduce_math.hpp"
+#include "comm/reduce_math.hpp"
 #include "dtensor/simulated.hpp"
 #include <cstring>
 #include <cmath>

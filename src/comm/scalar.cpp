@@ -1,6 +1,7 @@
 #include "dtensor/scalar.hpp"
 
 #include "minifloat.hpp"
+#include "reduce_math.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,61 +12,12 @@
 namespace dtensor {
 namespace {
 
-// IEEE-style minifloats: `e` exponent bits, `m` mantissa bits. `fn` = e4m3fn style (no
-// infinities, saturating, NaN = all ones).
-struct Mini {
-  int e, m;
-  bool fn;
-};
-constexpr Mini kBF16{8, 7, false}, kF16{5, 10, false}, kE4M3{4, 3, true}, kE5M2{5, 2, false};
-
-double decode(std::uint32_t bits, Mini f) {
-  const int bias = (1 << (f.e - 1)) - 1;
-  const std::uint32_t man = bits & ((1u << f.m) - 1);
-  const std::uint32_t ex = (bits >> f.m) & ((1u << f.e) - 1);
-  const bool neg = (bits >> (f.e + f.m)) & 1u;
-  double v;
-  const std::uint32_t top = (1u << f.e) - 1;
-  if (f.fn && ex == top && man == (1u << f.m) - 1) return std::numeric_limits<double>::quiet_NaN();
-  if (!f.fn && ex == top) v = man ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  else if (ex == 0) v = std::ldexp(static_cast<double>(man), 1 - bias - f.m);
-  else v = std::ldexp(1.0 + std::ldexp(static_cast<double>(man), -f.m), static_cast<int>(ex) - bias);
-  return neg ? -v : v;
-}
-
-std::uint32_t encode(double x, Mini f) {
-  const int bias = (1 << (f.e - 1)) - 1;
-  const std::uint32_t top = (1u << f.e) - 1;
-  const std::uint32_t sign = std::signbit(x) ? 1u << (f.e + f.m) : 0u;
-  const std::uint32_t man_max = (1u << f.m) - 1;
-  if (std::isnan(x)) return sign | (top << f.m) | man_max;
-  const double a = std::fabs(x);
-  if (a == 0) return sign;
-  // largest finite: fn formats reserve the all-ones pattern for NaN
-  const std::uint32_t max_bits = f.fn ? ((top << f.m) | (man_max - 1)) : (((top - 1) << f.m) | man_max);
-  if (std::isinf(x)) return f.fn ? sign | max_bits : sign | (top << f.m);
-  int e;
-  (void)std::frexp(a, &e);
-  int ex = e - 1 + bias;
-  std::uint64_t man;
-  if (ex >= 1) {
-    man = static_cast<std::uint64_t>(std::nearbyint((std::ldexp(a, -(e - 1)) - 1.0) * std::ldexp(1.0, f.m)));
-    if (man > man_max) {
-      man = 0;
-      ++ex;
-    }
-  } else {
-    man = static_cast<std::uint64_t>(std::nearbyint(std::ldexp(a, bias - 1 + f.m)));
-    ex = 0;
-    if (man > man_max) {
-      man = 0;
-      ex = 1;
-    }
-  }
-  const std::uint32_t bits = (static_cast<std::uint32_t>(ex) << f.m) | static_cast<std::uint32_t>(man);
-  if (static_cast<std::uint32_t>(ex) > top || bits > max_bits) return f.fn ? sign | max_bits : sign | (top << f.m);
-  return sign | bits;
-}
+// IEEE-style minifloats, decoded and encoded by the reference codec the device kernels compile too
+// (reduce_math.hpp): `e` exponent bits, `m` mantissa bits, `fn` = e4m3fn style.
+using reduce_math::decode;
+using reduce_math::encode;
+using Mini = reduce_math::Format;
+constexpr Mini kBF16 = reduce_math::kBF16, kF16 = reduce_math::kF16, kE4M3 = reduce_math::kE4M3, kE5M2 = reduce_math::kE5M2;
 
 // ---- fast, exact paths for the 16- and 8-bit floats (the reference decode/encode above define them)
 

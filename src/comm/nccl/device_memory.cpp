@@ -7,6 +7,7 @@
 #include "dtensor/error.hpp"
 #include "dtensor/nccl.hpp"
 #include "dtensor/scalar.hpp"
+#include "device_args.hpp"
 #include "kernels.cuh"
 
 namespace dtensor {
@@ -17,27 +18,6 @@ void cuda_check(cudaError_t e, const char* what) {
     throw BackendError(fmt::format("{}: CUDA error {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e)));
 }
 
-std::uint64_t pattern_of(DType dtype, double value) {
-  unsigned char buf[8] = {};
-  store_element(dtype, buf, 0, value);
-  std::uint64_t p = 0;
-  std::memcpy(&p, buf, sizeof p);
-  return p;
-}
-
-cuda::StridedCopy strided(std::int64_t run_bytes, std::span<const std::int64_t> count, std::span<const std::int64_t> ds,
-                          std::span<const std::int64_t> ss) {
-  cuda::StridedCopy c;
-  if (count.size() > static_cast<std::size_t>(cuda::kMaxDims)) throw InputError("strided copy has too many dims");
-  c.run_bytes = run_bytes;
-  c.ndim = static_cast<int>(count.size());
-  for (std::size_t k = 0; k < count.size(); ++k) {
-    c.count[k] = count[k];
-    c.dst_stride[k] = ds[k];
-    c.src_stride[k] = ss[k];
-  }
-  return c;
-}
 
 class DeviceMemory final : public SimulatedMemory {
  public:
@@ -50,12 +30,12 @@ class DeviceMemory final : public SimulatedMemory {
     cuda_check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_), "device copy");
   }
   void fill(void* dst, DType dtype, std::int64_t count, double value) override {
-    cuda_check(cuda::launch_fill(dst, pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count, stream_),
+    cuda_check(cuda::launch_fill(dst, cuda::pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count, stream_),
                "fill kernel");
   }
   void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
                     std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
-    cuda_check(cuda::launch_copy_strided(dst, src, strided(run_bytes, count, dst_stride, src_stride), stream_),
+    cuda_check(cuda::launch_copy_strided(dst, src, cuda::strided(run_bytes, count, dst_stride, src_stride), stream_),
                "pack/unpack kernel");
   }
   void reduce(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs, std::int64_t count) override {

@@ -14,6 +14,7 @@
 #include "dtensor/error.hpp"
 #include "dtensor/nccl.hpp"
 #include "dtensor/scalar.hpp"
+#include "device_args.hpp"
 #include "dtensor/tune.hpp"
 #include "vendor.hpp"
 
@@ -500,37 +501,15 @@ void NcclCommunicator::copy(void* dst, const void* src, std::int64_t bytes) {
   cuda_check(V().copy_d2d_async(dst, src, static_cast<std::size_t>(bytes), stream_), "local copy");
 }
 
-namespace {
-std::uint64_t pattern_of(DType dtype, double value) {
-  unsigned char buf[8] = {};
-  store_element(dtype, buf, 0, value);
-  std::uint64_t p = 0;
-  std::memcpy(&p, buf, sizeof p);
-  return p;
-}
-cuda::StridedCopy strided(std::int64_t run_bytes, std::span<const std::int64_t> count,
-                          std::span<const std::int64_t> ds, std::span<const std::int64_t> ss) {
-  cuda::StridedCopy c;
-  if (count.size() > static_cast<std::size_t>(cuda::kMaxDims)) throw InputError("strided copy has too many dims");
-  c.run_bytes = run_bytes;
-  c.ndim = static_cast<int>(count.size());
-  for (std::size_t k = 0; k < count.size(); ++k) {
-    c.count[k] = count[k];
-    c.dst_stride[k] = ds[k];
-    c.src_stride[k] = ss[k];
-  }
-  return c;
-}
-}  // namespace
 
 void NcclCommunicator::fill(void* dst, DType dtype, std::int64_t count, double value) {
-  cuda_check(V().fill(dst, pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count, stream_), "fill kernel");
+  cuda_check(V().fill(dst, cuda::pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count, stream_), "fill kernel");
 }
 
 void NcclCommunicator::copy_strided(void* dst, const void* src, std::int64_t run_bytes,
                                     std::span<const std::int64_t> count, std::span<const std::int64_t> dst_stride,
                                     std::span<const std::int64_t> src_stride) {
-  cuda_check(V().copy_strided(dst, src, strided(run_bytes, count, dst_stride, src_stride), stream_), "pack/unpack kernel");
+  cuda_check(V().copy_strided(dst, src, cuda::strided(run_bytes, count, dst_stride, src_stride), stream_), "pack/unpack kernel");
 }
 
 }  // namespace dtensor
