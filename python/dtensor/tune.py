@@ -21,13 +21,19 @@ _MAX_LOG_BYTES = 64 << 20
 def read_nccl_log(path: Union[str, os.PathLike], *, collective: Optional[str] = None, ranks: Optional[int] = None,
                   ranks_per_node: Optional[int] = None) -> Log:
     """Reads and parses one nccl-tests log file (ValueError naming the file for what it cannot read)."""
-    path = os.fspath(path)
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"a log path must be a str or os.PathLike, not {type(path).__name__}")
+    path = os.fsdecode(path)
     if not os.path.isfile(path):
         raise ValueError(f"log {path!r} does not exist or is not a regular file")
-    if os.path.getsize(path) > _MAX_LOG_BYTES:
-        raise ValueError(f"log {path!r} is larger than {_MAX_LOG_BYTES} bytes")
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return parse_nccl_log(f.read(), path, collective, ranks, ranks_per_node)
+    try:
+        if os.path.getsize(path) > _MAX_LOG_BYTES:
+            raise ValueError(f"log {path!r} is larger than {_MAX_LOG_BYTES} bytes")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError as e:  # unreadable (permissions, a directory race, I/O): one clear error naming the file
+        raise ValueError(f"log {path!r} cannot be read: {e.strerror or e}") from None
+    return parse_nccl_log(text, path, collective, ranks, ranks_per_node)
 
 
 def fit(paths: Sequence[Union[str, os.PathLike]], *, base: Union[str, CostModel] = "default",

@@ -186,5 +186,11 @@ def test_tune_fit_from_logs(tmp_path):
         dtensor.tune.fit([DATA / "all_reduce_noheader.txt"])
     with pytest.raises(ValueError, match="does not exist"):
         dtensor.tune.fit([tmp_path / "missing.txt"])
+    # unreadable: a ValueError naming the file, never an OSError (root reads anything: use a FIFO
+    # that is not a regular file, and a path that is a directory)
+    with pytest.raises(ValueError, match="not a regular file"):
+        dtensor.tune.fit([tmp_path])
+    with pytest.raises(TypeError, match="str or os.PathLike"):
+        dtensor.tune.fit([42])
     with pytest.raises(ValueError, match="two logs"):
         dtensor.tune.fit([DATA / "all_reduce_8ranks.txt", DATA / "all_reduce_8ranks.txt"])
