@@ -213,6 +213,15 @@ def _spec_of(device_mesh, layout: _core.Layout) -> DTensorSpec:
 
 # ---------------------------------------------------------------- execution
 
+def _timeout_of(pg, device: torch.device):
+    """The timeout a process group's backend for `device` runs with (None where torch hides it)."""
+    try:
+        options = pg._get_backend(device).options
+    except Exception:  # noqa: BLE001 - a backend without options (MPI, a fake group): unknown
+        return None
+    return getattr(options, "timeout", None) or getattr(options, "_timeout", None)
+
+
 class _TorchComm:
     """The collectives and (device) copies of dtensor's executor, on torch tensors.
 
@@ -264,10 +273,16 @@ class _TorchComm:
                 c[d] = rest % s
                 rest //= s
             members.append(int(self.info.grid[tuple(c)]))
+        # every group waits as long as the world does (init_process_group's timeout), not the
+        # backend's default (a stalled peer would otherwise block the others for 10-30 minutes)
+        world_timeout = _timeout_of(dist.group.WORLD, self.device)
         if len(key) == 1:
             pg = self.device_mesh.get_group(key[0])
+            current = _timeout_of(pg, self.device)
+            if world_timeout is not None and current is not None and current > world_timeout:
+                dist.set_timeout(world_timeout, pg)
         else:
-            pg = dist.new_group(sorted(members), use_local_synchronization=True)
+            pg = dist.new_group(sorted(members), use_local_synchronization=True, timeout=world_timeout)
         pg_ranks = dist.get_process_group_ranks(pg)
         if sorted(pg_ranks) != sorted(members):
             raise _core.BackendError(f"dtensor.torch: the process group of mesh dims {list(key)} holds ranks "
@@ -296,7 +311,8 @@ class _TorchComm:
             if n == dist.get_world_size():
                 self.whole = dist.group.WORLD
             else:
-                self.whole = dist.new_group(self.info.torch_ranks, use_local_synchronization=True)
+                self.whole = dist.new_group(self.info.torch_ranks, use_local_synchronization=True,
+                                            timeout=_timeout_of(dist.group.WORLD, self.device))
         t = torch.tensor([value], dtype=torch.int64, device=self.device)
         out = torch.empty(n, dtype=torch.int64, device=self.device)
         dist.all_gather_into_tensor(out, t, group=self.whole)

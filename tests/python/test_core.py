@@ -186,8 +186,7 @@ def test_tune_fit_from_logs(tmp_path):
         dtensor.tune.fit([DATA / "all_reduce_noheader.txt"])
     with pytest.raises(ValueError, match="does not exist"):
         dtensor.tune.fit([tmp_path / "missing.txt"])
-    # unreadable: a ValueError naming the file, never an OSError (root reads anything: use a FIFO
-    # that is not a regular file, and a path that is a directory)
+    # not a readable log file: a ValueError naming it, never an OSError (here a directory)
     with pytest.raises(ValueError, match="not a regular file"):
         dtensor.tune.fit([tmp_path])
     with pytest.raises(TypeError, match="str or os.PathLike"):
