@@ -5,6 +5,7 @@
 // here: backends (threads, MPI, NCCL) implement it.
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "dtensor/collective.hpp"
@@ -72,6 +73,10 @@ class Communicator {
   virtual void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
                             std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) = 0;
 };
+
+// A group for messages: "the world" (no mesh dim), "mesh dim 1 (tp, size 4)", "mesh dims 0 (size 2)
+// + 1 (size 4)". Every backend names its groups this way.
+[[nodiscard]] std::string describe(const Mesh& mesh, const Group& g);
 
 // "ranks 0-3,6": the ranks' ids, runs collapsed (for messages).
 [[nodiscard]] std::string rank_list(std::vector<std::int64_t> ranks);

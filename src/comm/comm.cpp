@@ -34,6 +34,13 @@ std::vector<std::uint64_t> Communicator::exchange(std::uint64_t value) {
   return by_rank;
 }
 
+std::string describe(const Mesh& mesh, const Group& g) {
+  if (g.mesh_dims.empty()) return "the world";
+  std::string s = g.mesh_dims.size() == 1 ? "mesh dim " : "mesh dims ";
+  for (std::size_t i = 0; i < g.mesh_dims.size(); ++i) s += (i ? " + " : "") + mesh.describe_dim(g.mesh_dims[i]);
+  return s;
+}
+
 void check_plans_agree(Communicator& comm, std::uint64_t plan_hash) {
   std::vector<std::uint64_t> hashes;
   try {

@@ -68,12 +68,7 @@ struct Message {
   double sent_at = 0;  // the sender's virtual clock
 };
 
-std::string describe(const Mesh& mesh, const std::vector<int>& dims) {
-  if (dims.empty()) return "no mesh dim";
-  std::string s;
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? " + " : "") + mesh.describe_dim(dims[i]);
-  return "mesh dim " + s;
-}
+std::string describe(const Mesh& mesh, const std::vector<int>& dims) { return dtensor::describe(mesh, Group{dims}); }
 
 }  // namespace
 

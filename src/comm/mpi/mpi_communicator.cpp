@@ -13,11 +13,6 @@
 namespace dtensor {
 namespace {
 
-std::string group_str(const Mesh& mesh, const Group& g) {
-  std::string s;
-  for (std::size_t i = 0; i < g.mesh_dims.size(); ++i) s += (i ? " + " : "") + mesh.describe_dim(g.mesh_dims[i]);
-  return s.empty() ? "the world" : "mesh dim " + s;
-}
 
 void check(int rc, const std::string& what) {
   if (rc == MPI_SUCCESS) return;
@@ -158,13 +153,13 @@ void MpiCommunicator::wait(MPI_Request* reqs, int n, const char* kind, const Gro
   int done = 0;
   auto spin = 0;
   while (true) {
-    check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), fmt::format("{} over {}", kind, group_str(mesh_, g)));
+    check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), fmt::format("{} over {}", kind, describe(mesh_, g)));
     if (done) return;
     if (std::chrono::steady_clock::now() > deadline) {
       std::fprintf(stderr,
                    "error: %s over %s (%lld elements of %s) did not complete within %lld ms on rank %lld (a peer "
                    "missing or stuck); aborting the job (MPI_Abort)\n",
-                   kind, group_str(mesh_, g).c_str(), static_cast<long long>(count), to_string(dtype).data(),
+                   kind, describe(mesh_, g).c_str(), static_cast<long long>(count), to_string(dtype).data(),
                    static_cast<long long>(options_.timeout.count()), static_cast<long long>(rank_));
       std::fflush(stderr);
       MPI_Abort(world_, 4);
@@ -187,7 +182,7 @@ MPI_Comm MpiCommunicator::group_comm(const Group& g) {
   }
   MPI_Comm c;
   check(MPI_Comm_split(world_, static_cast<int>(color), static_cast<int>(key), &c),
-        fmt::format("MPI_Comm_split for {}", group_str(mesh_, g)));
+        fmt::format("MPI_Comm_split for {}", describe(mesh_, g)));
   groups_.emplace(g.mesh_dims, c);
   return c;
 }

@@ -52,11 +52,6 @@ nv::RedOp nccl_op(ReduceOp op, DType t) {
   return nv::kSum;
 }
 
-std::string group_str(const Mesh& mesh, const Group& g) {
-  std::string s;
-  for (std::size_t i = 0; i < g.mesh_dims.size(); ++i) s += (i ? " + " : "") + mesh.describe_dim(g.mesh_dims[i]);
-  return s.empty() ? "world" : s;
-}
 
 // Foreign errors are translated here, once: the operation, the group, NCCL's/CUDA's own words.
 [[noreturn]] void throw_cuda(int e, const std::string& what) {
@@ -125,7 +120,7 @@ void NcclCommunicator::note(const char* kind, const Group& g, std::int64_t count
 
 std::string NcclCommunicator::last_op() const {
   if (!state_->last_kind) return "nothing issued yet";
-  return fmt::format("{} over {} ({} elements of {})", state_->last_kind, group_str(mesh_, Group{state_->last_dims}),
+  return fmt::format("{} over {} ({} elements of {})", state_->last_kind, describe(mesh_, Group{state_->last_dims}),
                      state_->last_count, to_string(state_->last_dtype));
 }
 
@@ -379,7 +374,7 @@ void* NcclCommunicator::group_comm(const Group& g, const char* op) {
   cuda_check(V().stream_is_capturing(stream_, &capturing), "cudaStreamIsCapturing");
   if (capturing)
     throw InputError(fmt::format("{} over {}: its communicator does not exist yet and the stream is being captured; call "
-                            "NcclCommunicator::prepare (the Executor does) before capturing", op, group_str(mesh_, g)));
+                            "NcclCommunicator::prepare (the Executor does) before capturing", op, describe(mesh_, g)));
   // color: this rank's coordinates off the group; key: its position in the group
   std::int64_t color = 0, key = 0;
   for (int m = 0; m < mesh_.ndim(); ++m)
@@ -387,7 +382,7 @@ void* NcclCommunicator::group_comm(const Group& g, const char* op) {
       color = color * mesh_.size(m) + coord_[static_cast<std::size_t>(m)];
   for (int m : g.mesh_dims) key = key * mesh_.size(m) + coord_[static_cast<std::size_t>(m)];
   nv::Comm c = nullptr;
-  const std::string what = fmt::format("splitting the communicator of {} on rank {}", group_str(mesh_, g), rank_);
+  const std::string what = fmt::format("splitting the communicator of {} on rank {}", describe(mesh_, g), rank_);
   const nv::Result r = V().comm_split(state_->world, static_cast<int>(color), static_cast<int>(key), &c, /*blocking=*/false);
   if (r != nv::kSuccess && r != nv::kInProgress) throw_nccl(r, state_->world, what);
   // With a non-blocking parent the split returns at once and leaves the handle NULL: it appears
