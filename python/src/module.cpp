@@ -4,6 +4,9 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <map>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
@@ -38,12 +41,40 @@ namespace {
 
 // Cost models are named ("default", "pytorch") or read from a JSON file; loading one per call is
 // cheap next to planning, but the pair (name, model) is kept so repeated calls skip the file.
+// Profiles loaded from files, reused while the file's size and modification time are unchanged:
+// a cached plan lookup must not re-read and re-validate a JSON file on every call.
+CostModel load_profile(const std::string& name_or_path) {
+  if (name_or_path == "default" || name_or_path == "pytorch") return CostModel::load(name_or_path);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(name_or_path, ec)) return CostModel::load(name_or_path);  // its own error
+  const auto mtime = std::filesystem::last_write_time(name_or_path, ec);
+  const auto size = ec ? std::uintmax_t{0} : std::filesystem::file_size(name_or_path, ec);
+  if (ec) return CostModel::load(name_or_path);
+  struct Entry {
+    std::filesystem::file_time_type mtime;
+    std::uintmax_t size;
+    CostModel model;
+  };
+  static std::mutex mu;
+  static std::map<std::string, Entry> cache;
+  {
+    std::lock_guard lock(mu);
+    if (auto it = cache.find(name_or_path); it != cache.end() && it->second.mtime == mtime && it->second.size == size)
+      return it->second.model;
+  }
+  CostModel m = CostModel::load(name_or_path);
+  std::lock_guard lock(mu);
+  if (cache.size() >= 64) cache.clear();
+  cache.insert_or_assign(name_or_path, Entry{mtime, size, m});
+  return m;
+}
+
 CostModel model_of(const nb::handle& cost_model) {
   if (nb::isinstance<CostModel>(cost_model)) return nb::cast<CostModel>(cost_model);
-  if (nb::isinstance<nb::str>(cost_model)) return CostModel::load(nb::cast<std::string>(cost_model));
+  if (nb::isinstance<nb::str>(cost_model)) return load_profile(nb::cast<std::string>(cost_model));
   // os.PathLike
   if (nb::hasattr(cost_model, "__fspath__"))
-    return CostModel::load(nb::cast<std::string>(cost_model.attr("__fspath__")()));
+    return load_profile(nb::cast<std::string>(cost_model.attr("__fspath__")()));
   throw InputError("cost_model: expected \"default\", \"pytorch\", a profile path or a CostModel, got " +
                    nb::cast<std::string>(nb::str(cost_model.type())));
 }

@@ -103,6 +103,11 @@ def test_cost_models(tmp_path):
     src, dst = dtensor.Layout(m, [1024], "S(0)"), dtensor.Layout(m, [1024], "R")
     assert dtensor.plan(src, dst, cost_model=pathlib.Path(f)).total_cost_us == dtensor.plan(src, dst).total_cost_us
     assert dtensor.plan(src, dst, cost_model=d) == dtensor.plan(src, dst)
+    # a profile file is loaded once and reused until it changes on disk
+    slow = dtensor.CostModel.from_json(d.to_json().replace('"bw_GBps":360.0', '"bw_GBps":3.5'))
+    assert slow != d
+    f.write_text(slow.to_json() + "\n\n")  # another size: seen as changed whatever the clock's resolution
+    assert dtensor.plan(src, dst, cost_model=str(f)).total_cost_us > dtensor.plan(src, dst).total_cost_us
     with pytest.raises(ValueError, match="collective"):
         d.predict_us("allgather_fast", 8, 1024)
 
