@@ -69,6 +69,16 @@ struct StreamGuard {
   ~StreamGuard() { cpu::stream_destroy(s); }
 };
 
+// One rank's communicator on its own stand-in GPU and stream (declare the stream first: it must
+// outlive the communicator).
+NcclOptions rank_options(std::int64_t rank, void* stream, int timeout_ms) {
+  NcclOptions o;
+  o.device = static_cast<int>(rank);
+  o.stream = stream;
+  o.timeout = std::chrono::milliseconds(timeout_ms);
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("NCCL backend on the CPU stand-in: random SPMD pairs on 4 and 8 ranks", "[nccl_cpu]") {
@@ -96,11 +106,7 @@ TEST_CASE("NCCL backend on the CPU stand-in: random SPMD pairs on 4 and 8 ranks"
     const NcclUniqueId id = nccl_unique_id();
     per_rank(R, [&](std::int64_t rank) {
       StreamGuard stream;
-      NcclOptions o;
-      o.device = static_cast<int>(rank);
-      o.stream = stream.s;
-      o.timeout = std::chrono::milliseconds(30000);
-      NcclCommunicator comm(mesh, rank, id, o);
+      NcclCommunicator comm(mesh, rank, id, rank_options(rank, stream.s, 30000));
       for (std::size_t i = 0; i < cases.size(); ++i) {
         const auto& c = cases[i];
         PlanOptions po;
@@ -146,11 +152,7 @@ TEST_CASE("NCCL backend on the CPU stand-in: a dead peer ends in a BackendError 
   const auto t0 = std::chrono::steady_clock::now();
   per_rank(4, [&](std::int64_t rank) {
     StreamGuard stream;
-    NcclOptions o;
-    o.device = static_cast<int>(rank);
-    o.stream = stream.s;
-    o.timeout = std::chrono::milliseconds(1000);
-    NcclCommunicator comm(mesh, rank, id, o);
+    NcclCommunicator comm(mesh, rank, id, rank_options(rank, stream.s, 1000));
     const Executor ex(p, comm);
     if (rank == 3) return;  // prepared, then never runs its part
     const auto in = seeded_input(p.src, rank);
@@ -185,11 +187,7 @@ TEST_CASE("NCCL backend on the CPU stand-in: CUDA-graph capture before prepare i
   std::vector<std::string> verified(4, "not run");
   per_rank(4, [&](std::int64_t rank) {
     StreamGuard stream;
-    NcclOptions o;
-    o.device = static_cast<int>(rank);
-    o.stream = stream.s;
-    o.timeout = std::chrono::milliseconds(20000);
-    NcclCommunicator comm(mesh, rank, id, o);
+    NcclCommunicator comm(mesh, rank, id, rank_options(rank, stream.s, 20000));
     cpu::set_capturing(stream.s, true);  // capturing before the groups exist: refused, nothing split
     try {
       const Executor ex(p, comm);

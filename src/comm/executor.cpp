@@ -170,16 +170,6 @@ std::optional<Collective> collective_of(StepKind k) {
   }
 }
 
-CommCall::Kind comm_kind(StepKind k) {
-  switch (k) {
-    case StepKind::all_gather: return CommCall::all_gather;
-    case StepKind::reduce_scatter: return CommCall::reduce_scatter;
-    case StepKind::all_reduce: return CommCall::all_reduce;
-    case StepKind::all_to_all: return CommCall::all_to_all;
-    case StepKind::direct: return CommCall::send_recv;
-    default: return CommCall::none;
-  }
-}
 
 }  // namespace
 
@@ -406,21 +396,6 @@ Executor::Executor(const Plan& plan, Communicator& comm, ExecutorOptions options
   I.workspace = plan.peak_bytes;
   const std::int64_t s = static_cast<std::int64_t>(itemsize(plan.dtype()));
   const std::size_t S = plan.steps.size();
-  // The state chain and the buffer records' hand-over, and the backend's abilities, checked
-  // before any communication.
-  for (std::size_t k = 0; k < S; ++k) {
-    const Step& st = plan.steps[k];
-    std::optional<ReduceOp> op;
-    for (int m : st.mesh_dims) {
-      if (m < 0 || m >= mesh.ndim()) throw InputError(fmt::format("plan step {} names mesh dim {}, out of range", k, m));
-      if (auto p = st.from.partial(m)) op = p;
-    }
-    const auto coll = collective_of(st.kind);
-    if (coll && !comm.supports(*coll, plan.dtype(), op.value_or(ReduceOp::sum)))
-      throw InputError(fmt::format("this backend cannot run step {} ({} over mesh dims {}) on {}{}", k, to_string(st.kind),
-                                   fmt::join(st.mesh_dims, ","), to_string(plan.dtype()),
-                                   op ? fmt::format(" with op {}", to_string(*op)) : std::string()));
-  }
   const auto c = mesh.coord_of_rank(I.rank);
   I.input_bytes = plan.src.local_numel(c) * s;
   I.output_bytes = plan.dst.local_numel(c) * s;
@@ -439,12 +414,17 @@ Executor::Executor(const Plan& plan, Communicator& comm, ExecutorOptions options
       ctx.fail(fmt::format("its buffer record has impossible sizes (chunk {}, send {}, recv {})", b.chunk, b.send_elems,
                            b.recv_elems));
     check_regions(ctx, I.workspace);
+    // the backend's abilities, checked before any communication
     RankStep rs;
-    rs.comm.kind = comm_kind(st.kind);
+    rs.comm.collective = collective_of(st.kind);
     std::optional<ReduceOp> op;
     for (int m : st.mesh_dims)
       if (auto p = st.from.partial(m)) op = p;
     rs.comm.op = op.value_or(ReduceOp::sum);
+    if (rs.comm.collective && !comm.supports(*rs.comm.collective, plan.dtype(), rs.comm.op))
+      throw InputError(fmt::format("this backend cannot run step {} ({} over mesh dims {}) on {}{}", k, to_string(st.kind),
+                                   fmt::join(st.mesh_dims, ","), to_string(plan.dtype()),
+                                   op ? fmt::format(" with op {}", to_string(*op)) : std::string()));
     lowering_of(st.kind)(ctx, rs);
     fuse_box_copies(rs.pre);
     fuse_box_copies(rs.post);
@@ -509,13 +489,13 @@ void Executor::Impl::run(const Buffers& b, const std::vector<Action>& actions) c
 void Executor::Impl::issue(const Buffers& b, std::size_t k) const {
   const auto& cc = steps[k].comm;
   const Group& g = groups[k];
-  switch (cc.kind) {
-    case CommCall::none: break;
-    case CommCall::all_gather: comm->all_gather(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype); break;
-    case CommCall::reduce_scatter: comm->reduce_scatter(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype, cc.op); break;
-    case CommCall::all_reduce: comm->all_reduce(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype, cc.op); break;
-    case CommCall::all_to_all: comm->all_to_all(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype); break;
-    case CommCall::send_recv: {
+  if (!cc.collective) return;
+  switch (*cc.collective) {
+    case Collective::all_gather: comm->all_gather(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype); break;
+    case Collective::reduce_scatter: comm->reduce_scatter(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype, cc.op); break;
+    case Collective::all_reduce: comm->all_reduce(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype, cc.op); break;
+    case Collective::all_to_all: comm->all_to_all(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype); break;
+    case Collective::send_recv: {
       send_list.clear();
       recv_list.clear();
       for (const auto& t : cc.sends) send_list.push_back({t.peer, ptr(b, t.buffer), t.count});
@@ -535,7 +515,7 @@ void Executor::execute(const Buffers& b) const {
   }
   for (std::size_t k = 0; k < I.steps.size(); ++k) {
     I.run(b, I.steps[k].pre);
-    if (I.steps[k].comm.kind != CommCall::none) {
+    if (I.steps[k].comm.collective) {
       I.issue(b, k);
       I.comm->synchronize();
     }

@@ -1,6 +1,7 @@
 #pragma once
 // The prepared form of one rank's part of a plan (shared by the executor and the all-ranks driver).
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "dtensor/comm.hpp"
@@ -30,7 +31,7 @@ struct Action {
 };
 
 struct CommCall {
-  enum Kind : std::uint8_t { none, all_gather, reduce_scatter, all_reduce, all_to_all, send_recv } kind = none;
+  std::optional<Collective> collective;  // none: a local step
   Ref send, recv;
   std::int64_t count = 0;
   ReduceOp op = ReduceOp::sum;

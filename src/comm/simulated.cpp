@@ -641,7 +641,7 @@ void execute_all_ranks(std::span<const Executor* const> executors, SimulatedWorl
     for (std::size_t i = 0; i < ex.size(); ++i) {
       ex[i]->run(buffers[i], ex[i]->steps[k].pre);
       ex[i]->issue(buffers[i], k);
-      any_comm = any_comm || ex[i]->steps[k].comm.kind != detail::CommCall::none;
+      any_comm = any_comm || ex[i]->steps[k].comm.collective.has_value();
     }
     if (any_comm) W.flush();
     for (std::size_t i = 0; i < ex.size(); ++i) ex[i]->run(buffers[i], ex[i]->steps[k].post);
