@@ -20,12 +20,17 @@ collective. It is not differentiable: call it on tensors that do not require gra
 from __future__ import annotations
 
 import atexit
+import contextlib
+import inspect
+import os
+import sys
 import threading
 from collections import OrderedDict
 from typing import Any, Optional, Sequence
 
 import torch
 import torch.distributed as dist
+from torch.distributed._functional_collectives import _are_we_tracing
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 from torch.distributed.tensor._dtensor_spec import DTensorSpec, ShardOrderEntry, TensorMeta
@@ -33,7 +38,8 @@ from torch.distributed.tensor.placement_types import _StridedShard
 
 from . import _core
 
-__all__ = ["layout_of", "placements_of", "distribute", "redistribute", "plan_for", "clear_caches"]
+__all__ = ["layout_of", "placements_of", "distribute", "redistribute", "plan_for", "clear_caches", "enable",
+           "disable", "enabled", "is_enabled", "stats", "reset_stats"]
 
 _TO_DTYPE = {
     torch.float64: "f64", torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
@@ -236,16 +242,21 @@ class _TorchComm:
         self.my_rank, self.coord = info.my_coord()
         self.groups: dict[tuple, tuple] = {}
         self.whole = None
-        self.buffers: list[torch.Tensor] = []
+        self.buffers: tuple = ()
+        self.views: Optional[list] = None
 
     # -- buffers
     def set_buffers(self, *tensors: torch.Tensor) -> None:
-        self.buffers = [t.reshape(-1).view(torch.uint8) for t in tensors if t.numel() > 0]
+        # byte views are made on first use (a plan of local copies on CPU never asks for one)
+        self.buffers = tensors
+        self.views = None
 
     def _view(self, address: int, nbytes: int) -> torch.Tensor:
         if nbytes == 0:
             return torch.empty(0, dtype=torch.uint8, device=self.device)
-        for b in self.buffers:
+        if self.views is None:
+            self.views = [t.reshape(-1).view(torch.uint8) for t in self.buffers if t.numel() > 0]
+        for b in self.views:
             base = b.data_ptr()
             if base <= address and address + nbytes <= base + b.numel():
                 return b[address - base:address - base + nbytes]
@@ -439,6 +450,9 @@ _torch_local_copies_on_cpu = False
 
 
 class _Runner:
+    """dtensor's communicator over one DeviceMesh's process groups on one device, the executors of
+    the plans it ran, and one workspace they share (grown to the largest plan's need)."""
+
     def __init__(self, device_mesh: DeviceMesh, device: torch.device, host_copies: bool):
         self.host_copies = host_copies
         self.info = _mesh_info(device_mesh)
@@ -446,6 +460,9 @@ class _Runner:
         self.comm = _core._PyCommunicator(self.info.mesh, self.info.dense[self.impl.my_rank], self.impl, host_copies)
         self.executors: OrderedDict = OrderedDict()
         self.lock = threading.Lock()
+        self.device = device
+        self.world = _default_group()
+        self.workspaces: dict = {}  # stream (GPU) or None (CPU) -> uint8 tensor
 
     def executor(self, plan: _core.Plan):
         key = (plan.hash, str(plan.src), str(plan.dst), plan.cost_model)
@@ -459,15 +476,89 @@ class _Runner:
             self.executors.move_to_end(key)
         return ex
 
+    def _workspace(self, nbytes: int) -> Optional[torch.Tensor]:
+        if nbytes <= 0:
+            return None
+        # on a GPU the work is ordered on the current stream: one workspace per stream, so a call
+        # on another stream never overwrites one still in use
+        stream = torch.cuda.current_stream(self.device).cuda_stream if self.device.type == "cuda" else None
+        ws = self.workspaces.get(stream)
+        if ws is None or ws.numel() < nbytes:
+            ws = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+            self.workspaces[stream] = ws
+        return ws
+
+    def run(self, ex, local: torch.Tensor, out: torch.Tensor) -> None:
+        with self.lock:
+            need = ex.workspace_bytes
+            ws = self._workspace(need)
+            self.impl.set_buffers(local, out) if ws is None else self.impl.set_buffers(local, out, ws)
+            try:
+                ex.execute(local.data_ptr(), local.numel() * local.element_size(), out.data_ptr(),
+                           out.numel() * out.element_size(), 0 if ws is None else ws.data_ptr(), max(need, 0))
+            finally:
+                self.impl.buffers = ()
+                self.impl.views = None
+
+
+def _default_group():
+    return dist.distributed_c10d._world.default_pg
+
 
 _cache = _core.PlanCache(4096)
 _runners: dict[tuple, _Runner] = {}
 _runners_lock = threading.Lock()
 
 
+class _Call:
+    """One redistribution as it runs every time: (source, target, cost model) on one mesh and
+    device, with its executor, the local shapes and the target's DTensorSpec worked out once."""
+
+    __slots__ = ("runner", "ex", "src_shape", "out_shape", "alias", "spec", "world", "src", "dst")
+
+    def __init__(self, device_mesh, src: _core.Layout, dst: _core.Layout, plan: _core.Plan, device: torch.device):
+        self.runner = _runner(device_mesh, device)
+        self.world = self.runner.world
+        rank = self.runner.comm.rank
+        self.src, self.dst = src, dst
+        self.src_shape = torch.Size(src.local_shape(rank))
+        self.out_shape = tuple(dst.local_shape(rank))
+        # equivalent layouts (a plan of relabel steps only) give every rank the same data: the
+        # output is the input tensor itself, as torch's redistribute returns it
+        self.alias = all(s.kind == "relabel" for s in plan.steps)
+        self.ex = None if self.alias else self.runner.executor(plan)
+        self.spec = None
+
+    def run(self, local: torch.Tensor) -> torch.Tensor:
+        if local.shape != self.src_shape:
+            raise ValueError(f"rank {dist.get_rank()}: local tensor of shape {list(local.shape)}, but the layout "
+                             f"{self.src} gives this rank {list(self.src_shape)}")
+        if self.alias:
+            return local
+        if not local.is_contiguous():
+            local = local.contiguous()
+        out = torch.empty(self.out_shape, dtype=local.dtype, device=local.device)
+        self.runner.run(self.ex, local, out)
+        return out
+
+
+# redistributions by (source spec, target, cost model, device): the per-call path is one lookup
+_calls: dict = {}
+_CALLS_MAX = 4096
+
+
+def _remember(table: dict, key, value) -> None:
+    if len(table) >= _CALLS_MAX:
+        table.pop(next(iter(table)))  # the oldest entry
+    table[key] = value
+
+
 def clear_caches() -> None:
-    """Forgets cached plans, executors and process groups (e.g. after destroy_process_group)."""
+    """Forgets cached plans, executors, workspaces and process groups (e.g. after
+    destroy_process_group)."""
     _cache.clear()
+    _calls.clear()
+    _routes.clear()
     with _runners_lock:
         _runners.clear()
     with _mesh_lock:
@@ -480,7 +571,7 @@ atexit.register(clear_caches)
 
 def _runner(device_mesh: DeviceMesh, device: torch.device) -> _Runner:
     host_copies = device.type == "cpu" and not _torch_local_copies_on_cpu
-    key = (id(device_mesh), str(device), id(dist.distributed_c10d._get_default_group()), host_copies)
+    key = (id(device_mesh), str(device), id(_default_group()), host_copies)
     with _runners_lock:
         r = _runners.get(key)
         if r is None or r.impl.device_mesh is not device_mesh:
@@ -489,9 +580,25 @@ def _runner(device_mesh: DeviceMesh, device: torch.device) -> _Runner:
         return r
 
 
+def _model_key(cost_model) -> Any:
+    """A hashable stand-in for a cost model argument that changes when the model does (a profile
+    file: its path, size and modification time), or None when there is none."""
+    if isinstance(cost_model, str):
+        if cost_model in ("default", "pytorch"):
+            return cost_model
+        try:
+            st = os.stat(cost_model)
+        except OSError:
+            return None
+        return (cost_model, st.st_mtime_ns, st.st_size)
+    if isinstance(cost_model, _core.CostModel):
+        return ("profile", cost_model.fingerprint)
+    if hasattr(cost_model, "__fspath__"):
+        return _model_key(os.fspath(cost_model))
+    return None
+
+
 def _target_layout(x: DTensor, placements, shard_order) -> _core.Layout:
-    if not isinstance(x, DTensor):
-        raise ValueError(f"expected a torch DTensor, got {type(x).__name__}")
     if isinstance(placements, str):  # dtensor's own notation, e.g. "RS(0)" or "S(0)[1]S(0)[0]"
         if shard_order is not None:
             raise ValueError("shard_order= goes with a list of placements; the text form carries [k] positions itself")
@@ -500,40 +607,309 @@ def _target_layout(x: DTensor, placements, shard_order) -> _core.Layout:
     return layout_of(x.device_mesh, placements, x.shape, x.dtype, shard_order)
 
 
+def _placements_arg(placements):
+    if isinstance(placements, str):
+        return placements
+    try:
+        return tuple(placements)
+    except TypeError:
+        raise ValueError(f"placements: expected a sequence of torch placements or dtensor's text form, "
+                         f"got {type(placements).__name__}") from None
+
+
+def _call_for(x: DTensor, placements, shard_order, cost_model, cache) -> _Call:
+    spec = x._spec
+    device = x._local_tensor.device
+    key = None
+    if cache is None:
+        mk = _model_key(cost_model)
+        if mk is not None:
+            try:
+                key = (spec, spec.use_strided_shard_as_shard_order, placements, shard_order, mk, device)
+                call = _calls.get(key)
+            except TypeError:  # an unhashable argument (e.g. a shard order of lists): no caching
+                key, call = None, None
+            if call is not None and call.world is _default_group():
+                return call
+    src, dst = layout_of(x), _target_layout(x, placements, shard_order)
+    plan = (cache if cache is not None else _cache).get(src, dst, cost_model)
+    call = _Call(x.device_mesh, src, dst, plan, device)
+    call.spec = _spec_of(x.device_mesh, dst)
+    if key is not None:
+        _remember(_calls, key, call)
+    return call
+
+
 def plan_for(x: DTensor, placements: Sequence, *, shard_order=None, cost_model: Any = "default",
              cache: Optional[_core.PlanCache] = None) -> _core.Plan:
     """The plan `redistribute(x, placements, ...)` would run, without running it."""
-    src, dst = layout_of(x), _target_layout(x, placements, shard_order)
+    if not isinstance(x, DTensor):
+        raise ValueError(f"expected a torch DTensor, got {type(x).__name__}")
+    src, dst = layout_of(x), _target_layout(x, _placements_arg(placements), shard_order)
     return (cache if cache is not None else _cache).get(src, dst, cost_model)
 
 
+class _Redistribute(torch.autograd.Function):
+    """dtensor's redistribution with torch's gradient rule (its `Redistribute`): the backward
+    redistributes the gradient to the source's placements and shard order, a Partial source dim
+    becoming Replicate where the gradient is sharded or replicated on it."""
+
+    @staticmethod
+    def forward(ctx, x, placements, shard_order, cost_model, cache):  # noqa: D102
+        spec = x._spec
+        ctx.src_placements = spec.placements
+        ctx.src_order = None if spec.use_strided_shard_as_shard_order else spec.shard_order
+        ctx.cost_model, ctx.cache = cost_model, cache
+        call = _call_for(x, placements, shard_order, cost_model, cache)
+        return DTensor(call.run(x._local_tensor), call.spec, requires_grad=x.requires_grad)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        if not isinstance(grad, DTensor):
+            raise RuntimeError(f"dtensor.torch.redistribute backward: expected a DTensor gradient, got {type(grad).__name__}")
+        target = tuple(Replicate() if p.is_partial() and not g.is_partial() else p
+                       for g, p in zip(grad._spec.placements, ctx.src_placements))
+        out = redistribute(grad, target, shard_order=ctx.src_order, cost_model=ctx.cost_model, cache=ctx.cache)
+        return out, None, None, None, None
+
+
 def redistribute(x: DTensor, placements: Sequence, *, shard_order=None, cost_model: Any = "default",
-                 cache: Optional[_core.PlanCache] = None) -> DTensor:
+                 cache: Optional[_core.PlanCache] = None, async_op: bool = False) -> DTensor:
     """x redistributed to `placements` (and `shard_order`), as a new DTensor on the same mesh.
 
     dtensor plans the cheapest sequence of steps under `cost_model` ("default", "pytorch", a
     profile path or a dtensor.CostModel), the same plan on every rank; plans are cached per
     (layouts, cost model) in `cache` (a dtensor.PlanCache; a module-wide one by default).
+
+    Differentiable as torch's `DTensor.redistribute` is: when `x` requires grad (and grad mode is
+    on) the backward redistributes the gradient to x's layout. Otherwise no autograd node is
+    made. Equivalent layouts return a DTensor over the same local tensor, as torch does.
+    `async_op`: accepted for torch's signature; on a GPU the collectives are ordered on the
+    current stream (the call returns once they are queued), on CPU they finish before it returns.
     """
+    if not isinstance(x, DTensor):
+        raise ValueError(f"expected a torch DTensor, got {type(x).__name__}")
+    placements = _placements_arg(placements)
     if x.requires_grad and torch.is_grad_enabled():
-        raise ValueError("dtensor.torch.redistribute is not differentiable: call it under torch.no_grad() "
-                         "or on x.detach()")
-    src, dst = layout_of(x), _target_layout(x, placements, shard_order)
-    plan = (cache if cache is not None else _cache).get(src, dst, cost_model)
-    local = x._local_tensor.contiguous()
-    runner = _runner(x.device_mesh, local.device)
-    rank = runner.comm.rank
-    out = torch.empty(dst.local_shape(rank), dtype=local.dtype, device=local.device)
-    if list(local.shape) != list(src.local_shape(rank)):
-        raise ValueError(f"rank {dist.get_rank()}: local tensor of shape {list(local.shape)}, but the layout "
-                         f"{src} gives this rank {src.local_shape(rank)}")
-    with runner.lock:
-        ex = runner.executor(plan)
-        workspace = torch.empty(max(ex.workspace_bytes, 0), dtype=torch.uint8, device=local.device)
-        runner.impl.set_buffers(local, out, workspace)
-        try:
-            ex.execute(local.data_ptr(), local.numel() * local.element_size(), out.data_ptr(),
-                       out.numel() * out.element_size(), workspace.data_ptr(), workspace.numel())
-        finally:
-            runner.impl.buffers = []
-    return DTensor(out, _spec_of(x.device_mesh, dst), requires_grad=False)
+        return _Redistribute.apply(x, placements, shard_order, cost_model, cache)
+    call = _call_for(x, placements, shard_order, cost_model, cache)
+    return DTensor(call.run(x._local_tensor), call.spec, requires_grad=False)
+
+
+# ---------------------------------------------------------------- the drop-in switch
+
+# where torch 2.15 calls redistribute_local_tensor: every module that imported it by name
+_TORCH_MODULES = ("torch.distributed.tensor._redistribute", "torch.distributed.tensor._api",
+                  "torch.distributed.tensor._dispatch", "torch.distributed.tensor.experimental._tp_transform")
+_TESTED_TORCH = "2.15"
+_P = inspect.Parameter
+_TESTED_SIGNATURE = [("local_tensor", _P.POSITIONAL_OR_KEYWORD, _P.empty),
+                     ("current_spec", _P.POSITIONAL_OR_KEYWORD, _P.empty),
+                     ("target_spec", _P.POSITIONAL_OR_KEYWORD, _P.empty),
+                     ("async_op", _P.KEYWORD_ONLY, False),
+                     ("use_graph_based_transform", _P.KEYWORD_ONLY, None),
+                     ("is_explicit", _P.KEYWORD_ONLY, False)]
+_MODELLED = (Shard, _StridedShard, Replicate, Partial)
+
+
+class _Switch:
+    def __init__(self):
+        self.originals: dict = {}  # module -> torch's own function it held
+        self.original = None
+        self.cost_model: Any = "default"
+        self.model_key: Any = "default"
+
+
+_switch = _Switch()
+_switch_lock = threading.RLock()
+# routed calls by (source spec, target spec, cost model, device): a _Call, or the reason (str) to
+# fall back to torch's function
+_routes: dict = {}
+_stats = {"routed": 0, "plan_cache_hits": 0, "plan_cache_misses": 0}
+_fallbacks: dict = {}
+
+
+def stats() -> dict:
+    """What the switch did since the last reset_stats(): redistributions dtensor ran ("routed"),
+    how many found their plan (and executor) cached, and the calls handed to torch's own
+    function ("fallbacks", by reason)."""
+    return {**_stats, "fallbacks": dict(_fallbacks)}
+
+
+def reset_stats() -> None:
+    for k in _stats:
+        _stats[k] = 0
+    _fallbacks.clear()
+
+
+def is_enabled() -> bool:
+    return _switch.original is not None
+
+
+def _check_signature(fn) -> None:
+    got = [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+    if got != _TESTED_SIGNATURE:
+        raise RuntimeError(
+            f"dtensor.torch.enable(): torch {torch.__version__}'s redistribute_local_tensor{inspect.signature(fn)} "
+            f"differs from torch {_TESTED_TORCH}'s, the version dtensor's switch is tested with; "
+            "use dtensor.torch.redistribute() instead")
+
+
+def enable(cost_model: Any = "default") -> None:
+    """Routes torch's redistributions through dtensor: replaces torch's redistribute_local_tensor
+    in every torch module that imported it, so explicit `x.redistribute(...)`, `full_tensor()`,
+    the implicit redistributions of sharding propagation and their backward passes all run
+    dtensor's plan (under `cost_model`) on torch.distributed. Layouts dtensor does not model,
+    calls under torch.compile tracing or on fake/meta tensors, and ranks not on the mesh fall
+    back to torch's own function (see stats()). RuntimeError on a torch whose function differs
+    from the tested one."""
+    import importlib
+    if isinstance(cost_model, (str, os.PathLike)) and os.fspath(cost_model) not in ("default", "pytorch"):
+        _core.CostModel.load(os.fspath(cost_model))  # a bad profile fails here, naming it, not inside torch
+    key = _model_key(cost_model)
+    if key is None:
+        raise TypeError(f"cost_model: expected \"default\", \"pytorch\", a profile path or a dtensor.CostModel, "
+                        f"got {type(cost_model).__name__}")
+    with _switch_lock:
+        if _switch.original is None:
+            base = importlib.import_module(_TORCH_MODULES[0])
+            original = base.redistribute_local_tensor
+            _check_signature(original)
+            for name in _TORCH_MODULES:
+                try:
+                    mod = importlib.import_module(name)
+                except ImportError:
+                    continue
+                if getattr(mod, "redistribute_local_tensor", None) is original:
+                    _switch.originals[mod] = original
+                    mod.redistribute_local_tensor = _routed
+            _switch.original = original
+        _switch.cost_model, _switch.model_key = cost_model, key
+
+
+def disable() -> None:
+    """Restores torch's own redistribute_local_tensor everywhere enable() replaced it."""
+    with _switch_lock:
+        for mod, fn in _switch.originals.items():
+            mod.redistribute_local_tensor = fn
+        _switch.originals.clear()
+        _switch.original = None
+        _switch.cost_model, _switch.model_key = "default", "default"
+
+
+@contextlib.contextmanager
+def enabled(cost_model: Any = "default"):
+    """`with dtensor.torch.enabled(): ...`: enable() for the block; on leaving it (also by an
+    exception) the switch is as it was before, torch's function restored if it was off."""
+    with _switch_lock:
+        was_on, before = is_enabled(), _switch.cost_model
+        enable(cost_model)
+    try:
+        yield
+    finally:
+        with _switch_lock:
+            if was_on:
+                enable(before)
+            else:
+                disable()
+
+
+def _fallback_reason(local_tensor: torch.Tensor, current_spec, target_spec) -> Optional[str]:
+    """Why dtensor does not run this redistribution (None: it does); checked once per spec pair."""
+    if current_spec.mesh != target_spec.mesh:
+        return "mesh change"
+    if not current_spec.mesh._is_current_rank_part_of_mesh():
+        return "rank not on mesh"
+    if local_tensor.device.type == "meta":
+        return "meta tensor"
+    for p in (*current_spec.placements, *target_spec.placements):
+        if type(p) not in _MODELLED:
+            return f"placement {type(p).__name__}"
+    ops = {p.reduce_op for p in (*current_spec.placements, *target_spec.placements) if type(p) is Partial}
+    if len(ops) > 1:
+        return "mixed partial ops"
+    if ops and next(iter(ops)) not in _REDUCE_OPS:
+        return f"Partial({next(iter(ops))})"
+    if current_spec.tensor_meta is None:
+        return "no tensor meta"
+    if current_spec.tensor_meta.dtype not in _TO_DTYPE:
+        return f"dtype {current_spec.tensor_meta.dtype}"
+    return None
+
+
+def _spec_layout(spec: DTensorSpec) -> _core.Layout:
+    meta = spec.tensor_meta
+    order = None if spec.use_strided_shard_as_shard_order else spec.shard_order
+    return layout_of(spec.mesh, spec.placements, meta.shape, meta.dtype, order)
+
+
+def _route(local_tensor, current_spec, target_spec):
+    """The _Call for this spec pair, or the reason to fall back."""
+    reason = _fallback_reason(local_tensor, current_spec, target_spec)
+    if reason is not None:
+        return reason
+    try:
+        src = _spec_layout(current_spec)
+        dst = layout_of(target_spec.mesh, target_spec.placements, current_spec.tensor_meta.shape,
+                        current_spec.tensor_meta.dtype,
+                        None if target_spec.use_strided_shard_as_shard_order else target_spec.shard_order)
+    except ValueError as e:
+        return f"layout ({str(e).splitlines()[0][:80]})"
+    plan = _cache.get(src, dst, _switch.cost_model)
+    return _Call(current_spec.mesh, src, dst, plan, local_tensor.device)
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _named(e: Exception, current_spec, target_spec) -> Exception:
+    """`e` with the placements, mesh and rank of the redistribution it came from."""
+    rank = dist.get_rank() if dist.is_initialized() else "?"
+    msg = (f"dtensor.torch: {list(current_spec.placements)} -> {list(target_spec.placements)} on "
+           f"{current_spec.mesh}, rank {rank}: {e}")
+    try:
+        return type(e)(msg)
+    except Exception:  # noqa: BLE001 - an exception type with another constructor
+        return RuntimeError(msg)
+
+
+def _routed(local_tensor, current_spec, target_spec, *, async_op=False, use_graph_based_transform=None,
+            is_explicit=False):
+    """torch's redistribute_local_tensor, run by dtensor (installed by enable())."""
+    original = _switch.original
+    if original is None:  # disabled while a reference to this function was held
+        original = sys.modules[_TORCH_MODULES[0]].redistribute_local_tensor
+        if original is _routed:
+            raise RuntimeError("dtensor.torch: torch's redistribute_local_tensor is not known")
+        return original(local_tensor, current_spec, target_spec, async_op=async_op,
+                        use_graph_based_transform=use_graph_based_transform, is_explicit=is_explicit)
+    if type(local_tensor) not in _PLAIN:
+        reason = "tensor subclass"  # fake, functional, async-collective and other wrapper tensors
+    elif _are_we_tracing():
+        reason = "tracing"
+    else:
+        key = (current_spec, target_spec, current_spec.use_strided_shard_as_shard_order,
+               target_spec.use_strided_shard_as_shard_order, _switch.model_key, local_tensor.device)
+        call = _routes.get(key)
+        if call is None or (type(call) is _Call and call.world is not _default_group()):
+            _stats["plan_cache_misses"] += 1
+            try:
+                call = _route(local_tensor, current_spec, target_spec)
+            except Exception as e:
+                raise _named(e, current_spec, target_spec) from e
+            _remember(_routes, key, call)
+        elif type(call) is _Call:
+            _stats["plan_cache_hits"] += 1
+        if type(call) is _Call:
+            if local_tensor.shape == call.src_shape:
+                _stats["routed"] += 1
+                try:
+                    return call.run(local_tensor)
+                except Exception as e:
+                    raise _named(e, current_spec, target_spec) from e
+            reason = "uneven local shape"  # e.g. DTensor.from_local with shapes torch's rules do not give
+        else:
+            reason = call
+    _fallbacks[reason] = _fallbacks.get(reason, 0) + 1
+    return original(local_tensor, current_spec, target_spec, async_op=async_op,
+                    use_graph_based_transform=use_graph_based_transform, is_explicit=is_explicit)

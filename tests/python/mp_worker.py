@@ -14,7 +14,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from layouts import coords, owned
+from layouts import Spec, coords, owned
 
 DTYPES = {"f64": torch.float64, "f32": torch.float32, "i32": torch.int32}
 
@@ -79,7 +79,29 @@ def check(spec, dtype, locals_by_rank):
     return ""
 
 
-def _input(mesh, src, dtype, coord):
+def grad_spec(src, dst, default_order=False):
+    """The layout of x's gradient after y = redistribute(x, dst) and y.backward(g with dst's layout):
+    torch's rule, a Partial source dim becoming Replicate where the gradient is not Partial; the
+    source's shard order (`default_order`: ascending, as torch's own backward builds it)."""
+    placements = [("R",) if p[0] == "P" and q[0] != "P" else p for p, q in zip(src.placements, dst.placements)]
+    order = {d: (sorted(ms) if default_order else list(ms)) for d, ms in src.order.items()}
+    return Spec(src.mesh_shape, src.shape, placements, order)
+
+
+def torch_api_takes(src, dst):
+    """Whether torch's DTensor.redistribute accepts the target: a Partial mesh dim only where the
+    source has the same Partial, or from Shard as Partial(sum)."""
+    return all(q[0] != "P" or p == q or (p[0] == "S" and q[1] == "sum")
+               for p, q in zip(src.placements, dst.placements))
+
+
+def _gather(t, world, ranks):
+    outs = [None] * world
+    dist.all_gather_object(outs, t.detach())
+    return [outs[r] for r in ranks]
+
+
+def _input(mesh, src, dtype, coord, requires_grad=False):
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
     pl, order = src.torch()
@@ -90,7 +112,7 @@ def _input(mesh, src, dtype, coord):
         spec = DTensorSpec(mesh, pl, tensor_meta=meta)
     else:
         spec = DTensorSpec(mesh, pl, tensor_meta=meta, shard_order=order)
-    return DTensor(local_input(src, dtype, coord), spec, requires_grad=False)
+    return DTensor(local_input(src, dtype, coord), spec, requires_grad=requires_grad)
 
 
 def run(rank, world, port, cases, out_dir, mode="dtensor", start=0, torch_copies=False):
@@ -108,7 +130,8 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0, torch_copies
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60 if mode == "dtensor" else 10))
     meshes = {}
-    result = {"checked": 0, "wrong": [], "distribute_checked": 0, "distribute_wrong": []}
+    result = {"checked": 0, "grad_checked": 0, "enabled_checked": 0, "wrong": [], "distribute_checked": 0,
+              "distribute_wrong": []}
     lines = open(os.path.join(out_dir, f"rank{rank}.jsonl"), "a", buffering=1) if mode == "torch" else None
     for i, (mesh_shape, ranks, src, dst, dtype) in enumerate(cases):
         if i < start:
@@ -150,21 +173,58 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0, torch_copies
             if err:
                 result["wrong"].append(f"case {i}: {name}: {err}")
             result["checked"] += 1
+            if dtype == "i32":
+                continue
+            # the gradient: y = redistribute(x) is differentiable; the gradient of y holding the arange
+            # tensor in y's layout gives x's gradient = that tensor in x's (normalized) layout
+            # (torch.autograd.grad: x.grad's accumulation may re-lay it out, torch's choice)
+            try:
+                xg = _input(mesh, src, dtype, mesh.get_coordinate(), requires_grad=True)
+                y = dt.redistribute(xg, dpl, shard_order=dorder)
+                g, = torch.autograd.grad(y, xg, _input(mesh, dst, dtype, mesh.get_coordinate()))
+                err = check(grad_spec(src, dst), dtype, _gather(g._local_tensor, world, ranks))
+            except Exception as e:  # noqa: BLE001
+                err = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+            if err:
+                result["wrong"].append(f"case {i}: {name}: gradient: {err}")
+            result["grad_checked"] += 1
+            # torch's own API with dtensor switched in: forward and backward through dtensor (the
+            # pairs its public redistribute takes: default target order, Partial only from
+            # Shard as Partial(sum))
+            if dst.explicit_order or not torch_api_takes(src, dst):
+                continue
+            try:
+                with dt.enabled():
+                    xe = _input(mesh, src, dtype, mesh.get_coordinate(), requires_grad=True)
+                    ye = xe.redistribute(mesh, dpl)
+                    err = check(dst, dtype, _gather(ye._local_tensor, world, ranks))
+                    g, = torch.autograd.grad(ye, xe, _input(mesh, dst, dtype, mesh.get_coordinate()))
+                err = err or check(grad_spec(src, dst, default_order=True), dtype, _gather(g._local_tensor, world, ranks))
+            except Exception as e:  # noqa: BLE001
+                err = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+            if err:
+                result["wrong"].append(f"case {i}: {name}: x.redistribute under dtensor.torch.enabled(): {err}")
+            result["enabled_checked"] += 1
             continue
         # torch's own redistribute: its public API takes placements only (default shard order)
         if dst.explicit_order:
             lines.write(json.dumps({"case": i, "status": "skipped"}) + "\n")
             continue
         lines.write(json.dumps({"case": i, "status": "begin"}) + "\n")
+        grad = None
         try:
+            if dtype != "i32":
+                x = _input(mesh, src, dtype, mesh.get_coordinate(), requires_grad=True)
             yt = x.redistribute(mesh, dpl)
-            outs = [None] * world
-            dist.all_gather_object(outs, yt._local_tensor)
-            err = check(dst, dtype, [outs[r] for r in ranks])
+            err = check(dst, dtype, _gather(yt._local_tensor, world, ranks))
             status = "wrong" if err else "right"
+            if dtype != "i32":  # torch's gradient, recorded beside its forward
+                g, = torch.autograd.grad(yt, x, _input(mesh, dst, dtype, mesh.get_coordinate()))
+                grad = "wrong" if check(grad_spec(src, dst, default_order=True), dtype,
+                                        _gather(g._local_tensor, world, ranks)) else "right"
         except Exception as e:  # noqa: BLE001
             err, status = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}", "error"
-        lines.write(json.dumps({"case": i, "status": status, "name": name, "detail": err}) + "\n")
+        lines.write(json.dumps({"case": i, "status": status, "name": name, "detail": err, "grad": grad}) + "\n")
         dist.barrier()
     if mode == "dtensor":
         # the copies really ran where the test asked (torch ops or C++)

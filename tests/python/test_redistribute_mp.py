@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 import torch.multiprocessing as mp  # noqa: E402
 
 from layouts import random_spec  # noqa: E402
+from mp_worker import torch_api_takes  # noqa: E402
 
 PERMUTED = {4: [2, 0, 3, 1], 8: [5, 2, 7, 0, 3, 6, 1, 4]}
 REPORT = os.environ.get("DTENSOR_TORCH_DEFECTS_REPORT")  # where to write torch's wrong results (optional)
@@ -95,7 +96,9 @@ def torch_results(world, cases, out):
         statuses = {rec["status"] for rec in recs.values()}
         status = next((s for s in ("hang", "error", "wrong", "skipped") if s in statuses), "right")
         rec = next(r for r in recs.values() if r["status"] == status)
-        out_of[i] = (status, rec.get("name", ""), rec.get("detail", ""))
+        grads = {r.get("grad") for r in recs.values()}
+        grad = "wrong" if "wrong" in grads else ("right" if grads == {"right"} else None)
+        out_of[i] = (status, rec.get("name", ""), rec.get("detail", ""), grad)
     return out_of
 
 
@@ -120,6 +123,10 @@ def test_redistribute_matches_expected_shards(world, meshes, seed, torch_copies,
     # earliest case first: a failure that breaks the process group fails every later case too
     wrong = sorted({w for r in results for w in r["wrong"]}, key=lambda w: (int(w.split(":")[0].split()[1]), w))
     assert all(r["checked"] == len(cases) for r in results)
+    floats = [c for c in cases if c[4] != "i32"]
+    assert all(r["grad_checked"] == len(floats) for r in results)
+    assert all(r["enabled_checked"] == sum(1 for c in floats if not c[3].explicit_order and torch_api_takes(c[2], c[3]))
+               for r in results)
     assert not wrong, f"{len(wrong)} of {len(cases)} pairs wrong:\n" + "\n".join(wrong[:10])
     dist_wrong = {}  # case -> (name, the first rank's difference)
     for r in sorted(results, key=lambda r: r["distribute_wrong"][0]["why"] if r["distribute_wrong"] else ""):
@@ -133,14 +140,21 @@ def test_redistribute_matches_expected_shards(world, meshes, seed, torch_copies,
                 f.write(f"world {world} | distribute | {name} | {why}\n")
     # torch's own redistribute on the same pairs: recorded, never failed
     torch_out = torch_results(world, cases, out)
-    counts = {}
-    for status, _, _ in torch_out.values():
+    counts, grads = {}, {}
+    for status, _, _, grad in torch_out.values():
         counts[status] = counts.get(status, 0) + 1
-    print(f"\nworld {world}: {len(cases)} pairs exact with dtensor.torch.redistribute; torch's own redistribute: "
-          + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        if grad is not None:
+            k = f"forward {status}, gradient {grad}"
+            grads[k] = grads.get(k, 0) + 1
+    print(f"\nworld {world}: {len(cases)} pairs exact with dtensor.torch.redistribute, {results[0]['grad_checked']} "
+          f"gradients exact, {results[0]['enabled_checked']} x.redistribute forward+backward exact under enabled(); "
+          "torch's own redistribute: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+          + "; torch's gradients: " + ", ".join(f"{k} {v}" for k, v in sorted(grads.items())))
     if REPORT:
         with open(REPORT, "a") as f:
             for i in sorted(torch_out):
-                status, name, detail = torch_out[i]
+                status, name, detail, grad = torch_out[i]
                 if status in ("wrong", "error", "hang"):
                     f.write(f"world {world} | {status} | {name} | {detail.splitlines()[0] if detail else ''}\n")
+                elif grad == "wrong":
+                    f.write(f"world {world} | gradient wrong | {name} | forward right\n")
