@@ -1,12 +1,18 @@
-"""Per-call time of dtensor.torch.redistribute against torch's own DTensor.redistribute and the
-raw collective, on CPU processes with gloo (medians of one run, ratios from the same run).
+"""Per-call time of dtensor's redistribution from PyTorch against torch's own, on CPU processes
+with gloo: medians of one run, ratios from the same run, the slowest rank's median.
 
-    torchrun --nproc-per-node 4 bench/python_redistribute.py [--iters 50] [--numel 1048576]
+    torchrun --nproc-per-node 4 bench/python_redistribute.py [--iters 500] [--big 2048]
 
-Rank 0 prints one row per case: dtensor, torch and (where one collective is the whole job) the
-raw torch.distributed call, in microseconds, and dtensor's ratio to each. On gloo the
-collectives dominate; what is measured beyond them is the Python binding's per-step overhead
-(each step's collective is issued from Python) and the plan-cache lookup.
+Three tables (cached plans; every case runs once before timing):
+
+1. Host overhead, where nothing moves: each rank's own one-rank meshes `1` and `1x1`, 64x64 f32.
+   `dt` is dtensor.torch.redistribute, `torch` is torch's x.redistribute, `enabled` is
+   x.redistribute under dtensor.torch.enabled(). Targets: dt/torch <= 0.5, enabled/torch <= 1.0.
+2. Real traffic, world 4 on a 2x2 mesh, 64x64 f32, dt and torch timed interleaved (one call of
+   each per iteration, barriers between). Target: dt/torch <= 1.05.
+3. Bandwidth, the same cases at --big x --big f32: dt against the raw torch.distributed
+   collective(s) its plan runs, the raw call allocating its output as a redistribute does.
+   Target: dt/raw <= 1.05.
 """
 import argparse
 import statistics
@@ -14,71 +20,141 @@ import time
 
 import torch
 import torch.distributed as dist
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor import Replicate, Shard
-from torch.distributed.tensor._dtensor_spec import ShardOrderEntry
-from torch.distributed.tensor.placement_types import _StridedShard
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.tensor import Partial, Replicate, Shard
 
 import dtensor.torch as dt
 
 
-def median_us(fn, iters):
-    fn()  # warm-up: plans, executors, process groups
-    dist.barrier()
-    times = []
-    for _ in range(iters):
-        dist.barrier()
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e6)
-    # the slowest rank's median
+def slowest_median(times):
     out = torch.tensor([statistics.median(times)], dtype=torch.float64)
     dist.all_reduce(out, op=dist.ReduceOp.MAX)
     return float(out)
 
 
+def timed(fns, iters, barrier=True):
+    """Medians (us, slowest rank) of each function in `fns`, called in turn every iteration."""
+    for fn in fns:
+        fn()  # warm-up: plans, executors, process groups
+    times = [[] for _ in fns]
+    for _ in range(iters):
+        for k, fn in enumerate(fns):
+            if barrier:
+                dist.barrier()
+            t = time.perf_counter()
+            fn()
+            times[k].append((time.perf_counter() - t) * 1e6)
+    return [slowest_median(t) for t in times]
+
+
+def ratio(a, b):
+    return f"{a / b:8.2f}" if b else f"{'-':>8}"
+
+
+CASES = [("S(0)S(1) -> S(1)S(0)", [Shard(0), Shard(1)], [Shard(1), Shard(0)]),
+         ("S(0)R -> RR", [Shard(0), Replicate()], [Replicate(), Replicate()]),
+         ("P(sum)R -> RR", [Partial(), Replicate()], [Replicate(), Replicate()])]
+
+
+def host_overhead(rank, iters):
+    # every rank its own one-rank meshes: nothing moves, the whole time is host overhead
+    mesh1 = DeviceMesh("cpu", torch.tensor([rank]))
+    mesh11 = DeviceMesh("cpu", torch.tensor([[rank]]))
+    g = torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
+    cases = [(f"{name} (1x1)", mesh11, src, dst) for name, src, dst in CASES]
+    cases += [("S(0) -> R (1)", mesh1, [Shard(0)], [Replicate()]), ("P(sum) -> R (1)", mesh1, [Partial()], [Replicate()])]
+    rows = []
+    for name, mesh, src, dst in cases:
+        x = dt.distribute(g, mesh, src)
+        ours, theirs = timed([lambda: dt.redistribute(x, dst), lambda: x.redistribute(mesh, dst)], iters, barrier=False)
+        with dt.enabled():
+            (switched,) = timed([lambda: x.redistribute(mesh, dst)], iters, barrier=False)
+        rows.append((name, ours, theirs, switched))
+    return rows
+
+
+def real_traffic(iters, n):
+    mesh = init_device_mesh("cpu", (2, 2))
+    g = torch.randn(n, n, generator=torch.Generator().manual_seed(0))
+    rows = []
+    for name, src, dst in CASES:
+        x = dt.distribute(g, mesh, src)
+        ours, theirs = timed([lambda: dt.redistribute(x, dst), lambda: x.redistribute(mesh, dst)], iters)
+        with dt.enabled():
+            (switched,) = timed([lambda: x.redistribute(mesh, dst)], iters)
+        rows.append((f"{name} (2x2)", ours, theirs, switched))
+    return rows
+
+
+def raw_baseline(name, x, mesh):
+    """The torch.distributed call(s) dtensor's plan runs for the case, allocating the output."""
+    local = x.to_local()
+    if name.startswith("S(0)R"):  # all_gather over mesh dim 0
+        group = mesh.get_group(0)
+        n = dist.get_world_size(group)
+
+        def run():
+            out = torch.empty((local.shape[0] * n, *local.shape[1:]), dtype=local.dtype)
+            dist.all_gather_into_tensor(out, local, group=group)
+        return run
+    if name.startswith("P(sum)R"):  # all_reduce over mesh dim 0
+        group = mesh.get_group(0)
+
+        def run():
+            out = local.clone()
+            dist.all_reduce(out, group=group)
+        return run
+    # S(0)S(1) -> S(1)S(0): the block at (i, j) goes to (j, i) (the plan's one `direct` step)
+    i, j = mesh.get_coordinate()
+    peer = int(mesh.mesh[j, i])
+
+    def run():
+        out = torch.empty_like(local)
+        if peer == dist.get_rank():
+            out.copy_(local)
+            return
+        for req in dist.batch_isend_irecv([dist.P2POp(dist.isend, local, peer), dist.P2POp(dist.irecv, out, peer)]):
+            req.wait()
+    return run
+
+
+def bandwidth(iters, n):
+    mesh = init_device_mesh("cpu", (2, 2))
+    g = torch.randn(n, n, generator=torch.Generator().manual_seed(0))
+    rows = []
+    for name, src, dst in CASES:
+        x = dt.distribute(g, mesh, src)
+        plan = dt.plan_for(x, dst)
+        ours, raw = timed([lambda: dt.redistribute(x, dst), raw_baseline(name, x, mesh)], iters)
+        rows.append((f"{name} (2x2)", ours, raw, plan.trace))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--numel", type=int, default=1 << 20)
+    ap.add_argument("--iters", type=int, default=500)
+    ap.add_argument("--big", type=int, default=2048)
+    ap.add_argument("--big-iters", type=int, default=50)
     args = ap.parse_args()
     dist.init_process_group("gloo")
-    world = dist.get_world_size()
-    rank = dist.get_rank()
-    mesh1 = init_device_mesh("cpu", (world,))
-    mesh2 = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("dp", "tp"))
-    rows = max(world * 4, args.numel // 1024)
-    g = torch.arange(rows * 1024, dtype=torch.float32).reshape(rows, 1024)
-    cases = []
-    # 1-d all_gather: S(0) -> R, with the raw all_gather_into_tensor beside it
-    x = dt.distribute(g, mesh1, [Shard(0)])
-    out = torch.empty_like(g)
-    cases.append(("S(0) -> R (mesh 4)", lambda: dt.redistribute(x, [Replicate()]),
-                  lambda: x.redistribute(mesh1, [Replicate()]),
-                  lambda: dist.all_gather_into_tensor(out, x.to_local())))
-    # 2-d transpose of the sharding
-    y = dt.distribute(g, mesh2, [Shard(0), Shard(1)])
-    cases.append(("S(0)S(1) -> S(1)S(0) (2x2)", lambda: dt.redistribute(y, [Shard(1), Shard(0)]),
-                  lambda: y.redistribute(mesh2, [Shard(1), Shard(0)]), None))
-    # FSDP+TP unshard with a shard order (torch's public redistribute takes no target order)
-    order = (ShardOrderEntry(0, (1, 0)),)
-    z = dt.distribute(g, mesh2, [Shard(0), Shard(0)], shard_order=order)
-    cases.append(("S(0)[1]S(0)[0] -> RS(0) (2x2)", lambda: dt.redistribute(z, [Replicate(), Shard(0)]), None, None))
-    # strided source (torch's own result is wrong on some of these; timed anyway where it runs)
-    s = dt.distribute(g, mesh2, [_StridedShard(0, split_factor=2), Shard(0)])
-    cases.append(("_S(0, 2)S(0) -> RS(0) (2x2)", lambda: dt.redistribute(s, [Replicate(), Shard(0)]),
-                  lambda: s.redistribute(mesh2, [Replicate(), Shard(0)]), None))
-    if rank == 0:
-        print(f"{world} ranks, gloo, {rows}x1024 f32 ({rows * 4} KiB), {args.iters} iterations; medians in us")
-        print(f"{'case':<32} {'dtensor':>10} {'torch':>10} {'raw':>10} {'dt/torch':>9} {'dt/raw':>8}")
-    for name, ours, theirs, raw in cases:
-        a = median_us(ours, args.iters)
-        b = median_us(theirs, args.iters) if theirs else None
-        c = median_us(raw, args.iters) if raw else None
-        if rank == 0:
-            fmt = lambda v: f"{v:10.1f}" if v is not None else f"{'-':>10}"  # noqa: E731
-            ratio = lambda u, v: f"{u / v:9.2f}" if v else f"{'-':>9}"  # noqa: E731
-            print(f"{name:<32} {fmt(a)} {fmt(b)} {fmt(c)} {ratio(a, b)} {ratio(a, c):>8}")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if world != 4:
+        raise SystemExit("run with torchrun --nproc-per-node 4")
+    say = print if rank == 0 else (lambda *a, **k: None)
+    say(f"torch {torch.__version__}, gloo, {world} ranks, {args.iters} iterations (64x64 f32) and "
+        f"{args.big_iters} ({args.big}x{args.big} f32); medians in us, the slowest rank's")
+    say("\n1. host overhead, one-rank meshes (nothing moves)")
+    say(f"{'case':<28} {'dt':>8} {'torch':>8} {'enabled':>8} {'dt/torch':>8} {'en/torch':>8}")
+    for name, a, b, c in host_overhead(rank, args.iters):
+        say(f"{name:<28} {a:8.1f} {b:8.1f} {c:8.1f} {ratio(a, b)} {ratio(c, b)}")
+    say("\n2. real traffic, 2x2 mesh, 64x64 f32 (dt and torch interleaved)")
+    say(f"{'case':<28} {'dt':>8} {'torch':>8} {'enabled':>8} {'dt/torch':>8} {'en/torch':>8}")
+    for name, a, b, c in real_traffic(args.iters, 64):
+        say(f"{name:<28} {a:8.1f} {b:8.1f} {c:8.1f} {ratio(a, b)} {ratio(c, b)}")
+    say(f"\n3. bandwidth, 2x2 mesh, {args.big}x{args.big} f32: dt against the raw collective(s) of its plan")
+    say(f"{'case':<28} {'dt':>8} {'raw':>8} {'dt/raw':>8}  plan")
+    for name, a, b, trace in bandwidth(args.big_iters, args.big):
+        say(f"{name:<28} {a:8.1f} {b:8.1f} {ratio(a, b)}  {trace}")
     dist.destroy_process_group()
 
 

@@ -307,6 +307,25 @@ void lower_relabel(const StepContext& c, RankStep& rs) {
   rs.pre.push_back({Action::copy, c.y, c.x, c.y_elems * c.s, 0, {}});
 }
 
+// Where a `box` packed in row-major order is one plain run of a local tensor (index sets `local`,
+// at `base`): then a send can read it, or a receive write it, in place instead of through scratch.
+std::optional<Ref> run_in_place(Ref base, const std::vector<IndexSet>& local, const std::vector<IndexSet>& box,
+                                std::int64_t s, bool reading) {
+  std::vector<Action> probe;
+  const Ref packed{Buf::ws, 0};
+  if (reading)
+    add_box_copies(probe, packed, box, base, local, box, s);
+  else
+    add_box_copies(probe, base, local, packed, box, box, s);
+  if (probe.size() != 1) return std::nullopt;
+  const Action& a = probe[0];
+  const Ref from = a.kind == Action::box ? a.box_copy.src : a.src, to = a.kind == Action::box ? a.box_copy.dst : a.dst;
+  const std::int64_t bytes = a.kind == Action::box ? a.box_copy.run_bytes : a.bytes_or_count;
+  if ((a.kind == Action::box && !a.box_copy.count.empty()) || bytes != box_numel(box) * s) return std::nullopt;
+  if ((reading ? to : from).offset != 0) return std::nullopt;
+  return reading ? from : to;
+}
+
 void lower_direct(const StepContext& c, RankStep& rs) {
   const StepBuffers& b = c.st.buffers;
   std::vector<int> sharded;
@@ -324,9 +343,13 @@ void lower_direct(const StepContext& c, RankStep& rs) {
     }
     const auto out_box = intersect(c.Xs, c.to.indices(pc));  // what the peer needs from me
     if (const auto n = box_numel(out_box); n > 0) {
-      add_box_copies(rs.pre, c.at(c.send, send_off), out_box, c.x, c.Xs, out_box, c.s);
-      rs.comm.sends.push_back({peer, c.at(c.send, send_off), n});
-      send_off += n;
+      if (const auto in_place = run_in_place(c.x, c.Xs, out_box, c.s, true)) {
+        rs.comm.sends.push_back({peer, *in_place, n});  // one run of the source: sent as it lies
+      } else {
+        add_box_copies(rs.pre, c.at(c.send, send_off), out_box, c.x, c.Xs, out_box, c.s);
+        rs.comm.sends.push_back({peer, c.at(c.send, send_off), n});
+        send_off += n;
+      }
     }
     auto in_box = intersect(c.from.indices(pc), c.Ys);  // what I need from the peer
     if (box_numel(in_box) > 0) incoming.emplace_back(peer, std::move(in_box));
@@ -334,6 +357,10 @@ void lower_direct(const StepContext& c, RankStep& rs) {
   std::int64_t recv_off = send_off;
   for (auto& [peer, box] : incoming) {
     const auto n = box_numel(box);
+    if (const auto in_place = run_in_place(c.y, c.Ys, box, c.s, false)) {
+      rs.comm.recvs.push_back({peer, *in_place, n});  // one run of the target: received where it goes
+      continue;
+    }
     rs.comm.recvs.push_back({peer, c.at(c.send, recv_off), n});
     add_box_copies(rs.post, c.y, c.Ys, c.at(c.send, recv_off), box, box, c.s);
     recv_off += n;
