@@ -5,16 +5,18 @@ with gloo: medians of one run, ratios from the same run, the slowest rank's medi
 
 Three tables (cached plans; every case runs once before timing):
 
-1. Host overhead, where nothing moves: each rank's own one-rank meshes `1` and `1x1`, 64x64 f32.
+1. Host overhead, where nothing moves: world 1 (rank 0 alone on one-rank meshes `1` and `1x1`,
+   the other ranks waiting), 64x64 f32, the three timed interleaved.
    `dt` is dtensor.torch.redistribute, `torch` is torch's x.redistribute, `enabled` is
    x.redistribute under dtensor.torch.enabled(). Targets: dt/torch <= 0.5, enabled/torch <= 1.0.
-2. Real traffic, world 4 on a 2x2 mesh, 64x64 f32, dt and torch timed interleaved (one call of
-   each per iteration, barriers between). Target: dt/torch <= 1.05.
+2. Real traffic, world 4 on a 2x2 mesh, 64x64 f32, dt, torch and enabled timed interleaved (one
+   call of each per iteration, barriers between). Target: dt/torch and enabled/torch <= 1.05.
 3. Bandwidth, the same cases at --big x --big f32: dt against the raw torch.distributed
    collective(s) its plan runs, the raw call allocating its output as a redistribute does.
    Target: dt/raw <= 1.05.
 """
 import argparse
+import contextlib
 import statistics
 import time
 
@@ -26,25 +28,31 @@ from torch.distributed.tensor import Partial, Replicate, Shard
 import dtensor.torch as dt
 
 
-def slowest_median(times):
+def slowest_median(times, group=None):
     out = torch.tensor([statistics.median(times)], dtype=torch.float64)
-    dist.all_reduce(out, op=dist.ReduceOp.MAX)
+    if group is not False:
+        dist.all_reduce(out, op=dist.ReduceOp.MAX)
     return float(out)
 
 
-def timed(fns, iters, barrier=True):
-    """Medians (us, slowest rank) of each function in `fns`, called in turn every iteration."""
-    for fn in fns:
-        fn()  # warm-up: plans, executors, process groups
+def timed(fns, iters, barrier=True, collective=True):
+    """Medians (us; the slowest rank's when `collective`) of each function in `fns`, called in
+    turn every iteration. An entry may be (fn, context): the context (e.g. dtensor.torch.enabled)
+    is entered and left around the call, outside the timed region."""
+    fns = [f if isinstance(f, tuple) else (f, None) for f in fns]
+    for fn, ctx in fns:  # warm-up: plans, executors, process groups
+        with ctx() if ctx else contextlib.nullcontext():
+            fn()
     times = [[] for _ in fns]
     for _ in range(iters):
-        for k, fn in enumerate(fns):
-            if barrier:
-                dist.barrier()
-            t = time.perf_counter()
-            fn()
-            times[k].append((time.perf_counter() - t) * 1e6)
-    return [slowest_median(t) for t in times]
+        for k, (fn, ctx) in enumerate(fns):
+            with ctx() if ctx else contextlib.nullcontext():
+                if barrier:
+                    dist.barrier()
+                t = time.perf_counter()
+                fn()
+                times[k].append((time.perf_counter() - t) * 1e6)
+    return [slowest_median(t, None if collective else False) for t in times]
 
 
 def ratio(a, b):
@@ -57,19 +65,24 @@ CASES = [("S(0)S(1) -> S(1)S(0)", [Shard(0), Shard(1)], [Shard(1), Shard(0)]),
 
 
 def host_overhead(rank, iters):
-    # every rank its own one-rank meshes: nothing moves, the whole time is host overhead
+    """World 1: rank 0 alone on its own one-rank meshes (the other ranks wait), nothing moves: the
+    whole time is host overhead. dt, torch and torch under enabled() interleaved."""
+    rows = []
+    # every rank makes its own one-rank meshes (mesh creation is collective); rank 0 times
     mesh1 = DeviceMesh("cpu", torch.tensor([rank]))
     mesh11 = DeviceMesh("cpu", torch.tensor([[rank]]))
-    g = torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
-    cases = [(f"{name} (1x1)", mesh11, src, dst) for name, src, dst in CASES]
-    cases += [("S(0) -> R (1)", mesh1, [Shard(0)], [Replicate()]), ("P(sum) -> R (1)", mesh1, [Partial()], [Replicate()])]
-    rows = []
-    for name, mesh, src, dst in cases:
-        x = dt.distribute(g, mesh, src)
-        ours, theirs = timed([lambda: dt.redistribute(x, dst), lambda: x.redistribute(mesh, dst)], iters, barrier=False)
-        with dt.enabled():
-            (switched,) = timed([lambda: x.redistribute(mesh, dst)], iters, barrier=False)
-        rows.append((name, ours, theirs, switched))
+    if rank == 0:
+        g = torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
+        cases = [(f"{name} (1x1)", mesh11, src, dst) for name, src, dst in CASES]
+        cases += [("S(0) -> R (1)", mesh1, [Shard(0)], [Replicate()]),
+                  ("P(sum) -> R (1)", mesh1, [Partial()], [Replicate()])]
+        for name, mesh, src, dst in cases:
+            x = dt.distribute(g, mesh, src)
+            ours, theirs, switched = timed(
+                [lambda: dt.redistribute(x, dst), lambda: x.redistribute(mesh, dst),
+                 (lambda: x.redistribute(mesh, dst), dt.enabled)], iters, barrier=False, collective=False)
+            rows.append((name, ours, theirs, switched))
+    dist.barrier()
     return rows
 
 
@@ -79,9 +92,8 @@ def real_traffic(iters, n):
     rows = []
     for name, src, dst in CASES:
         x = dt.distribute(g, mesh, src)
-        ours, theirs = timed([lambda: dt.redistribute(x, dst), lambda: x.redistribute(mesh, dst)], iters)
-        with dt.enabled():
-            (switched,) = timed([lambda: x.redistribute(mesh, dst)], iters)
+        ours, theirs, switched = timed([lambda: dt.redistribute(x, dst), lambda: x.redistribute(mesh, dst),
+                                        (lambda: x.redistribute(mesh, dst), dt.enabled)], iters)
         rows.append((f"{name} (2x2)", ours, theirs, switched))
     return rows
 
@@ -143,11 +155,11 @@ def main():
     say = print if rank == 0 else (lambda *a, **k: None)
     say(f"torch {torch.__version__}, gloo, {world} ranks, {args.iters} iterations (64x64 f32) and "
         f"{args.big_iters} ({args.big}x{args.big} f32); medians in us, the slowest rank's")
-    say("\n1. host overhead, one-rank meshes (nothing moves)")
+    say("\n1. host overhead, world 1 (rank 0 on one-rank meshes; nothing moves)")
     say(f"{'case':<28} {'dt':>8} {'torch':>8} {'enabled':>8} {'dt/torch':>8} {'en/torch':>8}")
     for name, a, b, c in host_overhead(rank, args.iters):
         say(f"{name:<28} {a:8.1f} {b:8.1f} {c:8.1f} {ratio(a, b)} {ratio(c, b)}")
-    say("\n2. real traffic, 2x2 mesh, 64x64 f32 (dt and torch interleaved)")
+    say("\n2. real traffic, 2x2 mesh, 64x64 f32 (interleaved)")
     say(f"{'case':<28} {'dt':>8} {'torch':>8} {'enabled':>8} {'dt/torch':>8} {'en/torch':>8}")
     for name, a, b, c in real_traffic(args.iters, 64):
         say(f"{name:<28} {a:8.1f} {b:8.1f} {c:8.1f} {ratio(a, b)} {ratio(c, b)}")

@@ -23,3 +23,8 @@ reported=$(grep -oE "rank [0-9]+: weight [^:]*: ok" <<<"$out" | sort -u || true)
 echo "$reported"
 ok=$(grep -c . <<<"$reported" || true)
 [ "$ok" = 4 ] || { echo "$out"; echo "examples/python/fsdp_tp.py: $ok of 4 ranks ok"; exit 1; }
+echo "-- examples/python/train_fsdp_tp.py on 4 CPU ranks (20 steps torch, 20 with dtensor switched in)"
+out=$(cd /tmp && "$(dirname "$py")/torchrun" --nproc-per-node 4 --master-port 29578 "$root/examples/python/train_fsdp_tp.py" 2>&1) || {
+  echo "$out"; echo "examples/python/train_fsdp_tp.py failed"; exit 1; }
+grep -E "^(losses|largest|time per step|dtensor served|uneven|train_fsdp_tp)" <<<"$out"
+grep -q "^train_fsdp_tp: ok" <<<"$out" || { echo "$out"; echo "examples/python/train_fsdp_tp.py: no ok line"; exit 1; }

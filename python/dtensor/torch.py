@@ -14,8 +14,12 @@ convention), so they take no separate shard order.
 ``redistribute`` runs on the tensor's own device and the process groups of ``x.device_mesh``
 (gloo on CPU, NCCL on GPU): dtensor's executor decides every copy and collective (from the plan)
 and torch.distributed moves the data. Every rank must call it with the same arguments, as for any
-collective. It is not differentiable: call it on tensors that do not require grad, or under
-``torch.no_grad()``.
+collective. It is differentiable with torch's rule.
+
+``enable()`` / ``disable()`` / ``with enabled():`` put dtensor inside torch's own loop: torch's
+``redistribute_local_tensor`` is replaced, so ``x.redistribute``, ``full_tensor()``, the implicit
+redistributions of DTensor ops and their backward passes run dtensor's plans; ``stats()`` says
+how many, and which calls fell back to torch's function and why.
 """
 from __future__ import annotations
 
