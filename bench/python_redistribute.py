@@ -86,22 +86,24 @@ def host_overhead(rank, iters):
     return rows
 
 
-def real_traffic(iters, n):
+def on_2x2(n, row):
+    """`row(name, x, mesh, dst)` for every case, x cut from one n x n tensor on the 2x2 mesh."""
     mesh = init_device_mesh("cpu", (2, 2))
     g = torch.randn(n, n, generator=torch.Generator().manual_seed(0))
-    rows = []
-    for name, src, dst in CASES:
-        x = dt.distribute(g, mesh, src)
-        ours, theirs, switched = timed([lambda: dt.redistribute(x, dst), lambda: x.redistribute(mesh, dst),
-                                        (lambda: x.redistribute(mesh, dst), dt.enabled)], iters)
-        rows.append((f"{name} (2x2)", ours, theirs, switched))
-    return rows
+    return [row(f"{name} (2x2)", dt.distribute(g, mesh, src), mesh, dst) for name, src, dst in CASES]
+
+
+def real_traffic(iters, n):
+    def row(name, x, mesh, dst):
+        return (name, *timed([lambda: dt.redistribute(x, dst), lambda: x.redistribute(mesh, dst),
+                              (lambda: x.redistribute(mesh, dst), dt.enabled)], iters))
+    return on_2x2(n, row)
 
 
 def raw_baseline(name, x, mesh):
     """The torch.distributed call(s) dtensor's plan runs for the case, allocating the output."""
     local = x.to_local()
-    if name.startswith("S(0)R"):  # all_gather over mesh dim 0
+    if name.startswith("S(0)R "):  # all_gather over mesh dim 0
         group = mesh.get_group(0)
         n = dist.get_world_size(group)
 
@@ -109,7 +111,7 @@ def raw_baseline(name, x, mesh):
             out = torch.empty((local.shape[0] * n, *local.shape[1:]), dtype=local.dtype)
             dist.all_gather_into_tensor(out, local, group=group)
         return run
-    if name.startswith("P(sum)R"):  # all_reduce over mesh dim 0
+    if name.startswith("P(sum)R "):  # all_reduce over mesh dim 0
         group = mesh.get_group(0)
 
         def run():
@@ -131,15 +133,10 @@ def raw_baseline(name, x, mesh):
 
 
 def bandwidth(iters, n):
-    mesh = init_device_mesh("cpu", (2, 2))
-    g = torch.randn(n, n, generator=torch.Generator().manual_seed(0))
-    rows = []
-    for name, src, dst in CASES:
-        x = dt.distribute(g, mesh, src)
-        plan = dt.plan_for(x, dst)
-        ours, raw = timed([lambda: dt.redistribute(x, dst), raw_baseline(name, x, mesh)], iters)
-        rows.append((f"{name} (2x2)", ours, raw, plan.trace))
-    return rows
+    def row(name, x, mesh, dst):
+        return (name, *timed([lambda: dt.redistribute(x, dst), raw_baseline(name, x, mesh)], iters),
+                dt.plan_for(x, dst).trace)
+    return on_2x2(n, row)
 
 
 def main():

@@ -4,6 +4,7 @@
 #include "dtensor/ownership_map.hpp"
 
 #include "dtensor/comm.hpp"
+#include "dtensor/error.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -23,13 +24,6 @@ std::string color(std::int64_t rank, std::int64_t n) {
   const double h = std::fmod(static_cast<double>(rank) * 360.0 / static_cast<double>(std::max<std::int64_t>(n, 1)) +
                                  (rank % 2) * 180.0 / static_cast<double>(std::max<std::int64_t>(n, 1)), 360.0);
   return fmt::format("hsl({:.0f},70%,{}%)", h, rank % 3 == 0 ? 62 : (rank % 3 == 1 ? 72 : 54));
-}
-
-std::string human_bytes(std::int64_t b) {
-  if (b < 1024) return fmt::format("{} B", b);
-  if (b < (1 << 20)) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
-  if (b < (std::int64_t{1} << 30)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
-  return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1 << 30));
 }
 
 std::vector<Layout> states_of(const Plan& plan) {
@@ -295,7 +289,7 @@ std::string render_svg(const Plan& plan, const Options& opt, bool standalone) {
   double gap = 120;
   for (const auto& s : plan.steps) {
     gap = std::max(gap, text_width(step_title(plan, s), 11, true) + 28);
-    gap = std::max(gap, text_width(fmt::format("sent {}", human_bytes(s.bytes_sent)), 10) + 28);
+    gap = std::max(gap, text_width(fmt::format("sent {}", bytes_text(s.bytes_sent)), 10) + 28);
   }
   const double pitch = pw + gap;
   const double states_w = static_cast<double>(states.size()) * pitch - gap;
@@ -331,7 +325,7 @@ std::string render_svg(const Plan& plan, const Options& opt, bool standalone) {
   y += 22.0 * static_cast<double>(title.size()) + 4;
   const auto summary = wrap(fmt::format("tensor {} {}, cost model {}, edges {}: total {:.3f} us in {} step(s), workspace {}",
                                         shape_str(plan.shape()), to_string(plan.dtype()), plan.cost_model, to_string(plan.edges),
-                                        plan.total_cost_us, plan.steps.size(), human_bytes(plan.peak_bytes)),
+                                        plan.total_cost_us, plan.steps.size(), bytes_text(plan.peak_bytes)),
                             inner_w, 12);
   body += text_lines(margin, y + 12, 12, 16, summary);
   y += 16.0 * static_cast<double>(summary.size()) + 12;
@@ -410,8 +404,8 @@ std::string render_svg(const Plan& plan, const Options& opt, bool standalone) {
       };
       label(-30, 11, true, step_title(plan, s));
       label(-16, 10, false, fmt::format("{:.3f} us", s.cost_us));
-      label(16, 10, false, fmt::format("sent {}", human_bytes(s.bytes_sent)));
-      label(30, 10, false, fmt::format("pad {}", human_bytes(s.padding_bytes)));
+      label(16, 10, false, fmt::format("sent {}", bytes_text(s.bytes_sent)));
+      label(30, 10, false, fmt::format("pad {}", bytes_text(s.padding_bytes)));
       body += fmt::format("<title>{}: {}</title></g>\n", escape_xml(step_title(plan, s)), escape_xml(s.why));
     }
   }
@@ -473,9 +467,9 @@ std::string render_html(const Plan& plan, const Options& opt) {
     o += fmt::format("<li class=\"step\"><b>{}</b>: <code>{}</code> &#8594; <code>{}</code><br>sent {} / received {} per rank "
                      "(largest), padding {}, local copies {}, workspace {}, cost {:.3f} us (alpha {:.3f} + wire {:.3f} + copy {:.3f})"
                      "<br><span class=\"why\">why: {}</span></li>\n",
-                     escape_xml(step_title(plan, s)), escape_xml(s.from.str()), escape_xml(s.to.str()), human_bytes(s.bytes_sent),
-                     human_bytes(s.bytes_received), human_bytes(s.padding_bytes), human_bytes(s.copy_bytes),
-                     human_bytes(s.peak_bytes), s.cost_us, s.alpha_us, s.wire_us, s.copy_us, escape_xml(s.why));
+                     escape_xml(step_title(plan, s)), escape_xml(s.from.str()), escape_xml(s.to.str()), bytes_text(s.bytes_sent),
+                     bytes_text(s.bytes_received), bytes_text(s.padding_bytes), bytes_text(s.copy_bytes),
+                     bytes_text(s.peak_bytes), s.cost_us, s.alpha_us, s.wire_us, s.copy_us, escape_xml(s.why));
   if (plan.steps.empty()) o += "<li class=\"step\">nothing to do: source and target are the same layout</li>\n";
   o += "</ol>\n";
   if (plan.runner_up)
@@ -543,7 +537,7 @@ std::string render_text(const Plan& plan, const Options& opt, int width) {
     if (k < plan.steps.size()) {
       const Step& s = plan.steps[k];
       o += fmt::format("\n  step {}: {}  sent {}  pad {}  copy {}  {:.3f} us\n    why: {}\n", k + 1, step_title(plan, s),
-                       human_bytes(s.bytes_sent), human_bytes(s.padding_bytes), human_bytes(s.copy_bytes), s.cost_us, s.why);
+                       bytes_text(s.bytes_sent), bytes_text(s.padding_bytes), bytes_text(s.copy_bytes), s.cost_us, s.why);
     }
   }
   if (plan.runner_up) o += fmt::format("\nrunner-up: {:.3f} us  {}\n", plan.runner_up->total_cost_us, runner_up_trace(plan));

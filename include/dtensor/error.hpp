@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -31,6 +32,9 @@ class BackendError : public Error {
 // escaped (a newline never splits the message), cut to about `max` characters with the total
 // length noted.
 [[nodiscard]] std::string quote_input(std::string_view text, std::size_t max = 80);
+
+// A byte count as people read it: "512 B", "1.5 KiB", "3.0 MiB", "1.25 GiB" (binary units).
+[[nodiscard]] std::string bytes_text(std::int64_t bytes);
 
 // The candidate nearest to `word` by edit distance (letters compared case-insensitively), when
 // it is within `max_distance`; "" otherwise. For "did you mean" hints.

@@ -231,10 +231,12 @@ struct fmt::formatter<dtensor::Sharding> : fmt::formatter<std::string_view> {
     return fmt::formatter<std::string_view>::format(s.str(), ctx);
   }
 };
+// The whole layout, as operator<< prints it (mesh, shape, dtype, placements); a message that
+// means the placements alone formats l.placements_str().
 template <>
 struct fmt::formatter<dtensor::Layout> : fmt::formatter<std::string_view> {
   template <typename Ctx>
   auto format(const dtensor::Layout& l, Ctx& ctx) const {
-    return fmt::formatter<std::string_view>::format(l.placements_str(), ctx);
+    return fmt::formatter<std::string_view>::format(l.str(), ctx);
   }
 };

@@ -7,6 +7,13 @@
 
 namespace dtensor {
 
+std::string bytes_text(std::int64_t b) {
+  if (b < 1024) return fmt::format("{} B", b);
+  if (b < (std::int64_t{1} << 20)) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
+  if (b < (std::int64_t{1} << 30)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024));
+  return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
+}
+
 std::string quote_input(std::string_view text, std::size_t max) {
   std::string out = "\"";
   std::size_t shown = 0;

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "../placement/hash.hpp"
-#include "../placement/json_fields.hpp"
+#include "placement/hash.hpp"
+#include "placement/json_fields.hpp"
 #include "dtensor/error.hpp"
 
 namespace dtensor {

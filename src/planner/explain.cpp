@@ -1,16 +1,10 @@
 #include <fmt/format.h>
 
+#include "dtensor/error.hpp"
 #include "dtensor/planner.hpp"
 
 namespace dtensor {
 namespace {
-
-std::string bytes_str(std::int64_t b) {
-  if (b < 1024) return fmt::format("{} B", b);
-  if (b < 1024 * 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
-  if (b < (std::int64_t{1} << 30)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024));
-  return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
-}
 
 std::string group_str(const Plan& plan, const Step& s) {
   if (s.mesh_dims.empty()) return "no mesh dim";
@@ -54,14 +48,14 @@ std::string explain(const Plan& plan) {
     out += fmt::format("\n  why: {}\n", s.why);
     if (is_communication(s.kind))
       out += fmt::format("  moves: {} sent, {} received per rank (largest), {} peer(s), {} of it padding\n",
-                         bytes_str(s.bytes_sent), bytes_str(s.bytes_received), s.peers, bytes_str(s.padding_bytes));
-    out += fmt::format("  local copies: {}; workspace live during the step: {}\n", bytes_str(s.copy_bytes),
-                       bytes_str(s.peak_bytes));
+                         bytes_text(s.bytes_sent), bytes_text(s.bytes_received), s.peers, bytes_text(s.padding_bytes));
+    out += fmt::format("  local copies: {}; workspace live during the step: {}\n", bytes_text(s.copy_bytes),
+                       bytes_text(s.peak_bytes));
     out += fmt::format("  cost: α {:.3f} us + wire {:.3f} us + copy {:.3f} us = {:.3f} us\n", s.alpha_us, s.wire_us,
                        s.copy_us, s.cost_us);
   }
   out += fmt::format("\ntotal: {:.3f} us in {} step(s), workspace {}\ntrace: {}\n", plan.total_cost_us,
-                     plan.steps.size(), bytes_str(plan.peak_bytes), plan.trace());
+                     plan.steps.size(), bytes_text(plan.peak_bytes), plan.trace());
   if (plan.runner_up) {
     out += fmt::format("runner-up (cheapest plan with another first step): {:.3f} us (+{:.3f} us)\n  trace: {}\n",
                        plan.runner_up->total_cost_us, plan.runner_up->total_cost_us - plan.total_cost_us,

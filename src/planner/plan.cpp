@@ -3,8 +3,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "../placement/hash.hpp"
-#include "../placement/json_fields.hpp"
+#include "placement/hash.hpp"
+#include "placement/json_fields.hpp"
 #include "graph.hpp"
 #include "dtensor/error.hpp"
 

@@ -1,6 +1,6 @@
 #include "dtensor/plan_cache.hpp"
 
-#include "../placement/hash.hpp"
+#include "placement/hash.hpp"
 #include "dtensor/error.hpp"
 
 #include <list>

@@ -5,7 +5,7 @@
 #include <type_traits>
 
 #include "kernels.cuh"
-#include "../reduce_math.hpp"
+#include "comm/reduce_math.hpp"
 
 namespace dtensor::cuda {
 namespace {
