@@ -569,8 +569,15 @@ def clear_caches() -> None:
         _meshes.clear()
 
 
-# release executors and communicators before the interpreter tears the extension down
-atexit.register(clear_caches)
+def _at_exit() -> None:
+    """Releases executors, communicators and the module's plan cache before the interpreter
+    tears the extension down (nanobind reports instances still alive then as leaks)."""
+    global _cache
+    clear_caches()
+    _cache = None
+
+
+atexit.register(_at_exit)
 
 
 def _runner(device_mesh: DeviceMesh, device: torch.device) -> _Runner:
