@@ -100,16 +100,9 @@ void add_box_copies(std::vector<Action>& out, Ref dst_ref, const std::vector<Ind
       }
     Action a{Action::box, bc.dst, bc.src, 0, 0, std::move(bc)};
     out.push_back(std::move(a));
-    std::size_t d = inner + 1;
-    bool done = true;
-    while (d-- > 0) {
-      if (++pick[d] < segs[d].size()) {
-        done = false;
-        break;
-      }
-      pick[d] = 0;
-    }
-    if (done) break;
+    if (!detail::next_digits(
+            inner + 1, [&](std::size_t d) -> auto& { return pick[d]; }, [&](std::size_t d) { return segs[d].size(); }))
+      break;
   }
 }
 

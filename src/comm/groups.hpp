@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "dtensor/mesh.hpp"
+#include "placement/odometer.hpp"
 
 namespace dtensor::detail {
 
@@ -13,20 +14,11 @@ inline std::vector<std::vector<std::int64_t>> group_members(const Mesh& mesh, co
   std::vector<std::vector<std::int64_t>> out;
   std::vector<std::int64_t> cur = c;
   for (int m : dims) cur[static_cast<std::size_t>(m)] = 0;
-  while (true) {
+  do {
     out.push_back(cur);
-    std::size_t k = dims.size();
-    bool done = true;
-    while (k-- > 0) {
-      auto& x = cur[static_cast<std::size_t>(dims[k])];
-      if (++x < mesh.size(dims[k])) {
-        done = false;
-        break;
-      }
-      x = 0;
-    }
-    if (done) break;
-  }
+  } while (next_digits(
+      dims.size(), [&](std::size_t k) -> auto& { return cur[static_cast<std::size_t>(dims[k])]; },
+      [&](std::size_t k) { return mesh.size(dims[k]); }));
   return out;
 }
 

@@ -34,16 +34,8 @@ void for_each_local(const Layout& l, const std::vector<IndexSet>& sets, F&& f) {
     std::int64_t lin = 0;
     for (std::size_t d = 0; d < nd; ++d) lin = lin * l.shape()[d] + idx[d][pos[d]];
     f(local++, lin);
-    std::size_t d = nd;
-    bool done = true;
-    while (d-- > 0) {
-      if (++pos[d] < idx[d].size()) {
-        done = false;
-        break;
-      }
-      pos[d] = 0;
-    }
-    if (done) return;
+    if (!detail::next_digits(nd, [&](std::size_t d) -> auto& { return pos[d]; }, [&](std::size_t d) { return idx[d].size(); }))
+      return;
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/layout.hpp"
+#include "placement/odometer.hpp"
 
 namespace dtensor {
 
@@ -177,13 +178,11 @@ bool equivalent(const Sharding& a, const Sharding& b, std::span<const std::int64
     const auto len = shape[static_cast<std::size_t>(d)];
     while (true) {
       if (owned_indices(ea, len, mesh_shape, coord) != owned_indices(eb, len, mesh_shape, coord)) return false;
-      std::size_t k = 0;
-      for (; k < dims.size(); ++k) {
-        auto& c = coord[static_cast<std::size_t>(dims[k])];
-        if (++c < mesh_shape[static_cast<std::size_t>(dims[k])]) break;
-        c = 0;
-      }
-      if (k == dims.size()) break;
+      const std::size_t n = dims.size();  // the first of `dims` turns fastest
+      if (!detail::next_digits(
+              n, [&](std::size_t k) -> auto& { return coord[static_cast<std::size_t>(dims[n - 1 - k])]; },
+              [&](std::size_t k) { return mesh_shape[static_cast<std::size_t>(dims[n - 1 - k])]; }))
+        break;
     }
   }
   return true;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "graph.hpp"
+#include "placement/odometer.hpp"
 
 namespace dtensor {
 namespace {
@@ -24,12 +25,10 @@ void encode(std::string& k, Entries es) {
 // Odometer over the coordinates of `dims` (others stay as they are in `coord`).
 bool next_coord(std::vector<std::int64_t>& coord, const std::vector<int>& dims,
                 const std::vector<std::int64_t>& mesh_shape) {
-  for (int m : dims) {
-    auto& c = coord[static_cast<std::size_t>(m)];
-    if (++c < mesh_shape[static_cast<std::size_t>(m)]) return true;
-    c = 0;
-  }
-  return false;
+  const std::size_t n = dims.size();  // the first of `dims` turns fastest: digits numbered backwards
+  return detail::next_digits(
+      n, [&](std::size_t k) -> auto& { return coord[static_cast<std::size_t>(dims[n - 1 - k])]; },
+      [&](std::size_t k) { return mesh_shape[static_cast<std::size_t>(dims[n - 1 - k])]; });
 }
 
 void add_unique(std::vector<int>& v, Entries es) {
@@ -303,17 +302,10 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
               }
             }
           }
-          std::size_t k = free_dims.size();
-          bool done = true;
-          while (k-- > 0) {
-            auto& x = q[static_cast<std::size_t>(free_dims[k])];
-            if (++x < size_of(free_dims[k])) {
-              done = false;
-              break;
-            }
-            x = 0;
-          }
-          if (done) break;
+          if (!detail::next_digits(
+                  free_dims.size(), [&](std::size_t k) -> auto& { return q[static_cast<std::size_t>(free_dims[k])]; },
+                  [&](std::size_t k) { return size_of(free_dims[k]); }))
+            break;
         }
       }
       // a nonzero peer differs from this rank on m unless all of them sit at this rank's value
@@ -340,10 +332,9 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
       for (int d = 0; d < nd; ++d) crossed_here |= dim_cross[static_cast<std::size_t>(d)];
     }
     out.crossed_mesh_dims |= crossed_here;
-    for (int m = md - 1; m >= 0; --m) {
-      if (++c[static_cast<std::size_t>(m)] < size_of(m)) break;
-      c[static_cast<std::size_t>(m)] = 0;
-    }
+    (void)detail::next_digits(
+        static_cast<std::size_t>(md), [&](std::size_t m) -> auto& { return c[m]; },
+        [&](std::size_t m) { return size_of(static_cast<int>(m)); });
   }
   return out;
 }
