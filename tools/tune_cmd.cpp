@@ -95,20 +95,6 @@ std::string chart(const std::string& title, const std::string& ylabel, const Ser
   return o + "</svg>";
 }
 
-std::string read_log(const std::string& path) {
-  constexpr std::uintmax_t kMax = 64u << 20;
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st)) throw InputError(fmt::format("log {} does not exist", quote_input(path)));
-  if (!std::filesystem::is_regular_file(st)) throw InputError(fmt::format("log {} is not a regular file", quote_input(path)));
-  if (std::filesystem::file_size(path, ec) > kMax)
-    throw InputError(fmt::format("log {} is larger than {} bytes", quote_input(path), kMax));
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::optional<Collective> collective_flag(const std::string& text) {
   if (text.empty()) return std::nullopt;
   if (auto c = parse_collective(text)) return c;
@@ -138,7 +124,7 @@ void run_fit() {
   const CostModel base = for_flag("--base", [] { return CostModel::load(args.base); });
   if (base.formula == CostModel::Formula::pytorch) throw InputError("--base: fitted curves need a ring-formula profile");
   std::vector<tune::Log> logs;
-  for (const auto& path : args.logs) logs.push_back(tune::parse_nccl_log(read_log(path), path, opt));
+  for (const auto& path : args.logs) logs.push_back(tune::read_nccl_log(path, opt));
   const auto fitted = tune::fit_profile(logs, base);
   const CostModel& model = fitted.model;
   nlohmann::ordered_json report = nlohmann::ordered_json::array();

@@ -51,6 +51,11 @@ struct LogOptions {
 // Throws InputError naming the log and the line for what it cannot read.
 [[nodiscard]] Log parse_nccl_log(std::string_view text, std::string_view name, const LogOptions& options = {});
 
+// Reads the nccl-tests log file at `path` (at most 64 MiB; bytes that are not UTF-8 are kept as
+// they are) and parses it, named by its path. InputError naming the file when it does not exist,
+// is not a regular file, is too large or cannot be read.
+[[nodiscard]] Log read_nccl_log(const std::string& path, const LogOptions& options = {});
+
 // Fits a curve to rows of one collective: up to `max_bands` size bands (contiguous in size),
 // each α + bytes/β by least squares on relative error, robust to outliers (rows off by more
 // than 3x the median error and 25% are dropped once and reported), made monotone.

@@ -12,10 +12,9 @@ from typing import Optional, Sequence, Union
 
 from ._core import CostModel
 from ._core.tune import Log, LogFit, ProfileFit, fit_profile, parse_nccl_log
+from ._core.tune import read_nccl_log as _read_nccl_log
 
 __all__ = ["Log", "LogFit", "ProfileFit", "fit", "fit_profile", "parse_nccl_log", "read_nccl_log"]
-
-_MAX_LOG_BYTES = 64 << 20
 
 
 def read_nccl_log(path: Union[str, os.PathLike], *, collective: Optional[str] = None, ranks: Optional[int] = None,
@@ -23,17 +22,9 @@ def read_nccl_log(path: Union[str, os.PathLike], *, collective: Optional[str] = 
     """Reads and parses one nccl-tests log file (ValueError naming the file for what it cannot read)."""
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise TypeError(f"a log path must be a str or os.PathLike, not {type(path).__name__}")
-    path = os.fsdecode(path)
-    if not os.path.isfile(path):
-        raise ValueError(f"log {path!r} does not exist or is not a regular file")
-    try:
-        if os.path.getsize(path) > _MAX_LOG_BYTES:
-            raise ValueError(f"log {path!r} is larger than {_MAX_LOG_BYTES} bytes")
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError as e:  # unreadable (permissions, a directory race, I/O): one clear error naming the file
-        raise ValueError(f"log {path!r} cannot be read: {e.strerror or e}") from None
-    return parse_nccl_log(text, path, collective, ranks, ranks_per_node)
+    # the library's reader (the CLI's): ValueError naming the file when it is missing, not a
+    # regular file, above 64 MiB or unreadable
+    return _read_nccl_log(os.fsdecode(path), collective, ranks, ranks_per_node)
 
 
 def fit(paths: Sequence[Union[str, os.PathLike]], *, base: Union[str, CostModel] = "default",

@@ -545,20 +545,31 @@ NB_MODULE(_core, m) {
       }, "(bytes, out-of-place time in us, line) per data row")
       .def_prop_ro("ignored", [](const tune::Log& l) { return ignored_of(l.ignored); },
                    "(line, reason) per row the parser skipped");
+  auto log_options = [](const std::optional<std::string>& collective, std::optional<std::int64_t> ranks,
+                        std::optional<std::int64_t> ranks_per_node) {
+    tune::LogOptions o;
+    if (collective) {
+      o.collective = parse_collective(*collective);
+      if (!o.collective) throw InputError("unknown collective " + quote_input(*collective));
+    }
+    o.ranks = ranks;
+    o.ranks_per_node = ranks_per_node;
+    return o;
+  };
   t.def("parse_nccl_log",
-        [](const std::string& text, const std::string& name, const std::optional<std::string>& collective,
-           std::optional<std::int64_t> ranks, std::optional<std::int64_t> ranks_per_node) {
-          tune::LogOptions o;
-          if (collective) {
-            o.collective = parse_collective(*collective);
-            if (!o.collective) throw InputError("unknown collective \"" + *collective + "\"");
-          }
-          o.ranks = ranks;
-          o.ranks_per_node = ranks_per_node;
-          return tune::parse_nccl_log(text, name, o);
+        [log_options](const std::string& text, const std::string& name, const std::optional<std::string>& collective,
+                      std::optional<std::int64_t> ranks, std::optional<std::int64_t> ranks_per_node) {
+          return tune::parse_nccl_log(text, name, log_options(collective, ranks, ranks_per_node));
         },
         "text"_a, "name"_a = "log", "collective"_a = nb::none(), "ranks"_a = nb::none(), "ranks_per_node"_a = nb::none(),
         "Parses nccl-tests output (every variant `dtensor tune fit` reads)");
+  t.def("read_nccl_log",
+        [log_options](const std::string& path, const std::optional<std::string>& collective,
+                      std::optional<std::int64_t> ranks, std::optional<std::int64_t> ranks_per_node) {
+          return tune::read_nccl_log(path, log_options(collective, ranks, ranks_per_node));
+        },
+        "path"_a, "collective"_a = nb::none(), "ranks"_a = nb::none(), "ranks_per_node"_a = nb::none(),
+        "Reads and parses one nccl-tests log file, as `dtensor tune fit` does");
   nb::class_<tune::LogFit>(t, "LogFit", "The fit of one log.")
       .def_ro("log", &tune::LogFit::log)
       .def_ro("inter_host", &tune::LogFit::inter_host)

@@ -3,6 +3,9 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <set>
 
@@ -224,6 +227,24 @@ Log parse_nccl_log(std::string_view text, std::string_view name, const LogOption
     throw InputError(fmt::format("nccl-tests log {}: {} ranks per node with {} ranks", quote_input(name), log.ranks_per_node,
                                  log.ranks));
   return log;
+}
+
+Log read_nccl_log(const std::string& path, const LogOptions& options) {
+  constexpr std::uintmax_t kMax = 64u << 20;
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) throw InputError(fmt::format("log {} does not exist", quote_input(path)));
+  if (!std::filesystem::is_regular_file(st))
+    throw InputError(fmt::format("log {} is not a regular file{}", quote_input(path),
+                                 std::filesystem::is_directory(st) ? " (a directory)" : ""));
+  if (std::filesystem::file_size(path, ec) > kMax || ec)
+    throw InputError(ec ? fmt::format("log {} cannot be read: {}", quote_input(path), ec.message())
+                        : fmt::format("log {} is larger than {} bytes", quote_input(path), kMax));
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in.good() && !in.eof()) throw InputError(fmt::format("log {} cannot be read", quote_input(path)));
+  return parse_nccl_log(ss.str(), path, options);
 }
 
 }  // namespace dtensor::tune
