@@ -1,6 +1,7 @@
 // The in-process backend used SPMD-style, one thread per rank (built into the concurrency binary,
 // which CI also runs under TSan): plans agree or fail fast, mismatched and missing collectives end
 // in errors that name them, and random redistributions are exact.
+#include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <random>
@@ -69,6 +70,46 @@ TEST_CASE("threads backend: one thread per rank, plans agree or fail fast", "[th
     CHECK_THAT(e.what(), Contains("rank 3 has plan"));
   }
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4));  // failed fast, no timeout
+}
+
+TEST_CASE("threads backend: plans compared on every call catch a rank that switches between cached plans",
+          "[threads]") {
+  const Mesh mesh = Mesh::parse("2x2");
+  const Layout a = Layout::parse(mesh, {8, 6}, DType::f32, "S(0)S(1)");
+  const Plan p1 = plan_redistribution(a, Layout::parse(mesh, {8, 6}, DType::f32, "RR"), CostModel::default_model());
+  const Plan p2 = plan_redistribution(a, Layout::parse(mesh, {8, 6}, DType::f32, "S(1)S(0)"), CostModel::default_model());
+  for (const bool every_call : {true, false}) {
+    SimulatedWorld world(mesh, WorldOptions{std::chrono::milliseconds(3000), nullptr});
+    std::array<std::string, 4> first, second;  // each rank's error in the agreeing and the mixed round
+    const auto t0 = std::chrono::steady_clock::now();
+    run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+      const ExecutorOptions o{.check_plans_agree = true, .max_workspace_bytes = {}, .check_plans_every_call = every_call};
+      const Executor e1(p1, comm, o), e2(p2, comm, o);  // both prepared (and cached) on every rank
+      auto run = [&](const Executor& e) {
+        std::vector<std::byte> in(static_cast<std::size_t>(e.input_bytes())), out(static_cast<std::size_t>(e.output_bytes())),
+            ws(static_cast<std::size_t>(e.workspace_bytes()));
+        try {
+          e.execute(Buffers{in, out, ws});
+          return std::string();
+        } catch (const BackendError& err) {
+          return std::string(err.what());
+        }
+      };
+      first[static_cast<std::size_t>(rank)] = run(e1);
+      if (every_call)  // rank 3 now runs the other plan; without the per-call check that would mismatch
+        second[static_cast<std::size_t>(rank)] = run(rank == 3 ? e2 : e1);
+    });
+    INFO("every_call " << every_call);
+    for (std::size_t r = 0; r < 4; ++r) {
+      CHECK(first[r].empty());
+      if (!every_call) continue;
+      INFO("rank " << r << ": " << second[r]);
+      CHECK(second[r].find("different plans") != std::string::npos);
+      CHECK(second[r].find("ranks 0-2 have plan") != std::string::npos);
+      CHECK(second[r].find("rank 3 has plan") != std::string::npos);
+    }
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));  // no timeout was waited for
+  }
 }
 
 TEST_CASE("threads backend: mismatched collectives and absent ranks are errors, not hangs", "[threads]") {

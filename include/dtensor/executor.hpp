@@ -28,6 +28,12 @@ struct ExecutorOptions {
   // The workspace a plan may ask for. Unset: exactly what its steps need (validate_plan); a plan
   // lowered with a larger peak_bytes (lower_buffers after a hand edit) needs this raised.
   std::optional<std::int64_t> max_workspace_bytes;
+  // Compare plan hashes at the start of every execute() as well: one 8-byte all_gather over the
+  // mesh per call (none on a one-rank mesh). A rank that runs another plan than its peers (say,
+  // another target after both plans were cached) then fails on every rank with the plan-hash
+  // message instead of meeting them in mismatched collectives. With it set, the check when
+  // prepared is left to the first call.
+  bool check_plans_every_call = false;
 };
 
 class Executor {

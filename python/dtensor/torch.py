@@ -43,7 +43,7 @@ from torch.distributed.tensor.placement_types import _StridedShard
 from . import _core
 
 __all__ = ["layout_of", "placements_of", "distribute", "redistribute", "plan_for", "clear_caches", "enable",
-           "disable", "enabled", "is_enabled", "stats", "reset_stats"]
+           "disable", "enabled", "is_enabled", "stats", "reset_stats", "set_plan_check"]
 
 _TO_DTYPE = {
     torch.float64: "f64", torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
@@ -449,6 +449,27 @@ class _TorchComm:
         self._strided(dst, run_bytes, count, ds).copy_(self._strided(src, run_bytes, count, ss))
 
 
+# When the ranks' plans are compared: "first_use" (the default: once per plan and process group,
+# when its executor is made) or "every_call" (also one 8-byte all_gather over the mesh at the start
+# of every redistribution, so a rank that asks for another target than its peers after both plans
+# were cached fails on every rank with the plan-hash message; on gloo that exchange costs about
+# as much as a small collective, see docs/python.md). DTENSOR_PLAN_CHECK sets it for a process.
+_PLAN_CHECKS = ("first_use", "every_call")
+
+
+def set_plan_check(mode: str) -> None:
+    """"first_use" (the default) or "every_call": when the ranks' plans are compared (see above)."""
+    global _plan_check
+    if mode not in _PLAN_CHECKS:
+        raise ValueError(f"plan check {mode!r}: expected \"first_use\" or \"every_call\"")
+    _plan_check = mode
+
+
+_plan_check = "first_use"
+if os.environ.get("DTENSOR_PLAN_CHECK"):
+    set_plan_check(os.environ["DTENSOR_PLAN_CHECK"])
+
+
 # For tests: run the executor's local copies as torch ops (the GPU path) on CPU tensors too.
 _torch_local_copies_on_cpu = False
 
@@ -469,10 +490,11 @@ class _Runner:
         self.workspaces: dict = {}  # stream (GPU) or None (CPU) -> uint8 tensor
 
     def executor(self, plan: _core.Plan):
-        key = (plan.hash, str(plan.src), str(plan.dst), plan.cost_model)
+        every_call = _plan_check == "every_call"
+        key = (plan.hash, str(plan.src), str(plan.dst), plan.cost_model, every_call)
         ex = self.executors.get(key)
         if ex is None:
-            ex = _core._Executor(plan, self.comm)
+            ex = _core._Executor(plan, self.comm, True, every_call)
             self.executors[key] = ex
             if len(self.executors) > 256:
                 self.executors.popitem(last=False)
@@ -518,7 +540,7 @@ class _Call:
     """One redistribution as it runs every time: (source, target, cost model) on one mesh and
     device, with its executor, the local shapes and the target's DTensorSpec worked out once."""
 
-    __slots__ = ("runner", "ex", "src_shape", "out_shape", "alias", "spec", "world", "src", "dst")
+    __slots__ = ("runner", "ex", "src_shape", "out_shape", "alias", "spec", "world", "src", "dst", "plan_hash", "shared")
 
     def __init__(self, device_mesh, src: _core.Layout, dst: _core.Layout, plan: _core.Plan, device: torch.device):
         self.runner = _runner(device_mesh, device)
@@ -531,6 +553,8 @@ class _Call:
         # output is the input tensor itself, as torch's redistribute returns it
         self.alias = all(s.kind == "relabel" for s in plan.steps)
         self.ex = None if self.alias else self.runner.executor(plan)
+        self.plan_hash = plan.hash
+        self.shared = self.runner.info.mesh.num_ranks > 1  # peers whose plan must agree
         self.spec = None
 
     def run(self, local: torch.Tensor) -> torch.Tensor:
@@ -538,6 +562,10 @@ class _Call:
             raise ValueError(f"rank {dist.get_rank()}: local tensor of shape {list(local.shape)}, but the layout "
                              f"{self.src} gives this rank {list(self.src_shape)}")
         if self.alias:
+            # nothing moves, but a peer may be running another plan: the hashes still meet
+            if self.shared and _plan_check == "every_call":
+                with self.runner.lock:
+                    self.runner.comm.check_plans_agree(self.plan_hash)
             return local
         if not local.is_contiguous():
             local = local.contiguous()

@@ -508,15 +508,24 @@ NB_MODULE(_core, m) {
   // ---- execution through a Python communicator (dtensor.torch) ----
   nb::class_<PyCommunicator>(m, "_PyCommunicator")
       .def(nb::init<Mesh, std::int64_t, nb::object, bool>(), "mesh"_a, "rank"_a, "impl"_a, "host"_a)
-      .def_prop_ro("rank", &PyCommunicator::rank);
+      .def_prop_ro("rank", &PyCommunicator::rank)
+      .def(
+          "check_plans_agree",
+          [](PyCommunicator& c, std::uint64_t plan_hash) {
+            nb::gil_scoped_release release;
+            check_plans_agree(c, plan_hash);
+          },
+          "plan_hash"_a, "Exchanges plan hashes over the mesh; BackendError naming the ranks whose plan differs");
   nb::class_<Executor>(m, "_Executor")
       .def(
           "__init__",
-          [](Executor* self, const Plan& plan, PyCommunicator& comm, bool check) {
+          [](Executor* self, const Plan& plan, PyCommunicator& comm, bool check, bool every_call) {
             nb::gil_scoped_release release;
-            new (self) Executor(plan, comm, ExecutorOptions{.check_plans_agree = check, .max_workspace_bytes = {}});
+            new (self) Executor(plan, comm,
+                                ExecutorOptions{.check_plans_agree = check, .max_workspace_bytes = {},
+                                                .check_plans_every_call = every_call});
           },
-          "plan"_a, "comm"_a, "check_plans_agree"_a = true, nb::keep_alive<1, 3>())
+          "plan"_a, "comm"_a, "check_plans_agree"_a = true, "check_plans_every_call"_a = false, nb::keep_alive<1, 3>())
       .def_prop_ro("workspace_bytes", &Executor::workspace_bytes)
       .def_prop_ro("input_bytes", &Executor::input_bytes)
       .def_prop_ro("output_bytes", &Executor::output_bytes)

@@ -454,7 +454,9 @@ Executor::Executor(const Plan& plan, Communicator& comm, ExecutorOptions options
     I.groups.push_back(Group{st.mesh_dims});
   }
   // Collective part: the plans agree, then the backend prepares its groups.
-  if (options.check_plans_agree) check_plans_agree(comm, plan.hash());
+  I.plan_hash = plan.hash();
+  I.check_every_call = options.check_plans_every_call && mesh.num_ranks() > 1;
+  if (options.check_plans_agree && !I.check_every_call) check_plans_agree(comm, I.plan_hash);
   // the backend learns groups, never plans: the distinct groups of the plan's collectives
   std::vector<Group> groups;
   for (const Step& st : plan.steps)
@@ -529,6 +531,7 @@ void Executor::Impl::issue(const Buffers& b, std::size_t k) const {
 void Executor::execute(const Buffers& b) const {
   const Impl& I = *impl_;
   I.check(b);
+  if (I.check_every_call) check_plans_agree(*I.comm, I.plan_hash);  // before anything moves
   if (I.steps.empty()) {  // source == target
     I.comm->copy(b.output.data(), b.input.data(), static_cast<std::int64_t>(b.input.size()));
     return;

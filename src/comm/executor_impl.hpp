@@ -59,6 +59,8 @@ struct Executor::Impl {
   std::int64_t rank = 0;
   std::int64_t workspace = 0;
   std::int64_t input_bytes = 0, output_bytes = 0;
+  std::uint64_t plan_hash = 0;
+  bool check_every_call = false;  // ExecutorOptions::check_plans_every_call on a mesh of 2+ ranks
   std::vector<Group> groups;  // per step
   std::vector<detail::RankStep> steps;
   // Transfer lists of `direct` steps, sized when prepared so execute() never allocates. (One

@@ -272,7 +272,7 @@ SimulationResult simulate(const Plan& plan, bool threads) {
     // Every rank's preparation first, from this thread: a plan some rank refuses is refused here,
     // at once, instead of leaving the other ranks to wait for it until the timeout.
     for (std::int64_t r = 0; r < R; ++r)
-      (void)Executor(plan, world.communicator(r), ExecutorOptions{.check_plans_agree = false, .max_workspace_bytes = {}});
+      (void)Executor(plan, world.communicator(r), ExecutorOptions{.check_plans_agree = false, .max_workspace_bytes = {}, .check_plans_every_call = false});
     run_rank_threads(world, [&](std::int64_t r, Communicator& comm) {
       const Executor exec(plan, comm);
       const auto u = static_cast<std::size_t>(r);
@@ -286,7 +286,7 @@ SimulationResult simulate(const Plan& plan, bool threads) {
     std::vector<Buffers> bufs;
     execs.reserve(static_cast<std::size_t>(R));
     for (std::int64_t r = 0; r < R; ++r) {
-      execs.emplace_back(plan, world.communicator(r), ExecutorOptions{.check_plans_agree = false, .max_workspace_bytes = {}});
+      execs.emplace_back(plan, world.communicator(r), ExecutorOptions{.check_plans_agree = false, .max_workspace_bytes = {}, .check_plans_every_call = false});
       const auto u = static_cast<std::size_t>(r);
       outputs[u].resize(static_cast<std::size_t>(execs.back().output_bytes()));
       workspaces[u].resize(static_cast<std::size_t>(execs.back().workspace_bytes()));

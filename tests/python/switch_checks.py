@@ -3,6 +3,8 @@ prints `CHECK <name> ok` or `CHECK <name> FAIL <why>`. World 1 moves no data, so
 here is the switch itself: what it replaces and restores, what it routes and what it hands back
 to torch (and why), the fast path, aliasing and errors. Data movement through the switch is
 checked on worlds 4 and 8 in test_redistribute_mp.py."""
+import os
+import sys
 import traceback
 
 import torch
@@ -239,3 +241,5 @@ if __name__ == "__main__":
             if dt.is_enabled():
                 dt.disable()
     dist.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)  # torch's own exit-time abort (tests/python/mp_worker.py: exit_now)

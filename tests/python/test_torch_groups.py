@@ -33,6 +33,7 @@ SCRIPT = textwrap.dedent("""
         if rank == 0:
             print("TIMEOUTS", sorted((k, t.total_seconds()) for k, t in timeouts.items()), flush=True)
         dist.destroy_process_group()
+        os._exit(0)  # torch's own exit-time abort (tests/python/mp_worker.py: exit_now)
 
     if __name__ == "__main__":
         mp.spawn(rank_main, nprocs=4)
