@@ -462,12 +462,16 @@ def set_plan_check(mode: str) -> None:
     global _plan_check
     if mode not in _PLAN_CHECKS:
         raise ValueError(f"plan check {mode!r}: expected \"first_use\" or \"every_call\"")
+    if mode != _plan_check:
+        # cached calls hold executors made for the old mode
+        _calls.clear()
+        _routes.clear()
     _plan_check = mode
 
 
-_plan_check = "first_use"
-if os.environ.get("DTENSOR_PLAN_CHECK"):
-    set_plan_check(os.environ["DTENSOR_PLAN_CHECK"])
+_plan_check = os.environ.get("DTENSOR_PLAN_CHECK") or "first_use"
+if _plan_check not in _PLAN_CHECKS:
+    raise ValueError(f"DTENSOR_PLAN_CHECK={_plan_check!r}: expected \"first_use\" or \"every_call\"")
 
 
 # For tests: run the executor's local copies as torch ops (the GPU path) on CPU tensors too.

@@ -20,14 +20,14 @@ SCRIPT = textwrap.dedent("""
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.tensor import Replicate, Shard
         import dtensor, dtensor.torch as dt
-        dt.set_plan_check(mode)
         dist.init_process_group("gloo", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=20))
         mesh = init_device_mesh("cpu", (2,))
         g = torch.arange(32.0).reshape(8, 4)
         x = dt.distribute(g, mesh, [Shard(0)])
         targets = {"gather": [Replicate()], "transpose": [Shard(1)], "same": [Shard(0)]}
-        for t in targets.values():  # every plan cached and run once, agreeing
+        for t in targets.values():  # every plan cached and run once, agreeing, checked on first use
             dt.redistribute(x, t)
+        dt.set_plan_check(mode)  # the cached calls must take the new mode
         rounds = [("gather", "transpose"), ("gather", "same"), ("same", "transpose")]
         for mine in rounds:
             t0 = time.time()
