@@ -2,16 +2,14 @@
 or DTENSOR_PLAN_CHECK=every_call): a rank that asks for another target than
 its peers, after both plans were cached on every rank, fails on every rank with the plan-hash
 message (also when its own plan moves nothing), and the process group stays usable."""
-import os
 import re
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 pytest.importorskip("torch")
+
+from procs import run_script  # noqa: E402
 
 SCRIPT = textwrap.dedent("""
     import datetime, sys, time, torch, torch.distributed as dist, torch.multiprocessing as mp
@@ -49,17 +47,10 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_every_call_check_refuses_disagreeing_ranks(tmp_path):
     script = tmp_path / "plan_check.py"
     script.write_text(SCRIPT)
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-    r = subprocess.run([sys.executable, str(script), "every_call"], env=env, capture_output=True, text=True, timeout=240)
+    r = run_script(script, "every_call", timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     # the two processes' lines may interleave: find each report wherever it is
     reports = {(int(k), rnd): (what, float(sec))

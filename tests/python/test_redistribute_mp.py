@@ -6,7 +6,6 @@ import json
 import math
 import os
 import random
-import socket
 
 import pytest
 
@@ -14,16 +13,11 @@ torch = pytest.importorskip("torch")
 import torch.multiprocessing as mp  # noqa: E402
 
 from layouts import random_spec  # noqa: E402
+from procs import free_port  # noqa: E402
 from mp_worker import torch_api_takes  # noqa: E402
 
 PERMUTED = {4: [2, 0, 3, 1], 8: [5, 2, 7, 0, 3, 6, 1, 4]}
 REPORT = os.environ.get("DTENSOR_TORCH_DEFECTS_REPORT")  # where to write torch's wrong results (optional)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_cases(seed, meshes, count):

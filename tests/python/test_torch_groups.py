@@ -1,14 +1,12 @@
 """dtensor.torch's process groups wait as long as the world does (init_process_group's timeout),
 not the backend's 30-minute default: a stalled peer ends the call within the job's timeout."""
-import os
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from procs import run_script  # noqa: E402
 
 SCRIPT = textwrap.dedent("""
     import datetime, os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
@@ -40,16 +38,9 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_groups_take_the_world_timeout(tmp_path):
     script = tmp_path / "groups.py"
     script.write_text(SCRIPT)
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=180)
+    r = run_script(script, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "TIMEOUTS [((0,), 20.0), ((0, 1), 20.0)]" in r.stdout, r.stdout

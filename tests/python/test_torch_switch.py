@@ -2,8 +2,6 @@
 aliasing and errors, on one gloo rank in a fresh process (tests/python/switch_checks.py)."""
 import os
 import re
-import socket
-import subprocess
 import sys
 
 import pytest
@@ -12,21 +10,14 @@ pytest.importorskip("torch")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import switch_checks  # noqa: E402
+from procs import run_script  # noqa: E402
 
 NAMES = [fn.__name__ for fn in switch_checks.checks]
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def outcome():
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-    r = subprocess.run([sys.executable, os.path.join(HERE, "switch_checks.py")], env=env, capture_output=True,
-                       text=True, timeout=300)
+    r = run_script(os.path.join(HERE, "switch_checks.py"), timeout=300)
     found = dict(re.findall(r"^CHECK (\w+) (ok|FAIL.*)$", r.stdout, re.M))
     return r, found
 
