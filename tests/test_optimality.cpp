@@ -91,6 +91,15 @@ TEST_CASE("planner is optimal: every pair, exhaustive oracle", "[optimality]") {
           fitted.curves.push_back({c, inter, 4, {{64, 2.5, 20}, {512, 1.0 + static_cast<int>(c), 900}, {1e18, 30, 5000}}});
       configs.emplace_back(fitted, EdgeSet::all);
       configs.emplace_back(fitted, EdgeSet::pytorch);
+      // two devices per host: these meshes then span hosts (the host-block bound applies), with
+      // an inter link slower and one faster than the intra link
+      CostModel hosts = CostModel::default_model();
+      hosts.devices_per_host = 2;
+      configs.emplace_back(hosts, EdgeSet::all);
+      CostModel fast_inter = fitted;
+      fast_inter.devices_per_host = 2;
+      fast_inter.inter = {1.0, 0.1, 2000, 2500};
+      configs.emplace_back(fast_inter, EdgeSet::all);
       for (const auto& [cm, es] : configs) {
         PlanOptions o;
         o.edges = es;
@@ -137,14 +146,17 @@ TEST_CASE("planner is optimal: seeded random pairs with strided shards", "[optim
       return Layout::parse(mesh, shape, DType::f32, t);
     };
     const Layout src = random_layout(), dst = random_layout();
-    for (EdgeSet es : {EdgeSet::all, EdgeSet::pytorch}) {
+    CostModel hosts = CostModel::default_model();
+    hosts.devices_per_host = 2;  // the host-block bound applies on these meshes
+    for (const auto& [cm, es] : {std::pair{CostModel::default_model(), EdgeSet::all}, std::pair{CostModel::default_model(), EdgeSet::pytorch},
+                                 std::pair{hosts, EdgeSet::all}}) {
       PlanOptions o;
       o.edges = es;
       o.runner_up = false;
-      const RedistributionGraph g(src, dst, CostModel::default_model(), es);
+      const RedistributionGraph g(src, dst, cm, es);
       const Graph G = explore(g, {src.sharding()});
       const auto dist = bellman_ford_to(G, G.id.at(dst.sharding()));
-      const double got = plan_redistribution(src, dst, CostModel::default_model(), o).total_cost_us;
+      const double got = plan_redistribution(src, dst, cm, o).total_cost_us;
       if (!close(got, dist[0]))
         FAIL_CHECK(src.placements_str() << " -> " << dst.placements_str() << " on " << mesh.str() << ": planner " << got << " oracle " << dist[0]);
     }

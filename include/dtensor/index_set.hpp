@@ -36,6 +36,8 @@ class IndexSet {
   // The sub-list at local positions [p0, p1).
   [[nodiscard]] IndexSet slice(std::int64_t p0, std::int64_t p1) const;
   [[nodiscard]] IndexSet intersect(const IndexSet& other) const;
+  // Every index in either set, ascending.
+  [[nodiscard]] IndexSet unite(const IndexSet& other) const;
   [[nodiscard]] std::vector<std::int64_t> materialize() const;
   // "0:3,5:7" (python-slice style runs), "" when empty.
   [[nodiscard]] std::string str() const;

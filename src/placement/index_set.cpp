@@ -83,6 +83,22 @@ IndexSet IndexSet::intersect(const IndexSet& other) const {
   return out;
 }
 
+IndexSet IndexSet::unite(const IndexSet& other) const {
+  std::vector<Interval> all(runs_);
+  all.insert(all.end(), other.runs_.begin(), other.runs_.end());
+  std::sort(all.begin(), all.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  IndexSet out;
+  for (const auto& r : all) {
+    if (!out.runs_.empty() && r.start <= out.runs_.back().stop) {
+      out.runs_.back().stop = std::max(out.runs_.back().stop, r.stop);
+    } else {
+      out.runs_.push_back(r);
+    }
+  }
+  for (const auto& r : out.runs_) out.size_ += r.stop - r.start;
+  return out;
+}
+
 std::vector<std::int64_t> IndexSet::materialize() const {
   std::vector<std::int64_t> v;
   v.reserve(static_cast<std::size_t>(size_));

@@ -40,6 +40,17 @@ struct DimList {
   }
 };
 
+// The collective a communication step runs (direct: grouped send/recv).
+[[nodiscard]] inline Collective collective_of(StepKind k) noexcept {
+  switch (k) {
+    case StepKind::all_gather: return Collective::all_gather;
+    case StepKind::reduce_scatter: return Collective::reduce_scatter;
+    case StepKind::all_to_all: return Collective::all_to_all;
+    case StepKind::all_reduce: return Collective::all_reduce;
+    default: return Collective::send_recv;
+  }
+}
+
 struct SizeStats {
   std::int64_t max = 0;
   std::int64_t min = 0;
@@ -198,6 +209,7 @@ struct GraphContext {
     std::vector<std::int32_t> variant;  // per rank position: variant of the target's dim
     std::vector<std::int64_t> need;     // per target variant: owned size
   };
+  void init_bounds();  // the tables below (bounds.cpp)
   std::vector<DimTable> dst_tables_;
   // pytorch edge set: the least a communication step over mesh dim m alone can cost (0 for a
   // mesh dim of one rank), and whether the tensor has any element
@@ -223,6 +235,32 @@ struct GraphContext {
   void build_abstraction();
   [[nodiscard]] int class_of(const Sharding& s, int m) const noexcept;
   std::vector<std::vector<std::int64_t>> coords_;  // the ranks the bound looks at
+  // Host blocks: the ranks that share their coordinates on every inter-host mesh dim. Only a step
+  // over an inter-host mesh dim moves data between blocks, and every such step pays the inter
+  // link, so the elements a block needs and none of its ranks holds bound the inter-host wire
+  // time of any path (bounds.cpp). Built for ring formulas when the target has no Partial.
+  struct Blocks {
+    std::vector<char> intra;                         // per mesh dim: intra-host with two or more ranks
+    std::vector<char> inter;                         // per mesh dim: inter-host with two or more ranks
+    std::int64_t ranks = 1;                          // ranks per block
+    std::vector<std::vector<std::int64_t>> coords;   // sampled blocks: one member's coordinate each
+    std::vector<std::vector<IndexSet>> need;         // [tensor dim][block]: the target's elements the block owns
+    std::vector<double> need_numel;                  // [block]: product over tensor dims
+    std::vector<std::vector<IndexSet>> rank_need;    // [tensor dim][block]: what the sampled member owns
+    std::vector<double> rank_need_numel;             // [block]
+    double alpha_us = 0, bw_GBps = 0;                // the least latency and best bandwidth of an inter-host step
+    double intra_alpha_us = 0, intra_bw_GBps = 0;    // the same for steps within a block
+  };
+  struct BlockHeld {
+    std::vector<std::int64_t> block, rank;  // [block]: held by the block / by its sampled member
+  };
+  std::optional<Blocks> blocks_;
+  void build_blocks();
+  [[nodiscard]] IndexSet block_union(int d, Entries e, std::vector<std::int64_t> coord) const;
+  // [block]: how many of the block's needed elements along dim d its ranks hold under `e`
+  mutable std::unordered_map<std::uint64_t, std::pair<std::vector<ShardEntry>, BlockHeld>> block_memo_;
+  [[nodiscard]] const BlockHeld& block_held(int d, Entries e) const;
+  [[nodiscard]] double block_bound_us(const Sharding& s) const;
   // keyed by (dim, entries) hash; the entries are kept to rule out collisions
   mutable std::unordered_map<std::uint64_t, std::pair<std::vector<ShardEntry>, std::vector<std::int64_t>>> held_memo_;
   [[nodiscard]] const std::vector<std::int64_t>& held_table(int d, Entries e) const;

@@ -1,0 +1,478 @@
+// The A* lower bounds of the redistribution search (docs/planner.md, "Lower bound"): what any
+// path from a state to the target must still cost. Each term is admissible and consistent
+// (tests/test_bounds.cpp checks both on every edge of small graphs), so the search's result is
+// exactly Dijkstra's optimum.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+
+#include "graph.hpp"
+#include "placement/odometer.hpp"
+
+namespace dtensor {
+
+void GraphContext::init_bounds() {
+  optimistic_ = cost;
+  optimistic_.intra = cost.bound_link(false);
+  optimistic_.inter = cost.bound_link(true);
+  optimistic_.curves.clear();
+  // Per mesh dim, the cheapest communication step over it alone: a reduce_scatter of nothing
+  // (every collective kind pays at least its latency), whose PyTorch-formula bytes are counted
+  // over at most every mesh dim's shards.
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    if (mesh.size(m) <= 1) {
+      comm_floor_us_.push_back(0);
+      continue;
+    }
+    Traffic t;
+    t.collective = Collective::reduce_scatter;
+    t.group = mesh.size(m);
+    t.inter_host = cost.is_inter_host(mesh.shape(), m);
+    t.shard_bytes = numel * static_cast<double>(itemsize(dtype)) / static_cast<double>(mesh.num_ranks());
+    comm_floor_us_.push_back(optimistic_.time(t).total_us());
+  }
+
+  if (edges == EdgeSet::pytorch) build_abstraction();
+
+  // Target tables for the lower bound: per tensor dim, every rank's variant and its size.
+  // The bound is a max over ranks, so any subset of ranks still gives a lower bound: use at
+  // most 16 ranks, spread over the mesh (with the first and last), to keep it cheap.
+  const std::int64_t R = mesh.num_ranks();
+  const std::int64_t step = std::max<std::int64_t>(1, R / 16);
+  for (std::int64_t p = 0; p < R; p += step) coords_.push_back(mesh.coord_at(p));
+  if (R > 1 && (R - 1) % step != 0) coords_.push_back(mesh.coord_at(R - 1));
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+    DimTable t;
+    const auto es = dst.entries(d);
+    for (const auto& set : geo.variant_sets(es, shape[static_cast<std::size_t>(d)])) t.need.push_back(set.size());
+    for (const auto& c : coords_) t.variant.push_back(static_cast<std::int32_t>(geo.variant_of(es, c)));
+    dst_tables_.push_back(std::move(t));
+  }
+  build_blocks();
+}
+
+namespace {
+// A memo key for (tensor dim, entries); the tables keep the entries to rule out collisions.
+std::uint64_t entries_key(int d, Entries e) {
+  std::uint64_t key = static_cast<std::uint64_t>(d) * 0x9e3779b97f4a7c15ULL;
+  for (const auto& x : e)
+    key = (key ^ (static_cast<std::uint64_t>(x.mesh_dim) | (static_cast<std::uint64_t>(x.split_factor) << 8) |
+                  (x.strided ? 1ULL << 7 : 0))) * 0x100000001b3ULL + 0x51;
+  return key;
+}
+// At most this many ranks per block are enumerated to build the block unions.
+constexpr std::int64_t kMaxBlockRanks = 256;
+}  // namespace
+
+void GraphContext::build_blocks() {
+  // Ring formulas only (the PyTorch formula's wire time is not a function of the bytes that
+  // cross), a tensor with elements, and a target without Partial (a target Partial can be made
+  // without the data: S -> P(sum) locally).
+  if (cost.prices_by_shard_count() || empty_tensor_) return;
+  for (int m = 0; m < mesh.ndim(); ++m)
+    if (dst.partial(m)) return;
+  Blocks B;
+  B.intra.assign(static_cast<std::size_t>(mesh.ndim()), 0);
+  B.inter.assign(static_cast<std::size_t>(mesh.ndim()), 0);
+  bool any_inter = false;
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    if (mesh.size(m) < 2) continue;
+    const bool x = cost.is_inter_host(mesh.shape(), m);
+    (x ? B.inter : B.intra)[static_cast<std::size_t>(m)] = 1;
+    any_inter = any_inter || x;
+    if (!x) B.ranks *= mesh.size(m);
+  }
+  if (!any_inter || B.ranks > kMaxBlockRanks) return;  // one block: the per-rank term says more
+  // Sample at most 16 blocks (any subset keeps the max a lower bound): block k's member with
+  // intra coordinates 0, over the blocks in row-major order of their inter coordinates.
+  std::vector<int> xdims;
+  std::int64_t nblocks = 1;
+  for (int m = 0; m < mesh.ndim(); ++m)
+    if (B.inter[static_cast<std::size_t>(m)]) {
+      xdims.push_back(m);
+      nblocks *= mesh.size(m);
+    }
+  const std::int64_t step = std::max<std::int64_t>(1, nblocks / 16);
+  for (std::int64_t k = 0; k < nblocks; k += step) {
+    std::vector<std::int64_t> c(static_cast<std::size_t>(mesh.ndim()), 0);
+    std::int64_t r = k;
+    for (std::size_t i = xdims.size(); i-- > 0;) {
+      c[static_cast<std::size_t>(xdims[i])] = r % mesh.size(xdims[i]);
+      r /= mesh.size(xdims[i]);
+    }
+    B.coords.push_back(std::move(c));
+  }
+  B.alpha_us = optimistic_.inter.alpha_us;
+  B.bw_GBps = std::max(optimistic_.inter.bw_GBps, optimistic_.inter.p2p_bw_GBps);
+  B.intra_alpha_us = optimistic_.intra.alpha_us;
+  B.intra_bw_GBps = std::max(optimistic_.intra.bw_GBps, optimistic_.intra.p2p_bw_GBps);
+  blocks_ = std::move(B);
+  Blocks& b = *blocks_;
+  b.need_numel.assign(b.coords.size(), 1.0);
+  b.rank_need_numel.assign(b.coords.size(), 1.0);
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+    std::vector<IndexSet> per, mine;
+    for (std::size_t k = 0; k < b.coords.size(); ++k) {
+      per.push_back(block_union(d, dst.entries(d), b.coords[k]));
+      b.need_numel[k] *= static_cast<double>(per.back().size());
+      mine.push_back(owned_indices(dst.entries(d), shape[static_cast<std::size_t>(d)], mesh.shape(), b.coords[k]));
+      b.rank_need_numel[k] *= static_cast<double>(mine.back().size());
+    }
+    b.need.push_back(std::move(per));
+    b.rank_need.push_back(std::move(mine));
+  }
+}
+
+// The elements along dim d that some rank of `coord`'s block owns under `e` (the union over
+// the intra-host coordinates of e's mesh dims).
+IndexSet GraphContext::block_union(int d, Entries e, std::vector<std::int64_t> coord) const {
+  const auto& ms = mesh.shape();
+  const auto len = shape[static_cast<std::size_t>(d)];
+  std::array<int, Sharding::kMaxMeshDims> free{};
+  std::size_t nfree = 0, first = e.size();
+  for (std::size_t k = 0; k < e.size(); ++k)
+    if (blocks_->intra[static_cast<std::size_t>(e[k].mesh_dim)]) {
+      free[nfree++] = e[k].mesh_dim;
+      coord[static_cast<std::size_t>(e[k].mesh_dim)] = 0;
+      first = std::min(first, k);
+    }
+  // Splits over intra-host dims last: every element of the list before them has one owner among
+  // their coordinates (chunks and strided picks cover their list), so the union is that list.
+  if (first + nfree == e.size()) return owned_indices(std::span<const ShardEntry>(e).first(first), len, ms, coord);
+  std::vector<Interval> runs;
+  do {
+    const auto set = owned_indices(e, len, ms, coord);
+    runs.insert(runs.end(), set.runs().begin(), set.runs().end());
+  } while (detail::next_digits(
+      nfree, [&](std::size_t k) -> auto& { return coord[static_cast<std::size_t>(free[k])]; },
+      [&](std::size_t k) { return ms[static_cast<std::size_t>(free[k])]; }));
+  std::sort(runs.begin(), runs.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::vector<Interval> merged;
+  for (const auto& r : runs) {
+    if (!merged.empty() && r.start <= merged.back().stop) merged.back().stop = std::max(merged.back().stop, r.stop);
+    else merged.push_back(r);
+  }
+  return IndexSet::from_runs(merged);
+}
+
+const GraphContext::BlockHeld& GraphContext::block_held(int d, Entries e) const {
+  const std::uint64_t key = entries_key(d, e);
+  if (auto it = block_memo_.find(key); it != block_memo_.end() && it->second.first == std::vector<ShardEntry>(e.begin(), e.end()))
+    return it->second.second;
+  const Blocks& b = *blocks_;
+  BlockHeld held;
+  held.block.resize(b.coords.size());
+  held.rank.resize(b.coords.size());
+  const bool same = e == dst.entries(d);
+  const Entries want = dst.entries(d);
+  // Both counts depend on the block only through its coordinates on the mesh dims of e and of
+  // the target's entries (the sampled member's intra-host coordinates are 0): computed once per
+  // distinct such coordinate.
+  std::vector<std::pair<std::uint64_t, std::size_t>> seen;  // (coordinate key, first block)
+  for (std::size_t k = 0; k < b.coords.size(); ++k) {
+    const IndexSet& need = b.need[static_cast<std::size_t>(d)][k];
+    const IndexSet& mine = b.rank_need[static_cast<std::size_t>(d)][k];
+    if (same) {
+      held.block[k] = need.size();
+      held.rank[k] = mine.size();
+      continue;
+    }
+    std::uint64_t at = 0;
+    for (int m = 0; m < mesh.ndim(); ++m) {
+      bool used = false;
+      for (const auto& x : e) used = used || x.mesh_dim == m;
+      for (const auto& x : want) used = used || x.mesh_dim == m;
+      at = at * static_cast<std::uint64_t>(mesh.size(m) + 1) + (used ? static_cast<std::uint64_t>(b.coords[k][static_cast<std::size_t>(m)]) : 0);
+    }
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& x) { return x.first == at; });
+    if (it != seen.end()) {
+      held.block[k] = held.block[it->second];
+      held.rank[k] = held.rank[it->second];
+      continue;
+    }
+    seen.emplace_back(at, k);
+    held.block[k] = need.intersect(block_union(d, e, b.coords[k])).size();
+    held.rank[k] = mine.intersect(owned_indices(e, shape[static_cast<std::size_t>(d)], mesh.shape(), b.coords[k])).size();
+  }
+  auto& slot = block_memo_[key];
+  slot = {std::vector<ShardEntry>(e.begin(), e.end()), std::move(held)};
+  return slot.second;
+}
+
+// Any path from `s`, split into the steps over inter-host mesh dims (the only ones that move data
+// between blocks, all charged the inter link) and the rest (within blocks, the intra link). Per
+// sampled block: the elements the block needs and none of its ranks holds (all it needs while a
+// Partial over an inter-host mesh dim is unreduced: each reduced value needs a contribution from
+// another block) enter it in inter-host steps; some rank of the block receives at least an even
+// share of them, and a step costs at least the bytes its busiest rank receives at its link's best
+// bandwidth, so the inter-host steps take at least a = entering / ranks / inter bandwidth. The
+// block's sampled rank must also receive every element it lacks: x of them in inter-host steps
+// (then those take at least x / inter bandwidth) and the rest within the block. The least total
+// over x (a piecewise-linear minimum: x at a's volume or x all it lacks) is the bound.
+double GraphContext::block_bound_us(const Sharding& s) const {
+  if (!blocks_) return 0;
+  const Blocks& b = *blocks_;
+  bool reduce_inter = false, reduce_any = false;
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    if (mesh.size(m) < 2 || !s.partial(m)) continue;  // the target has no Partial (build_blocks)
+    reduce_any = true;
+    reduce_inter = reduce_inter || b.inter[static_cast<std::size_t>(m)];
+  }
+  const int nd = static_cast<int>(shape.size());
+  std::array<const BlockHeld*, Sharding::kMaxTensorDims> held{};
+  for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &block_held(d, s.entries(d));
+  const double item = static_cast<double>(geo.itemsize());
+  const double bx = b.bw_GBps * 1e3, by = b.intra_bw_GBps * 1e3;  // bytes per us
+  double best = 0;
+  for (std::size_t k = 0; k < b.coords.size(); ++k) {
+    double block_have = 1, rank_have = 1;
+    for (int d = 0; d < nd; ++d) {
+      block_have *= static_cast<double>(held[static_cast<std::size_t>(d)]->block[k]);
+      rank_have *= static_cast<double>(held[static_cast<std::size_t>(d)]->rank[k]);
+    }
+    const double entering = reduce_inter ? b.need_numel[k] : b.need_numel[k] - block_have;
+    const double lacking = (reduce_any ? b.rank_need_numel[k] : b.rank_need_numel[k] - rank_have) * item;
+    const double a = std::max(0.0, entering) * item / static_cast<double>(b.ranks) / bx;
+    // everything the rank lacks arrives in inter-host steps
+    const double t = std::max(a, lacking / bx);
+    const double all_inter = t > 0 ? b.alpha_us + t : 0;
+    // the inter-host steps take a; what the rank lacks beyond them arrives within the block
+    // (with one rank per block nothing moves within a block)
+    const double rest = lacking - a * bx;
+    const double split = (a > 0 ? b.alpha_us + a : 0) + (rest > 0 ? b.intra_alpha_us + rest / by : 0);
+    best = std::max(best, b.ranks > 1 ? std::min(split, all_inter) : all_inter);
+  }
+  return best;
+}
+
+// held[rank position] = how many of the target's elements along dim d the rank holds under `e`.
+const std::vector<std::int64_t>& GraphContext::held_table(int d, Entries e) const {
+  const std::uint64_t key = entries_key(d, e);
+  if (auto it = held_memo_.find(key); it != held_memo_.end() && it->second.first == std::vector<ShardEntry>(e.begin(), e.end()))
+    return it->second.second;
+  const auto& ms = mesh.shape();
+  const auto len = shape[static_cast<std::size_t>(d)];
+  const auto dst_e = dst.entries(d);
+  std::vector<std::int64_t> held(coords_.size());
+  std::unordered_map<std::int64_t, std::int64_t> cache;  // (variant pair) -> size
+  for (std::size_t p = 0; p < coords_.size(); ++p) {
+    const std::int64_t v = geo.variant_of(e, coords_[p]);
+    const std::int64_t pair = v * 1000003 + dst_tables_[static_cast<std::size_t>(d)].variant[p];
+    auto it = cache.find(pair);
+    if (it == cache.end()) {
+      const auto n = e == dst_e ? owned_indices(e, len, ms, coords_[p]).size()
+                                : owned_indices(e, len, ms, coords_[p]).intersect(owned_indices(dst_e, len, ms, coords_[p])).size();
+      it = cache.emplace(pair, n).first;
+    }
+    held[p] = it->second;
+  }
+  auto& slot = held_memo_[key];
+  slot = {std::vector<ShardEntry>(e.begin(), e.end()), std::move(held)};
+  return slot.second;
+}
+
+// Classes of a mesh dim's placement for the relaxed graph: 0 R, 1 Shard of the target's tensor
+// dim, 2 Shard of another, 3 Partial of the target's op, 4 another Partial.
+int GraphContext::class_of(const Sharding& s, int m) const noexcept {
+  if (const auto p = s.partial(m)) return p == dst.partial(m) ? 3 : 4;
+  const int a = s.shard_dim_of(m);
+  if (a < 0) return 0;
+  return a == dst.shard_dim_of(m) ? 1 : 2;
+}
+
+void GraphContext::build_abstraction() {
+  // Only the pytorch edge set builds it, which has no relabel: every step maps onto a relaxed one.
+  if (empty_tensor_) return;
+  Abstraction A;
+  std::int64_t states_n = 1;
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    if (mesh.size(m) < 2) continue;  // a one-rank dim's placement changes nothing, at no cost
+    std::array<std::int16_t, 5> code{-1, -1, -1, -1, -1};
+    std::int16_t k = 0;
+    code[0] = k++;                                   // R
+    if (dst.shard_dim_of(m) >= 0) code[1] = k++;     // the target's shard
+    code[2] = k++;                                   // another shard
+    if (dst.partial(m)) code[3] = k++;               // the target's Partial (filled locally)
+    if (src.partial(m) && src.partial(m) != dst.partial(m)) code[4] = k++;  // the source's other Partial
+    A.dims.push_back(m);
+    A.code.push_back(code);
+    A.weight.push_back(states_n);
+    states_n *= k;
+    if (states_n > 20000) return;  // too many classes to pay for: the per-dim bound serves
+  }
+  const int K = static_cast<int>(A.dims.size());
+  const double s = static_cast<double>(itemsize(dtype));
+  // decode: class per relaxed dim
+  std::vector<std::array<int, 5>> class_of_digit(static_cast<std::size_t>(K));
+  for (int k = 0; k < K; ++k)
+    for (int c = 0; c < 5; ++c)
+      if (A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(c)] >= 0)
+        class_of_digit[static_cast<std::size_t>(k)][static_cast<std::size_t>(A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(c)])] = c;
+  auto digits = [&](std::int64_t idx, std::vector<int>& cls) {
+    for (int k = K - 1; k >= 0; --k) {
+      cls[static_cast<std::size_t>(k)] = class_of_digit[static_cast<std::size_t>(k)][static_cast<std::size_t>(idx / A.weight[static_cast<std::size_t>(k)])];
+      idx %= A.weight[static_cast<std::size_t>(k)];
+    }
+  };
+  std::int64_t goal = 0;
+  for (int k = 0; k < K; ++k)
+    goal += A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(class_of(dst, A.dims[static_cast<std::size_t>(k)]))] *
+            A.weight[static_cast<std::size_t>(k)];
+  // Lexicographic (cost, steps) distances. Under the PyTorch formula costs are summed as the
+  // search sums them (each step rounded to integer picoseconds), so they are exact; otherwise
+  // they are lower bounds in microseconds and the step counts are not used.
+  const bool exact = cost.prices_by_shard_count();
+  constexpr std::int64_t kInf = std::numeric_limits<std::int64_t>::max();
+  A.dist.assign(static_cast<std::size_t>(states_n), std::numeric_limits<double>::infinity());
+  A.dist_ps.assign(static_cast<std::size_t>(states_n), kInf);
+  A.steps.assign(static_cast<std::size_t>(states_n), 0);
+  A.dist[static_cast<std::size_t>(goal)] = 0;
+  A.dist_ps[static_cast<std::size_t>(goal)] = 0;
+  using Item = std::tuple<double, std::int64_t, std::int32_t, std::int64_t>;  // us, ps, steps, state
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> pq;
+  pq.push({0.0, 0, 0, goal});
+  std::vector<int> y(static_cast<std::size_t>(K)), x(static_cast<std::size_t>(K));
+  while (!pq.empty()) {
+    const auto [d_us, d_ps, d_steps, yi] = pq.top();
+    pq.pop();
+    const auto yu = static_cast<std::size_t>(yi);
+    if (exact ? (d_ps != A.dist_ps[yu] || d_steps != A.steps[yu]) : d_us > A.dist[yu]) continue;
+    digits(yi, y);
+    // every predecessor differs from y on one dim k: class v -> y[k] by one step over mesh dim m
+    for (int k = 0; k < K; ++k) {
+      const int m = A.dims[static_cast<std::size_t>(k)];
+      const int to = y[static_cast<std::size_t>(k)];
+      for (int v = 0; v < 5; ++v) {
+        if (v == to || A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(v)] < 0) continue;
+        std::optional<StepKind> kind;  // nullopt: no step; a local step costs nothing
+        bool local = false;
+        const bool v_shard = v == 1 || v == 2, v_partial = v == 3 || v == 4;
+        if (v == 0) local = to == 1 || to == 2 || to == 3;                       // chunk, fill
+        else if (v_shard && to == 0) kind = StepKind::all_gather;
+        else if (v_shard && (to == 1 || to == 2)) kind = StepKind::all_to_all;
+        else if (v_shard && to == 3) local = dst.partial(m) == ReduceOp::sum;  // S(d) -> P(sum)
+        else if (v_partial && to == 0) kind = StepKind::all_reduce;
+        else if (v_partial && (to == 1 || to == 2)) kind = StepKind::reduce_scatter;
+        if (!kind && !local) continue;
+        x = y;
+        x[static_cast<std::size_t>(k)] = v;
+        double c = 0;
+        if (kind) {
+          double shards = 1;
+          for (int j = 0; j < K; ++j)
+            if (x[static_cast<std::size_t>(j)] == 1 || x[static_cast<std::size_t>(j)] == 2)
+              shards *= static_cast<double>(mesh.size(A.dims[static_cast<std::size_t>(j)]));
+          const std::int64_t n = mesh.size(m);
+          const double nn = static_cast<double>(n);
+          // The step as traffic, priced by the optimistic model: PyTorch's bytes are exact (they
+          // depend on the shard count alone); for the ring formulas the collective's per-member
+          // count is at least the average share of the state it reads (the source's shards;
+          // reduce_scatter: the target's, one more split by n; all_to_all: a source shard split
+          // n ways), and copies cost at least nothing.
+          Traffic t;
+          t.collective = collective_of(*kind);
+          t.group = n;
+          t.inter_host = cost.is_inter_host(mesh.shape(), m);
+          t.shard_bytes = numel * s / shards;
+          const bool split = *kind == StepKind::reduce_scatter || *kind == StepKind::all_to_all;
+          const double chunk = std::ceil(numel / (split ? shards * nn : shards));
+          t.bytes = (*kind == StepKind::all_reduce ? chunk : chunk * nn) * s;  // nccl-tests sizes
+          c = optimistic_.time(t).total_us();
+        }
+        std::int64_t xi = yi + (A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(v)] -
+                                A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(to)]) *
+                                   A.weight[static_cast<std::size_t>(k)];
+        const auto xu = static_cast<std::size_t>(xi);
+        if (exact) {
+          const std::int64_t ps = d_ps + std::llround(c * 1e6);  // as the search rounds each step
+          if (ps < A.dist_ps[xu] || (ps == A.dist_ps[xu] && d_steps + 1 < A.steps[xu])) {
+            A.dist_ps[xu] = ps;
+            A.steps[xu] = d_steps + 1;
+            A.dist[xu] = static_cast<double>(ps) * 1e-6;
+            pq.push({0.0, ps, d_steps + 1, xi});
+          }
+        } else if (d_us + c < A.dist[xu]) {
+          A.dist[xu] = d_us + c;
+          pq.push({d_us + c, 0, 0, xi});
+        }
+      }
+    }
+  }
+  abstraction_ = std::move(A);
+}
+
+GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
+  if (s == dst) return {};
+  double relaxed = 0;
+  if (abstraction_) {
+    const auto& A = *abstraction_;
+    std::int64_t idx = 0;
+    for (std::size_t k = 0; k < A.dims.size(); ++k) {
+      const auto digit = A.code[k][static_cast<std::size_t>(class_of(s, A.dims[k]))];
+      if (digit < 0) return {1e12, 1};  // a class the relaxed graph says cannot occur: unreachable
+      idx += digit * A.weight[k];
+    }
+    const double d = A.dist[static_cast<std::size_t>(idx)];
+    if (!std::isfinite(d)) return {1e12, 1};
+    // the PyTorch formula's relaxed distance is exact for every step: nothing else to add
+    if (cost.prices_by_shard_count())
+      return {d, 1, A.dist_ps[static_cast<std::size_t>(idx)], A.steps[static_cast<std::size_t>(idx)]};
+    relaxed = d;
+  }
+  // pytorch edge set: every step works over one mesh dim, and a mesh dim whose placement must
+  // leave Partial(op) (for anything but the same op) or Shard(d) (for anything but a Shard of d,
+  // or a target P(sum), which S(d) fills locally) needs a communication step over that very
+  // dim: only reduce/gather/all_to_all over it remove them, no step over another dim changes
+  // it (the pytorch set has no relabel). The bound adds each such dim's cheapest step; a step
+  // lowers that sum by at most its own latency (and PyTorch-formula wire floor).
+  double steps = 0;
+  if (edges == EdgeSet::pytorch && !empty_tensor_) {
+    for (int m = 0; m < mesh.ndim(); ++m) {
+      const auto want = dst.partial(m);
+      bool needs = false;
+      if (const auto have = s.partial(m)) needs = want != have;
+      else if (const int a = s.shard_dim_of(m); a >= 0) needs = dst.shard_dim_of(m) != a && want != ReduceOp::sum;
+      if (needs) steps += comm_floor_us_[static_cast<std::size_t>(m)];
+    }
+  }
+  // The elements a rank still lacks: at least their bytes cross a link (default formula), and
+  // at least one latency is paid. S(d) -> P(sum) fills locally: a target P(sum) the state lacks
+  // can be made from any shard, so then nothing is counted as missing.
+  // Any state can get there: a state holding the target's P(sum) reaches one that lacks it in a
+  // step (e.g. a reduce_scatter), so a missing count taken only from states holding it would
+  // drop by more than that step costs (an inconsistent bound: tests/test_bounds.cpp).
+  bool reduce = false;
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    if (mesh.size(m) == 1) continue;  // a Partial over one rank is already its value (relabel)
+    const auto have = s.partial(m), want = dst.partial(m);
+    if (want == ReduceOp::sum) return {std::max(relaxed, steps), 0};
+    if (have && have != want) reduce = true;  // every needed element must still be reduced
+  }
+  // With a per-dim sum under the PyTorch formula, the missing count adds nothing: skip it.
+  if (steps > 0 && cost.prices_by_shard_count()) return {steps, 1};
+  const int nd = static_cast<int>(shape.size());
+  std::vector<const std::vector<std::int64_t>*> held(static_cast<std::size_t>(nd));
+  for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &held_table(d, s.entries(d));
+  // The PyTorch formula's bound only asks whether anything is missing: stop at the first rank.
+  const bool any_only = cost.prices_by_shard_count();
+  std::int64_t worst = 0;
+  for (std::size_t p = 0; p < coords_.size(); ++p) {
+    std::int64_t need = 1, have = 1;
+    for (int d = 0; d < nd; ++d) {
+      need *= dst_tables_[static_cast<std::size_t>(d)].need[static_cast<std::size_t>(dst_tables_[static_cast<std::size_t>(d)].variant[p])];
+      have *= (*held[static_cast<std::size_t>(d)])[p];
+    }
+    worst = std::max(worst, reduce ? need : need - have);
+    if (any_only && worst > 0) break;
+  }
+  // what must cross between host blocks, at the inter link's rate (0 unless built)
+  const double block = block_bound_us(s);
+  if (worst == 0) return {std::max({relaxed, steps, block}), 0};
+  // optimistic_ holds bound_link's constants and no curves: no per-call scan of the curves
+  const double wire = optimistic_.wire_floor_us(static_cast<double>(worst * geo.itemsize()));
+  const double alpha = std::min(optimistic_.intra.alpha_us, optimistic_.inter.alpha_us);
+  return {std::max({relaxed, std::max(steps, alpha) + wire, block}), worst};
+}
+
+}  // namespace dtensor

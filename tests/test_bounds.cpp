@@ -1,0 +1,145 @@
+// The search's lower bounds (src/planner/bounds.cpp) on whole graphs: on every state the bound is
+// at most the true remaining cost (admissible, against Bellman-Ford over the reachable graph),
+// and on every edge h(u) <= c(u, v) + h(v) (consistent, which makes A* settle each state once
+// with its final cost). Sizes are large enough that wire time dominates latency, so the byte
+// terms are what is tested, and meshes span hosts (devices_per_host below the mesh size), so
+// the host-block term is too. The same check run on the bound times 1.3 must find violations:
+// the bounds are tight enough somewhere that the check can fail.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <unordered_map>
+
+#include "dtensor/planner.hpp"
+#include "oracle.hpp"
+#include "planner/graph.hpp"
+
+using namespace dtensor;
+
+namespace {
+
+struct Closure {
+  std::vector<Sharding> states;
+  std::unordered_map<Sharding, std::size_t> id;
+  struct E {
+    std::size_t u, v;
+    double w;
+  };
+  std::vector<E> edges;
+  std::size_t add(const Sharding& s) {
+    auto [it, ins] = id.try_emplace(s, states.size());
+    if (ins) states.push_back(s);
+    return it->second;
+  }
+};
+
+Closure closure(const GraphContext& ctx, const std::vector<Sharding>& starts) {
+  Closure G;
+  for (const auto& s : starts) G.add(s);
+  std::vector<Edge> out;
+  for (std::size_t u = 0; u < G.states.size(); ++u) {
+    const Sharding from = G.states[u];
+    enumerate_edges(ctx, from, out);
+    for (const auto& e : out) G.edges.push_back({u, G.add(e.to), e.step.cost_us});
+  }
+  return G;
+}
+
+std::vector<double> distances_to(const Closure& G, std::size_t target) {
+  std::vector<double> dist(G.states.size(), INFINITY);
+  dist[target] = 0;
+  for (std::size_t round = 0; round + 1 < G.states.size(); ++round) {
+    bool changed = false;
+    for (const auto& e : G.edges)
+      if (dist[e.v] + e.w < dist[e.u]) {
+        dist[e.u] = dist[e.v] + e.w;
+        changed = true;
+      }
+    if (!changed) break;
+  }
+  return dist;
+}
+
+struct Tally {
+  std::int64_t states = 0, edges = 0, bad = 0, bad_inflated = 0;
+  double tightest = 0;  // largest bound / true remaining cost over states with a positive cost
+};
+
+void check_bounds(const Mesh& mesh, const std::vector<std::int64_t>& shape, const CostModel& cm, EdgeSet es, Tally& t) {
+  std::vector<oracle::Pl> options{{'R'}, {'P'}, {'M'}};
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) options.push_back({'S', d, 1});
+  std::vector<Sharding> layouts;
+  for (const auto& pls : oracle::layouts(mesh.ndim(), static_cast<int>(shape.size()), options))
+    layouts.push_back(Sharding::parse(oracle::text(pls), mesh.ndim(), static_cast<int>(shape.size())));
+  // With every edge the bounds do not depend on the source (the whole closure is checked under
+  // one context); the pytorch edge set's relaxed graph knows the source's Partial ops, so there
+  // every source gets its own context and only what it reaches is checked.
+  std::vector<std::pair<Sharding, Sharding>> queries;
+  for (const auto& dst : layouts) {
+    if (es == EdgeSet::all) queries.emplace_back(layouts[0], dst);
+    else
+      for (const auto& src : layouts) queries.emplace_back(src, dst);
+  }
+  for (const auto& [src, dst] : queries) {
+    const GraphContext ctx(Layout(mesh, shape, DType::f32, src), Layout(mesh, shape, DType::f32, dst), cm, es);
+    const Closure G = closure(ctx, es == EdgeSet::all ? layouts : std::vector<Sharding>{src});
+    const auto dist = distances_to(G, G.id.at(dst));
+    std::vector<double> h(G.states.size());
+    for (std::size_t u = 0; u < G.states.size(); ++u) h[u] = ctx.lower_bound(G.states[u]).us;
+    auto tol = [](double x) { return 1e-6 + 1e-9 * std::abs(x); };
+    for (std::size_t u = 0; u < G.states.size(); ++u) {
+      ++t.states;
+      if (!std::isfinite(dist[u])) continue;
+      if (h[u] > dist[u] + tol(dist[u])) {
+        ++t.bad;
+        FAIL_CHECK("not admissible: " << mesh.str() << " " << shape_str(shape) << " " << cm.name << " " << to_string(es) << " "
+                                      << G.states[u].str() << " -> " << dst.str() << ": bound " << h[u] << " > cost "
+                                      << dist[u]);
+      }
+      if (1.3 * h[u] > dist[u] + tol(dist[u])) ++t.bad_inflated;
+      if (dist[u] > 0) t.tightest = std::max(t.tightest, h[u] / dist[u]);
+    }
+    for (const auto& e : G.edges) {
+      ++t.edges;
+      if (h[e.u] > e.w + h[e.v] + tol(h[e.u])) {
+        ++t.bad;
+        FAIL_CHECK("not consistent: " << mesh.str() << " " << shape_str(shape) << " " << cm.name << " " << to_string(es) << " "
+                                      << G.states[e.u].str() << " -> " << G.states[e.v].str() << " (target " << dst.str()
+                                      << "): bound " << h[e.u] << " > step " << e.w << " + bound " << h[e.v]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("lower bounds are admissible and consistent on whole graphs, across hosts", "[bounds]") {
+  CostModel two = CostModel::default_model();
+  two.name = "default, 2 per host";
+  two.devices_per_host = 2;
+  CostModel one = CostModel::default_model();
+  one.name = "default, 1 per host";
+  one.devices_per_host = 1;
+  // a fitted profile whose inter link is faster than the intra one
+  CostModel fitted = CostModel::default_model();
+  fitted.name = "fitted, fast inter";
+  fitted.devices_per_host = 2;
+  fitted.inter = {1.0, 0.1, 2000, 2500};
+  for (bool inter : {false, true})
+    for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all,
+                         Collective::send_recv})
+      fitted.curves.push_back({c, inter, 4, {{1 << 20, 2.5, 20}, {1 << 26, 1.0 + static_cast<int>(c), 900}, {1e18, 30, 5000}}});
+  Tally t;
+  for (const char* mesh_text : {"4", "2x2", "2x4", "2x2x2"})
+    for (const auto& shape : {std::vector<std::int64_t>{1 << 14, 1 << 12}, std::vector<std::int64_t>{10007, 3001}, std::vector<std::int64_t>{9, 5}})
+      for (const CostModel* cm : {&two, &one, &fitted})
+        for (EdgeSet es : {EdgeSet::all, EdgeSet::pytorch})
+          // the pytorch edge set checks every (source, target) pair: on the smaller meshes only
+          if (es == EdgeSet::all || Mesh::parse(mesh_text).num_ranks() <= 4) check_bounds(Mesh::parse(mesh_text), shape, *cm, es, t);
+  INFO("states " << t.states << ", edges " << t.edges << ", tightest bound/cost " << t.tightest << ", states where 1.3x the bound "
+                 "exceeds the cost " << t.bad_inflated);
+  CHECK(t.bad == 0);
+  CHECK(t.states > 10000);
+  // the check has teeth: a bound 1.3x too high is caught
+  CHECK(t.bad_inflated > 0);
+  CHECK(t.tightest > 0.9);
+}
