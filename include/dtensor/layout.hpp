@@ -120,6 +120,16 @@ std::ostream& operator<<(std::ostream& os, const Sharding& s);
 [[nodiscard]] IndexSet owned_indices(std::span<const ShardEntry> entries, std::int64_t length,
                                      std::span<const std::int64_t> mesh_shape,
                                      std::span<const std::int64_t> coord);
+// The same rank's indices as one range when every entry is a plain split (split factor 1: chunks
+// of a range are ranges); nullopt when a strided split makes them several runs.
+[[nodiscard]] std::optional<Interval> owned_range(std::span<const ShardEntry> entries, std::int64_t length,
+                                                  std::span<const std::int64_t> mesh_shape,
+                                                  std::span<const std::int64_t> coord) noexcept;
+// How many indices of one tensor dim a rank at `coord_a` owns under `a` and a rank at `coord_b`
+// under `b` both own (ranges when both are plain: no lists built).
+[[nodiscard]] std::int64_t owned_overlap(std::span<const ShardEntry> a, std::span<const std::int64_t> coord_a,
+                                         std::span<const ShardEntry> b, std::span<const std::int64_t> coord_b,
+                                         std::int64_t length, std::span<const std::int64_t> mesh_shape);
 // The same rank's count and first index in closed form (O(entries), whatever the split factors);
 // first: nullopt when it owns nothing.
 [[nodiscard]] std::int64_t owned_count(std::span<const ShardEntry> entries, std::int64_t length,

@@ -7,8 +7,29 @@
 
 namespace dtensor {
 
+std::optional<Interval> owned_range(std::span<const ShardEntry> entries, std::int64_t length,
+                                    std::span<const std::int64_t> mesh_shape, std::span<const std::int64_t> coord) noexcept {
+  std::int64_t start = 0, len = length;
+  for (const auto& e : entries) {
+    if (e.split_factor != 1) return std::nullopt;
+    const auto b = chunk_bounds(len, mesh_shape[static_cast<std::size_t>(e.mesh_dim)], coord[static_cast<std::size_t>(e.mesh_dim)]);
+    start += b.begin;
+    len = b.end - b.begin;
+  }
+  return Interval{start, start + len};
+}
+
+std::int64_t owned_overlap(std::span<const ShardEntry> a, std::span<const std::int64_t> coord_a, std::span<const ShardEntry> b,
+                           std::span<const std::int64_t> coord_b, std::int64_t length, std::span<const std::int64_t> mesh_shape) {
+  const auto ra = owned_range(a, length, mesh_shape, coord_a);
+  const auto rb = ra ? owned_range(b, length, mesh_shape, coord_b) : std::nullopt;
+  if (ra && rb) return std::max<std::int64_t>(0, std::min(ra->stop, rb->stop) - std::max(ra->start, rb->start));
+  return owned_indices(a, length, mesh_shape, coord_a).intersect(owned_indices(b, length, mesh_shape, coord_b)).size();
+}
+
 IndexSet owned_indices(std::span<const ShardEntry> entries, std::int64_t length,
                        std::span<const std::int64_t> mesh_shape, std::span<const std::int64_t> coord) {
+  if (const auto r = owned_range(entries, length, mesh_shape, coord)) return IndexSet::range(r->start, r->stop);
   IndexSet cur = IndexSet::range(0, length);
   for (const auto& e : entries) {
     const auto n = mesh_shape[static_cast<std::size_t>(e.mesh_dim)];

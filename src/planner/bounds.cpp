@@ -45,10 +45,14 @@ void GraphContext::init_bounds() {
   for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
     DimTable t;
     const auto es = dst.entries(d);
-    for (const auto& set : geo.variant_sets(es, shape[static_cast<std::size_t>(d)])) t.need.push_back(set.size());
+    if (const auto ranges = geo.variant_ranges(es, shape[static_cast<std::size_t>(d)]); !ranges.empty())
+      for (const auto& r : ranges) t.need.push_back(r.size());
+    else
+      for (const auto& set : geo.variant_sets(es, shape[static_cast<std::size_t>(d)])) t.need.push_back(set.size());
     for (const auto& c : coords_) t.variant.push_back(static_cast<std::int32_t>(geo.variant_of(es, c)));
     dst_tables_.push_back(std::move(t));
   }
+  dst_max_numel_ = geo.numel_stats(dst).max;
   build_blocks();
 }
 
@@ -60,6 +64,9 @@ std::uint64_t entries_key(int d, Entries e) {
     key = (key ^ (static_cast<std::uint64_t>(x.mesh_dim) | (static_cast<std::uint64_t>(x.split_factor) << 8) |
                   (x.strided ? 1ULL << 7 : 0))) * 0x100000001b3ULL + 0x51;
   return key;
+}
+bool same_entries(const std::vector<ShardEntry>& kept, Entries e) {
+  return kept.size() == e.size() && std::equal(kept.begin(), kept.end(), e.begin());
 }
 // At most this many ranks per block are enumerated to build the block unions.
 constexpr std::int64_t kMaxBlockRanks = 256;
@@ -158,8 +165,7 @@ IndexSet GraphContext::block_union(int d, Entries e, std::vector<std::int64_t> c
 
 const GraphContext::BlockHeld& GraphContext::block_held(int d, Entries e) const {
   const std::uint64_t key = entries_key(d, e);
-  if (auto it = block_memo_.find(key); it != block_memo_.end() && it->second.first == std::vector<ShardEntry>(e.begin(), e.end()))
-    return it->second.second;
+  if (auto it = block_memo_.find(key); it != block_memo_.end() && same_entries(it->second.first, e)) return it->second.second;
   const Blocks& b = *blocks_;
   BlockHeld held;
   held.block.resize(b.coords.size());
@@ -193,7 +199,7 @@ const GraphContext::BlockHeld& GraphContext::block_held(int d, Entries e) const 
     }
     seen.emplace_back(at, k);
     held.block[k] = need.intersect(block_union(d, e, b.coords[k])).size();
-    held.rank[k] = mine.intersect(owned_indices(e, shape[static_cast<std::size_t>(d)], mesh.shape(), b.coords[k])).size();
+    held.rank[k] = owned_overlap(e, b.coords[k], want, b.coords[k], shape[static_cast<std::size_t>(d)], mesh.shape());
   }
   auto& slot = block_memo_[key];
   slot = {std::vector<ShardEntry>(e.begin(), e.end()), std::move(held)};
@@ -249,23 +255,24 @@ double GraphContext::block_bound_us(const Sharding& s) const {
 // held[rank position] = how many of the target's elements along dim d the rank holds under `e`.
 const std::vector<std::int64_t>& GraphContext::held_table(int d, Entries e) const {
   const std::uint64_t key = entries_key(d, e);
-  if (auto it = held_memo_.find(key); it != held_memo_.end() && it->second.first == std::vector<ShardEntry>(e.begin(), e.end()))
-    return it->second.second;
+  if (auto it = held_memo_.find(key); it != held_memo_.end() && same_entries(it->second.first, e)) return it->second.second;
   const auto& ms = mesh.shape();
   const auto len = shape[static_cast<std::size_t>(d)];
   const auto dst_e = dst.entries(d);
   std::vector<std::int64_t> held(coords_.size());
-  std::unordered_map<std::int64_t, std::int64_t> cache;  // (variant pair) -> size
+  // ranks with the same pair of variants hold the same count: each pair computed once
+  std::vector<std::pair<std::int64_t, std::size_t>> seen;  // (variant pair, first rank position)
+  seen.reserve(coords_.size());
   for (std::size_t p = 0; p < coords_.size(); ++p) {
     const std::int64_t v = geo.variant_of(e, coords_[p]);
     const std::int64_t pair = v * 1000003 + dst_tables_[static_cast<std::size_t>(d)].variant[p];
-    auto it = cache.find(pair);
-    if (it == cache.end()) {
-      const auto n = e == dst_e ? owned_indices(e, len, ms, coords_[p]).size()
-                                : owned_indices(e, len, ms, coords_[p]).intersect(owned_indices(dst_e, len, ms, coords_[p])).size();
-      it = cache.emplace(pair, n).first;
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& x) { return x.first == pair; });
+    if (it != seen.end()) {
+      held[p] = held[it->second];
+      continue;
     }
-    held[p] = it->second;
+    seen.emplace_back(pair, p);
+    held[p] = e == dst_e ? owned_count(e, len, ms, coords_[p]) : owned_overlap(e, coords_[p], dst_e, coords_[p], len, ms);
   }
   auto& slot = held_memo_[key];
   slot = {std::vector<ShardEntry>(e.begin(), e.end()), std::move(held)};

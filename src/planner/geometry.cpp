@@ -4,6 +4,7 @@
 // overlap of two layouts factors into per-dim intersection tables.
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "graph.hpp"
 #include "placement/odometer.hpp"
@@ -55,7 +56,28 @@ std::vector<IndexSet> Geometry::variant_sets(Entries es, std::int64_t len) const
   return sets;
 }
 
-std::int64_t Geometry::variant_of(Entries es, const std::vector<std::int64_t>& coord) const noexcept {
+std::vector<Interval> Geometry::variant_ranges(Entries es, std::int64_t len) const {
+  std::vector<Interval> out;
+  std::array<std::int64_t, Sharding::kMaxMeshDims> c{};
+  std::int64_t count = 1;
+  for (const auto& e : es) {
+    if (e.split_factor != 1) return {};
+    count *= mesh_shape_[static_cast<std::size_t>(e.mesh_dim)];
+  }
+  out.reserve(static_cast<std::size_t>(count));
+  for (std::int64_t v = 0; v < count; ++v) {
+    std::int64_t rest = v;
+    for (std::size_t k = es.size(); k-- > 0;) {
+      const auto n = mesh_shape_[static_cast<std::size_t>(es[k].mesh_dim)];
+      c[static_cast<std::size_t>(es[k].mesh_dim)] = rest % n;
+      rest /= n;
+    }
+    out.push_back(*owned_range(es, len, mesh_shape_, std::span<const std::int64_t>(c.data(), mesh_shape_.size())));
+  }
+  return out;
+}
+
+std::int64_t Geometry::variant_of(Entries es, std::span<const std::int64_t> coord) const noexcept {
   std::int64_t v = 0;
   for (const auto& e : es)
     v = v * mesh_shape_[static_cast<std::size_t>(e.mesh_dim)] + coord[static_cast<std::size_t>(e.mesh_dim)];
@@ -206,7 +228,7 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
   std::int64_t R = 1;
   for (auto s : mesh_shape_) R *= s;
   auto size_of = [&](int m) { return mesh_shape_[static_cast<std::size_t>(m)]; };
-  std::vector<char> in_s(static_cast<std::size_t>(md), 0), in_dst(static_cast<std::size_t>(md), 0);
+  std::array<char, Sharding::kMaxMeshDims> in_s{}, in_dst{};
   for (int d = 0; d < nd; ++d) {
     for (const auto& e : from.entries(d)) in_s[static_cast<std::size_t>(e.mesh_dim)] = 1;
     for (const auto& e : to.entries(d)) in_dst[static_cast<std::size_t>(e.mesh_dim)] = 1;
@@ -219,51 +241,74 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
       mult *= size_of(m);
       free_crossable = free_crossable || size_of(m) > 1;
     }
-  // intersection tables, memoised across states (the target side rarely changes)
-  std::vector<const OverlapTable*> tables(static_cast<std::size_t>(nd));
+  // intersection tables, memoised across states (the target side rarely changes); a tensor
+  // dim whose entries are the same on both sides and empty needs none (one variant, all of it)
+  std::array<const OverlapTable*, Sharding::kMaxTensorDims> tables{};
+  thread_local std::string key;
   for (int d = 0; d < nd; ++d) {
-    std::string key(1, static_cast<char>(d));
+    key.assign(1, static_cast<char>(d));
     encode(key, from.entries(d));
     encode(key, to.entries(d));
     auto it = overlap_memo_.find(key);
     if (it == overlap_memo_.end()) {
       OverlapTable t;
       const auto len = shape_[static_cast<std::size_t>(d)];
-      const auto fs = variant_sets(from.entries(d), len);
-      const auto ts = variant_sets(to.entries(d), len);
-      t.ntv = static_cast<std::int64_t>(ts.size());
-      t.inter.resize(fs.size() * ts.size());
-      t.src_hits.assign(ts.size(), 0);
-      for (std::size_t j = 0; j < ts.size(); ++j) t.need.push_back(ts[j].size());
-      for (std::size_t i = 0; i < fs.size(); ++i)
-        for (std::size_t j = 0; j < ts.size(); ++j) {
-          const auto n = fs[i] == ts[j] ? fs[i].size() : fs[i].intersect(ts[j]).size();
-          t.inter[i * ts.size() + j] = n;
+      // plain splits own ranges: interval arithmetic, no index lists
+      const auto fr = variant_ranges(from.entries(d), len), tr = fr.empty() ? fr : variant_ranges(to.entries(d), len);
+      const bool ranges = !fr.empty() && !tr.empty();
+      const auto fs = ranges ? std::vector<IndexSet>{} : variant_sets(from.entries(d), len);
+      const auto ts = ranges ? std::vector<IndexSet>{} : variant_sets(to.entries(d), len);
+      const std::size_t nf = ranges ? fr.size() : fs.size(), nt = ranges ? tr.size() : ts.size();
+      t.ntv = static_cast<std::int64_t>(nt);
+      t.nfv = static_cast<std::int64_t>(nf);
+      t.inter.resize(nf * nt);
+      t.src_hits.assign(nt, 0);
+      for (std::size_t j = 0; j < nt; ++j) t.need.push_back(ranges ? tr[j].size() : ts[j].size());
+      for (std::size_t i = 0; i < nf; ++i)
+        for (std::size_t j = 0; j < nt; ++j) {
+          const auto n = ranges ? std::max<std::int64_t>(0, std::min(fr[i].stop, tr[j].stop) - std::max(fr[i].start, tr[j].start))
+                                : fs[i] == ts[j] ? fs[i].size() : fs[i].intersect(ts[j]).size();
+          t.inter[i * nt + j] = n;
           t.src_hits[j] += n > 0 ? 1 : 0;
         }
-      it = overlap_memo_.emplace(std::move(key), std::move(t)).first;
+      it = overlap_memo_.emplace(key, std::move(t)).first;
     }
     tables[static_cast<std::size_t>(d)] = &it->second;
   }
   DirectStats out;
   // per tensor dim: the target entries' mesh dims that vary within a rank's group
-  std::vector<std::vector<int>> free_of(static_cast<std::size_t>(nd));
+  std::array<std::array<int, Sharding::kMaxMeshDims>, Sharding::kMaxTensorDims> free_of{};
+  std::array<std::size_t, Sharding::kMaxTensorDims> nfree{};
   for (int d = 0; d < nd; ++d)
     for (const auto& e : to.entries(d))
-      if (in_s[static_cast<std::size_t>(e.mesh_dim)]) free_of[static_cast<std::size_t>(d)].push_back(e.mesh_dim);
-  std::vector<std::int64_t> c(static_cast<std::size_t>(md), 0), q;
-  std::vector<std::uint32_t> dim_cross(static_cast<std::size_t>(nd), 0);
+      if (in_s[static_cast<std::size_t>(e.mesh_dim)]) free_of[static_cast<std::size_t>(d)][nfree[static_cast<std::size_t>(d)]++] = e.mesh_dim;
+  std::array<std::int64_t, Sharding::kMaxMeshDims> c{}, q{};
+  std::array<std::uint32_t, Sharding::kMaxTensorDims> dim_cross{};
   struct GroupSums {
+    bool done = false;
     std::int64_t sum = 0, cnt = 0;
-    std::vector<int> distinct;             // per free dim: 0, 1 or 2+ values among nonzero peers
-    std::vector<std::int64_t> first_value;
+    std::array<std::int8_t, Sharding::kMaxMeshDims> distinct{};  // per free dim: 0, 1 or 2+ values among nonzero peers
+    std::array<std::int64_t, Sharding::kMaxMeshDims> first_value{};
   };
-  std::vector<std::unordered_map<std::int64_t, GroupSums>> group_memo(static_cast<std::size_t>(nd));
+  // The sums of a rank's group depend on (source variant, the target variant's fixed part):
+  // one flat table per tensor dim (source variants x target variants entries).
+  thread_local std::vector<GroupSums> group_memo;
+  std::array<std::size_t, Sharding::kMaxTensorDims> memo_at{};
+  std::size_t memo_size = 0;
+  for (int d = 0; d < nd; ++d) {
+    memo_at[static_cast<std::size_t>(d)] = memo_size;
+    memo_size += static_cast<std::size_t>(tables[static_cast<std::size_t>(d)]->nfv * tables[static_cast<std::size_t>(d)]->ntv);
+  }
+  // past a flat table's worth (huge meshes), a hash map of the groups actually met
+  const bool flat = memo_size <= std::max<std::size_t>(4096, 4 * static_cast<std::size_t>(R));
+  thread_local std::unordered_map<std::size_t, GroupSums> group_map;
+  if (flat) group_memo.assign(memo_size, GroupSums{});
+  else group_map.clear();
   for (std::int64_t p = 0; p < R; ++p) {
     std::int64_t own = 1, need = 1, sent_all = mult, send_hits = mult, recv_hits = 1;
     bool others_nonzero = true;  // per-dim: does any target variant overlap (for crossings)
     std::uint32_t crossed_here = 0;
-    std::fill(dim_cross.begin(), dim_cross.end(), 0u);
+    dim_cross.fill(0u);
     for (int d = 0; d < nd; ++d) {
       const auto& t = *tables[static_cast<std::size_t>(d)];
       const std::int64_t fv = variant_of(from.entries(d), c), tv = variant_of(to.entries(d), c);
@@ -274,17 +319,17 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
       // fixed). The sums depend only on (source variant, the fixed part): memoised per dim.
       const auto es = to.entries(d);
       const auto& free_dims = free_of[static_cast<std::size_t>(d)];
+      const std::size_t nf = nfree[static_cast<std::size_t>(d)];
       std::int64_t base_tv = 0;
       for (const auto& e : es)
         base_tv = base_tv * size_of(e.mesh_dim) + (in_s[static_cast<std::size_t>(e.mesh_dim)] ? 0 : c[static_cast<std::size_t>(e.mesh_dim)]);
-      auto& memo = group_memo[static_cast<std::size_t>(d)];
-      auto [slot, fresh] = memo.try_emplace(fv * t.ntv + base_tv);
-      GroupSums& gs = slot->second;
-      if (fresh) {
-        gs.first_value.assign(free_dims.size(), -1);
-        gs.distinct.assign(free_dims.size(), 0);
+      const std::size_t slot = memo_at[static_cast<std::size_t>(d)] + static_cast<std::size_t>(fv * t.ntv + base_tv);
+      GroupSums& gs = flat ? group_memo[slot] : group_map[slot];
+      if (!gs.done) {
+        gs.done = true;
+        gs.first_value.fill(-1);
         q = c;
-        for (int m : free_dims) q[static_cast<std::size_t>(m)] = 0;
+        for (std::size_t k = 0; k < nf; ++k) q[static_cast<std::size_t>(free_dims[k])] = 0;
         while (true) {
           std::int64_t qtv = 0;
           for (const auto& e : es) qtv = qtv * size_of(e.mesh_dim) + q[static_cast<std::size_t>(e.mesh_dim)];
@@ -292,7 +337,7 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
           gs.sum += n;
           if (n > 0) {
             ++gs.cnt;
-            for (std::size_t k = 0; k < free_dims.size(); ++k) {
+            for (std::size_t k = 0; k < nf; ++k) {
               const auto v = q[static_cast<std::size_t>(free_dims[k])];
               if (gs.distinct[k] == 0) {
                 gs.distinct[k] = 1;
@@ -303,13 +348,13 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
             }
           }
           if (!detail::next_digits(
-                  free_dims.size(), [&](std::size_t k) -> auto& { return q[static_cast<std::size_t>(free_dims[k])]; },
+                  nf, [&](std::size_t k) -> auto& { return q[static_cast<std::size_t>(free_dims[k])]; },
                   [&](std::size_t k) { return size_of(free_dims[k]); }))
             break;
         }
       }
       // a nonzero peer differs from this rank on m unless all of them sit at this rank's value
-      for (std::size_t k = 0; k < free_dims.size(); ++k)
+      for (std::size_t k = 0; k < nf; ++k)
         if (gs.distinct[k] == 2 || (gs.distinct[k] == 1 && gs.first_value[k] != c[static_cast<std::size_t>(free_dims[k])]))
           dim_cross[static_cast<std::size_t>(d)] |= 1u << free_dims[k];
       const std::int64_t sum = gs.sum, cnt = gs.cnt;

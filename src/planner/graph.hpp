@@ -69,7 +69,9 @@ class Geometry {
   // The index sets of every variant of `entries` (a variant = one combination of coordinates on
   // its mesh dims, mixed radix with the first entry most significant), and a coordinate's variant.
   [[nodiscard]] std::vector<IndexSet> variant_sets(Entries entries, std::int64_t length) const;
-  [[nodiscard]] std::int64_t variant_of(Entries entries, const std::vector<std::int64_t>& coord) const noexcept;
+  [[nodiscard]] std::int64_t variant_of(Entries entries, std::span<const std::int64_t> coord) const noexcept;
+  // The same variants as ranges when every entry is a plain split (empty otherwise).
+  [[nodiscard]] std::vector<Interval> variant_ranges(Entries entries, std::int64_t length) const;
   // Largest/smallest owned size of tensor dim d over all ranks.
   [[nodiscard]] SizeStats dim_stats(int d, Entries entries) const;
   // Largest/smallest local numel over all ranks. With `remember`, the per-dim figures of `s`
@@ -99,7 +101,7 @@ class Geometry {
   mutable std::unordered_map<std::string, SizeStats> dim_memo_;
   mutable std::unordered_map<std::string, std::int64_t> a2a_memo_;
   struct OverlapTable {
-    std::int64_t ntv = 0;
+    std::int64_t ntv = 0, nfv = 0;  // target and source variants
     std::vector<std::int64_t> inter;     // [source variant * ntv + target variant]
     std::vector<std::int64_t> need;      // [target variant]: owned size
     std::vector<std::int64_t> src_hits;  // [target variant]: source variants overlapping it
@@ -199,6 +201,11 @@ struct GraphContext {
   // The cost model with bound_link's constants on both links and no curves (what bounds price with).
   [[nodiscard]] const CostModel& optimistic() const noexcept { return optimistic_; }
 
+  // The least copy time of a direct step into the target from a state lacking `missing`
+  // elements on some rank: it unpacks at least those and writes the target's largest shard.
+  [[nodiscard]] double direct_copy_floor_us(std::int64_t missing) const noexcept {
+    return static_cast<double>((missing + dst_max_numel_) * geo.itemsize()) / (cost.copy_bw_GBps * 1e3);
+  }
   // A* lower bound on the cost from `s` to the target (µs), and the largest number of target
   // elements one rank still lacks in `s`. Admissible and consistent (docs/planner.md).
   using Bound = SearchBound;
@@ -211,6 +218,7 @@ struct GraphContext {
   };
   void init_bounds();  // the tables below (bounds.cpp)
   std::vector<DimTable> dst_tables_;
+  std::int64_t dst_max_numel_ = 0;  // the target's largest local shard (elements)
   // pytorch edge set: the least a communication step over mesh dim m alone can cost (0 for a
   // mesh dim of one rank), and whether the tensor has any element
   std::vector<double> comm_floor_us_;

@@ -168,10 +168,15 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       const LinkParams& X = ctx.optimistic().inter;
       const auto& bu = ctx.bounds[u];
       // with nothing missing a direct step is local copies only (no peers, no latency)
-      const double lb = bu.missing == 0
-                            ? 0.0
-                            : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us) +
-                                  ctx.optimistic().wire_floor_us(static_cast<double>(bu.missing * ctx.geo.itemsize()), true);
+      const double comm = bu.missing == 0
+                              ? 0.0
+                              : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us) +
+                                    ctx.optimistic().wire_floor_us(static_cast<double>(bu.missing * ctx.geo.itemsize()), true);
+      // The state's bound covers the step's latency and wire time (under the ring formulas it
+      // has no copy term), and a direct step also packs what it receives and unpacks the target.
+      const double lb = ctx.cost.formula == CostModel::Formula::pytorch
+                            ? comm
+                            : std::max(comm, bu.us) + ctx.direct_copy_floor_us(bu.missing);
       const std::int64_t cutoff = disc[dst] != kUnseen ? dist[dst].cost_ps : std::numeric_limits<std::int64_t>::max();
       if (du.cost_ps + quantise_bound(lb) <= cutoff) {
         const Step& d = ctx.direct_step(static_cast<std::uint32_t>(u));
