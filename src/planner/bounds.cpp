@@ -220,10 +220,12 @@ double GraphContext::block_bound_us(const Sharding& s) const {
   if (!blocks_) return 0;
   const Blocks& b = *blocks_;
   bool reduce_inter = false, reduce_any = false;
+  double contributions = 1;  // per element: the partial values still to combine
   for (int m = 0; m < mesh.ndim(); ++m) {
     if (mesh.size(m) < 2 || !s.partial(m)) continue;  // the target has no Partial (build_blocks)
     reduce_any = true;
     reduce_inter = reduce_inter || b.inter[static_cast<std::size_t>(m)];
+    contributions *= static_cast<double>(mesh.size(m));
   }
   const int nd = static_cast<int>(shape.size());
   std::array<const BlockHeld*, Sharding::kMaxTensorDims> held{};
@@ -248,6 +250,18 @@ double GraphContext::block_bound_us(const Sharding& s) const {
     const double rest = lacking - a * bx;
     const double split = (a > 0 ? b.alpha_us + a : 0) + (rest > 0 ? b.intra_alpha_us + rest / by : 0);
     best = std::max(best, b.ranks > 1 ? std::min(split, all_inter) : all_inter);
+    // Partials over intra-host dims only: the block holds all of an element's contributions.
+    // Combining them inside the block takes contributions - 1 transfers (a tree over them) into
+    // ranks of the block; otherwise the value (or a partial sum) comes from another block, one
+    // transfer that enters it. Per element the cheaper of the two, spread over the block's ranks.
+    if (reduce_any && !reduce_inter) {
+      const double covered = block_have, uncovered = std::max(0.0, b.need_numel[k] - covered);
+      const double per_rank = item / static_cast<double>(b.ranks);
+      const double enter_all = b.need_numel[k] * per_rank / bx;
+      const double reduce_inside = uncovered * per_rank / bx + (contributions - 1) * covered * per_rank / std::max(bx, by);
+      const double t_red = std::min(enter_all, reduce_inside);
+      if (t_red > 0) best = std::max(best, std::min(b.alpha_us, b.intra_alpha_us) + t_red);
+    }
   }
   return best;
 }
