@@ -36,6 +36,8 @@ class IndexSet {
   // The sub-list at local positions [p0, p1).
   [[nodiscard]] IndexSet slice(std::int64_t p0, std::int64_t p1) const;
   [[nodiscard]] IndexSet intersect(const IndexSet& other) const;
+  // How many indices both sets hold (intersect(other).size() without building it).
+  [[nodiscard]] std::int64_t overlap(const IndexSet& other) const noexcept;
   // Every index in either set, ascending.
   [[nodiscard]] IndexSet unite(const IndexSet& other) const;
   [[nodiscard]] std::vector<std::int64_t> materialize() const;

@@ -83,6 +83,18 @@ IndexSet IndexSet::intersect(const IndexSet& other) const {
   return out;
 }
 
+std::int64_t IndexSet::overlap(const IndexSet& other) const noexcept {
+  std::int64_t n = 0;
+  std::size_t i = 0, j = 0;
+  while (i < runs_.size() && j < other.runs_.size()) {
+    const auto lo = std::max(runs_[i].start, other.runs_[j].start);
+    const auto hi = std::min(runs_[i].stop, other.runs_[j].stop);
+    if (lo < hi) n += hi - lo;
+    if (runs_[i].stop < other.runs_[j].stop) ++i; else ++j;
+  }
+  return n;
+}
+
 IndexSet IndexSet::unite(const IndexSet& other) const {
   std::vector<Interval> all(runs_);
   all.insert(all.end(), other.runs_.begin(), other.runs_.end());

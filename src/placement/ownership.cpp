@@ -24,7 +24,7 @@ std::int64_t owned_overlap(std::span<const ShardEntry> a, std::span<const std::i
   const auto ra = owned_range(a, length, mesh_shape, coord_a);
   const auto rb = ra ? owned_range(b, length, mesh_shape, coord_b) : std::nullopt;
   if (ra && rb) return std::max<std::int64_t>(0, std::min(ra->stop, rb->stop) - std::max(ra->start, rb->start));
-  return owned_indices(a, length, mesh_shape, coord_a).intersect(owned_indices(b, length, mesh_shape, coord_b)).size();
+  return owned_indices(a, length, mesh_shape, coord_a).overlap(owned_indices(b, length, mesh_shape, coord_b));
 }
 
 IndexSet owned_indices(std::span<const ShardEntry> entries, std::int64_t length,

@@ -147,10 +147,15 @@ IndexSet GraphContext::block_union(int d, Entries e, std::vector<std::int64_t> c
   // Splits over intra-host dims last: every element of the list before them has one owner among
   // their coordinates (chunks and strided picks cover their list), so the union is that list.
   if (first + nfree == e.size()) return owned_indices(std::span<const ShardEntry>(e).first(first), len, ms, coord);
-  std::vector<Interval> runs;
+  thread_local std::vector<Interval> runs;
+  runs.clear();
   do {
-    const auto set = owned_indices(e, len, ms, coord);
-    runs.insert(runs.end(), set.runs().begin(), set.runs().end());
+    if (const auto r = owned_range(e, len, ms, coord)) {
+      if (r->stop > r->start) runs.push_back(*r);
+    } else {
+      const auto set = owned_indices(e, len, ms, coord);
+      runs.insert(runs.end(), set.runs().begin(), set.runs().end());
+    }
   } while (detail::next_digits(
       nfree, [&](std::size_t k) -> auto& { return coord[static_cast<std::size_t>(free[k])]; },
       [&](std::size_t k) { return ms[static_cast<std::size_t>(free[k])]; }));
@@ -198,7 +203,7 @@ const GraphContext::BlockHeld& GraphContext::block_held(int d, Entries e) const 
       continue;
     }
     seen.emplace_back(at, k);
-    held.block[k] = need.intersect(block_union(d, e, b.coords[k])).size();
+    held.block[k] = need.overlap(block_union(d, e, b.coords[k]));
     held.rank[k] = owned_overlap(e, b.coords[k], want, b.coords[k], shape[static_cast<std::size_t>(d)], mesh.shape());
   }
   auto& slot = block_memo_[key];

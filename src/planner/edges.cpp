@@ -442,6 +442,11 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSi
       with_direct);
 }
 
+void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const TransitionSink& sink, bool with_direct) {
+  for_each_edge(ctx.scope(), from, [&](StepKind kind, const DimList& dims, const Sharding& to) { sink(to, kind, dims); },
+                with_direct);
+}
+
 bool is_edge(const EdgeScope& scope, const Sharding& from, StepKind kind, std::span<const int> group, const Sharding& to) {
   bool found = false;
   for_each_edge(

@@ -206,7 +206,7 @@ std::int64_t Geometry::all_to_all_chunk(const Sharding& from, const Sharding& to
         std::int64_t prod = 1;
         for (std::size_t k = 0; k < changed.size(); ++k) {
           const int x = changed[k];
-          prod *= held[k].intersect(owned_indices(to.entries(x), shape_[static_cast<std::size_t>(x)], mesh_shape_, cj)).size();
+          prod *= held[k].overlap(owned_indices(to.entries(x), shape_[static_cast<std::size_t>(x)], mesh_shape_, cj));
         }
         best = std::max(best, prod);
       }
@@ -267,7 +267,7 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
       for (std::size_t i = 0; i < nf; ++i)
         for (std::size_t j = 0; j < nt; ++j) {
           const auto n = ranges ? std::max<std::int64_t>(0, std::min(fr[i].stop, tr[j].stop) - std::max(fr[i].start, tr[j].start))
-                                : fs[i] == ts[j] ? fs[i].size() : fs[i].intersect(ts[j]).size();
+                                : fs[i] == ts[j] ? fs[i].size() : fs[i].overlap(ts[j]);
           t.inter[i * nt + j] = n;
           t.src_hits[j] += n > 0 ? 1 : 0;
         }

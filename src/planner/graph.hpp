@@ -150,8 +150,9 @@ struct SearchEdge {
   std::uint32_t to;
   StepKind kind;
   DimList group;
-  double cost_us;
-  std::int64_t peak_bytes;
+  bool costed = false;  // cost and peak are filled in when a search first needs them
+  double cost_us = 0;
+  std::int64_t peak_bytes = 0;
 };
 
 // What the edges out of a state depend on: the mesh, the shape, the edge set, the target (relabel,
@@ -188,7 +189,9 @@ struct GraphContext {
   mutable std::vector<Step> direct_steps;
   // The id of `s`, interning it (and computing its bound) when new; throws past `max_states`.
   std::uint32_t intern(const Sharding& s, std::int64_t max_states) const;
-  const std::vector<SearchEdge>& edges_of(std::uint32_t id, std::int64_t max_states) const;
+  std::vector<SearchEdge>& edges_of(std::uint32_t id, std::int64_t max_states) const;
+  // Costs edge `e` out of state `from` (once; the searches share the record).
+  void cost_edge(std::uint32_t from, SearchEdge& e) const;
   const Step& direct_step(std::uint32_t id) const;
   // Approximate bytes held by this query's search state and memo tables, checked against the bound.
   mutable std::int64_t search_bytes = 0;
@@ -291,6 +294,10 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<
 // The same edges, in the same order, handed to `sink` one by one (nothing stored).
 using EdgeSink = std::function<void(const Sharding& to, StepKind kind, const DimList& group, const Step& step)>;
 void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSink& sink, bool full, bool with_direct);
+// The same edges' transitions only (no step records): what the search enumerates, costing each
+// edge later, when it may still matter.
+using TransitionSink = std::function<void(const Sharding& to, StepKind kind, const DimList& group)>;
+void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const TransitionSink& sink, bool with_direct);
 // Whether the `direct` edge from `from` to the target exists (edge set all, no Partial on a
 // mesh dim whose placement changes).
 [[nodiscard]] bool direct_allowed(const GraphContext& ctx, const Sharding& from);

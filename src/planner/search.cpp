@@ -141,9 +141,13 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       }
       return f;
     }
-    const auto& out = ctx.edges_of(static_cast<std::uint32_t>(u), max_states);
+    auto& out = ctx.edges_of(static_cast<std::uint32_t>(u), max_states);
     grow();  // new states were interned
     const Dist du = dist[u];
+    // The cost of the best path to the target found so far: an edge into v whose cost so far
+    // plus v's bound already exceeds it cannot be on a plan at most that costly, so it is not
+    // costed (nor discovered: no plan this search returns passes through it).
+    auto cutoff = [&] { return disc[dst] != kUnseen ? dist[dst].cost_ps : std::numeric_limits<std::int64_t>::max(); };
     auto relax = [&](std::uint32_t v, StepKind kind, const DimList& group, double cost_us, std::int64_t peak) {
       if (budget >= 0 && peak > budget) return;
       if (u == src && forbidden && forbidden->matches(kind, group, ctx.states[v])) return;
@@ -160,7 +164,13 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       pred_edge[v] = {kind, group};
       heap.push_or_update(v);
     };
-    for (const auto& e : out) relax(e.to, e.kind, e.group, e.cost_us, e.peak_bytes);
+    for (auto& e : out) {
+      if (settled[e.to]) continue;
+      if (u == src && forbidden && forbidden->matches(e.kind, e.group, ctx.states[e.to])) continue;
+      if (!e.costed && du.cost_ps > cutoff() - bound_ps(ctx.bounds[e.to])) continue;
+      ctx.cost_edge(static_cast<std::uint32_t>(u), e);
+      relax(e.to, e.kind, e.group, e.cost_us, e.peak_bytes);
+    }
     // direct is the most expensive edge to cost: skip it when even its lower bound (one peer,
     // the bytes this state still lacks at p2p bandwidth) cannot beat the target's current cost.
     if (with_direct && direct_allowed(ctx, ctx.states[u])) {
@@ -177,8 +187,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       const double lb = ctx.cost.formula == CostModel::Formula::pytorch
                             ? comm
                             : std::max(comm, bu.us) + ctx.direct_copy_floor_us(bu.missing);
-      const std::int64_t cutoff = disc[dst] != kUnseen ? dist[dst].cost_ps : std::numeric_limits<std::int64_t>::max();
-      if (du.cost_ps + quantise_bound(lb) <= cutoff) {
+      if (du.cost_ps + quantise_bound(lb) <= cutoff()) {
         const Step& d = ctx.direct_step(static_cast<std::uint32_t>(u));
         relax(dst, StepKind::direct, {}, d.cost_us, d.peak_bytes);
       }
@@ -270,21 +279,27 @@ std::uint32_t GraphContext::intern(const Sharding& s, std::int64_t max_states) c
   return it->second;
 }
 
-const std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id, std::int64_t max_states) const {
+std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id, std::int64_t max_states) const {
   if (!edges_done[id]) {
     std::vector<SearchEdge> out;
     const Sharding from = states[id];  // interning may grow `states`
-    enumerate_edges(
+    enumerate_transitions(
         *this, from,
-        [&](const Sharding& to, StepKind kind, const DimList& group, const Step& step) {
-          out.push_back({intern(to, max_states), kind, group, step.cost_us, step.peak_bytes});
-        },
-        false, false);
+        [&](const Sharding& to, StepKind kind, const DimList& group) { out.push_back({intern(to, max_states), kind, group}); },
+        false);
     charge(static_cast<std::int64_t>(out.size() * sizeof(SearchEdge) + 64));
     edge_list[id] = std::move(out);
     edges_done[id] = 1;
   }
   return edge_list[id];
+}
+
+void GraphContext::cost_edge(std::uint32_t from, SearchEdge& e) const {
+  if (e.costed) return;
+  const Step st = make_step(*this, e.kind, e.group.span(), states[from], states[e.to], false);
+  e.cost_us = st.cost_us;
+  e.peak_bytes = st.peak_bytes;
+  e.costed = true;
 }
 
 const Step& GraphContext::direct_step(std::uint32_t id) const {
