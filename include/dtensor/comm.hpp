@@ -61,7 +61,9 @@ class Communicator {
                           ReduceOp op) = 0;
   // `count` elements to / from each member.
   virtual void all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) = 0;
-  // One grouped exchange: every send is matched by the peer's recv of the same count.
+  // One grouped exchange: every send is matched by the peer's recv of the same count; several
+  // transfers between one pair of ranks are matched in the order listed (as MPI's non-overtaking
+  // rule and NCCL's grouped send/recv match them).
   virtual void send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) = 0;
   // Completes every operation issued so far.
   virtual void synchronize() = 0;

@@ -409,11 +409,20 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
     received += static_cast<double>(r.count * isz);
     recv_peers += r.peer != rank;
   }
+  // Several transfers between one pair of ranks are matched in the order listed: a receive waits
+  // for the earlier ones from the same peer.
+  std::vector<std::ptrdiff_t> before(recvs.size(), -1);
+  for (std::size_t i = 0; i < recvs.size(); ++i)
+    for (std::size_t k = i; k-- > 0;)
+      if (recvs[k].peer == recvs[i].peer) {
+        before[i] = static_cast<std::ptrdiff_t>(k);
+        break;
+      }
   std::size_t remaining = recvs.size();
   while (remaining > 0) {
     bool progress = false;
     for (std::size_t i = 0; i < recvs.size(); ++i) {
-      if (got[i]) continue;
+      if (got[i] || (before[i] >= 0 && !got[static_cast<std::size_t>(before[i])])) continue;
       const auto& r = recvs[i];
       auto& box = mail[{r.peer, rank}];
       if (box.empty()) continue;
@@ -486,26 +495,26 @@ void SimulatedWorld::Impl::flush() {
         throw BackendError(fmt::format("{} over {} was issued by ranks {} but not by ranks {}", kind_name(p.kind),
                                        describe(mesh, ch.dims), rank_list(present), rank_list(missing)));
       }
-  // Pair every recv with the send of the same (from, to); one message per ordered pair.
+  // Pair the k-th recv of each ordered pair (from, to) with its k-th send: transfers between one
+  // pair are matched in the order listed.
+  std::vector<char> used(p2p.size(), 0);
   for (const auto& r : p2p) {
     if (r.is_send) continue;
-    const P2P* match = nullptr;
-    for (const auto& s : p2p)
-      if (s.is_send && s.from == r.from && s.to == r.to) {
-        if (match) throw BackendError(fmt::format("two sends from rank {} to rank {} in one exchange", r.from, r.to));
-        match = &s;
+    std::size_t match = p2p.size();
+    for (std::size_t k = 0; k < p2p.size(); ++k)
+      if (!used[k] && p2p[k].is_send && p2p[k].from == r.from && p2p[k].to == r.to) {
+        match = k;
+        break;
       }
-    if (!match) throw BackendError(fmt::format("rank {} expects data from rank {}, which sends none", r.to, r.from));
-    if (match->count != r.count)
-      throw BackendError(fmt::format("rank {} sends {} elements to rank {}, which expects {}", r.from, match->count, r.to, r.count));
-    mem->move(r.buffer, match->buffer, r.count * static_cast<std::int64_t>(itemsize(r.dtype)));
+    if (match == p2p.size()) throw BackendError(fmt::format("rank {} expects data from rank {}, which sends none", r.to, r.from));
+    used[match] = 1;
+    if (p2p[match].count != r.count)
+      throw BackendError(fmt::format("rank {} sends {} elements to rank {}, which expects {}", r.from, p2p[match].count, r.to, r.count));
+    mem->move(r.buffer, p2p[match].buffer, r.count * static_cast<std::int64_t>(itemsize(r.dtype)));
   }
-  for (const auto& s : p2p) {
-    if (!s.is_send) continue;
-    bool received = false;
-    for (const auto& r : p2p) received = received || (!r.is_send && r.from == s.from && r.to == s.to);
-    if (!received) throw BackendError(fmt::format("rank {} sends to rank {}, which expects nothing", s.from, s.to));
-  }
+  for (std::size_t k = 0; k < p2p.size(); ++k)
+    if (p2p[k].is_send && !used[k])
+      throw BackendError(fmt::format("rank {} sends to rank {}, which expects nothing", p2p[k].from, p2p[k].to));
   p2p.clear();
 }
 

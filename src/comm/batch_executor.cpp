@@ -1,0 +1,200 @@
+// Runs a batch plan (docs/batch.md): every tensor's steps through its own prepared Executor, a
+// coalesced stage as one collective over the members' chunks packed into the staging buffer
+// (strided copies on the backend's memory) and unpacked from it.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "dtensor/batch.hpp"
+#include "dtensor/error.hpp"
+#include "executor_impl.hpp"
+
+namespace dtensor {
+
+namespace {
+std::int64_t round_up(std::int64_t bytes) { return (bytes + 255) / 256 * 256; }
+}  // namespace
+
+struct BatchExecutor::Impl {
+  Communicator* comm = nullptr;
+  std::vector<Executor> executors;
+  struct Stage {
+    bool coalesced = false;
+    Collective collective = Collective::all_reduce;
+    Group group;
+    ReduceOp op = ReduceOp::sum;
+    DType dtype = DType::f32;
+    std::int64_t n = 1;        // group size
+    std::int64_t total = 0;    // C: the members' per-member counts summed
+    std::vector<BatchStage::Member> members;
+    std::vector<std::int64_t> offset, count;  // per member, elements
+    std::int64_t recv_at = 0;                 // bytes: where the receive region starts in staging
+  };
+  std::vector<Stage> stages;
+  std::vector<std::size_t> empty_plans;  // tensors whose source is their target
+  std::int64_t staging = 0;
+};
+
+BatchExecutor::BatchExecutor(const BatchPlan& batch, Communicator& comm, ExecutorOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  validate_batch_plan(batch);
+  if (batch.plans.front().mesh() != comm.mesh())
+    throw InputError(fmt::format("batch plan is for mesh {}, the communicator's mesh is {}", batch.plans.front().mesh().str(),
+                                 comm.mesh().str()));
+  Impl& I = *impl_;
+  I.comm = &comm;
+  if (options.check_plans_agree || options.check_plans_every_call) check_plans_agree(comm, batch.hash());
+  ExecutorOptions each = options;
+  each.check_plans_agree = false;  // the batch's hash covers every plan
+  each.check_plans_every_call = false;
+  for (const auto& p : batch.plans) {
+    I.executors.emplace_back(p, comm, each);
+    if (p.steps.empty()) I.empty_plans.push_back(I.executors.size() - 1);
+  }
+  for (const auto& st : batch.stages) {
+    Impl::Stage s;
+    s.coalesced = st.coalesced;
+    s.members = st.members;
+    if (st.coalesced) {
+      const auto& first = ExecutorAccess::impl(I.executors[static_cast<std::size_t>(st.members.front().tensor)]);
+      const auto& cc0 = first.steps[static_cast<std::size_t>(st.members.front().step)].comm;
+      s.collective = *cc0.collective;
+      s.group = first.groups[static_cast<std::size_t>(st.members.front().step)];
+      s.op = cc0.op;
+      s.dtype = first.dtype;
+      for (int m : s.group.mesh_dims) s.n *= comm.mesh().size(m);
+      for (const auto& m : st.members) {
+        const auto& e = ExecutorAccess::impl(I.executors[static_cast<std::size_t>(m.tensor)]);
+        const auto& cc = e.steps[static_cast<std::size_t>(m.step)].comm;
+        if (!cc.collective || *cc.collective != s.collective || cc.op != s.op || e.dtype != s.dtype)
+          throw InputError(fmt::format("batch stage members disagree on their collective (tensor {})", m.tensor));
+        s.offset.push_back(s.total);
+        s.count.push_back(cc.count);
+        s.total += cc.count;
+      }
+      if (s.collective == Collective::send_recv) {  // one grouped send/recv in place: no staging
+        I.stages.push_back(std::move(s));
+        continue;
+      }
+      const auto item = static_cast<std::int64_t>(itemsize(s.dtype));
+      std::int64_t send = s.total, recv = s.total;
+      if (s.collective == Collective::all_gather) recv = s.n * s.total;
+      if (s.collective == Collective::reduce_scatter) send = s.n * s.total;
+      if (s.collective == Collective::all_to_all) send = recv = s.n * s.total;
+      s.recv_at = round_up(send * item);
+      I.staging = std::max(I.staging, s.recv_at + round_up(recv * item));
+    }
+    I.stages.push_back(std::move(s));
+  }
+}
+
+BatchExecutor::~BatchExecutor() = default;
+BatchExecutor::BatchExecutor(BatchExecutor&&) noexcept = default;
+BatchExecutor& BatchExecutor::operator=(BatchExecutor&&) noexcept = default;
+std::size_t BatchExecutor::size() const noexcept { return impl_->executors.size(); }
+std::int64_t BatchExecutor::staging_bytes() const noexcept { return impl_->staging; }
+const Executor& BatchExecutor::executor(std::size_t tensor) const { return impl_->executors.at(tensor); }
+
+void BatchExecutor::execute(std::span<const Buffers> buffers, std::span<std::byte> staging) const {
+  const Impl& I = *impl_;
+  if (buffers.size() != I.executors.size())
+    throw InputError(fmt::format("batch of {} tensors given {} buffer sets", I.executors.size(), buffers.size()));
+  if (static_cast<std::int64_t>(staging.size()) < I.staging)
+    throw InputError(fmt::format("staging buffer of {} bytes, the batch needs {}", staging.size(), I.staging));
+  // No tensor's output may overlap another buffer of the batch (an input read later, another
+  // output, a workspace, the staging buffer): the results would depend on the order of stages.
+  struct Span {
+    const std::byte* lo;
+    const std::byte* hi;
+    std::size_t tensor;
+    const char* what;
+  };
+  std::vector<Span> spans;
+  for (std::size_t t = 0; t < buffers.size(); ++t) {
+    const auto& b = buffers[t];
+    if (!b.input.empty()) spans.push_back({b.input.data(), b.input.data() + b.input.size(), t, "input"});
+    if (!b.output.empty()) spans.push_back({b.output.data(), b.output.data() + b.output.size(), t, "output"});
+    if (!b.workspace.empty()) spans.push_back({b.workspace.data(), b.workspace.data() + b.workspace.size(), t, "workspace"});
+  }
+  if (!staging.empty()) spans.push_back({staging.data(), staging.data() + staging.size(), buffers.size(), "staging"});
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.lo < b.lo; });
+  for (std::size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].lo < spans[i - 1].hi &&
+        (std::string_view(spans[i].what) == "output" || std::string_view(spans[i - 1].what) == "output" ||
+         std::string_view(spans[i].what) == "workspace" || std::string_view(spans[i - 1].what) == "workspace" ||
+         std::string_view(spans[i].what) == "staging" || std::string_view(spans[i - 1].what) == "staging"))
+      throw InputError(fmt::format("batch buffers overlap: the {} of tensor {} and the {} of {}", spans[i - 1].what,
+                                   spans[i - 1].tensor, spans[i].what,
+                                   spans[i].tensor == buffers.size() ? std::string("the batch") : fmt::format("tensor {}", spans[i].tensor)));
+  auto impl_of = [&](std::int32_t t) -> const Executor::Impl& { return ExecutorAccess::impl(I.executors[static_cast<std::size_t>(t)]); };
+  for (std::size_t t = 0; t < buffers.size(); ++t) impl_of(static_cast<std::int32_t>(t)).check(buffers[t]);
+  for (auto t : I.empty_plans) I.comm->copy(buffers[t].output.data(), buffers[t].input.data(), static_cast<std::int64_t>(buffers[t].input.size()));
+  for (const auto& st : I.stages) {
+    for (const auto& m : st.members) impl_of(m.tensor).run(buffers[static_cast<std::size_t>(m.tensor)], impl_of(m.tensor).steps[static_cast<std::size_t>(m.step)].pre);
+    if (st.coalesced && st.collective == Collective::send_recv) {
+      // the members' transfer lists joined: transfers between one pair of ranks are matched in
+      // the order listed, which is the same (member order) on both sides
+      std::vector<Transfer> sends, recvs;
+      for (const auto& m : st.members) {
+        const auto& e = impl_of(m.tensor);
+        const Buffers& b = buffers[static_cast<std::size_t>(m.tensor)];
+        const auto& cc = e.steps[static_cast<std::size_t>(m.step)].comm;
+        for (const auto& t : cc.sends) sends.push_back({t.peer, e.ptr(b, t.buffer), t.count});
+        for (const auto& t : cc.recvs) recvs.push_back({t.peer, e.ptr(b, t.buffer), t.count});
+      }
+      I.comm->send_recv(sends, recvs, st.dtype);
+      I.comm->synchronize();
+    } else if (st.coalesced) {
+      const auto item = static_cast<std::int64_t>(itemsize(st.dtype));
+      std::byte* send = staging.data();
+      std::byte* recv = staging.data() + st.recv_at;
+      const std::int64_t C = st.total;
+      // pack: all_gather / all_reduce send one run per member; reduce_scatter / all_to_all n runs
+      // (one per group member), each member's runs strided by the combined count
+      for (std::size_t i = 0; i < st.members.size(); ++i) {
+        const auto& m = st.members[i];
+        const auto& e = impl_of(m.tensor);
+        const auto& cc = e.steps[static_cast<std::size_t>(m.step)].comm;
+        const Buffers& b = buffers[static_cast<std::size_t>(m.tensor)];
+        const std::int64_t c = st.count[i], o = st.offset[i];
+        if (c == 0) continue;
+        const bool per_member = st.collective == Collective::reduce_scatter || st.collective == Collective::all_to_all;
+        const std::int64_t runs = per_member ? st.n : 1;
+        const std::int64_t count[1] = {runs}, dst_stride[1] = {C * item}, src_stride[1] = {c * item};
+        I.comm->copy_strided(send + o * item, e.ptr(b, cc.send), c * item, count, dst_stride, src_stride);
+      }
+      switch (st.collective) {
+        case Collective::all_gather: I.comm->all_gather(st.group, send, recv, C, st.dtype); break;
+        case Collective::reduce_scatter: I.comm->reduce_scatter(st.group, send, recv, C, st.dtype, st.op); break;
+        case Collective::all_reduce: I.comm->all_reduce(st.group, send, recv, C, st.dtype, st.op); break;
+        case Collective::all_to_all: I.comm->all_to_all(st.group, send, recv, C, st.dtype); break;
+        case Collective::send_recv: throw InputError("a grouped send/recv does not coalesce");
+      }
+      I.comm->synchronize();
+      for (std::size_t i = 0; i < st.members.size(); ++i) {
+        const auto& m = st.members[i];
+        const auto& e = impl_of(m.tensor);
+        const auto& cc = e.steps[static_cast<std::size_t>(m.step)].comm;
+        const Buffers& b = buffers[static_cast<std::size_t>(m.tensor)];
+        const std::int64_t c = st.count[i], o = st.offset[i];
+        if (c == 0) continue;
+        const bool per_member = st.collective == Collective::all_gather || st.collective == Collective::all_to_all;
+        const std::int64_t runs = per_member ? st.n : 1;
+        const std::int64_t count[1] = {runs}, dst_stride[1] = {c * item}, src_stride[1] = {C * item};
+        I.comm->copy_strided(e.ptr(b, cc.recv), recv + o * item, c * item, count, dst_stride, src_stride);
+      }
+    } else {
+      bool issued = false;
+      for (const auto& m : st.members) {
+        const auto& e = impl_of(m.tensor);
+        if (!e.steps[static_cast<std::size_t>(m.step)].comm.collective) continue;
+        e.issue(buffers[static_cast<std::size_t>(m.tensor)], static_cast<std::size_t>(m.step));
+        issued = true;
+      }
+      if (issued) I.comm->synchronize();
+    }
+    for (const auto& m : st.members) impl_of(m.tensor).run(buffers[static_cast<std::size_t>(m.tensor)], impl_of(m.tensor).steps[static_cast<std::size_t>(m.step)].post);
+  }
+}
+
+}  // namespace dtensor

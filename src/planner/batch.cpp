@@ -1,0 +1,467 @@
+// Batch plans (docs/batch.md): per-tensor optimal plans, their steps scheduled into stages, and
+// the stages that issue one collective for several tensors.
+#include "dtensor/batch.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "dtensor/error.hpp"
+#include "graph.hpp"
+#include "placement/hash.hpp"
+#include "placement/json_fields.hpp"
+
+namespace dtensor {
+namespace {
+
+using nlohmann::json;
+using ordered = nlohmann::ordered_json;
+
+bool is_local(StepKind k) { return k == StepKind::local_chunk || k == StepKind::local_fill || k == StepKind::relabel; }
+bool is_collective(StepKind k) {
+  return k == StepKind::all_gather || k == StepKind::reduce_scatter || k == StepKind::all_reduce || k == StepKind::all_to_all;
+}
+
+// The reduce op a step's collective runs with (reductions only).
+std::optional<ReduceOp> op_of(const Step& s) {
+  if (s.kind != StepKind::reduce_scatter && s.kind != StepKind::all_reduce) return std::nullopt;
+  return s.from.partial(s.mesh_dims.front());
+}
+
+// What must agree for steps of different tensors to share one collective.
+struct Key {
+  StepKind kind;
+  std::vector<int> mesh_dims;
+  DType dtype;
+  std::optional<ReduceOp> op;
+  friend bool operator==(const Key&, const Key&) = default;
+};
+// Direct exchanges of any tensors share one grouped send/recv (their transfer lists joined).
+Key key_of(const Plan& p, const Step& s) {
+  if (s.kind == StepKind::direct) return {s.kind, {}, p.dtype(), std::nullopt};
+  return {s.kind, s.mesh_dims, p.dtype(), op_of(s)};
+}
+bool coalescible(StepKind k) { return is_collective(k) || k == StepKind::direct; }
+
+std::int64_t group_size(const Mesh& mesh, const std::vector<int>& dims) {
+  std::int64_t n = 1;
+  for (int m : dims) n *= mesh.size(m);
+  return n;
+}
+
+// Elements of the staging buffer a coalesced stage packs into (send) and unpacks from (recv),
+// for members whose per-member counts sum to C over a group of n: all_gather sends C and
+// receives n*C; reduce_scatter sends n*C, receives C; all_to_all n*C both ways; all_reduce C.
+std::pair<std::int64_t, std::int64_t> staging_elems(StepKind kind, std::int64_t n, std::int64_t C) {
+  switch (kind) {
+    case StepKind::all_gather: return {C, n * C};
+    case StepKind::reduce_scatter: return {n * C, C};
+    case StepKind::all_to_all: return {n * C, n * C};
+    default: return {C, C};  // all_reduce
+  }
+}
+
+// The per-member count a step's collective runs with on any rank (all_reduce: the largest local
+// size, an upper bound for ranks with less).
+std::int64_t member_count(const Step& s) { return s.buffers.chunk; }
+
+std::int64_t stage_staging_bytes(const BatchPlan& b, const BatchStage& st) {
+  if (!st.coalesced || st.kind == StepKind::direct) return 0;  // a grouped send/recv reads and writes in place
+  const Plan& p0 = b.plans[static_cast<std::size_t>(st.members.front().tensor)];
+  const auto s = static_cast<std::int64_t>(itemsize(p0.dtype()));
+  std::int64_t C = 0;
+  for (const auto& m : st.members) C += member_count(b.plans[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)]);
+  const auto [send, recv] = staging_elems(st.kind, group_size(p0.mesh(), st.mesh_dims), C);
+  return ws_round(send * s) + ws_round(recv * s);
+}
+
+// One collective over the members' concatenated chunks: one latency, the combined bytes on the
+// wire, the members' own copies plus packing into and unpacking from the staging buffer.
+double coalesced_cost(const CostModel& cost, const BatchPlan& b, const BatchStage& st) {
+  const Plan& p0 = b.plans[static_cast<std::size_t>(st.members.front().tensor)];
+  if (st.kind == StepKind::direct) {
+    // One grouped send/recv: at most every member's peers and the sum of the busiest ranks'
+    // bytes (an upper bound: the busiest rank of the union sends and receives no more).
+    Traffic t;
+    t.kind = Traffic::Kind::direct;
+    std::int64_t peers = 0;
+    for (const auto& m : st.members) {
+      const Step& step = b.plans[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)];
+      peers += step.peers;
+      t.bytes += static_cast<double>(std::max(step.bytes_sent, step.bytes_received));
+      t.copy_bytes += static_cast<double>(step.copy_bytes);
+      t.inter_host = t.inter_host || step.inter_host;
+    }
+    t.peers = std::min(peers, p0.mesh().num_ranks() - 1);
+    return cost.time(t).total_us();
+  }
+  const Step& s0 = p0.steps[static_cast<std::size_t>(st.members.front().step)];
+  const Mesh& mesh = p0.mesh();
+  const auto s = static_cast<double>(itemsize(p0.dtype()));
+  const std::int64_t n = group_size(mesh, st.mesh_dims);
+  Traffic t;
+  t.kind = Traffic::Kind::collective;
+  t.collective = collective_of(st.kind);
+  t.group = n;
+  t.inter_host = s0.inter_host;
+  std::int64_t C = 0;
+  for (const auto& m : st.members) {
+    const Plan& p = b.plans[static_cast<std::size_t>(m.tensor)];
+    const Step& step = p.steps[static_cast<std::size_t>(m.step)];
+    const std::int64_t c = member_count(step);
+    C += c;
+    t.bytes += static_cast<double>(st.kind == StepKind::all_reduce ? c : n * c) * s;
+    double numel = 1, shards = 1;
+    for (auto x : p.shape()) numel *= static_cast<double>(x);
+    for (int d = 0; d < step.from.tensor_ndim(); ++d)
+      for (const auto& e : step.from.entries(d)) shards *= static_cast<double>(mesh.size(e.mesh_dim));
+    t.shard_bytes += numel * s / shards;
+    t.copy_bytes += static_cast<double>(step.copy_bytes);
+  }
+  const auto [send, recv] = staging_elems(st.kind, n, C);
+  t.copy_bytes += static_cast<double>(send + recv) * s;
+  return cost.time(t).total_us();
+}
+
+double members_cost(const BatchPlan& b, const BatchStage& st) {
+  double c = 0;
+  for (const auto& m : st.members) c += b.plans[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)].cost_us;
+  return c;
+}
+
+bool close(double a, double b) { return std::abs(a - b) <= 1e-6 + 1e-9 * std::max(std::abs(a), std::abs(b)); }
+
+}  // namespace
+
+std::int64_t BatchPlan::collectives() const {
+  std::int64_t n = 0;
+  for (const auto& st : stages) {
+    if (st.coalesced) {
+      ++n;
+      continue;
+    }
+    for (const auto& m : st.members)
+      n += is_local(plans[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)].kind) ? 0 : 1;
+  }
+  return n;
+}
+
+std::int64_t BatchPlan::separate_collectives() const {
+  std::int64_t n = 0;
+  for (const auto& p : plans)
+    for (const auto& s : p.steps) n += is_local(s.kind) ? 0 : 1;
+  return n;
+}
+
+std::int64_t BatchPlan::staging_bytes() const {
+  std::int64_t b = 0;
+  for (const auto& st : stages) b = std::max(b, stage_staging_bytes(*this, st));
+  return b;
+}
+
+BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const CostModel& cost, const PlanOptions& options) {
+  if (pairs.empty()) throw InputError("a batch needs at least one (source, target) pair");
+  if (pairs.size() > kMaxBatchTensors)
+    throw InputError(fmt::format("a batch of {} tensors is above the limit of {}", pairs.size(), kMaxBatchTensors));
+  BatchPlan b;
+  b.cost_model = cost.name;
+  const Mesh& mesh = pairs.front().first.mesh();
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const auto& [src, dst] = pairs[i];
+    if (src.mesh() != mesh || dst.mesh() != mesh)
+      throw InputError(fmt::format("batch entry {} is on mesh {}, the batch's first entry on {}: a batch stays on one mesh", i,
+                                   (src.mesh() != mesh ? src.mesh() : dst.mesh()).str(), mesh.str()));
+    try {
+      b.plans.push_back(plan_redistribution(src, dst, cost, options));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("batch entry {}: {}", i, e.what()));
+    }
+    b.separate_cost_us += b.plans.back().total_cost_us;
+  }
+  // Schedule: every round takes, for each tensor, at most its next step. Local steps of every
+  // tensor go first (one stage: no communication); otherwise the collective shared by the most
+  // tensors' next steps (ties: the first tensor's), which coalesces when that is cheaper than
+  // running the members one after another and the staging fits the memory bound.
+  const std::size_t T = b.plans.size();
+  std::vector<std::size_t> next(T, 0);
+  std::size_t left = 0;
+  for (const auto& p : b.plans) left += p.steps.size();
+  auto step_at = [&](std::size_t t) -> const Step& { return b.plans[t].steps[next[t]]; };
+  auto push_single = [&](std::size_t t) {
+    BatchStage st;
+    st.kind = step_at(t).kind;
+    if (!is_local(st.kind) && st.kind != StepKind::direct) st.mesh_dims = step_at(t).mesh_dims;
+    st.members.push_back({static_cast<std::int32_t>(t), static_cast<std::int32_t>(next[t])});
+    st.cost_us = step_at(t).cost_us;
+    b.stages.push_back(std::move(st));
+  };
+  while (left > 0) {
+    BatchStage local;
+    for (std::size_t t = 0; t < T; ++t)
+      if (next[t] < b.plans[t].steps.size() && is_local(step_at(t).kind)) {
+        if (local.members.empty()) local.kind = step_at(t).kind;
+        local.members.push_back({static_cast<std::int32_t>(t), static_cast<std::int32_t>(next[t])});
+      }
+    if (!local.members.empty()) {
+      local.cost_us = members_cost(b, local);
+      for (const auto& m : local.members) ++next[static_cast<std::size_t>(m.tensor)];
+      left -= local.members.size();
+      b.stages.push_back(std::move(local));
+      continue;
+    }
+    // the most shared collective key among the next steps (direct steps stand alone)
+    std::size_t best_t = T, best_count = 0;
+    for (std::size_t t = 0; t < T; ++t) {
+      if (next[t] >= b.plans[t].steps.size()) continue;
+      std::size_t count = 1;
+      if (coalescible(step_at(t).kind)) {
+        const Key k = key_of(b.plans[t], step_at(t));
+        count = 0;
+        for (std::size_t u = 0; u < T; ++u)
+          if (next[u] < b.plans[u].steps.size() && coalescible(step_at(u).kind) && key_of(b.plans[u], step_at(u)) == k) ++count;
+      }
+      if (count > best_count) {
+        best_count = count;
+        best_t = t;
+      }
+    }
+    if (!coalescible(step_at(best_t).kind) || best_count == 1) {
+      push_single(best_t);
+      ++next[best_t];
+      --left;
+      continue;
+    }
+    BatchStage st;
+    st.kind = step_at(best_t).kind;
+    const Key k = key_of(b.plans[best_t], step_at(best_t));
+    st.mesh_dims = k.mesh_dims;
+    for (std::size_t u = 0; u < T; ++u)
+      if (next[u] < b.plans[u].steps.size() && coalescible(step_at(u).kind) && key_of(b.plans[u], step_at(u)) == k)
+        st.members.push_back({static_cast<std::int32_t>(u), static_cast<std::int32_t>(next[u])});
+    st.coalesced = true;
+    const double together = coalesced_cost(cost, b, st), apart = members_cost(b, st);
+    const bool fits = !options.max_peak_bytes || stage_staging_bytes(b, st) <= *options.max_peak_bytes;
+    if (together < apart && fits) {
+      st.cost_us = together;
+      for (const auto& m : st.members) ++next[static_cast<std::size_t>(m.tensor)];
+      left -= st.members.size();
+      b.stages.push_back(std::move(st));
+    } else {
+      for (const auto& m : st.members) {
+        push_single(static_cast<std::size_t>(m.tensor));
+        ++next[static_cast<std::size_t>(m.tensor)];
+        --left;
+      }
+    }
+  }
+  for (const auto& st : b.stages) b.total_cost_us += st.cost_us;
+  return b;
+}
+
+void validate_batch_plan(const BatchPlan& b) {
+  if (b.plans.empty()) throw InputError("batch plan has no tensors");
+  if (b.plans.size() > kMaxBatchTensors)
+    throw InputError(fmt::format("batch plan has {} tensors, above the limit of {}", b.plans.size(), kMaxBatchTensors));
+  const Mesh& mesh = b.plans.front().mesh();
+  double separate = 0;
+  for (std::size_t i = 0; i < b.plans.size(); ++i) {
+    if (b.plans[i].mesh() != mesh)
+      throw InputError(fmt::format("batch plan tensor {} is on mesh {}, tensor 0 on {}", i, b.plans[i].mesh().str(), mesh.str()));
+    separate += b.plans[i].total_cost_us;
+  }
+  if (!close(separate, b.separate_cost_us))
+    throw InputError(fmt::format("batch plan separate_cost_us {} is not its plans' total {}", b.separate_cost_us, separate));
+  std::vector<std::size_t> next(b.plans.size(), 0);
+  double total = 0;
+  for (std::size_t k = 0; k < b.stages.size(); ++k) {
+    const BatchStage& st = b.stages[k];
+    auto bad = [&](const std::string& what) { return InputError(fmt::format("batch plan stage {}: {}", k, what)); };
+    if (st.members.empty()) throw bad("no members");
+    if (!std::isfinite(st.cost_us) || st.cost_us < 0) throw bad(fmt::format("cost {} is not a finite non-negative time", st.cost_us));
+    std::vector<char> seen(b.plans.size(), 0);
+    for (const auto& m : st.members) {
+      if (m.tensor < 0 || static_cast<std::size_t>(m.tensor) >= b.plans.size())
+        throw bad(fmt::format("member tensor {} is not one of the {} tensors", m.tensor, b.plans.size()));
+      const auto t = static_cast<std::size_t>(m.tensor);
+      if (seen[t]) throw bad(fmt::format("tensor {} appears twice", t));
+      seen[t] = 1;
+      if (m.step < 0 || static_cast<std::size_t>(m.step) != next[t])
+        throw bad(fmt::format("tensor {} runs step {} where its step {} is next", t, m.step, next[t]));
+      if (next[t] >= b.plans[t].steps.size()) throw bad(fmt::format("tensor {} has no step {}", t, m.step));
+      ++next[t];
+    }
+    const auto& f = b.plans[static_cast<std::size_t>(st.members.front().tensor)];
+    const Step& s0 = f.steps[static_cast<std::size_t>(st.members.front().step)];
+    if (st.kind != s0.kind) throw bad(fmt::format("kind {} but its first member's step is {}", to_string(st.kind), to_string(s0.kind)));
+    if (st.coalesced) {
+      if (st.members.size() < 2) throw bad("a coalesced stage needs two members or more");
+      if (!coalescible(st.kind)) throw bad(fmt::format("{} steps do not coalesce", to_string(st.kind)));
+      const Key k = key_of(f, s0);
+      if (st.mesh_dims != k.mesh_dims) throw bad("its mesh dims are not its members'");
+      for (const auto& m : st.members) {
+        const Plan& p = b.plans[static_cast<std::size_t>(m.tensor)];
+        if (!(key_of(p, p.steps[static_cast<std::size_t>(m.step)]) == k))
+          throw bad(fmt::format("tensor {}'s step is not the same collective (kind, mesh dims, dtype, reduce op)", m.tensor));
+      }
+      if (st.cost_us > members_cost(b, st) * (1 + 1e-9) + 1e-6)
+        throw bad(fmt::format("coalesced cost {} above its members' {}", st.cost_us, members_cost(b, st)));
+    } else {
+      if (st.members.size() > 1)
+        for (const auto& m : st.members)
+          if (!is_local(b.plans[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)].kind))
+            throw bad(fmt::format("tensor {}'s step communicates: a stage of several members that is not coalesced runs local steps only", m.tensor));
+      const std::vector<int> dims = st.members.size() == 1 && is_collective(s0.kind) ? s0.mesh_dims : std::vector<int>{};
+      if (st.mesh_dims != dims) throw bad("its mesh dims are not its member's");
+      if (!close(st.cost_us, members_cost(b, st)))
+        throw bad(fmt::format("cost {} is not its members' {}", st.cost_us, members_cost(b, st)));
+    }
+    total += st.cost_us;
+  }
+  for (std::size_t t = 0; t < b.plans.size(); ++t)
+    if (next[t] != b.plans[t].steps.size())
+      throw InputError(fmt::format("batch plan runs {} of tensor {}'s {} steps", next[t], t, b.plans[t].steps.size()));
+  if (!close(total, b.total_cost_us))
+    throw InputError(fmt::format("batch plan total_cost_us {} is not its stages' total {}", b.total_cost_us, total));
+}
+
+std::uint64_t BatchPlan::hash() const {
+  std::string canon = fmt::format("batch|{}|{}", cost_model, plans.size());
+  for (const auto& p : plans) canon += fmt::format("|{:016x}", p.hash());
+  for (const auto& st : stages) {
+    canon += fmt::format(";{}:{}:{}:{}", to_string(st.kind), fmt::join(st.mesh_dims, ","), st.coalesced ? 1 : 0,
+                         std::llround(st.cost_us * 1e6));
+    for (const auto& m : st.members) canon += fmt::format(",{}.{}", m.tensor, m.step);
+  }
+  return detail::fnv1a(canon.data(), canon.size());
+}
+
+std::string BatchPlan::to_json(int indent) const {
+  ordered j;
+  j["version"] = 1;
+  j["kind"] = "batch";
+  j["cost_model"] = cost_model;
+  j["tensors"] = plans.size();
+  j["total_cost_us"] = total_cost_us;
+  j["separate_cost_us"] = separate_cost_us;
+  j["collectives"] = collectives();
+  j["separate_collectives"] = separate_collectives();
+  j["staging_bytes"] = staging_bytes();
+  j["batch_hash"] = fmt::format("{:016x}", hash());
+  j["stages"] = ordered::array();
+  for (const auto& st : stages) {
+    ordered s;
+    s["kind"] = std::string(to_string(st.kind));
+    s["mesh_dims"] = st.mesh_dims;
+    s["coalesced"] = st.coalesced;
+    s["cost_us"] = st.cost_us;
+    ordered members = ordered::array();
+    for (const auto& m : st.members) members.push_back({m.tensor, m.step});
+    s["members"] = members;
+    j["stages"].push_back(s);
+  }
+  j["plans"] = ordered::array();
+  for (const auto& p : plans) j["plans"].push_back(ordered::parse(p.to_json()));
+  return j.dump(indent);
+}
+
+BatchPlan BatchPlan::from_json(std::string_view text) {
+  const json j = detail::parse_json(text, "batch plan");
+  if (!j.is_object()) throw InputError("batch plan JSON must be an object");
+  auto field = [&](const json& o, const char* key) -> const json& {
+    auto it = o.find(key);
+    if (it == o.end()) throw InputError(fmt::format("batch plan JSON lacks the field '{}'", key));
+    return *it;
+  };
+  auto number = [&](const json& o, const char* key) {
+    const json& v = field(o, key);
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      throw InputError(fmt::format("batch plan JSON field '{}' must be a finite number, not {}", key, detail::json_quote(v)));
+    return v.get<double>();
+  };
+  if (detail::json_int(field(j, "version"), "version", 1, 1 << 20) != 1)
+    throw InputError("batch plan JSON version must be 1");
+  if (field(j, "kind") != "batch") throw InputError("batch plan JSON 'kind' must be \"batch\"");
+  BatchPlan b;
+  const json& cm = field(j, "cost_model");
+  if (!cm.is_string()) throw InputError("batch plan JSON 'cost_model' must be a string");
+  b.cost_model = cm.get<std::string>();
+  b.total_cost_us = number(j, "total_cost_us");
+  b.separate_cost_us = number(j, "separate_cost_us");
+  const json& plans = field(j, "plans");
+  if (!plans.is_array() || plans.empty() || plans.size() > kMaxBatchTensors)
+    throw InputError(fmt::format("batch plan JSON 'plans' must be a list of 1 to {} plans", kMaxBatchTensors));
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    try {
+      b.plans.push_back(Plan::from_json(plans[i].dump()));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("batch plan JSON plans[{}]: {}", i, e.what()));
+    }
+    if (b.plans.back().cost_model != b.cost_model)
+      throw InputError(fmt::format("batch plan JSON plans[{}] was planned under cost model {}, the batch under {}", i,
+                                   quote_input(b.plans.back().cost_model), quote_input(b.cost_model)));
+  }
+  const json& stages = field(j, "stages");
+  if (!stages.is_array()) throw InputError("batch plan JSON 'stages' must be a list");
+  std::size_t total_steps = 0;
+  for (const auto& p : b.plans) total_steps += p.steps.size();
+  if (stages.size() > total_steps)
+    throw InputError(fmt::format("batch plan JSON has {} stages for {} steps", stages.size(), total_steps));
+  const auto T = static_cast<std::int64_t>(b.plans.size());
+  for (std::size_t k = 0; k < stages.size(); ++k) {
+    const json& s = stages[k];
+    if (!s.is_object()) throw InputError(fmt::format("batch plan JSON stages[{}] must be an object", k));
+    BatchStage st;
+    const json& kind = field(s, "kind");
+    if (!kind.is_string()) throw InputError(fmt::format("batch plan JSON stages[{}].kind must be a string", k));
+    st.kind = parse_step_kind(kind.get<std::string>());
+    const int md = b.plans.front().mesh().ndim();
+    for (auto m : detail::json_int_list(field(s, "mesh_dims"), "mesh_dims", 0, md - 1)) st.mesh_dims.push_back(static_cast<int>(m));
+    const json& co = field(s, "coalesced");
+    if (!co.is_boolean()) throw InputError(fmt::format("batch plan JSON stages[{}].coalesced must be true or false", k));
+    st.coalesced = co.get<bool>();
+    st.cost_us = number(s, "cost_us");
+    const json& members = field(s, "members");
+    if (!members.is_array() || members.empty() || members.size() > b.plans.size())
+      throw InputError(fmt::format("batch plan JSON stages[{}].members must be a list of 1 to {} [tensor, step] pairs", k, T));
+    for (const auto& m : members) {
+      if (!m.is_array() || m.size() != 2)
+        throw InputError(fmt::format("batch plan JSON stages[{}].members entries are [tensor, step] pairs, not {}", k, detail::json_quote(m)));
+      st.members.push_back({static_cast<std::int32_t>(detail::json_int(m[0], "tensor", 0, T - 1)),
+                            static_cast<std::int32_t>(detail::json_int(m[1], "step", 0, 1 << 20))});
+    }
+    b.stages.push_back(std::move(st));
+  }
+  validate_batch_plan(b);
+  return b;
+}
+
+std::string explain(const BatchPlan& b) {
+  std::string out = fmt::format(
+      "batch of {} tensors on mesh {} (cost model {}): {} stage(s), {} collective(s) against {} planned one by one\n"
+      "total {:.3f} us against {:.3f} us one after another ({:.2f}x), staging {} bytes\n",
+      b.plans.size(), b.plans.front().mesh().str(), b.cost_model, b.stages.size(), b.collectives(), b.separate_collectives(),
+      b.total_cost_us, b.separate_cost_us, b.total_cost_us > 0 ? b.separate_cost_us / b.total_cost_us : 1.0, b.staging_bytes());
+  out += fmt::format("\n {:>3}  {:<15} {:<9} {:>7} {:>14}  {}\n", "#", "kind", "mesh", "tensors", "cost us", "how");
+  for (std::size_t k = 0; k < b.stages.size(); ++k) {
+    const auto& st = b.stages[k];
+    std::vector<std::string> who;
+    for (const auto& m : st.members) who.push_back(fmt::format("{}.{}", m.tensor, m.step));
+    const std::string how = st.coalesced ? "one collective over the members' concatenated chunks"
+                            : is_local(st.kind) ? "local copies, no communication"
+                                                : "the member's own step";
+    out += fmt::format(" {:>3}  {:<15} {:<9} {:>7} {:>14.3f}  {} (tensor.step: {})\n", k + 1, to_string(st.kind),
+                       fmt::format("{}", fmt::join(st.mesh_dims, ",")), st.members.size(), st.cost_us, how, fmt::join(who, " "));
+  }
+  out += "\ntensors:\n";
+  for (std::size_t t = 0; t < b.plans.size(); ++t) {
+    const auto& p = b.plans[t];
+    out += fmt::format(" {:>3}  {} {} {} -> {}: {} step(s), {:.3f} us\n", t, shape_str(p.shape()), to_string(p.dtype()),
+                       p.src.placements_str(), p.dst.placements_str(), p.steps.size(), p.total_cost_us);
+  }
+  return out;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,315 @@
+// Batched redistribution (docs/batch.md): every tensor of a batch ends exactly as the oracle says
+// (per-rank global element ids, Partial reduced), coalesced stages issue one collective, batch
+// plans never cost more than the plans one after another, and batch plans read from JSON are
+// checked like plans.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "dtensor/batch.hpp"
+#include "dtensor/error.hpp"
+#include "dtensor/testing.hpp"
+
+using namespace dtensor;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Forwards to a communicator and counts the collectives issued through it.
+class Counting : public Communicator {
+ public:
+  explicit Counting(Communicator& c) : c_(c) {}
+  const Mesh& mesh() const override { return c_.mesh(); }
+  std::int64_t rank() const override { return c_.rank(); }
+  bool supports(Collective c, DType d, ReduceOp o) const override { return c_.supports(c, d, o); }
+  std::vector<std::uint64_t> exchange(std::uint64_t v) override { return c_.exchange(v); }
+  void prepare(std::span<const Group> g) override { c_.prepare(g); }
+  void all_gather(const Group& g, const void* s, void* r, std::int64_t n, DType d) override {
+    ++collectives;
+    c_.all_gather(g, s, r, n, d);
+  }
+  void reduce_scatter(const Group& g, const void* s, void* r, std::int64_t n, DType d, ReduceOp o) override {
+    ++collectives;
+    c_.reduce_scatter(g, s, r, n, d, o);
+  }
+  void all_reduce(const Group& g, const void* s, void* r, std::int64_t n, DType d, ReduceOp o) override {
+    ++collectives;
+    c_.all_reduce(g, s, r, n, d, o);
+  }
+  void all_to_all(const Group& g, const void* s, void* r, std::int64_t n, DType d) override {
+    ++collectives;
+    c_.all_to_all(g, s, r, n, d);
+  }
+  void send_recv(std::span<const Transfer> s, std::span<const Transfer> r, DType d) override {
+    ++collectives;
+    c_.send_recv(s, r, d);
+  }
+  void synchronize() override { c_.synchronize(); }
+  void copy(void* d, const void* s, std::int64_t b) override { c_.copy(d, s, b); }
+  void fill(void* d, DType t, std::int64_t n, double v) override { c_.fill(d, t, n, v); }
+  void copy_strided(void* d, const void* s, std::int64_t rb, std::span<const std::int64_t> c, std::span<const std::int64_t> ds,
+                    std::span<const std::int64_t> ss) override {
+    c_.copy_strided(d, s, rb, c, ds, ss);
+  }
+  std::int64_t collectives = 0;
+
+ private:
+  Communicator& c_;
+};
+
+// Runs `batch` on one thread per rank over seeded inputs and verifies every tensor's output on
+// every rank against the oracle; returns the first mismatch ("" when all right) and, per rank,
+// the collectives issued.
+std::string run_batch(const BatchPlan& batch, std::vector<std::int64_t>* collectives = nullptr) {
+  const Mesh& mesh = batch.plans.front().mesh();
+  SimulatedWorld world(mesh, WorldOptions{std::chrono::milliseconds(30000), nullptr});
+  std::mutex mu;
+  std::string mismatch;
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(mesh.num_ranks()), 0);
+  // outputs[tensor][rank]
+  std::vector<std::vector<std::vector<std::byte>>> outputs(batch.plans.size(),
+                                                           std::vector<std::vector<std::byte>>(static_cast<std::size_t>(mesh.num_ranks())));
+  run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+    Counting counting(comm);
+    BatchExecutor ex(batch, counting);
+    const std::size_t T = batch.plans.size();
+    std::vector<std::vector<std::byte>> in(T), out(T), ws(T);
+    std::vector<Buffers> bufs(T);
+    for (std::size_t t = 0; t < T; ++t) {
+      in[t] = seeded_input(batch.plans[t].src, rank);
+      out[t].assign(static_cast<std::size_t>(ex.executor(t).output_bytes()), std::byte{0x7f});
+      ws[t].assign(static_cast<std::size_t>(ex.executor(t).workspace_bytes()), std::byte{0x55});
+      bufs[t] = {in[t], out[t], ws[t]};
+    }
+    std::vector<std::byte> staging(static_cast<std::size_t>(ex.staging_bytes()), std::byte{0x33});
+    counting.collectives = 0;
+    try {
+      ex.execute(bufs, staging);
+    } catch (const std::exception& e) {
+      if (std::getenv("DT_DEBUG")) fmt::print(stderr, "rank {}: {}\n", rank, e.what());
+      throw;
+    }
+    counts[static_cast<std::size_t>(rank)] = counting.collectives;
+    for (std::size_t t = 0; t < T; ++t) outputs[t][static_cast<std::size_t>(rank)] = std::move(out[t]);
+  });
+  for (std::size_t t = 0; t < batch.plans.size() && mismatch.empty(); ++t) {
+    const auto why = verify_outputs(batch.plans[t].dst, outputs[t]);
+    if (!why.empty())
+      mismatch = fmt::format("tensor {} ({} -> {}): {}", t, batch.plans[t].src.placements_str(), batch.plans[t].dst.placements_str(), why);
+  }
+  if (collectives) *collectives = counts;
+  return mismatch;
+}
+
+// A profile under which coalescing always pays (copies nearly free, latency dear): the tests
+// exercise coalesced stages on small tensors.
+CostModel coalescing_model() {
+  CostModel m = CostModel::default_model();
+  m.name = "coalescing";
+  m.copy_bw_GBps = 1e6;
+  m.intra.alpha_us = m.inter.alpha_us = 1000;
+  return m;
+}
+
+std::vector<std::string> layouts_of(const Mesh& mesh, const std::vector<std::string>& options) {
+  std::vector<std::string> out{""};
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    std::vector<std::string> next;
+    for (const auto& p : out)
+      for (const auto& o : options) next.push_back(p + o);
+    out = std::move(next);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("batch: an FSDP-style batch coalesces into one collective per stage and every tensor is exact", "[batch]") {
+  const Mesh mesh = Mesh::parse("4");
+  std::vector<std::pair<Layout, Layout>> unshard, grads;
+  for (const auto& shape : {std::vector<std::int64_t>{8, 6}, {16, 3}, {5, 7}, {9}, {2, 2}, {3, 10}}) {
+    const std::string s0 = "S(0)";
+    unshard.emplace_back(Layout::parse(mesh, shape, DType::f32, s0), Layout::parse(mesh, shape, DType::f32, "R"));
+    grads.emplace_back(Layout::parse(mesh, shape, DType::f32, "P(sum)"), Layout::parse(mesh, shape, DType::f32, s0));
+  }
+  for (const auto* batch_pairs : {&unshard, &grads}) {
+    const BatchPlan b = plan_batch(*batch_pairs, coalescing_model());
+    INFO(explain(b));
+    CHECK(b.separate_collectives() == 6);
+    CHECK(b.collectives() == 1);
+    CHECK(b.total_cost_us < b.separate_cost_us);
+    std::vector<std::int64_t> issued;
+    CHECK(run_batch(b, &issued) == "");
+    for (auto n : issued) CHECK(n == b.collectives());
+  }
+}
+
+TEST_CASE("batch: exhaustive pairs of tensors on meshes 2 and 2x2, uneven and empty shards, strided and Partial", "[batch]") {
+  std::int64_t batches = 0, coalesced = 0;
+  // sanitizer builds take every stride-th pair (DTENSOR_EXHAUSTIVE_STRIDE)
+  const char* stride_env = std::getenv("DTENSOR_EXHAUSTIVE_STRIDE");
+  const std::size_t stride = stride_env ? static_cast<std::size_t>(std::max(1, std::atoi(stride_env))) : 1;
+  for (const char* mesh_text : {"2", "2x2"}) {
+    const Mesh mesh = Mesh::parse(mesh_text);
+    const auto layouts = layouts_of(mesh, {"R", "P(sum)", "S(0)", "S(1)", "_S(0, 2)"});
+    const std::vector<std::int64_t> shape_a{5, 3}, shape_b{1, 4};  // uneven; tensor b has empty shards on dim 0
+    std::mt19937_64 rng(7);
+    std::size_t index = 0;
+    for (const auto& a_from : layouts)
+      for (const auto& a_to : layouts) {
+        if (index++ % stride != 0) continue;
+        // the second tensor: a sampled pair (all pairs of pairs is 600k batches on 2x2)
+        const auto& b_from = layouts[rng() % layouts.size()];
+        const auto& b_to = layouts[rng() % layouts.size()];
+        std::vector<std::pair<Layout, Layout>> pairs;
+        try {
+          pairs.emplace_back(Layout::parse(mesh, shape_a, DType::f32, a_from), Layout::parse(mesh, shape_a, DType::f32, a_to));
+          pairs.emplace_back(Layout::parse(mesh, shape_b, DType::f32, b_from), Layout::parse(mesh, shape_b, DType::f32, b_to));
+        } catch (const InputError&) {
+          continue;  // a strided split beyond its dim
+        }
+        for (const CostModel& cm : {CostModel::default_model(), coalescing_model()}) {
+          const BatchPlan b = plan_batch(pairs, cm);
+          INFO(mesh_text << " " << a_from << " -> " << a_to << " and " << b_from << " -> " << b_to << "\n" << explain(b));
+          CHECK(b.total_cost_us <= b.separate_cost_us + 1e-9);
+          CHECK(b.collectives() <= b.separate_collectives());
+          std::vector<std::int64_t> issued;
+          const auto why = run_batch(b, &issued);
+          CHECK(why == "");
+          for (auto n : issued) CHECK(n == b.collectives());
+          for (const auto& st : b.stages) coalesced += st.coalesced ? 1 : 0;
+          ++batches;
+        }
+      }
+  }
+  INFO("batches " << batches << ", coalesced stages " << coalesced);
+  CHECK(batches * static_cast<std::int64_t>(stride) > 500);
+  CHECK(coalesced * static_cast<std::int64_t>(stride) > 100);
+}
+
+TEST_CASE("batch: random batches of up to 64 tensors on 2x2x2", "[batch]") {
+  const Mesh mesh = Mesh::parse("2x2x2");
+  std::mt19937_64 rng(2024);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const char* pls[] = {"R", "P(sum)", "S(0)", "S(1)", "_S(0, 2)"};
+  for (int round = 0; round < 6; ++round) {
+    std::vector<std::pair<Layout, Layout>> pairs;
+    const int T = round == 0 ? 64 : uni(2, 40);
+    while (static_cast<int>(pairs.size()) < T) {
+      const std::vector<std::int64_t> shape{uni(0, 9), uni(1, 6)};
+      std::string a, b;
+      for (int m = 0; m < 3; ++m) {
+        a += pls[uni(0, 4)];
+        b += pls[uni(0, 4)];
+      }
+      try {
+        pairs.emplace_back(Layout::parse(mesh, shape, DType::f32, a), Layout::parse(mesh, shape, DType::f32, b));
+      } catch (const InputError&) {
+      }
+    }
+    for (const CostModel& cm : {CostModel::default_model(), coalescing_model()}) {
+      const BatchPlan b = plan_batch(pairs, cm);
+      INFO("round " << round << "\n" << explain(b));
+      CHECK(b.total_cost_us <= b.separate_cost_us + 1e-9);
+      CHECK(run_batch(b) == "");
+      // the JSON form reads back to the same batch plan, with the same hash
+      const BatchPlan back = BatchPlan::from_json(b.to_json());
+      CHECK(back == b);
+      CHECK(back.hash() == b.hash());
+    }
+  }
+}
+
+TEST_CASE("batch: bad input gets one clear error naming the entry", "[batch]") {
+  const Mesh m4 = Mesh::parse("4"), m22 = Mesh::parse("2x2");
+  std::vector<std::pair<Layout, Layout>> none;
+  CHECK_THROWS_WITH(plan_batch(none, CostModel::default_model()), Contains("at least one"));
+  std::vector<std::pair<Layout, Layout>> mixed{{Layout::parse(m4, {8}, DType::f32, "S(0)"), Layout::parse(m4, {8}, DType::f32, "R")},
+                                               {Layout::parse(m22, {8}, DType::f32, "S(0)R"), Layout::parse(m22, {8}, DType::f32, "RR")}};
+  CHECK_THROWS_WITH(plan_batch(mixed, CostModel::default_model()), Contains("batch entry 1") && Contains("one mesh"));
+  std::vector<std::pair<Layout, Layout>> dtypes{{Layout::parse(m4, {8}, DType::f32, "S(0)"), Layout::parse(m4, {8}, DType::f32, "R")},
+                                                {Layout::parse(m4, {8}, DType::f32, "S(0)"), Layout::parse(m4, {8}, DType::bf16, "R")}};
+  CHECK_THROWS_WITH(plan_batch(dtypes, CostModel::default_model()), Contains("batch entry 1") && Contains("dtype"));
+  // memory: staging that does not fit the bound is not used (the stage runs member by member)
+  std::vector<std::pair<Layout, Layout>> two{{Layout::parse(m4, {64, 8}, DType::f32, "S(0)"), Layout::parse(m4, {64, 8}, DType::f32, "R")},
+                                             {Layout::parse(m4, {64, 8}, DType::f32, "S(0)"), Layout::parse(m4, {64, 8}, DType::f32, "R")}};
+  PlanOptions gathers;
+  gathers.edges = EdgeSet::pytorch;  // all_gathers (a direct exchange would need no staging)
+  const BatchPlan free_b = plan_batch(two, coalescing_model(), gathers);
+  REQUIRE(free_b.collectives() == 1);
+  REQUIRE(free_b.staging_bytes() > 0);
+  PlanOptions tight = gathers;
+  tight.max_peak_bytes = free_b.staging_bytes() - 1;
+  const BatchPlan bound_b = plan_batch(two, coalescing_model(), tight);
+  CHECK(bound_b.collectives() == 2);
+  CHECK(bound_b.staging_bytes() == 0);
+  CHECK(run_batch(bound_b) == "");
+}
+
+TEST_CASE("batch: a batch plan read from JSON is checked like a plan", "[batch]") {
+  const Mesh mesh = Mesh::parse("2x2");
+  std::vector<std::pair<Layout, Layout>> pairs;
+  for (const auto& [a, b] : std::vector<std::pair<const char*, const char*>>{{"S(0)R", "RR"}, {"S(0)R", "RR"}, {"P(sum)R", "S(0)R"},
+                                                                              {"RS(1)", "S(0)S(1)"}})
+    pairs.emplace_back(Layout::parse(mesh, {6, 4}, DType::f32, a), Layout::parse(mesh, {6, 4}, DType::f32, b));
+  const BatchPlan b = plan_batch(pairs, coalescing_model());
+  REQUIRE(b.collectives() < b.separate_collectives());
+  const std::string text = b.to_json();
+  CHECK(BatchPlan::from_json(text) == b);
+  auto edited = [&](const std::function<void(nlohmann::json&)>& edit) {
+    auto j = nlohmann::json::parse(text);
+    edit(j);
+    return j.dump();
+  };
+  std::size_t co = 0;
+  while (co < b.stages.size() && !b.stages[co].coalesced) ++co;
+  REQUIRE(co < b.stages.size());
+  // stage members out of order, repeated, dropped, from another tensor, a stage claimed coalesced
+  // that is not, a tampered cost, a missing field, a plan from another mesh
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"][co]["members"].push_back(j["stages"][co]["members"][0]); })),
+                    Contains("appears twice"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"][co]["members"].erase(0); })), Contains("batch plan"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"][co]["members"][0][1] = 1; })), Contains("step"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"][co]["members"][0][0] = 99; })), Contains("tensor"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"][co]["cost_us"] = 1e9; })), Contains("cost"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"][co]["mesh_dims"] = {1}; })), Contains("mesh dims"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["total_cost_us"] = 1; })), Contains("total_cost_us"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j.erase("stages"); })), Contains("stages"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"] = nlohmann::json::array(); })), Contains("runs 0"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["plans"][1]["from"] = "RS(0)"; })), Contains("plans[1]"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["plans"] = nlohmann::json::array(); })), Contains("plans"));
+  for (std::size_t k = 0; k < b.stages.size(); ++k)
+    if (!b.stages[k].coalesced && b.stages[k].members.size() == 1 && b.stages[k].kind != StepKind::local_chunk) {
+      CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"][k]["coalesced"] = true; })), Contains("two members"));
+      break;
+    }
+}
+
+TEST_CASE("batch: overlapping buffers are refused before anything moves", "[batch]") {
+  const Mesh mesh = Mesh::parse("2");
+  std::vector<std::pair<Layout, Layout>> pairs{{Layout::parse(mesh, {4}, DType::f32, "S(0)"), Layout::parse(mesh, {4}, DType::f32, "R")},
+                                               {Layout::parse(mesh, {4}, DType::f32, "S(0)"), Layout::parse(mesh, {4}, DType::f32, "R")}};
+  const BatchPlan b = plan_batch(pairs, coalescing_model());
+  SimulatedWorld world(mesh, WorldOptions{std::chrono::milliseconds(30000), nullptr});
+  std::atomic<int> refused{0};
+  run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+    BatchExecutor ex(b, comm);
+    auto in0 = seeded_input(b.plans[0].src, rank), in1 = seeded_input(b.plans[1].src, rank);
+    std::vector<std::byte> out(16), staging(static_cast<std::size_t>(ex.staging_bytes()));
+    // both tensors write the same output
+    std::vector<Buffers> bufs{{in0, out, {}}, {in1, out, {}}};
+    try {
+      ex.execute(bufs, staging);
+    } catch (const InputError& e) {
+      if (std::string(e.what()).find("overlap") != std::string::npos) ++refused;
+    }
+  });
+  CHECK(refused == 2);
+}
