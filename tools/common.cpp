@@ -1,5 +1,7 @@
 #include "common.hpp"
 
+#include "dtensor/batch.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <set>
@@ -11,10 +13,12 @@
 namespace dtensor::cli {
 
 void add_plan_flags(CLI::App& cmd, PlanArgs& a) {
-  cmd.add_option("--mesh", a.mesh, "mesh shape: 2x4 or dp=2,tp=4")->required();
-  cmd.add_option("--shape", a.shape, "global tensor shape: 9x5, 9,5 or [9, 5]")->required();
-  cmd.add_option("--from", a.from, "source placements, e.g. 'S(0)[1]S(0)[0]' or '(Shard(dim=0), Replicate())'")->required();
-  cmd.add_option("--to", a.to, "target placements")->required();
+  // required unless --batch names a batch file (checked by make_request)
+  cmd.add_option("--mesh", a.mesh, "mesh shape: 2x4 or dp=2,tp=4 (required unless --batch)");
+  cmd.add_option("--shape", a.shape, "global tensor shape: 9x5, 9,5 or [9, 5] (required unless --batch)");
+  cmd.add_option("--from", a.from, "source placements, e.g. 'S(0)[1]S(0)[0]' or '(Shard(dim=0), Replicate())' (required unless --batch)");
+  cmd.add_option("--to", a.to, "target placements (required unless --batch)");
+  cmd.add_option("--batch", a.batch, "a batch file of (shape, dtype, from, to) pairs on one mesh (docs/cli.md): plan or simulate them together");
   cmd.add_option("--dtype", a.dtype, "f64 f32 bf16 f16 f8e4m3 f8e5m2 i64 i32 i8 u8 bool (or torch names: bfloat16, ...)")
       ->capture_default_str();
   cmd.add_option("--cost-model", a.cost_model, "default, pytorch, or a JSON profile file")->capture_default_str();
@@ -65,14 +69,8 @@ std::int64_t parse_index(const std::string& flag, const std::string& text, std::
   return v;
 }
 
-PlanRequest make_request(const PlanArgs& a) {
-  check_format(a.format);
-  Mesh mesh = for_flag("--mesh", [&] { return Mesh::parse(a.mesh); });
-  auto shape = for_flag("--shape", [&] { return parse_shape(a.shape); });
-  const DType dt = for_flag("--dtype", [&] { return parse_dtype(a.dtype); });
-  Layout src = for_flag("--from", [&] { return Layout::parse(mesh, shape, dt, a.from); });
-  Layout dst = for_flag("--to", [&] { return Layout::parse(mesh, shape, dt, a.to); });
-  CostModel cost = for_flag("--cost-model", [&] { return CostModel::load(a.cost_model); });
+namespace {
+PlanOptions options_of(const PlanArgs& a) {
   PlanOptions opt;
   if (!a.edges.empty()) opt.edges = for_flag("--edges", [&] { return parse_edge_set(a.edges); });
   if (a.max_memory_given) opt.max_peak_bytes = parse_bytes("--max-memory", a.max_memory);
@@ -80,7 +78,34 @@ PlanRequest make_request(const PlanArgs& a) {
   if (!a.max_search_memory.empty()) opt.max_search_bytes = parse_bytes("--max-search-memory", a.max_search_memory);
   if (opt.max_states < 1) throw InputError("--max-states must be at least 1");
   if (opt.max_search_bytes < 1) throw InputError("--max-search-memory must be at least 1 byte");
-  return {std::move(src), std::move(dst), std::move(cost), opt};
+  return opt;
+}
+}  // namespace
+
+PlanRequest make_batch_request(const PlanArgs& a) {
+  check_format(a.format);
+  for (const auto& [flag, value] : {std::pair{"--mesh", &a.mesh}, {"--shape", &a.shape}, {"--from", &a.from}, {"--to", &a.to}})
+    if (!value->empty()) throw InputError(fmt::format("{} and --batch exclude each other: a batch file names its mesh and layouts", flag));
+  CostModel cost = for_flag("--cost-model", [&] { return CostModel::load(a.cost_model); });
+  const Layout none(Mesh(std::vector<std::int64_t>{1}), {}, DType::f32, Sharding::replicated(1, 0));
+  return {none, none, std::move(cost), options_of(a)};
+}
+
+std::vector<std::pair<Layout, Layout>> read_batch_file(const std::string& path) {
+  return for_flag("--batch", [&] { return batch_pairs_from_json(read_input_file(path, "batch file", 64u << 20)); });
+}
+
+PlanRequest make_request(const PlanArgs& a) {
+  check_format(a.format);
+  for (const auto& [flag, value] : {std::pair{"--mesh", &a.mesh}, {"--shape", &a.shape}, {"--from", &a.from}, {"--to", &a.to}})
+    if (value->empty()) throw InputError(fmt::format("{} is required (or --batch FILE)", flag));
+  Mesh mesh = for_flag("--mesh", [&] { return Mesh::parse(a.mesh); });
+  auto shape = for_flag("--shape", [&] { return parse_shape(a.shape); });
+  const DType dt = for_flag("--dtype", [&] { return parse_dtype(a.dtype); });
+  Layout src = for_flag("--from", [&] { return Layout::parse(mesh, shape, dt, a.from); });
+  Layout dst = for_flag("--to", [&] { return Layout::parse(mesh, shape, dt, a.to); });
+  CostModel cost = for_flag("--cost-model", [&] { return CostModel::load(a.cost_model); });
+  return {std::move(src), std::move(dst), std::move(cost), options_of(a)};
 }
 
 std::string ownership_grid(const Layout& l, std::size_t max_blocks) {

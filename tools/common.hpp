@@ -17,6 +17,7 @@ struct PlanArgs {
   bool max_memory_given = false;
   std::string max_states, max_search_memory;  // `--max-memory ''` is an error, not "no limit"
   bool explain = false;
+  std::string batch;  // --batch FILE: a batch file instead of --mesh/--shape/--from/--to
 };
 void add_plan_flags(CLI::App& cmd, PlanArgs& a);
 
@@ -27,6 +28,10 @@ struct PlanRequest {
   PlanOptions options;
 };
 [[nodiscard]] PlanRequest make_request(const PlanArgs& a);
+// The cost model and options of the flags, for --batch (no layouts).
+[[nodiscard]] PlanRequest make_batch_request(const PlanArgs& a);
+// --batch FILE: the pairs of a batch file (at most 64 MiB).
+[[nodiscard]] std::vector<std::pair<Layout, Layout>> read_batch_file(const std::string& path);
 
 // Block grid of which ranks own which part of a 1-d or 2-d tensor, or "" when not drawable.
 [[nodiscard]] std::string ownership_grid(const Layout& l, std::size_t max_blocks = 48);

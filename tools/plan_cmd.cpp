@@ -1,6 +1,7 @@
 #include <iostream>
 
 #include "common.hpp"
+#include "dtensor/batch.hpp"
 
 namespace dtensor::cli {
 namespace {
@@ -37,6 +38,13 @@ void register_plan(CLI::App& app) {
   add_plan_flags(*cmd, args);
   cmd->add_flag("--explain", args.explain, "explain every step (text format)");
   cmd->callback([] {
+    if (!args.batch.empty()) {
+      const auto req = make_batch_request(args);
+      const auto pairs = read_batch_file(args.batch);
+      const BatchPlan batch = plan_batch(pairs, req.cost, req.options);
+      std::cout << (args.format == "json" ? batch.to_json() + "\n" : explain(batch));
+      return;
+    }
     const auto req = make_request(args);
     const Plan plan = plan_redistribution(req.src, req.dst, req.cost, req.options);
     if (args.format == "json")

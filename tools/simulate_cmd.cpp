@@ -14,6 +14,49 @@ std::int64_t max_values = 64;
 bool with_data = false;
 std::string sim_memory_limit;
 
+std::int64_t memory_limit() {
+  return sim_memory_limit.empty() ? default_simulation_limit() : parse_bytes("--sim-memory-limit", sim_memory_limit);
+}
+
+// --batch FILE: plan the batch, run it on the simulated mesh (one thread per rank), verify every
+// tensor on every rank; exit status 1 when any is wrong.
+void simulate_batch() {
+  const auto req = make_batch_request(args);
+  const BatchPlan batch = plan_batch(read_batch_file(args.batch), req.cost, req.options);
+  std::int64_t need = 0;
+  for (const auto& p : batch.plans) need += simulation_bytes(p);
+  need += batch.staging_bytes() * batch.plans.front().mesh().num_ranks();
+  if (const auto limit = memory_limit(); need > limit)
+    throw InputError(fmt::format("simulating the batch of {} tensors on mesh {} needs about {} bytes of host memory, above the "
+                                 "limit of {} bytes (--sim-memory-limit)",
+                                 batch.plans.size(), batch.plans.front().mesh().str(), need, limit));
+  const BatchSimulationResult res = simulate(batch);
+  if (args.format == "json") {
+    auto j = nlohmann::ordered_json::parse(batch.to_json());
+    j.erase("plans");
+    j["verified"] = res.verified;
+    j["collectives_issued"] = res.collectives;
+    j["tensors"] = nlohmann::ordered_json::array();
+    for (std::size_t t = 0; t < batch.plans.size(); ++t) {
+      const auto& p = batch.plans[t];
+      nlohmann::ordered_json tj{{"index", t}, {"shape", p.shape()}, {"dtype", std::string(to_string(p.dtype()))},
+                                {"from", p.src.placements_str()}, {"to", p.dst.placements_str()}, {"trace", p.trace()},
+                                {"verified", res.mismatch[t].empty()}};
+      if (!res.mismatch[t].empty()) tj["mismatch"] = res.mismatch[t];
+      j["tensors"].push_back(std::move(tj));
+    }
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << explain(batch);
+    std::cout << fmt::format("\nsimulated on mesh {} ({} ranks): {} collective(s) issued per rank\n", batch.plans.front().mesh().str(),
+                             batch.plans.front().mesh().num_ranks(), res.collectives);
+    for (std::size_t t = 0; t < batch.plans.size(); ++t)
+      if (!res.mismatch[t].empty()) std::cout << fmt::format("tensor {}: VERIFICATION FAILED: {}\n", t, res.mismatch[t]);
+    if (res.verified) std::cout << "verified: every rank holds exactly every tensor's target data\n";
+  }
+  if (!res.verified) g_exit_status = 1;
+}
+
 }  // namespace
 
 void register_simulate(CLI::App& app) {
@@ -24,10 +67,13 @@ void register_simulate(CLI::App& app) {
   cmd->add_option("--sim-memory-limit", sim_memory_limit,
                   "refuse simulations that need more host memory than this (default: half of this machine's memory)");
   cmd->callback([] {
+    if (!args.batch.empty()) {
+      simulate_batch();
+      return;
+    }
     const auto req = make_request(args);
     const Plan plan = plan_redistribution(req.src, req.dst, req.cost, req.options);
-    const std::int64_t limit =
-        sim_memory_limit.empty() ? default_simulation_limit() : parse_bytes("--sim-memory-limit", sim_memory_limit);
+    const std::int64_t limit = memory_limit();
     if (const auto need = simulation_bytes(plan); need > limit)
       throw InputError(fmt::format("simulating {} on mesh {} needs about {} bytes of host memory, above the limit of {} bytes "
                                    "(--sim-memory-limit; --max-memory bounds the plan's workspace, not this)",

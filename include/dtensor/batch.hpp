@@ -73,6 +73,13 @@ inline constexpr std::size_t kMaxBatchTensors = std::size_t{1} << 20;
 // coalesced stage sharing one collective (kind, mesh dims, dtype, reduce op), costs as recomputed.
 void validate_batch_plan(const BatchPlan& batch);
 
+// The pairs of a batch file (docs/cli.md, `dtensor plan --batch`):
+//   {"version": 1, "mesh": [2, 4], "mesh_names": [...], "mesh_ranks": [...],
+//    "pairs": [{"shape": [4096, 4096], "dtype": "bf16", "from": "S(0)R", "to": "RR"}, ...]}
+// with the mesh written as the library's layout JSON writes it. Strict: unknown fields, a missing
+// field, an empty list or more than kMaxBatchTensors pairs are errors naming the entry.
+[[nodiscard]] std::vector<std::pair<Layout, Layout>> batch_pairs_from_json(std::string_view json);
+
 // Stages, members, collectives against per-tensor planning.
 [[nodiscard]] std::string explain(const BatchPlan& batch);
 

@@ -33,6 +33,10 @@ class BackendError : public Error {
 // length noted.
 [[nodiscard]] std::string quote_input(std::string_view text, std::size_t max = 80);
 
+// The text of a small input file: `what` names it in errors ("log", "batch file"): it must
+// exist, be a regular file of at most `max_bytes` and be readable. Throws InputError otherwise.
+[[nodiscard]] std::string read_input_file(const std::string& path, std::string_view what, std::uintmax_t max_bytes);
+
 // A byte count as people read it: "512 B", "1.5 KiB", "3.0 MiB", "1.25 GiB" (binary units).
 [[nodiscard]] std::string bytes_text(std::int64_t bytes);
 

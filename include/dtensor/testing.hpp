@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/batch.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/layout.hpp"
 #include "dtensor/simulated.hpp"
@@ -55,6 +56,15 @@ struct SimulationResult {
   std::string mismatch;  // first mismatch, when not verified
 };
 [[nodiscard]] SimulationResult simulate(const Plan& plan, bool threads = false);
+
+// Runs a batch plan on a fresh in-process world, one thread per rank, over seeded inputs, and
+// verifies every tensor on every rank (`dtensor simulate --batch`).
+struct BatchSimulationResult {
+  std::vector<std::string> mismatch;  // per tensor: "" when right
+  bool verified = false;              // every tensor right
+  std::int64_t collectives = 0;       // issued by rank 0
+};
+[[nodiscard]] BatchSimulationResult simulate(const BatchPlan& batch);
 
 // About the host memory simulate(plan) holds at once: every rank's input, output and workspace,
 // the outputs again as doubles for the report, and the verification's coverage counts.

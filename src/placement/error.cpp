@@ -2,10 +2,30 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
 namespace dtensor {
+
+std::string read_input_file(const std::string& path, std::string_view what, std::uintmax_t max_bytes) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) throw InputError(fmt::format("{} {} does not exist", what, quote_input(path)));
+  if (!std::filesystem::is_regular_file(st))
+    throw InputError(fmt::format("{} {} is not a regular file{}", what, quote_input(path),
+                                 std::filesystem::is_directory(st) ? " (a directory)" : ""));
+  if (std::filesystem::file_size(path, ec) > max_bytes || ec)
+    throw InputError(ec ? fmt::format("{} {} cannot be read: {}", what, quote_input(path), ec.message())
+                        : fmt::format("{} {} is larger than {} bytes", what, quote_input(path), max_bytes));
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in || (!in.good() && !in.eof())) throw InputError(fmt::format("{} {} cannot be read", what, quote_input(path)));
+  return ss.str();
+}
 
 std::string bytes_text(std::int64_t b) {
   if (b < 1024) return fmt::format("{} B", b);

@@ -234,27 +234,55 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
       --left;
       continue;
     }
+    // The members: every tensor whose next step is this collective, smallest first; each joins
+    // the coalesced group when that costs less than running it on its own (its latency saved
+    // against packing and unpacking it), and the group's staging fits the memory bound. The
+    // others run on their own.
+    const Key k = key_of(b.plans[best_t], step_at(best_t));
+    std::vector<std::size_t> cands;
+    for (std::size_t u = 0; u < T; ++u)
+      if (next[u] < b.plans[u].steps.size() && coalescible(step_at(u).kind) && key_of(b.plans[u], step_at(u)) == k) cands.push_back(u);
+    std::stable_sort(cands.begin(), cands.end(), [&](std::size_t x, std::size_t y) {
+      return std::max(step_at(x).bytes_sent, step_at(x).bytes_received) < std::max(step_at(y).bytes_sent, step_at(y).bytes_received);
+    });
     BatchStage st;
     st.kind = step_at(best_t).kind;
-    const Key k = key_of(b.plans[best_t], step_at(best_t));
     st.mesh_dims = k.mesh_dims;
-    for (std::size_t u = 0; u < T; ++u)
-      if (next[u] < b.plans[u].steps.size() && coalescible(step_at(u).kind) && key_of(b.plans[u], step_at(u)) == k)
-        st.members.push_back({static_cast<std::int32_t>(u), static_cast<std::int32_t>(next[u])});
     st.coalesced = true;
-    const double together = coalesced_cost(cost, b, st), apart = members_cost(b, st);
-    const bool fits = !options.max_peak_bytes || stage_staging_bytes(b, st) <= *options.max_peak_bytes;
-    if (together < apart && fits) {
-      st.cost_us = together;
+    double group_cost = 0;
+    std::vector<std::size_t> alone;
+    for (std::size_t u : cands) {
+      const double own = step_at(u).cost_us;
+      if (st.members.empty()) {
+        st.members.push_back({static_cast<std::int32_t>(u), static_cast<std::int32_t>(next[u])});
+        group_cost = own;
+        continue;
+      }
+      BatchStage trial = st;
+      trial.members.push_back({static_cast<std::int32_t>(u), static_cast<std::int32_t>(next[u])});
+      const double together = coalesced_cost(cost, b, trial);
+      const bool fits = !options.max_peak_bytes || stage_staging_bytes(b, trial) <= *options.max_peak_bytes;
+      if (fits && together < group_cost + own) {
+        st = std::move(trial);
+        group_cost = together;
+      } else {
+        alone.push_back(u);
+      }
+    }
+    if (st.members.size() < 2) {
+      alone.push_back(static_cast<std::size_t>(st.members.front().tensor));
+    } else {
+      std::sort(st.members.begin(), st.members.end(), [](const auto& x, const auto& y) { return x.tensor < y.tensor; });
+      st.cost_us = group_cost;
       for (const auto& m : st.members) ++next[static_cast<std::size_t>(m.tensor)];
       left -= st.members.size();
       b.stages.push_back(std::move(st));
-    } else {
-      for (const auto& m : st.members) {
-        push_single(static_cast<std::size_t>(m.tensor));
-        ++next[static_cast<std::size_t>(m.tensor)];
-        --left;
-      }
+    }
+    std::sort(alone.begin(), alone.end());
+    for (std::size_t u : alone) {
+      push_single(u);
+      ++next[u];
+      --left;
     }
   }
   for (const auto& st : b.stages) b.total_cost_us += st.cost_us;
@@ -436,6 +464,45 @@ BatchPlan BatchPlan::from_json(std::string_view text) {
   }
   validate_batch_plan(b);
   return b;
+}
+
+std::vector<std::pair<Layout, Layout>> batch_pairs_from_json(std::string_view text) {
+  const json j = detail::parse_json(text, "batch file");
+  if (!j.is_object()) throw InputError("batch file must be a JSON object");
+  for (const auto& [k, v] : j.items())
+    if (k != "version" && k != "mesh" && k != "mesh_names" && k != "mesh_ranks" && k != "pairs")
+      throw InputError(fmt::format("batch file: unknown field {}", quote_input(k)));
+  auto v = j.find("version");
+  if (v == j.end()) throw InputError("batch file lacks 'version'");
+  if (detail::json_int(*v, "version", 1, 1 << 20) != 1) throw InputError("batch file: version must be 1");
+  const Mesh mesh = detail::read_mesh_fields(j, "batch file");
+  auto pairs = j.find("pairs");
+  if (pairs == j.end() || !pairs->is_array() || pairs->empty() || pairs->size() > kMaxBatchTensors)
+    throw InputError(fmt::format("batch file: 'pairs' must be a list of 1 to {} entries", kMaxBatchTensors));
+  std::vector<std::pair<Layout, Layout>> out;
+  out.reserve(pairs->size());
+  for (std::size_t i = 0; i < pairs->size(); ++i) {
+    const json& p = (*pairs)[i];
+    const std::string where = fmt::format("batch file pairs[{}]", i);
+    if (!p.is_object()) throw InputError(fmt::format("{} must be an object, not {}", where, detail::json_quote(p)));
+    for (const auto& [k, x] : p.items())
+      if (k != "shape" && k != "dtype" && k != "from" && k != "to")
+        throw InputError(fmt::format("{}: unknown field {}", where, quote_input(k)));
+    auto text_of = [&](const char* key) {
+      auto it = p.find(key);
+      if (it == p.end() || !it->is_string()) throw InputError(fmt::format("{}.{} must be a string", where, key));
+      return it->get<std::string>();
+    };
+    try {
+      const auto shape = detail::read_shape_field(p, where);
+      const DType dtype = p.contains("dtype") ? parse_dtype(text_of("dtype")) : DType::f32;
+      out.emplace_back(Layout::parse(mesh, shape, dtype, text_of("from")), Layout::parse(mesh, shape, dtype, text_of("to")));
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      throw InputError(msg.starts_with(where) ? msg : fmt::format("{}: {}", where, msg));
+    }
+  }
+  return out;
 }
 
 std::string explain(const BatchPlan& b) {

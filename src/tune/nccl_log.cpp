@@ -230,21 +230,7 @@ Log parse_nccl_log(std::string_view text, std::string_view name, const LogOption
 }
 
 Log read_nccl_log(const std::string& path, const LogOptions& options) {
-  constexpr std::uintmax_t kMax = 64u << 20;
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st)) throw InputError(fmt::format("log {} does not exist", quote_input(path)));
-  if (!std::filesystem::is_regular_file(st))
-    throw InputError(fmt::format("log {} is not a regular file{}", quote_input(path),
-                                 std::filesystem::is_directory(st) ? " (a directory)" : ""));
-  if (std::filesystem::file_size(path, ec) > kMax || ec)
-    throw InputError(ec ? fmt::format("log {} cannot be read: {}", quote_input(path), ec.message())
-                        : fmt::format("log {} is larger than {} bytes", quote_input(path), kMax));
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in.good() && !in.eof()) throw InputError(fmt::format("log {} cannot be read", quote_input(path)));
-  return parse_nccl_log(ss.str(), path, options);
+  return parse_nccl_log(read_input_file(path, "log", 64u << 20), path, options);
 }
 
 }  // namespace dtensor::tune
