@@ -173,3 +173,24 @@ run_case(tune_validate_shape 2 "" "^error: validate needs a tensor of two or mor
          tune validate --mesh 2x4 --shape 8)
 run_case(tune_validate_truth_mpi 2 "" "^error: --truth \\(a virtual clock\\) works with --backend threads only"
          tune validate --mesh 2x4 --backend mpi --truth default)
+
+# Batches (`plan --batch`, `simulate --batch`): stages and collectives against per-tensor
+# planning, verified on every rank; bad batch files are one clear error (exit 2).
+file(WRITE ${tmp}/batch.json [[{"version": 1, "mesh": [2, 4], "mesh_names": ["dp", "tp"], "pairs": [
+  {"shape": [64, 32], "dtype": "bf16", "from": "S(0)S(1)", "to": "RS(1)"},
+  {"shape": [64], "dtype": "bf16", "from": "S(0)R", "to": "RR"},
+  {"shape": [64], "dtype": "bf16", "from": "S(0)R", "to": "RR"},
+  {"shape": [9, 5], "dtype": "f32", "from": "P(sum)R", "to": "S(0)R"},
+  {"shape": [3, 7], "dtype": "f32", "from": "RS(1)", "to": "S(0)S(1)"}]}]])
+run_case(batch_plan 0 "batch of 5 tensors on mesh dp=2,tp=4.*collective\\(s\\) against 4 planned one by one" ""
+         plan --batch ${tmp}/batch.json)
+run_case(batch_plan_json 0 "\"kind\":\"batch\".*\"separate_collectives\":4.*\"plans\":\\[" "" plan --batch ${tmp}/batch.json --format json)
+run_case(batch_simulate 0 "verified: every rank holds exactly every tensor's target data" "" simulate --batch ${tmp}/batch.json)
+run_case(batch_simulate_json 0 "\"verified\":true,\"collectives_issued\":2,\"results\":\\[{\"index\":0" "" simulate --batch ${tmp}/batch.json --format json)
+run_case(batch_with_mesh 2 "" "^error: --mesh and --batch exclude each other" plan --batch ${tmp}/batch.json --mesh 2)
+run_case(batch_missing 2 "" "^error: --batch: batch file \"[^\"]*nope.json\" does not exist" plan --batch ${tmp}/nope.json)
+run_case(missing_mesh 2 "" "^error: --mesh is required \\(or --batch FILE\\)" plan --shape 8 --from R --to "S(0)")
+file(WRITE ${tmp}/batch_bad.json [[{"version": 1, "mesh": [2], "pairs": [{"shape": [4], "from": "S(0)", "to": "R"}, {"shape": [4], "from": "S(0)", "too": "R"}]}]])
+run_case(batch_unknown_field 2 "" "^error: --batch: batch file pairs\\[1\\]: unknown field \"too\"" plan --batch ${tmp}/batch_bad.json)
+file(WRITE ${tmp}/batch_empty.json [[{"version": 1, "mesh": [2], "pairs": []}]])
+run_case(batch_empty 2 "" "'pairs' must be a list of 1 to" simulate --batch ${tmp}/batch_empty.json)

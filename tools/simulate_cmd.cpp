@@ -36,14 +36,14 @@ void simulate_batch() {
     j.erase("plans");
     j["verified"] = res.verified;
     j["collectives_issued"] = res.collectives;
-    j["tensors"] = nlohmann::ordered_json::array();
+    j["results"] = nlohmann::ordered_json::array();
     for (std::size_t t = 0; t < batch.plans.size(); ++t) {
       const auto& p = batch.plans[t];
       nlohmann::ordered_json tj{{"index", t}, {"shape", p.shape()}, {"dtype", std::string(to_string(p.dtype()))},
                                 {"from", p.src.placements_str()}, {"to", p.dst.placements_str()}, {"trace", p.trace()},
                                 {"verified", res.mismatch[t].empty()}};
       if (!res.mismatch[t].empty()) tj["mismatch"] = res.mismatch[t];
-      j["tensors"].push_back(std::move(tj));
+      j["results"].push_back(std::move(tj));
     }
     std::cout << j.dump() << "\n";
   } else {
