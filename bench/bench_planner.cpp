@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 
+#include "dtensor/batch.hpp"
 #include "dtensor/plan_cache.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/simulated.hpp"
@@ -243,6 +244,71 @@ void BM_plan_cached(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(cache.get_or_plan(a, b, cost));
 }
 BENCHMARK(BM_plan_cached);
+
+// Batches (docs/batch.md). One transformer layer of a 7B model (q, k, v, o 4096x4096, gate/up
+// 11008x4096, down 4096x11008, two norms 4096; bf16): FSDP unshard S(0) -> R and gradient
+// P(sum) -> S(0) on 8 ranks, and FSDP+TP on 2x4; the counters give the collectives issued
+// against planning each tensor alone. Then a whole model's parameters (300 tensors of 12
+// distinct shapes) planned as one batch, uncached.
+std::vector<std::pair<Layout, Layout>> layer_batch(const char* mesh_text, const char* from, const char* to, bool tp) {
+  const Mesh mesh = Mesh::parse(mesh_text);
+  std::vector<std::pair<Layout, Layout>> out;
+  auto add = [&](std::vector<std::int64_t> shape, const char* f, const char* t) {
+    out.emplace_back(Layout::parse(mesh, shape, DType::bf16, f), Layout::parse(mesh, shape, DType::bf16, t));
+  };
+  for (int i = 0; i < 4; ++i) add({4096, 4096}, from, to);
+  add({11008, 4096}, from, to);
+  add({11008, 4096}, from, to);
+  add({4096, 11008}, from, to);
+  // norms stay replicated over TP
+  add({4096}, tp ? "S(0)R" : from, tp ? "RR" : to);
+  add({4096}, tp ? "S(0)R" : from, tp ? "RR" : to);
+  return out;
+}
+
+void BM_batch_layer(benchmark::State& st, const char* mesh_text, const char* from, const char* to, bool tp) {
+  const auto pairs = layer_batch(mesh_text, from, to, tp);
+  const auto cost = CostModel::default_model();
+  BatchPlan b;
+  for (auto _ : st) benchmark::DoNotOptimize(b = plan_batch(pairs, cost));
+  st.counters["collectives"] = static_cast<double>(b.collectives());
+  st.counters["separate"] = static_cast<double>(b.separate_collectives());
+  st.counters["cost_ratio"] = b.separate_cost_us / b.total_cost_us;
+}
+BENCHMARK_CAPTURE(BM_batch_layer, fsdp_unshard_8, "8", "S(0)", "R", false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_batch_layer, fsdp_grad_8, "8", "P(sum)", "S(0)", false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_batch_layer, fsdp_tp_unshard_2x4, "2x4", "S(0)S(1)", "RS(1)", true)->Unit(benchmark::kMicrosecond);
+
+void BM_batch_small(benchmark::State& st) {  // 64 tensors of 4096 elements, S(0) -> R on 8 ranks
+  const Mesh mesh = Mesh::parse("8");
+  std::vector<std::pair<Layout, Layout>> pairs;
+  for (int i = 0; i < 64; ++i)
+    pairs.emplace_back(Layout::parse(mesh, {4096}, DType::bf16, "S(0)"), Layout::parse(mesh, {4096}, DType::bf16, "R"));
+  const auto cost = CostModel::default_model();
+  BatchPlan b;
+  for (auto _ : st) benchmark::DoNotOptimize(b = plan_batch(pairs, cost));
+  st.counters["collectives"] = static_cast<double>(b.collectives());
+  st.counters["separate"] = static_cast<double>(b.separate_collectives());
+  st.counters["cost_ratio"] = b.separate_cost_us / b.total_cost_us;
+}
+BENCHMARK(BM_batch_small)->Unit(benchmark::kMicrosecond);
+
+void BM_batch_model(benchmark::State& st) {  // 300 tensors, 12 distinct shapes, FSDP+TP unshard on 2x4
+  const Mesh mesh = Mesh::parse("2x4");
+  std::vector<std::pair<Layout, Layout>> pairs;
+  const std::int64_t dims[] = {4096, 11008, 1024, 2048, 8192, 512};
+  for (int i = 0; i < 300; ++i) {
+    const std::int64_t a = dims[i % 6], c = (i / 6) % 2 == 0 ? 4096 : 64;
+    pairs.emplace_back(Layout::parse(mesh, {a, c}, DType::bf16, "S(0)S(1)"), Layout::parse(mesh, {a, c}, DType::bf16, "RS(1)"));
+  }
+  const auto cost = CostModel::default_model();
+  BatchPlan b;
+  for (auto _ : st) benchmark::DoNotOptimize(b = plan_batch(pairs, cost));
+  st.counters["tensors"] = 300;
+  st.counters["collectives"] = static_cast<double>(b.collectives());
+  st.counters["separate"] = static_cast<double>(b.separate_collectives());
+}
+BENCHMARK(BM_batch_model)->Unit(benchmark::kMicrosecond);
 
 // validate_plan (what every Executor and Plan::from_json run on a plan) against planning the
 // same plan uncached: the check of an untrusted plan must cost a fraction of planning it.

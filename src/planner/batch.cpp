@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -169,15 +170,25 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
   BatchPlan b;
   b.cost_model = cost.name;
   const Mesh& mesh = pairs.front().first.mesh();
+  // A model's tensors repeat a few shapes and layouts: each distinct pair is planned once.
+  std::unordered_map<std::string, std::size_t> planned;
+  b.plans.reserve(pairs.size());
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const auto& [src, dst] = pairs[i];
     if (src.mesh() != mesh || dst.mesh() != mesh)
       throw InputError(fmt::format("batch entry {} is on mesh {}, the batch's first entry on {}: a batch stays on one mesh", i,
                                    (src.mesh() != mesh ? src.mesh() : dst.mesh()).str(), mesh.str()));
-    try {
-      b.plans.push_back(plan_redistribution(src, dst, cost, options));
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("batch entry {}: {}", i, e.what()));
+    const std::string key = fmt::format("{}|{}|{}|{}|{}", fmt::join(src.shape(), ","), to_string(src.dtype()), src.sharding().str(),
+                                        fmt::join(dst.shape(), ","), dst.sharding().str() + "|" + std::string(to_string(dst.dtype())));
+    if (auto it = planned.find(key); it != planned.end()) {
+      b.plans.push_back(b.plans[it->second]);
+    } else {
+      try {
+        b.plans.push_back(plan_redistribution(src, dst, cost, options));
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("batch entry {}: {}", i, e.what()));
+      }
+      planned.emplace(key, i);
     }
     b.separate_cost_us += b.plans.back().total_cost_us;
   }
@@ -212,22 +223,35 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
       b.stages.push_back(std::move(local));
       continue;
     }
-    // the most shared collective key among the next steps (direct steps stand alone)
+    // the most shared collective key among the next steps (direct steps of one dtype share one)
+    std::vector<Key> keys;
+    std::vector<std::size_t> key_count, key_first;
     std::size_t best_t = T, best_count = 0;
     for (std::size_t t = 0; t < T; ++t) {
       if (next[t] >= b.plans[t].steps.size()) continue;
-      std::size_t count = 1;
-      if (coalescible(step_at(t).kind)) {
-        const Key k = key_of(b.plans[t], step_at(t));
-        count = 0;
-        for (std::size_t u = 0; u < T; ++u)
-          if (next[u] < b.plans[u].steps.size() && coalescible(step_at(u).kind) && key_of(b.plans[u], step_at(u)) == k) ++count;
+      if (!coalescible(step_at(t).kind)) {
+        if (best_count == 0) {
+          best_count = 1;
+          best_t = t;
+        }
+        continue;
       }
-      if (count > best_count) {
-        best_count = count;
-        best_t = t;
+      const Key k = key_of(b.plans[t], step_at(t));
+      std::size_t i = 0;
+      while (i < keys.size() && !(keys[i] == k)) ++i;
+      if (i == keys.size()) {
+        keys.push_back(k);
+        key_count.push_back(0);
+        key_first.push_back(t);
       }
+      ++key_count[i];
     }
+    // the largest count wins; ties go to the key whose first tensor comes first
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      if (key_count[i] > best_count || (key_count[i] == best_count && key_first[i] < best_t)) {
+        best_count = key_count[i];
+        best_t = key_first[i];
+      }
     if (!coalescible(step_at(best_t).kind) || best_count == 1) {
       push_single(best_t);
       ++next[best_t];
