@@ -15,6 +15,9 @@ a failing backend raises dtensor.BackendError (a RuntimeError).
 """
 from ._core import (  # noqa: F401
     BackendError,
+    BatchPlan,
+    BatchSimulationResult,
+    BatchStage,
     CostModel,
     Layout,
     Mesh,
@@ -28,11 +31,12 @@ from ._core import (  # noqa: F401
     equivalent,
     itemsize,
     plan,
+    plan_batch,
     simulate,
 )
 
 __all__ = [
-    "BackendError", "CostModel", "Layout", "Mesh", "Placement", "Plan", "PlanCache", "SimulatedRank",
-    "SimulationResult", "Step", "dtypes", "equivalent", "itemsize", "plan", "simulate",
+    "BackendError", "BatchPlan", "BatchSimulationResult", "BatchStage", "CostModel", "Layout", "Mesh", "Placement", "Plan", "PlanCache", "SimulatedRank",
+    "SimulationResult", "Step", "dtypes", "equivalent", "itemsize", "plan", "plan_batch", "simulate",
 ]
 __version__ = "0.1.0"

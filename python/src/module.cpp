@@ -21,6 +21,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "dtensor/batch.hpp"
 #include "dtensor/comm.hpp"
 #include "dtensor/cost_model.hpp"
 #include "dtensor/error.hpp"
@@ -452,6 +453,53 @@ NB_MODULE(_core, m) {
         "The cheapest plan from src to dst (same mesh, shape, dtype). edges: \"all\" or \"pytorch\" "
         "(default: the cost model's own); max_memory: a bound on any step's transient peak, bytes.");
 
+  // ---- batches (docs/batch.md) ----
+  nb::class_<BatchStage>(m, "BatchStage", "One stage of a batch plan: a step of each member tensor.")
+      .def_prop_ro("kind", [](const BatchStage& s) { return std::string(to_string(s.kind)); })
+      .def_ro("mesh_dims", &BatchStage::mesh_dims)
+      .def_prop_ro("members", [](const BatchStage& s) {
+        std::vector<std::pair<std::int32_t, std::int32_t>> out;
+        for (const auto& m : s.members) out.emplace_back(m.tensor, m.step);
+        return out;
+      }, "(tensor, step) pairs")
+      .def_ro("coalesced", &BatchStage::coalesced, "One collective over the members' concatenated chunks")
+      .def_ro("cost_us", &BatchStage::cost_us);
+  nb::class_<BatchPlan>(m, "BatchPlan", "Many tensors' plans on one mesh, scheduled into stages.")
+      .def_ro("plans", &BatchPlan::plans)
+      .def_ro("stages", &BatchPlan::stages)
+      .def_ro("total_cost_us", &BatchPlan::total_cost_us)
+      .def_ro("separate_cost_us", &BatchPlan::separate_cost_us, "The plans run one after another")
+      .def_ro("cost_model", &BatchPlan::cost_model)
+      .def_prop_ro("collectives", &BatchPlan::collectives)
+      .def_prop_ro("separate_collectives", &BatchPlan::separate_collectives)
+      .def_prop_ro("staging_bytes", &BatchPlan::staging_bytes)
+      .def_prop_ro("hash", &BatchPlan::hash, "Stable across processes: equal on every rank for the same request")
+      .def("explain", [](const BatchPlan& b) { return explain(b); })
+      .def("to_json", &BatchPlan::to_json, "indent"_a = -1)
+      .def_static("from_json", [](const std::string& s) { return BatchPlan::from_json(s); }, "json"_a)
+      .def("__eq__", [](const BatchPlan& a, const BatchPlan& b) { return a == b; })
+      .def("__len__", [](const BatchPlan& b) { return b.plans.size(); })
+      .def("__repr__", [](const BatchPlan& b) {
+        return fmt::format("BatchPlan({} tensors, {} stages, {} collectives against {}, {:.3f} us)", b.plans.size(),
+                           b.stages.size(), b.collectives(), b.separate_collectives(), b.total_cost_us);
+      });
+  m.def("plan_batch",
+        [](const std::vector<std::pair<Layout, Layout>>& pairs, const nb::handle& cost_model, const std::optional<std::string>& edges,
+           std::optional<std::int64_t> max_memory, bool runner_up, std::int64_t max_states) {
+          const CostModel cost = model_of(cost_model);
+          const PlanOptions o = options_of(edges, max_memory, runner_up, max_states);
+          nb::gil_scoped_release release;
+          return plan_batch(pairs, cost, o);
+        },
+        "pairs"_a, "cost_model"_a = "default", "edges"_a = nb::none(), "max_memory"_a = nb::none(), "runner_up"_a = true,
+        "max_states"_a = 2'000'000,
+        "Plans a list of (src, dst) layout pairs on one mesh together: each tensor on its own optimal plan, the steps "
+        "scheduled into stages, small tensors' collectives coalesced where the cost model says it pays (docs/batch.md).");
+  nb::class_<BatchSimulationResult>(m, "BatchSimulationResult")
+      .def_ro("mismatch", &BatchSimulationResult::mismatch, "Per tensor: '' when right")
+      .def_ro("verified", &BatchSimulationResult::verified)
+      .def_ro("collectives", &BatchSimulationResult::collectives, "Collectives rank 0 issued");
+
   nb::class_<PlanCache>(m, "PlanCache", "A bounded, thread-safe LRU of plans.")
       .def(nb::init<std::size_t>(), "capacity"_a = 1024)
       .def("get",
@@ -504,6 +552,22 @@ NB_MODULE(_core, m) {
         "plan"_a, "threads"_a = false, "memory_limit"_a = nb::none(),
         "Runs the plan on an in-process mesh over inputs whose element i is i and checks every rank's output. "
         "memory_limit: refuse simulations needing more host memory (bytes; default half of this machine's)");
+
+  m.def("simulate",
+        [](const BatchPlan& batch, std::optional<std::int64_t> memory_limit) {
+          if (memory_limit && *memory_limit < 0)
+            throw InputError(fmt::format("memory_limit: must be >= 0 bytes, got {}", *memory_limit));
+          const std::int64_t limit = memory_limit.value_or(default_simulation_limit());
+          std::int64_t need = batch.staging_bytes() * batch.plans.front().mesh().num_ranks();
+          for (const auto& p : batch.plans) need += simulation_bytes(p);
+          if (need > limit)
+            throw InputError(fmt::format("simulating the batch of {} tensors needs about {} bytes of host memory, above "
+                                         "memory_limit {}", batch.plans.size(), need, limit));
+          nb::gil_scoped_release release;
+          return simulate(batch);
+        },
+        "batch"_a, "memory_limit"_a = nb::none(),
+        "Runs a batch plan on an in-process mesh (one thread per rank) and checks every tensor on every rank.");
 
   // ---- execution through a Python communicator (dtensor.torch) ----
   nb::class_<PyCommunicator>(m, "_PyCommunicator")
