@@ -14,14 +14,11 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "dtensor/batch.hpp"
 #include "dtensor/plan_cache.hpp"
 #include "dtensor/planner.hpp"
-#include "dtensor/simulated.hpp"
-#include "dtensor/testing.hpp"
 #include "dtensor/tune.hpp"
 
 using namespace dtensor;
@@ -89,22 +86,12 @@ const CostModel& fitted_model() {
         const double k = 1 + static_cast<int>(c) * 0.3 + (inter ? 4 : 0);
         truth->curves.push_back({c, inter, inter ? 2 : 8, {{65536, 6 * k, 60 / k}, {1 << 20, 15 * k, 200 / k}, {1e18, 30 * k, 350 / k}}});
       }
-    WorldOptions wo;
-    wo.clock_profile = truth;
-    wo.clock_noise = 0.01;
-    SimulatedWorld world(Mesh::parse("2x8"), wo);
     tune::MeasureOptions mo;
     mo.min_bytes = 1024;
     mo.max_bytes = 8 << 20;
     mo.iters = 3;
     mo.devices_per_host = 8;
-    std::vector<tune::MeasuredLog> logs;
-    std::mutex mu;
-    run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
-      auto mine = tune::measure(comm, mo, [&] { return world.clock_us(rank); });
-      std::lock_guard lock(mu);
-      if (rank == 0) logs = std::move(mine);
-    });
+    const auto logs = tune::measure_on_virtual_clock(Mesh::parse("2x8"), *truth, 0.01, mo);
     std::vector<tune::Log> parsed;
     for (const auto& l : logs) parsed.push_back(tune::parse_nccl_log(l.text, l.name));
     CostModel m = tune::fit_profile(parsed, CostModel::default_model()).model;
@@ -266,14 +253,20 @@ std::vector<std::pair<Layout, Layout>> layer_batch(const char* mesh_text, const 
   return out;
 }
 
-void BM_batch_layer(benchmark::State& st, const char* mesh_text, const char* from, const char* to, bool tp) {
-  const auto pairs = layer_batch(mesh_text, from, to, tp);
+// Plans `pairs` as one batch per iteration (uncached); counters: collectives issued, without
+// batching, and the modelled cost ratio (one by one / batched).
+void time_batch(benchmark::State& st, const std::vector<std::pair<Layout, Layout>>& pairs) {
   const auto cost = CostModel::default_model();
   BatchPlan b;
   for (auto _ : st) benchmark::DoNotOptimize(b = plan_batch(pairs, cost));
+  st.counters["tensors"] = static_cast<double>(pairs.size());
   st.counters["collectives"] = static_cast<double>(b.collectives());
   st.counters["separate"] = static_cast<double>(b.separate_collectives());
   st.counters["cost_ratio"] = b.separate_cost_us / b.total_cost_us;
+}
+
+void BM_batch_layer(benchmark::State& st, const char* mesh_text, const char* from, const char* to, bool tp) {
+  time_batch(st, layer_batch(mesh_text, from, to, tp));
 }
 BENCHMARK_CAPTURE(BM_batch_layer, fsdp_unshard_8, "8", "S(0)", "R", false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_batch_layer, fsdp_grad_8, "8", "P(sum)", "S(0)", false)->Unit(benchmark::kMicrosecond);
@@ -284,12 +277,7 @@ void BM_batch_small(benchmark::State& st) {  // 64 tensors of 4096 elements, S(0
   std::vector<std::pair<Layout, Layout>> pairs;
   for (int i = 0; i < 64; ++i)
     pairs.emplace_back(Layout::parse(mesh, {4096}, DType::bf16, "S(0)"), Layout::parse(mesh, {4096}, DType::bf16, "R"));
-  const auto cost = CostModel::default_model();
-  BatchPlan b;
-  for (auto _ : st) benchmark::DoNotOptimize(b = plan_batch(pairs, cost));
-  st.counters["collectives"] = static_cast<double>(b.collectives());
-  st.counters["separate"] = static_cast<double>(b.separate_collectives());
-  st.counters["cost_ratio"] = b.separate_cost_us / b.total_cost_us;
+  time_batch(st, pairs);
 }
 BENCHMARK(BM_batch_small)->Unit(benchmark::kMicrosecond);
 
@@ -301,12 +289,7 @@ void BM_batch_model(benchmark::State& st) {  // 300 tensors, 12 distinct shapes,
     const std::int64_t a = dims[i % 6], c = (i / 6) % 2 == 0 ? 4096 : 64;
     pairs.emplace_back(Layout::parse(mesh, {a, c}, DType::bf16, "S(0)S(1)"), Layout::parse(mesh, {a, c}, DType::bf16, "RS(1)"));
   }
-  const auto cost = CostModel::default_model();
-  BatchPlan b;
-  for (auto _ : st) benchmark::DoNotOptimize(b = plan_batch(pairs, cost));
-  st.counters["tensors"] = 300;
-  st.counters["collectives"] = static_cast<double>(b.collectives());
-  st.counters["separate"] = static_cast<double>(b.separate_collectives());
+  time_batch(st, pairs);
 }
 BENCHMARK(BM_batch_model)->Unit(benchmark::kMicrosecond);
 

@@ -10,53 +10,23 @@
 #include <unordered_map>
 
 #include "dtensor/planner.hpp"
-#include "oracle.hpp"
+#include "graph_oracle.hpp"
 #include "planner/graph.hpp"
 
 using namespace dtensor;
 
 namespace {
 
-struct Closure {
-  std::vector<Sharding> states;
-  std::unordered_map<Sharding, std::size_t> id;
-  struct E {
-    std::size_t u, v;
-    double w;
-  };
-  std::vector<E> edges;
-  std::size_t add(const Sharding& s) {
-    auto [it, ins] = id.try_emplace(s, states.size());
-    if (ins) states.push_back(s);
-    return it->second;
-  }
-};
+using graph_oracle::Graph;
 
-Closure closure(const GraphContext& ctx, const std::vector<Sharding>& starts) {
-  Closure G;
-  for (const auto& s : starts) G.add(s);
+Graph closure(const GraphContext& ctx, const std::vector<Sharding>& starts) {
   std::vector<Edge> out;
-  for (std::size_t u = 0; u < G.states.size(); ++u) {
-    const Sharding from = G.states[u];
+  return graph_oracle::closure(starts, [&](const Sharding& from) {
     enumerate_edges(ctx, from, out);
-    for (const auto& e : out) G.edges.push_back({u, G.add(e.to), e.step.cost_us});
-  }
-  return G;
-}
-
-std::vector<double> distances_to(const Closure& G, std::size_t target) {
-  std::vector<double> dist(G.states.size(), INFINITY);
-  dist[target] = 0;
-  for (std::size_t round = 0; round + 1 < G.states.size(); ++round) {
-    bool changed = false;
-    for (const auto& e : G.edges)
-      if (dist[e.v] + e.w < dist[e.u]) {
-        dist[e.u] = dist[e.v] + e.w;
-        changed = true;
-      }
-    if (!changed) break;
-  }
-  return dist;
+    std::vector<std::pair<Sharding, double>> next;
+    for (const auto& e : out) next.emplace_back(e.to, e.step.cost_us);
+    return next;
+  });
 }
 
 struct Tally {
@@ -65,11 +35,7 @@ struct Tally {
 };
 
 void check_bounds(const Mesh& mesh, const std::vector<std::int64_t>& shape, const CostModel& cm, EdgeSet es, Tally& t) {
-  std::vector<oracle::Pl> options{{'R'}, {'P'}, {'M'}};
-  for (int d = 0; d < static_cast<int>(shape.size()); ++d) options.push_back({'S', d, 1});
-  std::vector<Sharding> layouts;
-  for (const auto& pls : oracle::layouts(mesh.ndim(), static_cast<int>(shape.size()), options))
-    layouts.push_back(Sharding::parse(oracle::text(pls), mesh.ndim(), static_cast<int>(shape.size())));
+  const auto layouts = graph_oracle::all_layouts(mesh, static_cast<int>(shape.size()));
   // With every edge the bounds do not depend on the source (the whole closure is checked under
   // one context); the pytorch edge set's relaxed graph knows the source's Partial ops, so there
   // every source gets its own context and only what it reaches is checked.
@@ -81,8 +47,8 @@ void check_bounds(const Mesh& mesh, const std::vector<std::int64_t>& shape, cons
   }
   for (const auto& [src, dst] : queries) {
     const GraphContext ctx(Layout(mesh, shape, DType::f32, src), Layout(mesh, shape, DType::f32, dst), cm, es);
-    const Closure G = closure(ctx, es == EdgeSet::all ? layouts : std::vector<Sharding>{src});
-    const auto dist = distances_to(G, G.id.at(dst));
+    const Graph G = closure(ctx, es == EdgeSet::all ? layouts : std::vector<Sharding>{src});
+    const auto dist = graph_oracle::distances_to(G, G.id.at(dst));
     std::vector<double> h(G.states.size());
     for (std::size_t u = 0; u < G.states.size(); ++u) h[u] = ctx.lower_bound(G.states[u]).us;
     auto tol = [](double x) { return 1e-6 + 1e-9 * std::abs(x); };

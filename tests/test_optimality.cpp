@@ -8,66 +8,25 @@
 
 #include "dtensor/explore.hpp"
 #include "dtensor/planner.hpp"
-#include "oracle.hpp"
+#include "graph_oracle.hpp"
 
 using namespace dtensor;
 
 namespace {
 
-// Every layout from {R, P(sum), P(max), S(d)} with every shard order, valid ones only.
-std::vector<Sharding> all_layouts(const Mesh& mesh, int tensor_ndim) {
-  std::vector<oracle::Pl> options{{'R'}, {'P'}, {'M'}};
-  for (int d = 0; d < tensor_ndim; ++d) options.push_back({'S', d, 1});
-  std::vector<Sharding> out;
-  for (const auto& pls : oracle::layouts(mesh.ndim(), tensor_ndim, options))
-    out.push_back(Sharding::parse(oracle::text(pls), mesh.ndim(), tensor_ndim));
-  return out;
-}
-
-struct Graph {
-  std::vector<Sharding> states;
-  std::unordered_map<Sharding, std::size_t> id;
-  struct E {
-    std::size_t u, v;
-    double w;
-  };
-  std::vector<E> edges;
-  std::size_t add(const Sharding& s) {
-    auto [it, ins] = id.try_emplace(s, states.size());
-    if (ins) states.push_back(s);
-    return it->second;
-  }
-};
+using graph_oracle::all_layouts;
+using graph_oracle::Graph;
 
 // Breadth-first closure of the graph from `starts`.
 Graph explore(const RedistributionGraph& g, const std::vector<Sharding>& starts) {
-  Graph G;
-  for (const auto& s : starts) G.add(s);
-  for (std::size_t u = 0; u < G.states.size(); ++u) {
-    const Sharding from = G.states[u];
-    for (const auto& e : g.edges(from, false)) {
-      const auto v = G.add(e.to);
-      G.edges.push_back({u, v, e.step.cost_us});
-    }
-  }
-  return G;
+  return graph_oracle::closure(starts, [&](const Sharding& from) {
+    std::vector<std::pair<Sharding, double>> out;
+    for (const auto& e : g.edges(from, false)) out.emplace_back(e.to, e.step.cost_us);
+    return out;
+  });
 }
 
-// Bellman-Ford: distance from every state to `target`.
-std::vector<double> bellman_ford_to(const Graph& G, std::size_t target) {
-  std::vector<double> dist(G.states.size(), INFINITY);
-  dist[target] = 0;
-  for (std::size_t round = 0; round + 1 < G.states.size(); ++round) {
-    bool changed = false;
-    for (const auto& e : G.edges)
-      if (dist[e.v] + e.w < dist[e.u]) {
-        dist[e.u] = dist[e.v] + e.w;
-        changed = true;
-      }
-    if (!changed) break;
-  }
-  return dist;
-}
+std::vector<double> bellman_ford_to(const Graph& G, std::size_t target) { return graph_oracle::distances_to(G, target); }
 
 bool close(double a, double b) { return std::abs(a - b) <= 1e-5 + 1e-12 * std::abs(b); }
 

@@ -316,23 +316,13 @@ TEST_CASE("measure -> fit closed loop on the virtual clock recovers the truth wi
       truth->curves.push_back({c, inter, inter ? 2 : 4,
                                {{65536, 8 * k, 50 / k}, {1 << 20, 20 * k, 100 / k}, {1e18, 45 * k, 300 / k}}});
     }
-  WorldOptions wo;
-  wo.clock_profile = truth;
-  wo.clock_noise = 0.01;  // +-1% per collective, seeded
-  SimulatedWorld world(Mesh::parse("2x4"), wo);
   tune::MeasureOptions mo;
   mo.min_bytes = 1024;
   mo.max_bytes = 8 << 20;
   mo.iters = 8;
   mo.devices_per_host = 4;
-  std::vector<tune::MeasuredLog> logs;
-  std::mutex mu;
-  run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
-    auto mine = tune::measure(comm, mo, [&] { return world.clock_us(rank); });
-    std::lock_guard lock(mu);
-    if (rank == 0) logs = std::move(mine);
-    else CHECK(mine.empty());
-  });
+  // +-1% per collective, seeded; every rank measures, rank 0 writes the logs
+  const auto logs = tune::measure_on_virtual_clock(Mesh::parse("2x4"), *truth, 0.01, mo);
   REQUIRE(logs.size() == 10);  // five collectives on two links
   CostModel fitted = CostModel::default_model();
   fitted.devices_per_host = 4;

@@ -122,6 +122,12 @@ struct MeasuredLog {
 [[nodiscard]] std::vector<MeasuredLog> measure(Communicator& comm, const MeasureOptions& options,
                                                const std::function<double()>& now_us);
 
+// `measure` on every rank of an in-process mesh whose virtual clock charges what `truth` prices
+// (times 1 + noise * u, u seeded by `seed`): rank 0's logs, which `fit` reads. The measure-fit
+// loop without hardware (tests, benchmarks); throws if a rank other than 0 returns logs.
+[[nodiscard]] std::vector<MeasuredLog> measure_on_virtual_clock(const Mesh& mesh, const CostModel& truth, double noise,
+                                                                const MeasureOptions& options, std::uint64_t seed = 1);
+
 // `dtensor tune validate`: real redistributions, planned under a profile and run through a
 // communicator, predicted (the plan's cost) against measured time.
 struct ValidateCase {

@@ -150,20 +150,26 @@ void BatchExecutor::execute(std::span<const Buffers> buffers, std::span<std::byt
       std::byte* send = staging.data();
       std::byte* recv = staging.data() + st.recv_at;
       const std::int64_t C = st.total;
-      // pack: all_gather / all_reduce send one run per member; reduce_scatter / all_to_all n runs
-      // (one per group member), each member's runs strided by the combined count
-      for (std::size_t i = 0; i < st.members.size(); ++i) {
-        const auto& m = st.members[i];
-        const auto& e = impl_of(m.tensor);
-        const auto& cc = e.steps[static_cast<std::size_t>(m.step)].comm;
-        const Buffers& b = buffers[static_cast<std::size_t>(m.tensor)];
-        const std::int64_t c = st.count[i], o = st.offset[i];
-        if (c == 0) continue;
-        const bool per_member = st.collective == Collective::reduce_scatter || st.collective == Collective::all_to_all;
-        const std::int64_t runs = per_member ? st.n : 1;
-        const std::int64_t count[1] = {runs}, dst_stride[1] = {C * item}, src_stride[1] = {c * item};
-        I.comm->copy_strided(send + o * item, e.ptr(b, cc.send), c * item, count, dst_stride, src_stride);
-      }
+      // Each member's chunks between its own region and the staging buffer, one strided copy:
+      // the member's side holds `runs` chunks of c elements back to back, the staging side the
+      // same chunks strided by the combined count C. Sending: all_gather / all_reduce one run,
+      // reduce_scatter / all_to_all one per group member; receiving: all_gather / all_to_all n.
+      auto move_chunks = [&](bool pack) {
+        for (std::size_t i = 0; i < st.members.size(); ++i) {
+          const auto& m = st.members[i];
+          const auto& e = impl_of(m.tensor);
+          const auto& cc = e.steps[static_cast<std::size_t>(m.step)].comm;
+          const Buffers& b = buffers[static_cast<std::size_t>(m.tensor)];
+          const std::int64_t c = st.count[i], o = st.offset[i];
+          if (c == 0) continue;
+          const bool per_member = pack ? (st.collective == Collective::reduce_scatter || st.collective == Collective::all_to_all)
+                                       : (st.collective == Collective::all_gather || st.collective == Collective::all_to_all);
+          const std::int64_t count[1] = {per_member ? st.n : 1}, staged[1] = {C * item}, own[1] = {c * item};
+          if (pack) I.comm->copy_strided(send + o * item, e.ptr(b, cc.send), c * item, count, staged, own);
+          else I.comm->copy_strided(e.ptr(b, cc.recv), recv + o * item, c * item, count, own, staged);
+        }
+      };
+      move_chunks(true);
       switch (st.collective) {
         case Collective::all_gather: I.comm->all_gather(st.group, send, recv, C, st.dtype); break;
         case Collective::reduce_scatter: I.comm->reduce_scatter(st.group, send, recv, C, st.dtype, st.op); break;
@@ -172,18 +178,7 @@ void BatchExecutor::execute(std::span<const Buffers> buffers, std::span<std::byt
         case Collective::send_recv: throw InputError("a grouped send/recv does not coalesce");
       }
       I.comm->synchronize();
-      for (std::size_t i = 0; i < st.members.size(); ++i) {
-        const auto& m = st.members[i];
-        const auto& e = impl_of(m.tensor);
-        const auto& cc = e.steps[static_cast<std::size_t>(m.step)].comm;
-        const Buffers& b = buffers[static_cast<std::size_t>(m.tensor)];
-        const std::int64_t c = st.count[i], o = st.offset[i];
-        if (c == 0) continue;
-        const bool per_member = st.collective == Collective::all_gather || st.collective == Collective::all_to_all;
-        const std::int64_t runs = per_member ? st.n : 1;
-        const std::int64_t count[1] = {runs}, dst_stride[1] = {c * item}, src_stride[1] = {C * item};
-        I.comm->copy_strided(e.ptr(b, cc.recv), recv + o * item, c * item, count, dst_stride, src_stride);
-      }
+      move_chunks(false);
     } else {
       bool issued = false;
       for (const auto& m : st.members) {

@@ -39,41 +39,37 @@ void add_unique(std::vector<int>& v, Entries es) {
 
 }  // namespace
 
-std::vector<IndexSet> Geometry::variant_sets(Entries es, std::int64_t len) const {
-  std::vector<IndexSet> sets;
-  std::vector<std::int64_t> c(mesh_shape_.size(), 0);
+namespace {
+// Calls f(coord) for every variant of `es` in order (mixed radix, the first entry most
+// significant): the coordinates of es's mesh dims set, the others 0.
+template <class F>
+void for_each_variant(Entries es, const std::vector<std::int64_t>& mesh_shape, F&& f) {
+  std::array<std::int64_t, Sharding::kMaxMeshDims> c{};
   std::int64_t count = 1;
-  for (const auto& e : es) count *= mesh_shape_[static_cast<std::size_t>(e.mesh_dim)];
+  for (const auto& e : es) count *= mesh_shape[static_cast<std::size_t>(e.mesh_dim)];
   for (std::int64_t v = 0; v < count; ++v) {
     std::int64_t rest = v;
     for (std::size_t k = es.size(); k-- > 0;) {
-      const auto n = mesh_shape_[static_cast<std::size_t>(es[k].mesh_dim)];
+      const auto n = mesh_shape[static_cast<std::size_t>(es[k].mesh_dim)];
       c[static_cast<std::size_t>(es[k].mesh_dim)] = rest % n;
       rest /= n;
     }
-    sets.push_back(owned_indices(es, len, mesh_shape_, c));
+    f(std::span<const std::int64_t>(c.data(), mesh_shape.size()));
   }
+}
+}  // namespace
+
+std::vector<IndexSet> Geometry::variant_sets(Entries es, std::int64_t len) const {
+  std::vector<IndexSet> sets;
+  for_each_variant(es, mesh_shape_, [&](std::span<const std::int64_t> c) { sets.push_back(owned_indices(es, len, mesh_shape_, c)); });
   return sets;
 }
 
 std::vector<Interval> Geometry::variant_ranges(Entries es, std::int64_t len) const {
-  std::vector<Interval> out;
-  std::array<std::int64_t, Sharding::kMaxMeshDims> c{};
-  std::int64_t count = 1;
-  for (const auto& e : es) {
+  for (const auto& e : es)
     if (e.split_factor != 1) return {};
-    count *= mesh_shape_[static_cast<std::size_t>(e.mesh_dim)];
-  }
-  out.reserve(static_cast<std::size_t>(count));
-  for (std::int64_t v = 0; v < count; ++v) {
-    std::int64_t rest = v;
-    for (std::size_t k = es.size(); k-- > 0;) {
-      const auto n = mesh_shape_[static_cast<std::size_t>(es[k].mesh_dim)];
-      c[static_cast<std::size_t>(es[k].mesh_dim)] = rest % n;
-      rest /= n;
-    }
-    out.push_back(*owned_range(es, len, mesh_shape_, std::span<const std::int64_t>(c.data(), mesh_shape_.size())));
-  }
+  std::vector<Interval> out;
+  for_each_variant(es, mesh_shape_, [&](std::span<const std::int64_t> c) { out.push_back(*owned_range(es, len, mesh_shape_, c)); });
   return out;
 }
 

@@ -2,10 +2,13 @@
 // of a mesh, written as nccl-tests logs so that `tune fit` reads them.
 #include <algorithm>
 #include <cstddef>
+#include <memory>
+#include <mutex>
 
 #include <fmt/format.h>
 
 #include "dtensor/error.hpp"
+#include "dtensor/testing.hpp"
 #include "dtensor/tune.hpp"
 #include "buffer.hpp"
 
@@ -102,6 +105,25 @@ std::vector<MeasuredLog> measure(Communicator& comm, const MeasureOptions& o, co
     }
   }
   return out;
+}
+
+std::vector<MeasuredLog> measure_on_virtual_clock(const Mesh& mesh, const CostModel& truth, double noise,
+                                                  const MeasureOptions& options, std::uint64_t seed) {
+  WorldOptions wo;
+  wo.clock_profile = std::make_shared<const CostModel>(truth);
+  wo.clock_noise = noise;
+  wo.clock_seed = seed;
+  SimulatedWorld world(mesh, wo);
+  std::vector<MeasuredLog> logs;
+  std::mutex mu;
+  run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+    auto mine = measure(comm, options, [&world, rank] { return world.clock_us(rank); });
+    if (rank != 0 && !mine.empty())
+      throw InputError(fmt::format("tune::measure returned {} logs on rank {}; only rank 0 writes logs", mine.size(), rank));
+    std::lock_guard lock(mu);
+    if (rank == 0) logs = std::move(mine);
+  });
+  return logs;
 }
 
 }  // namespace dtensor::tune
