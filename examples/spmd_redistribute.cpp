@@ -14,7 +14,9 @@
 // summary line each. Two faults can be injected, to see the failure modes: `--inject-mismatch R`
 // makes rank R plan another target (the run fails, exit 4, naming the ranks whose plans differ);
 // `--inject-absent R` makes rank R stall instead of executing (its peers time out after
-// --timeout seconds, naming the collective, exit 4).
+// --timeout seconds, naming the collective, exit 4). `--random K --batch` runs the K pairs as one
+// batch (plan_batch, BatchExecutor: small tensors' collectives coalesced) and prints
+//   batch=K ranks=N batch_hash=H collectives=C separate=S verified=V/N time_us=T
 // Exit status: 0 every rank verified, 1 verification failed, 2 bad input (including a world size
 // that differs from the mesh), 4 backend failure or timeout.
 #include <algorithm>
@@ -25,12 +27,14 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "dtensor/error.hpp"
+#include "dtensor/batch.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/testing.hpp"
@@ -54,6 +58,7 @@ struct Args {
   std::string mesh, shape, from, to, dtype = "f32", backend = "threads", cost_model = "default";
   std::int64_t iters = 0, random = 0, seed = 1, inject_mismatch = -1, inject_absent = -1;
   double timeout_s = 60;
+  bool batch = false;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) { throw InputError(msg); }
@@ -86,6 +91,7 @@ Args parse_args(int argc, char** argv) {
     else if (f == "--seed") a.seed = integer(f, need(i), 0);
     else if (f == "--inject-mismatch") a.inject_mismatch = integer(f, need(i), 0);
     else if (f == "--inject-absent") a.inject_absent = integer(f, need(i), 0);
+    else if (f == "--batch") a.batch = true;
     else if (f == "--timeout") {
       const std::string v = need(i);
       char* end = nullptr;
@@ -93,7 +99,7 @@ Args parse_args(int argc, char** argv) {
       if (v.empty() || *end != '\0' || !(a.timeout_s > 0) || a.timeout_s > 86400)
         usage_error(fmt::format("--timeout '{}' is not a number of seconds in (0, 86400]", v));
     } else if (f == "--help" || f == "-h") {
-      std::printf("usage: spmd_redistribute --mesh M (--shape S --from X --to Y | --random K [--seed S]) [--dtype T]\n"
+      std::printf("usage: spmd_redistribute --mesh M (--shape S --from X --to Y | --random K [--seed S] [--batch]) [--dtype T]\n"
                   "       [--backend threads|mpi|nccl] [--iters N] [--timeout SECONDS] [--cost-model NAME|FILE]\n");
       std::exit(0);
     } else {
@@ -103,6 +109,7 @@ Args parse_args(int argc, char** argv) {
   if (a.mesh.empty()) usage_error("--mesh is required");
   if (a.random == 0 && (a.shape.empty() || a.from.empty() || a.to.empty()))
     usage_error("--shape, --from and --to are required (or --random K)");
+  if (a.batch && a.random == 0) usage_error("--batch runs the --random K pairs as one batch: give --random K");
   if (a.backend != "threads" && a.backend != "mpi" && a.backend != "nccl")
     usage_error(fmt::format("unknown backend '{}' (expected threads, mpi or nccl)", a.backend));
   return a;
@@ -183,6 +190,19 @@ struct Outcome {
   double first_us = 0;  // the first (cold) run of a single pair
 };
 
+// Reduces the Partial mesh dims of a target (the library's own all_reduce, each dim's op) so
+// that every rank holds plain values of its shard; returns the layout to verify against.
+Layout reduce_partials(Communicator& comm, const Layout& dst, std::byte* out, std::int64_t out_bytes) {
+  Layout check = dst;
+  for (int m = 0; m < dst.mesh().ndim(); ++m)
+    if (auto op = dst.sharding().partial(m)) {
+      comm.all_reduce(Group{{m}}, out, out, out_bytes / static_cast<std::int64_t>(itemsize(dst.dtype())), dst.dtype(), *op);
+      comm.synchronize();
+      check = Layout(dst.mesh(), dst.shape(), dst.dtype(), check.sharding().with_replicate(m));
+    }
+  return check;
+}
+
 // One rank's part of one case: plan, agree, fill, execute, reduce Partial dims, verify.
 Outcome run_rank(Communicator& comm, const Memory& mem, const Args& a, const Case& c, const CostModel& cost,
                  const std::function<void()>& wait) {
@@ -219,13 +239,7 @@ Outcome run_rank(Communicator& comm, const Memory& mem, const Args& a, const Cas
   o.time_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / static_cast<double>(iters);
   // Partial targets: reduce over each Partial mesh dim with its op (the library's own collective),
   // then every rank holds plain values of the target's shard.
-  Layout check = dst;
-  for (int m = 0; m < mesh.ndim(); ++m)
-    if (auto op = dst.sharding().partial(m)) {
-      comm.all_reduce(Group{{m}}, out.p, out.p, exec.output_bytes() / static_cast<std::int64_t>(itemsize(dt)), dt, *op);
-      comm.synchronize();
-      check = Layout(mesh, c.shape, dt, check.sharding().with_replicate(m));
-    }
+  const Layout check = reduce_partials(comm, dst, out.p, exec.output_bytes());
   wait();
   std::vector<std::byte> host_out(out.n);
   mem.download(host_out.data(), out.p, out.n);
@@ -234,9 +248,62 @@ Outcome run_rank(Communicator& comm, const Memory& mem, const Args& a, const Cas
   return o;
 }
 
+// --batch: every case in one batch plan, run once through the batch executor, each tensor
+// verified on every rank. Returns the exit status; rank 0 prints one summary line.
+int run_batch(Communicator& comm, const Memory& mem, const Args& a, const std::vector<Case>& cases,
+              const std::function<void()>& wait) {
+  const Mesh& mesh = comm.mesh();
+  const DType dt = parse_dtype(a.dtype);
+  std::vector<std::pair<Layout, Layout>> pairs;
+  for (const auto& c : cases) pairs.emplace_back(Layout::parse(mesh, c.shape, dt, c.from), Layout::parse(mesh, c.shape, dt, c.to));
+  const BatchPlan batch = plan_batch(pairs, CostModel::load(a.cost_model));
+  const BatchExecutor exec(batch, comm);  // one batch-hash exchange: differing ranks fail here
+  const std::size_t T = cases.size();
+  std::vector<std::unique_ptr<Buffer>> in, out, ws;
+  std::vector<Buffers> bufs;
+  for (std::size_t t = 0; t < T; ++t) {
+    const auto host_in = seeded_input(pairs[t].first, comm.rank());
+    in.push_back(std::make_unique<Buffer>(mem, host_in.size()));
+    mem.upload(in.back()->p, host_in.data(), host_in.size());
+    out.push_back(std::make_unique<Buffer>(mem, static_cast<std::size_t>(exec.executor(t).output_bytes())));
+    ws.push_back(std::make_unique<Buffer>(mem, static_cast<std::size_t>(exec.executor(t).workspace_bytes())));
+    bufs.push_back({std::span<const std::byte>(in[t]->p, in[t]->n), std::span<std::byte>(out[t]->p, out[t]->n),
+                    std::span<std::byte>(ws[t]->p, ws[t]->n)});
+  }
+  Buffer staging(mem, static_cast<std::size_t>(exec.staging_bytes()));
+  const auto t0 = std::chrono::steady_clock::now();
+  exec.execute(bufs, std::span<std::byte>(staging.p, staging.n));
+  wait();
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  std::string mismatch;
+  for (std::size_t t = 0; t < T && mismatch.empty(); ++t) {
+    const Layout check = reduce_partials(comm, pairs[t].second, out[t]->p, static_cast<std::int64_t>(out[t]->n));
+    wait();
+    std::vector<std::byte> host_out(out[t]->n);
+    mem.download(host_out.data(), out[t]->p, out[t]->n);
+    if (auto why = verify_rank_output(check, comm.rank(), host_out); !why.empty())
+      mismatch = fmt::format("tensor {} ({} -> {}, shape {}): {}", t, cases[t].from, cases[t].to, shape_str(cases[t].shape), why);
+  }
+  if (!mismatch.empty())
+    std::fprintf(stderr, "rank %lld: VERIFICATION FAILED: %s\n", static_cast<long long>(comm.rank()), mismatch.c_str());
+  const auto ok = comm.exchange(mismatch.empty() ? 1 : 0);
+  const auto ns = comm.exchange(static_cast<std::uint64_t>(us * 1000));
+  const auto R = mesh.num_ranks();
+  const auto verified = std::count(ok.begin(), ok.end(), 1u);
+  if (comm.rank() == 0) {
+    std::printf("batch=%zu ranks=%lld batch_hash=%016llx collectives=%lld separate=%lld verified=%lld/%lld time_us=%.3f\n", T,
+                static_cast<long long>(R), static_cast<unsigned long long>(batch.hash()), static_cast<long long>(batch.collectives()),
+                static_cast<long long>(batch.separate_collectives()), static_cast<long long>(verified), static_cast<long long>(R),
+                static_cast<double>(*std::max_element(ns.begin(), ns.end())) / 1000.0);
+    std::fflush(stdout);
+  }
+  return verified == R ? 0 : 1;
+}
+
 // Runs every case on this rank; returns the exit status. Rank 0 prints the summaries.
 int run_cases(Communicator& comm, const Memory& mem, const Args& a, const std::vector<Case>& cases,
               const std::function<void()>& wait, bool print_rank_hash) {
+  if (a.batch) return run_batch(comm, mem, a, cases, wait);
   const CostModel cost = CostModel::load(a.cost_model);
   const auto R = comm.mesh().num_ranks();
   bool all_ok = true;
