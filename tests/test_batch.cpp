@@ -238,4 +238,27 @@ TEST_CASE("batch: overlapping buffers are refused before anything moves", "[batc
     }
   });
   CHECK(refused == 2);
+
+  // an output over another tensor's input that is not next to it in address order: tensor 1's
+  // input lies inside tensor 0's (inputs may share memory), its output further inside
+  std::vector<std::pair<Layout, Layout>> nested{{Layout::parse(mesh, {32}, DType::f32, "S(0)"), Layout::parse(mesh, {32}, DType::f32, "R")},
+                                                {Layout::parse(mesh, {4}, DType::f32, "S(0)"), Layout::parse(mesh, {4}, DType::f32, "R")}};
+  const BatchPlan nb = plan_batch(nested, coalescing_model());
+  std::atomic<int> refused_nested{0};
+  run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+    BatchExecutor ex(nb, comm);
+    REQUIRE(ex.executor(0).input_bytes() == 64);
+    std::vector<std::byte> big(64), out0(static_cast<std::size_t>(ex.executor(0).output_bytes()));
+    std::vector<std::byte> staging(static_cast<std::size_t>(ex.staging_bytes()));
+    const auto in0 = seeded_input(nb.plans[0].src, rank);
+    std::copy(in0.begin(), in0.end(), big.begin());
+    const std::span<std::byte> all(big);
+    std::vector<Buffers> bufs{{all, out0, {}}, {all.subspan(8, 8), all.subspan(32, 16), {}}};
+    try {
+      ex.execute(bufs, staging);
+    } catch (const InputError& e) {
+      if (std::string(e.what()).find("the input of tensor 0 and the output of tensor 1") != std::string::npos) ++refused_nested;
+    }
+  });
+  CHECK(refused_nested == 2);
 }

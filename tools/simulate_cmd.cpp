@@ -23,10 +23,7 @@ std::int64_t memory_limit() {
 void simulate_batch() {
   const auto req = make_batch_request(args);
   const BatchPlan batch = plan_batch(read_batch_file(args.batch), req.cost, req.options);
-  std::int64_t need = 0;
-  for (const auto& p : batch.plans) need += simulation_bytes(p);
-  need += batch.staging_bytes() * batch.plans.front().mesh().num_ranks();
-  if (const auto limit = memory_limit(); need > limit)
+  if (const auto need = simulation_bytes(batch), limit = memory_limit(); need > limit)
     throw InputError(fmt::format("simulating the batch of {} tensors on mesh {} needs about {} bytes of host memory, above the "
                                  "limit of {} bytes (--sim-memory-limit)",
                                  batch.plans.size(), batch.plans.front().mesh().str(), need, limit));

@@ -19,6 +19,8 @@ class IndexSet {
  public:
   IndexSet() = default;
   [[nodiscard]] static IndexSet range(std::int64_t start, std::int64_t stop);
+  // Every index of any of `runs` (in any order, overlapping or not), ascending.
+  [[nodiscard]] static IndexSet union_of(std::vector<Interval> runs);
   // Takes runs in ascending order; merges adjacent runs and drops empty ones.
   [[nodiscard]] static IndexSet from_runs(const std::vector<Interval>& runs);
 
@@ -38,8 +40,6 @@ class IndexSet {
   [[nodiscard]] IndexSet intersect(const IndexSet& other) const;
   // How many indices both sets hold (intersect(other).size() without building it).
   [[nodiscard]] std::int64_t overlap(const IndexSet& other) const noexcept;
-  // Every index in either set, ascending.
-  [[nodiscard]] IndexSet unite(const IndexSet& other) const;
   [[nodiscard]] std::vector<std::int64_t> materialize() const;
   // "0:3,5:7" (python-slice style runs), "" when empty.
   [[nodiscard]] std::string str() const;

@@ -65,6 +65,8 @@ struct BatchSimulationResult {
   std::int64_t collectives = 0;       // issued by rank 0
 };
 [[nodiscard]] BatchSimulationResult simulate(const BatchPlan& batch);
+// About the host memory simulate(batch) holds at once: every plan's, plus every rank's staging.
+[[nodiscard]] std::int64_t simulation_bytes(const BatchPlan& batch);
 
 // About the host memory simulate(plan) holds at once: every rank's input, output and workspace,
 // the outputs again as doubles for the report, and the verification's coverage counts.

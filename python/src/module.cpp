@@ -558,9 +558,7 @@ NB_MODULE(_core, m) {
           if (memory_limit && *memory_limit < 0)
             throw InputError(fmt::format("memory_limit: must be >= 0 bytes, got {}", *memory_limit));
           const std::int64_t limit = memory_limit.value_or(default_simulation_limit());
-          std::int64_t need = batch.staging_bytes() * batch.plans.front().mesh().num_ranks();
-          for (const auto& p : batch.plans) need += simulation_bytes(p);
-          if (need > limit)
+          if (const auto need = simulation_bytes(batch); need > limit)
             throw InputError(fmt::format("simulating the batch of {} tensors needs about {} bytes of host memory, above "
                                          "memory_limit {}", batch.plans.size(), need, limit));
           nb::gil_scoped_release release;

@@ -9,12 +9,9 @@
 #include "dtensor/error.hpp"
 #include "dtensor/testing.hpp"
 #include "executor_impl.hpp"
+#include "planner/workspace.hpp"
 
 namespace dtensor {
-
-namespace {
-std::int64_t round_up(std::int64_t bytes) { return (bytes + 255) / 256 * 256; }
-}  // namespace
 
 struct BatchExecutor::Impl {
   Communicator* comm = nullptr;
@@ -34,6 +31,17 @@ struct BatchExecutor::Impl {
   std::vector<Stage> stages;
   std::vector<std::size_t> empty_plans;  // tensors whose source is their target
   std::int64_t staging = 0;
+  // Scratch of execute(), sized when prepared so that it does not allocate (one executor serves
+  // one rank: execute is not called concurrently on it).
+  struct Span {
+    const std::byte* lo;
+    const std::byte* hi;
+    std::size_t tensor;  // == the batch's size: the staging buffer
+    const char* what;
+    bool written;  // outputs, workspaces and the staging buffer; inputs are only read
+  };
+  mutable std::vector<Span> spans;
+  mutable std::vector<Transfer> sends, recvs;
 };
 
 BatchExecutor::BatchExecutor(const BatchPlan& batch, Communicator& comm, ExecutorOptions options)
@@ -77,16 +85,25 @@ BatchExecutor::BatchExecutor(const BatchPlan& batch, Communicator& comm, Executo
         I.stages.push_back(std::move(s));
         continue;
       }
-      const auto item = static_cast<std::int64_t>(itemsize(s.dtype));
-      std::int64_t send = s.total, recv = s.total;
-      if (s.collective == Collective::all_gather) recv = s.n * s.total;
-      if (s.collective == Collective::reduce_scatter) send = s.n * s.total;
-      if (s.collective == Collective::all_to_all) send = recv = s.n * s.total;
-      s.recv_at = round_up(send * item);
-      I.staging = std::max(I.staging, s.recv_at + round_up(recv * item));
+      const auto layout = staging_layout(s.collective, s.n, s.total, static_cast<std::int64_t>(itemsize(s.dtype)));
+      s.recv_at = layout.recv_at;
+      I.staging = std::max(I.staging, layout.bytes);
     }
     I.stages.push_back(std::move(s));
   }
+  I.spans.reserve(3 * I.executors.size() + 1);
+  std::size_t transfers = 0;
+  for (const auto& st : I.stages) {
+    if (!st.coalesced || st.collective != Collective::send_recv) continue;
+    std::size_t n = 0;
+    for (const auto& m : st.members) {
+      const auto& cc = ExecutorAccess::impl(I.executors[static_cast<std::size_t>(m.tensor)]).steps[static_cast<std::size_t>(m.step)].comm;
+      n += cc.sends.size() + cc.recvs.size();
+    }
+    transfers = std::max(transfers, n);
+  }
+  I.sends.reserve(transfers);
+  I.recvs.reserve(transfers);
 }
 
 BatchExecutor::~BatchExecutor() = default;
@@ -102,31 +119,32 @@ void BatchExecutor::execute(std::span<const Buffers> buffers, std::span<std::byt
     throw InputError(fmt::format("batch of {} tensors given {} buffer sets", I.executors.size(), buffers.size()));
   if (static_cast<std::int64_t>(staging.size()) < I.staging)
     throw InputError(fmt::format("staging buffer of {} bytes, the batch needs {}", staging.size(), I.staging));
-  // No tensor's output may overlap another buffer of the batch (an input read later, another
-  // output, a workspace, the staging buffer): the results would depend on the order of stages.
-  struct Span {
-    const std::byte* lo;
-    const std::byte* hi;
-    std::size_t tensor;
-    const char* what;
-  };
-  std::vector<Span> spans;
+  // No buffer the batch writes (an output, a workspace, the staging buffer) may overlap another
+  // buffer of the batch: the results would depend on the order of stages. Sorted by start, a
+  // span overlaps an earlier one exactly when it starts before the furthest end among them; so
+  // each span is checked against the earlier span reaching furthest (a written one when the
+  // span is only read).
+  auto& spans = I.spans;
+  spans.clear();
   for (std::size_t t = 0; t < buffers.size(); ++t) {
     const auto& b = buffers[t];
-    if (!b.input.empty()) spans.push_back({b.input.data(), b.input.data() + b.input.size(), t, "input"});
-    if (!b.output.empty()) spans.push_back({b.output.data(), b.output.data() + b.output.size(), t, "output"});
-    if (!b.workspace.empty()) spans.push_back({b.workspace.data(), b.workspace.data() + b.workspace.size(), t, "workspace"});
+    if (!b.input.empty()) spans.push_back({b.input.data(), b.input.data() + b.input.size(), t, "input", false});
+    if (!b.output.empty()) spans.push_back({b.output.data(), b.output.data() + b.output.size(), t, "output", true});
+    if (!b.workspace.empty()) spans.push_back({b.workspace.data(), b.workspace.data() + b.workspace.size(), t, "workspace", true});
   }
-  if (!staging.empty()) spans.push_back({staging.data(), staging.data() + staging.size(), buffers.size(), "staging"});
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.lo < b.lo; });
-  for (std::size_t i = 1; i < spans.size(); ++i)
-    if (spans[i].lo < spans[i - 1].hi &&
-        (std::string_view(spans[i].what) == "output" || std::string_view(spans[i - 1].what) == "output" ||
-         std::string_view(spans[i].what) == "workspace" || std::string_view(spans[i - 1].what) == "workspace" ||
-         std::string_view(spans[i].what) == "staging" || std::string_view(spans[i - 1].what) == "staging"))
-      throw InputError(fmt::format("batch buffers overlap: the {} of tensor {} and the {} of {}", spans[i - 1].what,
-                                   spans[i - 1].tensor, spans[i].what,
-                                   spans[i].tensor == buffers.size() ? std::string("the batch") : fmt::format("tensor {}", spans[i].tensor)));
+  if (!staging.empty()) spans.push_back({staging.data(), staging.data() + staging.size(), buffers.size(), "staging", true});
+  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.lo < b.lo; });
+  auto owner = [&](std::size_t t) { return t == buffers.size() ? std::string("the batch") : fmt::format("tensor {}", t); };
+  const Impl::Span* furthest = nullptr;          // among all earlier spans
+  const Impl::Span* furthest_written = nullptr;  // among the earlier written ones
+  for (const auto& sp : spans) {
+    const Impl::Span* other = sp.written ? furthest : furthest_written;
+    if (other && sp.lo < other->hi)
+      throw InputError(fmt::format("batch buffers overlap: the {} of {} and the {} of {}", other->what, owner(other->tensor),
+                                   sp.what, owner(sp.tensor)));
+    if (!furthest || sp.hi > furthest->hi) furthest = &sp;
+    if (sp.written && (!furthest_written || sp.hi > furthest_written->hi)) furthest_written = &sp;
+  }
   auto impl_of = [&](std::int32_t t) -> const Executor::Impl& { return ExecutorAccess::impl(I.executors[static_cast<std::size_t>(t)]); };
   for (std::size_t t = 0; t < buffers.size(); ++t) impl_of(static_cast<std::int32_t>(t)).check(buffers[t]);
   for (auto t : I.empty_plans) I.comm->copy(buffers[t].output.data(), buffers[t].input.data(), static_cast<std::int64_t>(buffers[t].input.size()));
@@ -135,15 +153,12 @@ void BatchExecutor::execute(std::span<const Buffers> buffers, std::span<std::byt
     if (st.coalesced && st.collective == Collective::send_recv) {
       // the members' transfer lists joined: transfers between one pair of ranks are matched in
       // the order listed, which is the same (member order) on both sides
-      std::vector<Transfer> sends, recvs;
-      for (const auto& m : st.members) {
-        const auto& e = impl_of(m.tensor);
-        const Buffers& b = buffers[static_cast<std::size_t>(m.tensor)];
-        const auto& cc = e.steps[static_cast<std::size_t>(m.step)].comm;
-        for (const auto& t : cc.sends) sends.push_back({t.peer, e.ptr(b, t.buffer), t.count});
-        for (const auto& t : cc.recvs) recvs.push_back({t.peer, e.ptr(b, t.buffer), t.count});
-      }
-      I.comm->send_recv(sends, recvs, st.dtype);
+      I.sends.clear();
+      I.recvs.clear();
+      for (const auto& m : st.members)
+        impl_of(m.tensor).append_transfers(buffers[static_cast<std::size_t>(m.tensor)], static_cast<std::size_t>(m.step), I.sends,
+                                           I.recvs);
+      I.comm->send_recv(I.sends, I.recvs, st.dtype);
       I.comm->synchronize();
     } else if (st.coalesced) {
       const auto item = static_cast<std::int64_t>(itemsize(st.dtype));
@@ -170,13 +185,7 @@ void BatchExecutor::execute(std::span<const Buffers> buffers, std::span<std::byt
         }
       };
       move_chunks(true);
-      switch (st.collective) {
-        case Collective::all_gather: I.comm->all_gather(st.group, send, recv, C, st.dtype); break;
-        case Collective::reduce_scatter: I.comm->reduce_scatter(st.group, send, recv, C, st.dtype, st.op); break;
-        case Collective::all_reduce: I.comm->all_reduce(st.group, send, recv, C, st.dtype, st.op); break;
-        case Collective::all_to_all: I.comm->all_to_all(st.group, send, recv, C, st.dtype); break;
-        case Collective::send_recv: throw InputError("a grouped send/recv does not coalesce");
-      }
+      issue_collective(*I.comm, st.collective, st.group, send, recv, C, st.dtype, st.op);
       I.comm->synchronize();
       move_chunks(false);
     } else {
@@ -236,6 +245,12 @@ class CountingCommunicator final : public Communicator {
   Communicator& c_;
 };
 }  // namespace
+
+std::int64_t simulation_bytes(const BatchPlan& batch) {
+  std::int64_t need = batch.staging_bytes() * batch.plans.front().mesh().num_ranks();
+  for (const auto& p : batch.plans) need += simulation_bytes(p);
+  return need;
+}
 
 BatchSimulationResult simulate(const BatchPlan& batch) {
   validate_batch_plan(batch);

@@ -508,24 +508,35 @@ void Executor::Impl::run(const Buffers& b, const std::vector<Action>& actions) c
   }
 }
 
+void issue_collective(Communicator& comm, Collective c, const Group& g, const void* send, void* recv, std::int64_t count,
+                      DType dtype, ReduceOp op) {
+  switch (c) {
+    case Collective::all_gather: comm.all_gather(g, send, recv, count, dtype); break;
+    case Collective::reduce_scatter: comm.reduce_scatter(g, send, recv, count, dtype, op); break;
+    case Collective::all_reduce: comm.all_reduce(g, send, recv, count, dtype, op); break;
+    case Collective::all_to_all: comm.all_to_all(g, send, recv, count, dtype); break;
+    case Collective::send_recv: throw InputError("issue_collective: a grouped send/recv takes transfer lists");
+  }
+}
+
+void Executor::Impl::append_transfers(const Buffers& b, std::size_t k, std::vector<Transfer>& sends,
+                                      std::vector<Transfer>& recvs) const {
+  const auto& cc = steps[k].comm;
+  for (const auto& t : cc.sends) sends.push_back({t.peer, ptr(b, t.buffer), t.count});
+  for (const auto& t : cc.recvs) recvs.push_back({t.peer, ptr(b, t.buffer), t.count});
+}
+
 void Executor::Impl::issue(const Buffers& b, std::size_t k) const {
   const auto& cc = steps[k].comm;
-  const Group& g = groups[k];
   if (!cc.collective) return;
-  switch (*cc.collective) {
-    case Collective::all_gather: comm->all_gather(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype); break;
-    case Collective::reduce_scatter: comm->reduce_scatter(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype, cc.op); break;
-    case Collective::all_reduce: comm->all_reduce(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype, cc.op); break;
-    case Collective::all_to_all: comm->all_to_all(g, ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype); break;
-    case Collective::send_recv: {
-      send_list.clear();
-      recv_list.clear();
-      for (const auto& t : cc.sends) send_list.push_back({t.peer, ptr(b, t.buffer), t.count});
-      for (const auto& t : cc.recvs) recv_list.push_back({t.peer, ptr(b, t.buffer), t.count});
-      comm->send_recv(send_list, recv_list, dtype);
-      break;
-    }
+  if (*cc.collective != Collective::send_recv) {
+    issue_collective(*comm, *cc.collective, groups[k], ptr(b, cc.send), ptr(b, cc.recv), cc.count, dtype, cc.op);
+    return;
   }
+  send_list.clear();
+  recv_list.clear();
+  append_transfers(b, k, send_list, recv_list);
+  comm->send_recv(send_list, recv_list, dtype);
 }
 
 void Executor::execute(const Buffers& b) const {

@@ -72,7 +72,13 @@ struct Executor::Impl {
   void run(const Buffers& b, const std::vector<detail::Action>& actions) const;
   // Issues step k's collective on `comm` (no synchronize).
   void issue(const Buffers& b, std::size_t k) const;
+  // Appends step k's grouped send/recv transfers, on buffers `b`, to the lists.
+  void append_transfers(const Buffers& b, std::size_t k, std::vector<Transfer>& sends, std::vector<Transfer>& recvs) const;
 };
+
+// One collective (not send_recv) of `count` elements per member on `comm`, without synchronizing.
+void issue_collective(Communicator& comm, Collective c, const Group& g, const void* send, void* recv, std::int64_t count,
+                      DType dtype, ReduceOp op);
 
 // Step-level access for the all-ranks driver (testing.hpp).
 struct ExecutorAccess {

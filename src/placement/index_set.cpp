@@ -95,12 +95,11 @@ std::int64_t IndexSet::overlap(const IndexSet& other) const noexcept {
   return n;
 }
 
-IndexSet IndexSet::unite(const IndexSet& other) const {
-  std::vector<Interval> all(runs_);
-  all.insert(all.end(), other.runs_.begin(), other.runs_.end());
-  std::sort(all.begin(), all.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+IndexSet IndexSet::union_of(std::vector<Interval> runs) {
+  std::sort(runs.begin(), runs.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
   IndexSet out;
-  for (const auto& r : all) {
+  for (const auto& r : runs) {
+    if (r.stop <= r.start) continue;
     if (!out.runs_.empty() && r.start <= out.runs_.back().stop) {
       out.runs_.back().stop = std::max(out.runs_.back().stop, r.stop);
     } else {

@@ -53,18 +53,6 @@ std::int64_t group_size(const Mesh& mesh, const std::vector<int>& dims) {
   return n;
 }
 
-// Elements of the staging buffer a coalesced stage packs into (send) and unpacks from (recv),
-// for members whose per-member counts sum to C over a group of n: all_gather sends C and
-// receives n*C; reduce_scatter sends n*C, receives C; all_to_all n*C both ways; all_reduce C.
-std::pair<std::int64_t, std::int64_t> staging_elems(StepKind kind, std::int64_t n, std::int64_t C) {
-  switch (kind) {
-    case StepKind::all_gather: return {C, n * C};
-    case StepKind::reduce_scatter: return {n * C, C};
-    case StepKind::all_to_all: return {n * C, n * C};
-    default: return {C, C};  // all_reduce
-  }
-}
-
 // The per-member count a step's collective runs with on any rank (all_reduce: the largest local
 // size, an upper bound for ranks with less).
 std::int64_t member_count(const Step& s) { return s.buffers.chunk; }
@@ -72,11 +60,10 @@ std::int64_t member_count(const Step& s) { return s.buffers.chunk; }
 std::int64_t stage_staging_bytes(const BatchPlan& b, const BatchStage& st) {
   if (!st.coalesced || st.kind == StepKind::direct) return 0;  // a grouped send/recv reads and writes in place
   const Plan& p0 = b.plans[static_cast<std::size_t>(st.members.front().tensor)];
-  const auto s = static_cast<std::int64_t>(itemsize(p0.dtype()));
   std::int64_t C = 0;
   for (const auto& m : st.members) C += member_count(b.plans[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)]);
-  const auto [send, recv] = staging_elems(st.kind, group_size(p0.mesh(), st.mesh_dims), C);
-  return ws_round(send * s) + ws_round(recv * s);
+  return staging_layout(collective_of(st.kind), group_size(p0.mesh(), st.mesh_dims), C, static_cast<std::int64_t>(itemsize(p0.dtype())))
+      .bytes;
 }
 
 // One collective over the members' concatenated chunks: one latency, the combined bytes on the
@@ -122,8 +109,8 @@ double coalesced_cost(const CostModel& cost, const BatchPlan& b, const BatchStag
     t.shard_bytes += numel * s / shards;
     t.copy_bytes += static_cast<double>(step.copy_bytes);
   }
-  const auto [send, recv] = staging_elems(st.kind, n, C);
-  t.copy_bytes += static_cast<double>(send + recv) * s;
+  const auto staged = staging_layout(t.collective, n, C, static_cast<std::int64_t>(s));
+  t.copy_bytes += static_cast<double>(staged.send_elems + staged.recv_elems) * s;
   return cost.time(t).total_us();
 }
 
@@ -178,8 +165,8 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
     if (src.mesh() != mesh || dst.mesh() != mesh)
       throw InputError(fmt::format("batch entry {} is on mesh {}, the batch's first entry on {}: a batch stays on one mesh", i,
                                    (src.mesh() != mesh ? src.mesh() : dst.mesh()).str(), mesh.str()));
-    const std::string key = fmt::format("{}|{}|{}|{}|{}", fmt::join(src.shape(), ","), to_string(src.dtype()), src.sharding().str(),
-                                        fmt::join(dst.shape(), ","), dst.sharding().str() + "|" + std::string(to_string(dst.dtype())));
+    const std::string key = fmt::format("{}|{}|{}|{}|{}|{}", fmt::join(src.shape(), ","), to_string(src.dtype()),
+                                        src.sharding().str(), fmt::join(dst.shape(), ","), to_string(dst.dtype()), dst.sharding().str());
     if (auto it = planned.find(key); it != planned.end()) {
       b.plans.push_back(b.plans[it->second]);
     } else {

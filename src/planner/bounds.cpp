@@ -119,12 +119,13 @@ void GraphContext::build_blocks() {
   b.need_numel.assign(b.coords.size(), 1.0);
   b.rank_need_numel.assign(b.coords.size(), 1.0);
   for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
-    std::vector<IndexSet> per, mine;
+    std::vector<IndexSet> per;
+    std::vector<std::int64_t> mine;
     for (std::size_t k = 0; k < b.coords.size(); ++k) {
       per.push_back(block_union(d, dst.entries(d), b.coords[k]));
       b.need_numel[k] *= static_cast<double>(per.back().size());
-      mine.push_back(owned_indices(dst.entries(d), shape[static_cast<std::size_t>(d)], mesh.shape(), b.coords[k]));
-      b.rank_need_numel[k] *= static_cast<double>(mine.back().size());
+      mine.push_back(owned_count(dst.entries(d), shape[static_cast<std::size_t>(d)], mesh.shape(), b.coords[k]));
+      b.rank_need_numel[k] *= static_cast<double>(mine.back());
     }
     b.need.push_back(std::move(per));
     b.rank_need.push_back(std::move(mine));
@@ -147,11 +148,10 @@ IndexSet GraphContext::block_union(int d, Entries e, std::vector<std::int64_t> c
   // Splits over intra-host dims last: every element of the list before them has one owner among
   // their coordinates (chunks and strided picks cover their list), so the union is that list.
   if (first + nfree == e.size()) return owned_indices(std::span<const ShardEntry>(e).first(first), len, ms, coord);
-  thread_local std::vector<Interval> runs;
-  runs.clear();
+  std::vector<Interval> runs;
   do {
     if (const auto r = owned_range(e, len, ms, coord)) {
-      if (r->stop > r->start) runs.push_back(*r);
+      runs.push_back(*r);
     } else {
       const auto set = owned_indices(e, len, ms, coord);
       runs.insert(runs.end(), set.runs().begin(), set.runs().end());
@@ -159,13 +159,7 @@ IndexSet GraphContext::block_union(int d, Entries e, std::vector<std::int64_t> c
   } while (detail::next_digits(
       nfree, [&](std::size_t k) -> auto& { return coord[static_cast<std::size_t>(free[k])]; },
       [&](std::size_t k) { return ms[static_cast<std::size_t>(free[k])]; }));
-  std::sort(runs.begin(), runs.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  std::vector<Interval> merged;
-  for (const auto& r : runs) {
-    if (!merged.empty() && r.start <= merged.back().stop) merged.back().stop = std::max(merged.back().stop, r.stop);
-    else merged.push_back(r);
-  }
-  return IndexSet::from_runs(merged);
+  return IndexSet::union_of(std::move(runs));
 }
 
 const GraphContext::BlockHeld& GraphContext::block_held(int d, Entries e) const {
@@ -183,10 +177,9 @@ const GraphContext::BlockHeld& GraphContext::block_held(int d, Entries e) const 
   std::vector<std::pair<std::uint64_t, std::size_t>> seen;  // (coordinate key, first block)
   for (std::size_t k = 0; k < b.coords.size(); ++k) {
     const IndexSet& need = b.need[static_cast<std::size_t>(d)][k];
-    const IndexSet& mine = b.rank_need[static_cast<std::size_t>(d)][k];
     if (same) {
       held.block[k] = need.size();
-      held.rank[k] = mine.size();
+      held.rank[k] = b.rank_need[static_cast<std::size_t>(d)][k];
       continue;
     }
     std::uint64_t at = 0;

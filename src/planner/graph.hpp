@@ -17,6 +17,7 @@
 #include "dtensor/layout.hpp"
 #include "dtensor/plan.hpp"
 #include "dtensor/planner.hpp"
+#include "workspace.hpp"
 
 namespace dtensor {
 
@@ -109,11 +110,6 @@ class Geometry {
   mutable std::unordered_map<std::string, OverlapTable> overlap_memo_;
 };
 
-// Workspace regions are aligned so that GPU buffers carved from one workspace stay aligned.
-inline constexpr std::int64_t kWorkspaceAlign = 256;
-[[nodiscard]] inline std::int64_t ws_round(std::int64_t bytes) {
-  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
-}
 
 // Buffer geometry of one step, in elements; the executor allocates exactly these regions.
 struct BufferGeometry {
@@ -257,7 +253,7 @@ struct GraphContext {
     std::vector<std::vector<std::int64_t>> coords;   // sampled blocks: one member's coordinate each
     std::vector<std::vector<IndexSet>> need;         // [tensor dim][block]: the target's elements the block owns
     std::vector<double> need_numel;                  // [block]: product over tensor dims
-    std::vector<std::vector<IndexSet>> rank_need;    // [tensor dim][block]: what the sampled member owns
+    std::vector<std::vector<std::int64_t>> rank_need;  // [tensor dim][block]: how much the sampled member owns
     std::vector<double> rank_need_numel;             // [block]
     double alpha_us = 0, bw_GBps = 0;                // the least latency and best bandwidth of an inter-host step
     double intra_alpha_us = 0, intra_bw_GBps = 0;    // the same for steps within a block

@@ -166,7 +166,6 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     };
     for (auto& e : out) {
       if (settled[e.to]) continue;
-      if (u == src && forbidden && forbidden->matches(e.kind, e.group, ctx.states[e.to])) continue;
       if (!e.costed && du.cost_ps > cutoff() - bound_ps(ctx.bounds[e.to])) continue;
       ctx.cost_edge(static_cast<std::uint32_t>(u), e);
       relax(e.to, e.kind, e.group, e.cost_us, e.peak_bytes);
