@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dtensor/batch.hpp"
+#include "dtensor/cross_mesh.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/layout.hpp"
 #include "dtensor/simulated.hpp"
@@ -24,10 +25,13 @@ namespace dtensor {
 // Checks every rank's local data of `layout` (outputs by global rank) against that global tensor,
 // reducing Partial mesh dims over the ranks that share the other coordinates, and checks that
 // together the ranks hold every element of the tensor the number of times the layout implies.
-// Returns "" when right, else the first mismatch.
-[[nodiscard]] std::string verify_outputs(const Layout& layout, const std::vector<std::vector<std::byte>>& outputs);
+// Returns "" when right, else the first mismatch. `seeded_ranks`: the rank count the inputs were
+// seeded with (narrow dtypes' values depend on it), when another mesh's (cross-mesh); 0: this one's.
+[[nodiscard]] std::string verify_outputs(const Layout& layout, const std::vector<std::vector<std::byte>>& outputs,
+                                         std::int64_t seeded_ranks = 0);
 // The same check for one rank's output.
-[[nodiscard]] std::string verify_rank_output(const Layout& layout, std::int64_t rank, std::span<const std::byte> output);
+[[nodiscard]] std::string verify_rank_output(const Layout& layout, std::int64_t rank, std::span<const std::byte> output,
+                                             std::int64_t seeded_ranks = 0);
 
 // Runs prepared executors, one per rank (buffers[i] for executors[i]), all from this thread on
 // `world`: step by step, every rank's copies, then every rank's collective, then the next step.
@@ -67,6 +71,15 @@ struct BatchSimulationResult {
 [[nodiscard]] BatchSimulationResult simulate(const BatchPlan& batch);
 // About the host memory simulate(batch) holds at once: every plan's, plus every rank's staging.
 [[nodiscard]] std::int64_t simulation_bytes(const BatchPlan& batch);
+
+// Runs a cross-mesh plan on fresh in-process worlds (the world, mesh A, mesh B), one thread per
+// world rank, over seeded inputs, and verifies every target rank (`dtensor simulate --to-mesh`).
+struct CrossMeshSimulationResult {
+  bool verified = false;
+  std::string mismatch;  // first mismatch, when not verified
+  std::vector<std::vector<std::byte>> outputs;  // by target mesh rank
+};
+[[nodiscard]] CrossMeshSimulationResult simulate(const CrossMeshPlan& plan);
 
 // About the host memory simulate(plan) holds at once: every rank's input, output and workspace,
 // the outputs again as doubles for the report, and the verification's coverage counts.

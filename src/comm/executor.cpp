@@ -48,8 +48,10 @@ std::vector<Seg> segments(const IndexSet& box, const IndexSet& src, const IndexS
   return out;
 }
 
+}  // namespace
+
 // Copies of the elements of `box` from a local tensor with index sets `src` into one with `dst`.
-void add_box_copies(std::vector<Action>& out, Ref dst_ref, const std::vector<IndexSet>& dst, Ref src_ref,
+void detail::add_box_copies(std::vector<Action>& out, Ref dst_ref, const std::vector<IndexSet>& dst, Ref src_ref,
                     const std::vector<IndexSet>& src, const std::vector<IndexSet>& box, std::int64_t itemsize) {
   const std::size_t nd = box.size();
   if (box_numel(box) == 0) return;
@@ -106,6 +108,8 @@ void add_box_copies(std::vector<Action>& out, Ref dst_ref, const std::vector<Ind
   }
 }
 
+namespace {
+
 // Fuses runs of equally shaped box copies whose offsets step evenly (one per peer, say) into
 // one copy with an extra innermost dimension: a gather along a non-leading dim then writes each
 // output row once, sequentially, instead of sweeping the output once per peer.
@@ -143,11 +147,15 @@ void fuse_box_copies(std::vector<Action>& actions) {
   actions = std::move(out);
 }
 
-std::vector<IndexSet> intersect(const std::vector<IndexSet>& a, const std::vector<IndexSet>& b) {
+}  // namespace
+
+std::vector<IndexSet> detail::intersect(const std::vector<IndexSet>& a, const std::vector<IndexSet>& b) {
   std::vector<IndexSet> out;
   for (std::size_t d = 0; d < a.size(); ++d) out.push_back(a[d].intersect(b[d]));
   return out;
 }
+
+namespace {
 
 using detail::group_members;
 
@@ -300,9 +308,9 @@ void lower_relabel(const StepContext& c, RankStep& rs) {
   rs.pre.push_back({Action::copy, c.y, c.x, c.y_elems * c.s, 0, {}});
 }
 
-// Where a `box` packed in row-major order is one plain run of a local tensor (index sets `local`,
-// at `base`): then a send can read it, or a receive write it, in place instead of through scratch.
-std::optional<Ref> run_in_place(Ref base, const std::vector<IndexSet>& local, const std::vector<IndexSet>& box,
+}  // namespace
+
+std::optional<Ref> detail::run_in_place(Ref base, const std::vector<IndexSet>& local, const std::vector<IndexSet>& box,
                                 std::int64_t s, bool reading) {
   std::vector<Action> probe;
   const Ref packed{Buf::ws, 0};
@@ -318,6 +326,8 @@ std::optional<Ref> run_in_place(Ref base, const std::vector<IndexSet>& local, co
   if ((reading ? to : from).offset != 0) return std::nullopt;
   return reading ? from : to;
 }
+
+namespace {
 
 void lower_direct(const StepContext& c, RankStep& rs) {
   const StepBuffers& b = c.st.buffers;

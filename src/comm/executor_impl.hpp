@@ -6,6 +6,7 @@
 
 #include "dtensor/comm.hpp"
 #include "dtensor/executor.hpp"
+#include "dtensor/index_set.hpp"
 
 namespace dtensor::detail {
 
@@ -47,6 +48,19 @@ struct RankStep {
   std::vector<Action> pre, post;
   CommCall comm;
 };
+
+// Strided copies of the elements of `box` (per tensor dim, a subset of both) from a local tensor
+// with index sets `src` at `src_ref` into one with index sets `dst` at `dst_ref`; throws
+// InputError when the box reaches outside either.
+void add_box_copies(std::vector<Action>& out, Ref dst_ref, const std::vector<IndexSet>& dst, Ref src_ref,
+                    const std::vector<IndexSet>& src, const std::vector<IndexSet>& box, std::int64_t itemsize);
+// Per tensor dim, a[d] ∩ b[d].
+[[nodiscard]] std::vector<IndexSet> intersect(const std::vector<IndexSet>& a, const std::vector<IndexSet>& b);
+// Where a `box` packed in row-major order is one plain run of a local tensor (index sets `local`,
+// at `base`): then a send can read it (`reading`), or a receive write it, in place instead of
+// through scratch.
+[[nodiscard]] std::optional<Ref> run_in_place(Ref base, const std::vector<IndexSet>& local,
+                                              const std::vector<IndexSet>& box, std::int64_t s, bool reading);
 
 
 }  // namespace dtensor::detail

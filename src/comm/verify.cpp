@@ -143,7 +143,8 @@ std::vector<std::byte> seeded_input(const Layout& l, std::int64_t rank) {
   return out;
 }
 
-std::string verify_outputs(const Layout& l, const std::vector<std::vector<std::byte>>& outputs) {
+std::string verify_outputs(const Layout& l, const std::vector<std::vector<std::byte>>& outputs, std::int64_t seeded_ranks) {
+  const std::int64_t value_ranks = seeded_ranks > 0 ? seeded_ranks : l.mesh().num_ranks();
   const Mesh& mesh = l.mesh();
   if (static_cast<std::int64_t>(outputs.size()) != mesh.num_ranks())
     throw InputError(fmt::format("verify_outputs got {} rank outputs for {} ranks", outputs.size(), mesh.num_ranks()));
@@ -162,7 +163,7 @@ std::string verify_outputs(const Layout& l, const std::vector<std::vector<std::b
     for_each_local(l, sets, [&](std::int64_t k, std::int64_t lin) {
       if (!err.empty()) return;
       const double v = group_value(l, outputs, group, partial_dims, k);
-      const double want = simulation_value(l.dtype(), lin, l.mesh().num_ranks());
+      const double want = simulation_value(l.dtype(), lin, value_ranks);
       const bool ok = l.dtype() == DType::boolean ? ((v != 0) == (want != 0)) : v == want;
       if (!ok)
         err = fmt::format("rank {} (coord {}) local element {} (global index {}) is {}, expected {}", r,
@@ -226,7 +227,9 @@ std::vector<std::byte> gather_bytes(const Layout& l, const std::vector<std::vect
   return global;
 }
 
-std::string verify_rank_output(const Layout& l, std::int64_t rank, std::span<const std::byte> output) {
+std::string verify_rank_output(const Layout& l, std::int64_t rank, std::span<const std::byte> output,
+                               std::int64_t seeded_ranks) {
+  const std::int64_t value_ranks = seeded_ranks > 0 ? seeded_ranks : l.mesh().num_ranks();
   if (l.sharding().has_partial())
     throw InputError(fmt::format("verify_rank_output: layout {} holds Partial values; reduce them first", l.placements_str()));
   const auto sets = l.indices(l.mesh().coord_of_rank(rank));
@@ -237,7 +240,7 @@ std::string verify_rank_output(const Layout& l, std::int64_t rank, std::span<con
   for_each_local(l, sets, [&](std::int64_t k, std::int64_t lin) {
     if (!err.empty()) return;
     const double v = load_element(l.dtype(), output.data(), k);
-    const double want = simulation_value(l.dtype(), lin, l.mesh().num_ranks());
+    const double want = simulation_value(l.dtype(), lin, value_ranks);
     const bool ok = l.dtype() == DType::boolean ? ((v != 0) == (want != 0)) : v == want;
     if (!ok) err = fmt::format("rank {} local element {} (global index {}) is {}, expected {}", rank, k, lin, v, want);
   });

@@ -1,0 +1,112 @@
+#pragma once
+// Cross-mesh resharding (docs/cross-mesh.md): a tensor laid out on mesh A, whose ranks live on
+// some world ranks, moved to a layout on mesh B on other (overlapping, identical or disjoint) world
+// ranks. A plan has three parts: steps inside A (`pre`, a plan on A from the source to an
+// intermediate layout without Partial), one grouped send/recv over the world (`messages`: each
+// element B needs in its intermediate layout sent once, by one of the A ranks holding it, or
+// copied locally by a rank on both meshes that holds it), and steps inside B (`post`, a plan on B
+// from its intermediate layout to the target).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dtensor/comm.hpp"
+#include "dtensor/executor.hpp"
+#include "dtensor/planner.hpp"
+
+namespace dtensor {
+
+struct CrossMeshPlan {
+  // The source layout on mesh A and the target on mesh B (same shape and dtype), and the world
+  // rank of every mesh rank: src_ranks[r] is where A's rank r lives (r as the mesh numbers its
+  // ranks, so through its explicit rank list when it has one).
+  Layout src = Plan().src;
+  Layout dst = Plan().dst;
+  std::vector<std::int64_t> src_ranks{0}, dst_ranks{0};
+  std::int64_t world_size = 1;
+  Plan pre;   // on A: src -> pre.dst (no Partial)
+  Plan post;  // on B: post.src -> dst
+  // One message per (A rank, B rank) pair that moves data: the elements of the B rank's part of
+  // post.src that the A rank holds in pre.dst (the intersection of the two boxes). Sorted by
+  // (to, from). A message whose two ranks are one world rank is a local copy.
+  struct Message {
+    std::int64_t from = 0;      // A's mesh rank
+    std::int64_t to = 0;        // B's mesh rank
+    std::int64_t elements = 0;  // > 0
+    friend bool operator==(const Message&, const Message&) = default;
+  };
+  std::vector<Message> messages;
+  // The transfer as the cost model sees it (bytes by world rank, local copies excluded).
+  std::int64_t transfer_bytes = 0;     // every message between two world ranks
+  std::int64_t busiest_bytes = 0;      // max over world ranks of max(sent, received)
+  std::int64_t busiest_peers = 0;      // max over world ranks of its distinct peers
+  std::int64_t balanced_bound_bytes = 0;  // the least busiest_bytes any choice of senders reaches
+  bool inter_host = false;             // some message crosses hosts (world rank / devices_per_host)
+  double transfer_cost_us = 0;
+  double total_cost_us = 0;            // pre + transfer + post
+  std::string cost_model;
+
+  [[nodiscard]] std::int64_t world_rank_of_src(std::int64_t mesh_rank) const { return src_ranks.at(static_cast<std::size_t>(mesh_rank)); }
+  [[nodiscard]] std::int64_t world_rank_of_dst(std::int64_t mesh_rank) const { return dst_ranks.at(static_cast<std::size_t>(mesh_rank)); }
+  // Collectives issued: the two plans' communication steps plus one grouped send/recv (when any
+  // message crosses between world ranks).
+  [[nodiscard]] std::int64_t collectives() const;
+  // Stable across processes and platforms: both plans' hashes, the rank lists and the messages.
+  [[nodiscard]] std::uint64_t hash() const;
+  friend bool operator==(const CrossMeshPlan&, const CrossMeshPlan&) = default;
+};
+
+struct CrossMeshOptions {
+  PlanOptions plan;               // for the plans inside A and inside B
+  std::int64_t world_size = -1;   // -1: one more than the largest rank listed
+  // Fix the intermediate layouts instead of choosing them (the sender balance still runs): A's
+  // must be reachable from the source without Partial, B's must reach the target without Partial.
+  std::optional<Sharding> src_via, dst_via;
+};
+
+// The cheapest cross-mesh plan under `cost` among the intermediate layouts it considers
+// (docs/cross-mesh.md: on A, every Partial reduced to Replicate or to a Shard, and every Shard kept
+// or gathered; on B, every Replicate or Partial of the target received as it is or as a Shard
+// that B then gathers), with senders chosen to balance the busiest rank's bytes. Deterministic.
+// Throws InputError (naming the value) for: rank lists of the wrong length, a rank listed twice
+// in one mesh, a negative rank or one outside the world, shapes or dtypes that differ.
+[[nodiscard]] CrossMeshPlan plan_cross_mesh(const Layout& src, std::span<const std::int64_t> src_ranks,
+                                            const Layout& dst, std::span<const std::int64_t> dst_ranks,
+                                            const CostModel& cost, const CrossMeshOptions& options = {});
+
+// Checks a cross-mesh plan is one the planner could produce: both plans valid and chaining, the
+// rank lists, and the messages (every element of every B rank's intermediate part received
+// exactly once from an A rank holding it). Throws InputError naming the field.
+void validate_cross_mesh_plan(const CrossMeshPlan& plan);
+
+// What moves, where, and why: the three parts with their costs, bytes against the bounds.
+[[nodiscard]] std::string explain(const CrossMeshPlan& plan);
+
+// Runs one world rank's part of a cross-mesh plan. `world`: a communicator over every world rank
+// (its rank() is this world rank, its mesh has world_size ranks; only its send_recv and exchange
+// are used). `on_src`: this rank's communicator of mesh A (nullptr when the rank is not on A);
+// `on_dst` likewise for B. Every world rank constructs one (a collective over `world`: the plan
+// hashes are compared). Buffers: `input` is this rank's source part (empty when not on A),
+// `output` its target part (empty when not on B), `workspace` at least workspace_bytes().
+class CrossMeshExecutor {
+ public:
+  CrossMeshExecutor(const CrossMeshPlan& plan, Communicator& world, Communicator* on_src, Communicator* on_dst,
+                    ExecutorOptions options = {});
+  ~CrossMeshExecutor();
+  CrossMeshExecutor(CrossMeshExecutor&&) noexcept;
+  CrossMeshExecutor& operator=(CrossMeshExecutor&&) noexcept;
+  [[nodiscard]] std::int64_t input_bytes() const noexcept;
+  [[nodiscard]] std::int64_t output_bytes() const noexcept;
+  [[nodiscard]] std::int64_t workspace_bytes() const noexcept;
+  void execute(const Buffers& buffers) const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dtensor

@@ -1,0 +1,236 @@
+// Runs one world rank's part of a cross-mesh plan (docs/cross-mesh.md): the plan inside A on A's
+// communicator, the transfer as one grouped send/recv over the world (boxes packed and unpacked by
+// strided copies, read or written in place when a box is one run), the plan inside B on B's.
+#include <algorithm>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "dtensor/cross_mesh.hpp"
+#include "dtensor/error.hpp"
+#include "dtensor/testing.hpp"
+#include "executor_impl.hpp"
+
+namespace dtensor {
+using namespace detail;
+
+struct CrossMeshExecutor::Impl {
+  Communicator* world = nullptr;
+  DType dtype = DType::f32;
+  std::optional<Executor> pre, post;
+  std::int64_t input_bytes = 0, output_bytes = 0, workspace = 0;
+  // Workspace: A's intermediate part (when A runs steps), B's (when B does), then one scratch
+  // region that the plan inside A, the transfer's staging and the plan inside B use in turn.
+  std::int64_t mid_a_off = -1, mid_a_bytes = 0, mid_b_off = -1, mid_b_bytes = 0, scratch_off = 0;
+  std::int64_t pre_ws = 0, post_ws = 0, staging = 0;
+  // Transfer actions on the view {input: A's intermediate part, output: B's, ws: staging}.
+  std::vector<Action> pack, unpack;
+  std::vector<CommCall::P2P> sends, recvs;
+  bool exchanges = false;  // some message crosses between world ranks (every rank then calls send_recv)
+  mutable std::vector<Transfer> send_list, recv_list;
+
+  [[nodiscard]] Buffers transfer_view(const Buffers& b) const {
+    Buffers v;
+    v.input = mid_a_off >= 0 ? std::span<const std::byte>(b.workspace.subspan(static_cast<std::size_t>(mid_a_off),
+                                                                              static_cast<std::size_t>(mid_a_bytes)))
+                             : b.input;
+    v.output = mid_b_off >= 0
+                   ? b.workspace.subspan(static_cast<std::size_t>(mid_b_off), static_cast<std::size_t>(mid_b_bytes))
+                   : b.output;
+    v.workspace = b.workspace.subspan(static_cast<std::size_t>(scratch_off));
+    return v;
+  }
+  static std::byte* ptr(const Buffers& b, Ref r) {
+    switch (r.buf) {
+      case Buf::input: return const_cast<std::byte*>(b.input.data()) + r.offset;  // only ever read
+      case Buf::output: return b.output.data() + r.offset;
+      case Buf::ws: return b.workspace.data() + r.offset;
+    }
+    return nullptr;
+  }
+  void run(const Buffers& b, const std::vector<Action>& actions) const {
+    for (const auto& a : actions) {
+      if (a.kind == Action::box)
+        world->copy_strided(ptr(b, a.box_copy.dst), ptr(b, a.box_copy.src), a.box_copy.run_bytes, a.box_copy.count,
+                            a.box_copy.dst_stride, a.box_copy.src_stride);
+      else if (a.kind == Action::copy)
+        world->copy(ptr(b, a.dst), ptr(b, a.src), a.bytes_or_count);
+    }
+  }
+};
+
+namespace {
+std::int64_t index_of(const std::vector<std::int64_t>& ranks, std::int64_t w) {
+  const auto it = std::find(ranks.begin(), ranks.end(), w);
+  return it == ranks.end() ? -1 : static_cast<std::int64_t>(it - ranks.begin());
+}
+}  // namespace
+
+CrossMeshExecutor::CrossMeshExecutor(const CrossMeshPlan& plan, Communicator& world, Communicator* on_src,
+                                     Communicator* on_dst, ExecutorOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  validate_cross_mesh_plan(plan);
+  Impl& I = *impl_;
+  I.world = &world;
+  I.dtype = plan.src.dtype();
+  const std::int64_t w = world.rank();
+  if (world.mesh().num_ranks() != plan.world_size)
+    throw InputError(fmt::format("the world communicator has {} ranks, the cross-mesh plan's world {}",
+                                 world.mesh().num_ranks(), plan.world_size));
+  const std::int64_t ra = index_of(plan.src_ranks, w), rb = index_of(plan.dst_ranks, w);
+  auto check_side = [&](const char* which, std::int64_t r, Communicator* c, const Mesh& mesh) {
+    if ((r >= 0) != (c != nullptr))
+      throw InputError(fmt::format("world rank {} is {}on the {} mesh but was given {} communicator for it", w,
+                                   r >= 0 ? "" : "not ", which, c ? "a" : "no"));
+    if (c && c->mesh() != mesh)
+      throw InputError(fmt::format("the {} communicator's mesh {} is not the plan's {}", which, c->mesh().str(), mesh.str()));
+    if (c && c->rank() != r)
+      throw InputError(fmt::format("world rank {} is {} rank {}, but its {} communicator serves rank {}", w, which, r,
+                                   which, c->rank()));
+  };
+  check_side("source", ra, on_src, plan.src.mesh());
+  check_side("target", rb, on_dst, plan.dst.mesh());
+  const auto s = static_cast<std::int64_t>(itemsize(plan.src.dtype()));
+  ExecutorOptions inner = options;
+  inner.check_plans_agree = false;  // the cross-mesh hash covers both plans
+  inner.check_plans_every_call = false;
+  std::vector<IndexSet> hold, need;
+  if (ra >= 0) {
+    const auto c = plan.src.mesh().coord_of_rank(ra);
+    I.input_bytes = plan.src.local_numel(c) * s;
+    hold = plan.pre.dst.indices(c);
+    if (!plan.pre.steps.empty()) {
+      I.pre.emplace(plan.pre, *on_src, inner);
+      I.pre_ws = I.pre->workspace_bytes();
+      I.mid_a_bytes = box_numel(hold) * s;
+    }
+  }
+  if (rb >= 0) {
+    const auto c = plan.dst.mesh().coord_of_rank(rb);
+    I.output_bytes = plan.dst.local_numel(c) * s;
+    need = plan.post.src.indices(c);
+    if (!plan.post.steps.empty()) {
+      I.post.emplace(plan.post, *on_dst, inner);
+      I.post_ws = I.post->workspace_bytes();
+      I.mid_b_bytes = box_numel(need) * s;
+    }
+  }
+  std::int64_t at = 0;
+  if (I.pre) I.mid_a_off = std::exchange(at, at + I.mid_a_bytes);
+  if (I.post) I.mid_b_off = std::exchange(at, at + I.mid_b_bytes);
+  I.scratch_off = at;
+  // the transfer, lowered for this rank
+  std::int64_t send_off = 0;
+  std::vector<std::pair<std::int64_t, std::vector<IndexSet>>> incoming;
+  for (const auto& m : plan.messages) {
+    const auto wa = plan.world_rank_of_src(m.from), wb = plan.world_rank_of_dst(m.to);
+    if (wa != wb) I.exchanges = true;
+    if (wa == w && wb == w) {
+      add_box_copies(I.unpack, Ref{Buf::output, 0}, need, Ref{Buf::input, 0}, hold, intersect(hold, need), s);
+    } else if (wa == w) {
+      const auto box = intersect(hold, plan.post.src.indices(plan.dst.mesh().coord_of_rank(m.to)));
+      const auto n = box_numel(box);
+      if (const auto in_place = run_in_place(Ref{Buf::input, 0}, hold, box, s, true)) {
+        I.sends.push_back({wb, *in_place, n});
+      } else {
+        add_box_copies(I.pack, Ref{Buf::ws, send_off * s}, box, Ref{Buf::input, 0}, hold, box, s);
+        I.sends.push_back({wb, Ref{Buf::ws, send_off * s}, n});
+        send_off += n;
+      }
+    } else if (wb == w) {
+      incoming.emplace_back(wa, intersect(plan.pre.dst.indices(plan.src.mesh().coord_of_rank(m.from)), need));
+    }
+  }
+  std::int64_t recv_off = send_off;
+  for (auto& [peer, box] : incoming) {
+    const auto n = box_numel(box);
+    if (const auto in_place = run_in_place(Ref{Buf::output, 0}, need, box, s, false)) {
+      I.recvs.push_back({peer, *in_place, n});
+      continue;
+    }
+    I.recvs.push_back({peer, Ref{Buf::ws, recv_off * s}, n});
+    add_box_copies(I.unpack, Ref{Buf::output, 0}, need, Ref{Buf::ws, recv_off * s}, box, box, s);
+    recv_off += n;
+  }
+  I.staging = recv_off * s;
+  I.workspace = I.scratch_off + std::max({I.pre_ws, I.post_ws, I.staging});
+  I.send_list.reserve(I.sends.size());
+  I.recv_list.reserve(I.recvs.size());
+  if (options.check_plans_agree || options.check_plans_every_call) check_plans_agree(world, plan.hash());
+}
+
+CrossMeshExecutor::~CrossMeshExecutor() = default;
+CrossMeshExecutor::CrossMeshExecutor(CrossMeshExecutor&&) noexcept = default;
+CrossMeshExecutor& CrossMeshExecutor::operator=(CrossMeshExecutor&&) noexcept = default;
+std::int64_t CrossMeshExecutor::input_bytes() const noexcept { return impl_->input_bytes; }
+std::int64_t CrossMeshExecutor::output_bytes() const noexcept { return impl_->output_bytes; }
+std::int64_t CrossMeshExecutor::workspace_bytes() const noexcept { return impl_->workspace; }
+
+void CrossMeshExecutor::execute(const Buffers& b) const {
+  const Impl& I = *impl_;
+  const auto w = I.world->rank();
+  if (static_cast<std::int64_t>(b.input.size()) != I.input_bytes)
+    throw InputError(fmt::format("world rank {}: input buffer has {} bytes, the source layout needs {}", w, b.input.size(),
+                                 I.input_bytes));
+  if (static_cast<std::int64_t>(b.output.size()) != I.output_bytes)
+    throw InputError(fmt::format("world rank {}: output buffer has {} bytes, the target layout needs {}", w,
+                                 b.output.size(), I.output_bytes));
+  if (static_cast<std::int64_t>(b.workspace.size()) < I.workspace)
+    throw InputError(fmt::format("world rank {}: workspace has {} bytes, the plan needs {}", w, b.workspace.size(),
+                                 I.workspace));
+  const Buffers v = I.transfer_view(b);
+  const auto scratch = b.workspace.subspan(static_cast<std::size_t>(I.scratch_off));
+  if (I.pre)
+    I.pre->execute(Buffers{b.input,
+                           b.workspace.subspan(static_cast<std::size_t>(I.mid_a_off), static_cast<std::size_t>(I.mid_a_bytes)),
+                           scratch.first(static_cast<std::size_t>(I.pre_ws))});
+  I.run(v, I.pack);
+  if (I.exchanges) {
+    I.send_list.clear();
+    I.recv_list.clear();
+    for (const auto& t : I.sends) I.send_list.push_back({t.peer, Impl::ptr(v, t.buffer), t.count});
+    for (const auto& t : I.recvs) I.recv_list.push_back({t.peer, Impl::ptr(v, t.buffer), t.count});
+    I.world->send_recv(I.send_list, I.recv_list, I.dtype);
+    I.world->synchronize();
+  }
+  I.run(v, I.unpack);
+  if (I.post) I.post->execute(Buffers{v.output, b.output, scratch.first(static_cast<std::size_t>(I.post_ws))});
+}
+
+CrossMeshSimulationResult simulate(const CrossMeshPlan& plan) {
+  validate_cross_mesh_plan(plan);
+  CrossMeshSimulationResult res;
+  SimulatedWorld world(Mesh(std::vector<std::int64_t>{plan.world_size}));
+  SimulatedWorld on_a(plan.src.mesh()), on_b(plan.dst.mesh());
+  const auto W = static_cast<std::size_t>(plan.world_size);
+  std::vector<std::vector<std::byte>> outputs(static_cast<std::size_t>(plan.dst.mesh().num_ranks()));
+  std::vector<std::string> errors(W);
+  std::vector<std::thread> threads;
+  for (std::size_t w = 0; w < W; ++w) {
+    threads.emplace_back([&, w] {
+      try {
+        const auto wr = static_cast<std::int64_t>(w);
+        const std::int64_t ra = index_of(plan.src_ranks, wr), rb = index_of(plan.dst_ranks, wr);
+        CrossMeshExecutor ex(plan, world.communicator(wr), ra >= 0 ? &on_a.communicator(ra) : nullptr,
+                             rb >= 0 ? &on_b.communicator(rb) : nullptr);
+        std::vector<std::byte> in = ra >= 0 ? seeded_input(plan.src, ra) : std::vector<std::byte>{};
+        std::vector<std::byte> out(static_cast<std::size_t>(ex.output_bytes()));
+        std::vector<std::byte> ws(static_cast<std::size_t>(ex.workspace_bytes()));
+        ex.execute(Buffers{in, out, ws});
+        if (rb >= 0) outputs[static_cast<std::size_t>(rb)] = std::move(out);
+      } catch (const std::exception& e) {
+        errors[w] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (std::size_t w = 0; w < W; ++w)
+    if (!errors[w].empty()) throw BackendError(fmt::format("world rank {}: {}", w, errors[w]));
+  res.mismatch = verify_outputs(plan.dst, outputs, plan.src.mesh().num_ranks());
+  res.verified = res.mismatch.empty();
+  res.outputs = std::move(outputs);
+  return res;
+}
+
+}  // namespace dtensor
