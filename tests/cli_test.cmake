@@ -194,3 +194,20 @@ file(WRITE ${tmp}/batch_bad.json [[{"version": 1, "mesh": [2], "pairs": [{"shape
 run_case(batch_unknown_field 2 "" "^error: --batch: batch file pairs\\[1\\]: unknown field \"too\"" plan --batch ${tmp}/batch_bad.json)
 file(WRITE ${tmp}/batch_empty.json [[{"version": 1, "mesh": [2], "pairs": []}]])
 run_case(batch_empty 2 "" "'pairs' must be a list of 1 to" simulate --batch ${tmp}/batch_empty.json)
+
+# Cross-mesh (`--to-mesh`, `--ranks`, `--to-ranks`): planned, simulated one thread per world rank
+# and verified on every target rank; bad rank lists are one clear error (exit 2).
+run_case(cross_simulate 0 "1 collectives.*verified: every target rank holds exactly its target data" ""
+         simulate --mesh dp=2,tp=4 --shape 64x48 --from "S(0)S(1)" --to-mesh tp=4 --to-ranks 8,9,10,11 --to "S(1)")
+run_case(cross_simulate_overlap 0 "28 messages between ranks, 4 local copies.*verified" ""
+         simulate --mesh dp=4,tp=2 --shape 64x48 --dtype bf16 --from "S(0)S(1)" --to-mesh rep=2,tp=4 --to "RS(1)")
+run_case(cross_plan_json 0 "\"kind\":\"cross_mesh\",\"version\":1,\"world_size\":6,\"src_ranks\":\\[0,1,2,3\\],\"dst_ranks\":\\[5,4\\]" ""
+         plan --mesh 2x2 --shape 9x5 --from "P(sum)S(0)" --to-mesh 2 --to-ranks 5,4 --to R --format json)
+run_case(cross_twice 2 "" "^error: target world rank 8 is listed twice"
+         plan --mesh 4 --shape 8 --from "S(0)" --to-mesh 4 --to-ranks 8,8,9,10 --to R)
+run_case(cross_count 2 "" "^error: target mesh 4 has 4 ranks but its world rank list has 3 entries"
+         plan --mesh 4 --shape 8 --from "S(0)" --to-mesh 4 --to-ranks 8-10 --to R)
+run_case(cross_backwards 2 "" "^error: --ranks range \"3-1\" runs backwards"
+         plan --mesh 4 --shape 8 --from "S(0)" --to-mesh 4 --ranks 3-1 --to R)
+run_case(cross_ranks_alone 2 "" "^error: --ranks and --to-ranks need --to-mesh"
+         plan --mesh 4 --shape 8 --from R --to "S(0)" --ranks 0-3)

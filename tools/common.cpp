@@ -19,6 +19,9 @@ void add_plan_flags(CLI::App& cmd, PlanArgs& a) {
   cmd.add_option("--from", a.from, "source placements, e.g. 'S(0)[1]S(0)[0]' or '(Shard(dim=0), Replicate())' (required unless --batch)");
   cmd.add_option("--to", a.to, "target placements (required unless --batch)");
   cmd.add_option("--batch", a.batch, "a batch file of (shape, dtype, from, to) pairs on one mesh (docs/cli.md): plan or simulate them together");
+  cmd.add_option("--to-mesh", a.to_mesh, "cross-mesh: the target's mesh (the source stays on --mesh), e.g. tp=4");
+  cmd.add_option("--ranks", a.ranks, "cross-mesh: world ranks of --mesh's ranks, e.g. 0-7 or 0,2,4,6 (default 0..n-1)");
+  cmd.add_option("--to-ranks", a.to_ranks, "cross-mesh: world ranks of --to-mesh's ranks, e.g. 8-11 (default 0..n-1)");
   cmd.add_option("--dtype", a.dtype, "f64 f32 bf16 f16 f8e4m3 f8e5m2 i64 i32 i8 u8 bool (or torch names: bfloat16, ...)")
       ->capture_default_str();
   cmd.add_option("--cost-model", a.cost_model, "default, pytorch, or a JSON profile file")->capture_default_str();
@@ -95,8 +98,55 @@ std::vector<std::pair<Layout, Layout>> read_batch_file(const std::string& path) 
   return for_flag("--batch", [&] { return batch_pairs_from_json(read_input_file(path, "batch file", 64u << 20)); });
 }
 
+namespace {
+// "0-3,8,10-11": ascending or not, each value a non-negative integer; a rank listed twice is left
+// for the planner to name.
+std::vector<std::int64_t> parse_rank_list(const char* flag, const std::string& text, std::int64_t n) {
+  std::vector<std::int64_t> out;
+  if (text.empty()) {
+    for (std::int64_t r = 0; r < n; ++r) out.push_back(r);
+    return out;
+  }
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const auto comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    const auto dash = item.find('-', 1);
+    if (dash == std::string::npos) {
+      out.push_back(parse_index(flag, item, INT64_MAX));
+    } else {
+      const auto lo = parse_index(flag, item.substr(0, dash), INT64_MAX), hi = parse_index(flag, item.substr(dash + 1), INT64_MAX);
+      if (hi < lo) throw InputError(fmt::format("{} range {} runs backwards", flag, quote_input(item)));
+      if (hi - lo >= (std::int64_t{1} << 20)) throw InputError(fmt::format("{} range {} is too long", flag, quote_input(item)));
+      for (std::int64_t r = lo; r <= hi; ++r) out.push_back(r);
+    }
+    if (out.size() > (std::size_t{1} << 20)) throw InputError(fmt::format("{} lists too many ranks", flag));
+    pos = comma + 1;
+  }
+  return out;
+}
+}  // namespace
+
+CrossRequest make_cross_request(const PlanArgs& a) {
+  check_format(a.format);
+  if (!a.batch.empty()) throw InputError("--to-mesh and --batch exclude each other");
+  for (const auto& [flag, value] : {std::pair{"--mesh", &a.mesh}, {"--shape", &a.shape}, {"--from", &a.from}, {"--to", &a.to}})
+    if (value->empty()) throw InputError(fmt::format("{} is required", flag));
+  Mesh mesh = for_flag("--mesh", [&] { return Mesh::parse(a.mesh); });
+  Mesh to_mesh = for_flag("--to-mesh", [&] { return Mesh::parse(a.to_mesh); });
+  auto shape = for_flag("--shape", [&] { return parse_shape(a.shape); });
+  const DType dt = for_flag("--dtype", [&] { return parse_dtype(a.dtype); });
+  Layout src = for_flag("--from", [&] { return Layout::parse(mesh, shape, dt, a.from); });
+  Layout dst = for_flag("--to", [&] { return Layout::parse(to_mesh, shape, dt, a.to); });
+  auto src_ranks = parse_rank_list("--ranks", a.ranks, mesh.num_ranks());
+  auto dst_ranks = parse_rank_list("--to-ranks", a.to_ranks, to_mesh.num_ranks());
+  CostModel cost = for_flag("--cost-model", [&] { return CostModel::load(a.cost_model); });
+  return {std::move(src), std::move(dst), std::move(src_ranks), std::move(dst_ranks), std::move(cost), options_of(a)};
+}
+
 PlanRequest make_request(const PlanArgs& a) {
   check_format(a.format);
+  if (!a.ranks.empty() || !a.to_ranks.empty()) throw InputError("--ranks and --to-ranks need --to-mesh");
   for (const auto& [flag, value] : {std::pair{"--mesh", &a.mesh}, {"--shape", &a.shape}, {"--from", &a.from}, {"--to", &a.to}})
     if (value->empty()) throw InputError(fmt::format("{} is required (or --batch FILE)", flag));
   Mesh mesh = for_flag("--mesh", [&] { return Mesh::parse(a.mesh); });

@@ -18,6 +18,7 @@ struct PlanArgs {
   std::string max_states, max_search_memory;  // `--max-memory ''` is an error, not "no limit"
   bool explain = false;
   std::string batch;  // --batch FILE: a batch file instead of --mesh/--shape/--from/--to
+  std::string to_mesh, ranks, to_ranks;  // cross-mesh: --to-mesh M2 --ranks LIST --to-ranks LIST
 };
 void add_plan_flags(CLI::App& cmd, PlanArgs& a);
 
@@ -28,6 +29,14 @@ struct PlanRequest {
   PlanOptions options;
 };
 [[nodiscard]] PlanRequest make_request(const PlanArgs& a);
+// --to-mesh: the source on --mesh at --ranks, the target on --to-mesh at --to-ranks.
+struct CrossRequest {
+  Layout src, dst;
+  std::vector<std::int64_t> src_ranks, dst_ranks;
+  CostModel cost;
+  PlanOptions options;
+};
+[[nodiscard]] CrossRequest make_cross_request(const PlanArgs& a);
 // The cost model and options of the flags, for --batch (no layouts).
 [[nodiscard]] PlanRequest make_batch_request(const PlanArgs& a);
 // --batch FILE: the pairs of a batch file (at most 64 MiB).

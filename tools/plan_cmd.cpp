@@ -2,6 +2,7 @@
 
 #include "common.hpp"
 #include "dtensor/batch.hpp"
+#include "dtensor/cross_mesh.hpp"
 
 namespace dtensor::cli {
 namespace {
@@ -43,6 +44,14 @@ void register_plan(CLI::App& app) {
       const auto pairs = read_batch_file(args.batch);
       const BatchPlan batch = plan_batch(pairs, req.cost, req.options);
       std::cout << (args.format == "json" ? batch.to_json() + "\n" : explain(batch));
+      return;
+    }
+    if (!args.to_mesh.empty()) {
+      const auto req = make_cross_request(args);
+      CrossMeshOptions o;
+      o.plan = req.options;
+      const auto plan = plan_cross_mesh(req.src, req.src_ranks, req.dst, req.dst_ranks, req.cost, o);
+      std::cout << (args.format == "json" ? plan.to_json() + "\n" : explain(plan));
       return;
     }
     const auto req = make_request(args);

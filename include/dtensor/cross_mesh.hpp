@@ -56,6 +56,10 @@ struct CrossMeshPlan {
   [[nodiscard]] std::int64_t collectives() const;
   // Stable across processes and platforms: both plans' hashes, the rank lists and the messages.
   [[nodiscard]] std::uint64_t hash() const;
+  // The plan as JSON (docs/cli.md, `dtensor plan --to-mesh --format json`): both layouts and rank
+  // lists, the two plans in their own JSON form, the messages and the transfer's figures. (No
+  // reader yet: a cross-mesh plan is planned where it runs.)
+  [[nodiscard]] std::string to_json(int indent = -1) const;
   friend bool operator==(const CrossMeshPlan&, const CrossMeshPlan&) = default;
 };
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <fmt/ranges.h>
 
 #include "dtensor/error.hpp"
@@ -417,6 +418,33 @@ void validate_cross_mesh_plan(const CrossMeshPlan& p) {
     if (got[static_cast<std::size_t>(b)] != box_numel(need[static_cast<std::size_t>(b)]))
       throw InputError(fmt::format("cross-mesh plan: B rank {} receives {} of the {} elements it needs", b,
                                    got[static_cast<std::size_t>(b)], box_numel(need[static_cast<std::size_t>(b)])));
+}
+
+std::string CrossMeshPlan::to_json(int indent) const {
+  using ordered = nlohmann::ordered_json;
+  ordered j;
+  j["kind"] = "cross_mesh";
+  j["version"] = 1;
+  j["world_size"] = world_size;
+  j["src_ranks"] = src_ranks;
+  j["dst_ranks"] = dst_ranks;
+  j["pre"] = ordered::parse(pre.to_json());
+  j["post"] = ordered::parse(post.to_json());
+  j["messages"] = ordered::array();
+  for (const auto& m : messages)
+    j["messages"].push_back({{"from", m.from}, {"to", m.to}, {"elements", m.elements},
+                             {"local", world_rank_of_src(m.from) == world_rank_of_dst(m.to)}});
+  j["transfer_bytes"] = transfer_bytes;
+  j["busiest_bytes"] = busiest_bytes;
+  j["balanced_bound_bytes"] = balanced_bound_bytes;
+  j["busiest_peers"] = busiest_peers;
+  j["inter_host"] = inter_host;
+  j["transfer_cost_us"] = transfer_cost_us;
+  j["total_cost_us"] = total_cost_us;
+  j["collectives"] = collectives();
+  j["cost_model"] = cost_model;
+  j["hash"] = fmt::format("{:016x}", hash());
+  return j.dump(indent);
 }
 
 std::string explain(const CrossMeshPlan& p) {
