@@ -19,6 +19,8 @@
 
 namespace dtensor {
 
+class PlanCache;
+
 struct CrossMeshPlan {
   // The source layout on mesh A and the target on mesh B (same shape and dtype), and the world
   // rank of every mesh rank: src_ranks[r] is where A's rank r lives (r as the mesh numbers its
@@ -29,13 +31,16 @@ struct CrossMeshPlan {
   std::int64_t world_size = 1;
   Plan pre;   // on A: src -> pre.dst (no Partial)
   Plan post;  // on B: post.src -> dst
-  // One message per (A rank, B rank) pair that moves data: the elements of the B rank's part of
-  // post.src that the A rank holds in pre.dst (the intersection of the two boxes). Sorted by
-  // (to, from). A message whose two ranks are one world rank is a local copy.
+  // At most one message per (A rank, B rank) pair: the elements of the B rank's part of post.src
+  // that the A rank holds in pre.dst (the intersection of the two boxes), or rows
+  // [row_begin, row_end) of it along its split dim (cross_mesh_split_dim) when several holders of
+  // those elements share them. Sorted by (to, from). A message whose two ranks are one world rank
+  // is a local copy.
   struct Message {
     std::int64_t from = 0;      // A's mesh rank
     std::int64_t to = 0;        // B's mesh rank
     std::int64_t elements = 0;  // > 0
+    std::int64_t row_begin = 0, row_end = -1;  // -1: the whole intersection
     friend bool operator==(const Message&, const Message&) = default;
   };
   std::vector<Message> messages;
@@ -63,12 +68,21 @@ struct CrossMeshPlan {
   friend bool operator==(const CrossMeshPlan&, const CrossMeshPlan&) = default;
 };
 
+// The tensor dim a split message's rows run along: the first dim of the intersection `box` with
+// more than one index (0 when none has).
+[[nodiscard]] int cross_mesh_split_dim(std::span<const IndexSet> box) noexcept;
+// The elements message `m` moves, per tensor dim (from the plan's two intermediate layouts).
+[[nodiscard]] std::vector<IndexSet> message_box(const CrossMeshPlan& plan, const CrossMeshPlan::Message& m);
+
 struct CrossMeshOptions {
   PlanOptions plan;               // for the plans inside A and inside B
   std::int64_t world_size = -1;   // -1: one more than the largest rank listed
   // Fix the intermediate layouts instead of choosing them (the sender balance still runs): A's
   // must be reachable from the source without Partial, B's must reach the target without Partial.
   std::optional<Sharding> src_via, dst_via;
+  // Plans the parts through this cache (not owned; thread-safe): a model's layers share the same
+  // few parts, so planning a whole model makes each distinct part once. nullptr: plan every part.
+  PlanCache* cache = nullptr;
 };
 
 // The cheapest cross-mesh plan under `cost` among the intermediate layouts it considers

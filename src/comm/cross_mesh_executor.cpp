@@ -127,9 +127,9 @@ CrossMeshExecutor::CrossMeshExecutor(const CrossMeshPlan& plan, Communicator& wo
     const auto wa = plan.world_rank_of_src(m.from), wb = plan.world_rank_of_dst(m.to);
     if (wa != wb) I.exchanges = true;
     if (wa == w && wb == w) {
-      add_box_copies(I.unpack, Ref{Buf::output, 0}, need, Ref{Buf::input, 0}, hold, intersect(hold, need), s);
+      add_box_copies(I.unpack, Ref{Buf::output, 0}, need, Ref{Buf::input, 0}, hold, message_box(plan, m), s);
     } else if (wa == w) {
-      const auto box = intersect(hold, plan.post.src.indices(plan.dst.mesh().coord_of_rank(m.to)));
+      const auto box = message_box(plan, m);
       const auto n = box_numel(box);
       if (const auto in_place = run_in_place(Ref{Buf::input, 0}, hold, box, s, true)) {
         I.sends.push_back({wb, *in_place, n});
@@ -139,7 +139,7 @@ CrossMeshExecutor::CrossMeshExecutor(const CrossMeshPlan& plan, Communicator& wo
         send_off += n;
       }
     } else if (wb == w) {
-      incoming.emplace_back(wa, intersect(plan.pre.dst.indices(plan.src.mesh().coord_of_rank(m.from)), need));
+      incoming.emplace_back(wa, message_box(plan, m));
     }
   }
   std::int64_t recv_off = send_off;

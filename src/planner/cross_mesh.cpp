@@ -3,6 +3,7 @@
 #include "dtensor/cross_mesh.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -12,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "dtensor/error.hpp"
+#include "dtensor/plan_cache.hpp"
 #include "placement/hash.hpp"
 
 namespace dtensor {
@@ -55,103 +57,187 @@ struct TransferResult {
   bool inter_host = false;
 };
 
-// The transfer from `mid_a` (no Partial) to `mid_b`: every B rank's part, block by block of A's
-// holdings (two A ranks hold identical or disjoint boxes), from a holder on its own world rank
-// when there is one, else from the holder the greedy balance picks (largest pieces first, to
-// the holder whose max(sent, received) grows least; ties: the lower mesh rank).
-TransferResult compute_transfer(const Layout& mid_a, std::span<const std::int64_t> src_ranks, const Layout& mid_b,
-                                std::span<const std::int64_t> dst_ranks, std::int64_t world,
-                                std::int64_t devices_per_host) {
-  TransferResult t;
-  const auto s = static_cast<std::int64_t>(itemsize(mid_a.dtype()));
-  const auto hold = rank_sets(mid_a);
-  const auto need = rank_sets(mid_b);
-  // replica classes of A: ranks with identical holdings, in order of their lowest rank
+// One intermediate layout's per-rank index sets and, for A, its replica classes (ranks with
+// identical holdings, in order of their lowest rank; two A ranks' boxes are identical or disjoint).
+struct Side {
+  std::vector<std::vector<IndexSet>> sets;
   std::vector<std::vector<std::int64_t>> classes;
-  {
-    // key: the holdings' runs, flattened (dims separated by -1)
-    std::map<std::vector<std::int64_t>, std::size_t> index;
-    for (std::int64_t a = 0; a < static_cast<std::int64_t>(hold.size()); ++a) {
-      if (box_numel(hold[static_cast<std::size_t>(a)]) == 0) continue;
-      std::vector<std::int64_t> key;
-      for (const auto& set : hold[static_cast<std::size_t>(a)]) {
-        for (const auto& r : set.runs()) key.insert(key.end(), {r.start, r.stop});
-        key.push_back(-1);
-      }
-      auto [it, fresh] = index.try_emplace(std::move(key), classes.size());
-      if (fresh) classes.emplace_back();
-      classes[it->second].push_back(a);
+  std::vector<std::size_t> class_of;
+};
+
+Side side_of(const Layout& l, bool with_classes) {
+  Side sd;
+  sd.sets = rank_sets(l);
+  if (!with_classes) return sd;
+  std::map<std::vector<std::int64_t>, std::size_t> index;  // key: the holdings' runs, dims separated by -1
+  sd.class_of.assign(sd.sets.size(), SIZE_MAX);
+  for (std::size_t a = 0; a < sd.sets.size(); ++a) {
+    if (box_numel(sd.sets[a]) == 0) continue;
+    std::vector<std::int64_t> key;
+    for (const auto& set : sd.sets[a]) {
+      for (const auto& r : set.runs()) key.insert(key.end(), {r.start, r.stop});
+      key.push_back(-1);
     }
+    auto [it, fresh] = index.try_emplace(std::move(key), sd.classes.size());
+    if (fresh) sd.classes.emplace_back();
+    sd.classes[it->second].push_back(static_cast<std::int64_t>(a));
+    sd.class_of[a] = it->second;
   }
+  return sd;
+}
+
+
+// The transfer from A's intermediate layout (no Partial) to B's: every B rank's part, block by
+// block of A's holdings, from a holder on its own world rank when there is one. The rest goes
+// one of two ways, whichever the cost model prices lower (ties: the first, fewer messages):
+//  - whole: each piece from one holder, largest pieces first, to the holder whose max(sent,
+//    received) grows least (ties: the lower mesh rank);
+//  - split: each class's pieces, in receiver order, filled into its holders in rank order up to
+//    an even share each (a piece split by rows of its first dim longer than 1), which reaches the
+//    balanced bound within one row.
+TransferResult compute_transfer(const Side& A, std::span<const std::int64_t> src_ranks, const Side& B,
+                                std::span<const std::int64_t> dst_ranks, std::int64_t world, std::int64_t itemsize,
+                                const CostModel& cost);
+
+struct Piece {
+  std::size_t k;
+  std::int64_t b, n, rows;
+};
+
+TransferResult finish(std::vector<CrossMeshPlan::Message> messages, std::span<const std::int64_t> src_ranks,
+                      std::span<const std::int64_t> dst_ranks, std::int64_t world, std::int64_t s,
+                      std::int64_t devices_per_host, std::int64_t bound) {
+  TransferResult t;
+  std::sort(messages.begin(), messages.end(),
+            [](const auto& x, const auto& y) { return x.to != y.to ? x.to < y.to : x.from < y.from; });
   std::vector<std::int64_t> sent(static_cast<std::size_t>(world), 0), recv(static_cast<std::size_t>(world), 0),
       local(static_cast<std::size_t>(world), 0);
-  std::vector<std::int64_t> class_total(classes.size(), 0);
-  struct Piece {
-    std::size_t k;
-    std::int64_t b, n;
-  };
+  std::vector<std::vector<std::int64_t>> peers(static_cast<std::size_t>(world));
+  for (const auto& m : messages) {
+    const auto wa = src_ranks[static_cast<std::size_t>(m.from)], wb = dst_ranks[static_cast<std::size_t>(m.to)];
+    if (wa == wb) {
+      local[static_cast<std::size_t>(wa)] += m.elements;
+      continue;
+    }
+    sent[static_cast<std::size_t>(wa)] += m.elements;
+    recv[static_cast<std::size_t>(wb)] += m.elements;
+    t.transfer_bytes += m.elements * s;
+    peers[static_cast<std::size_t>(wa)].push_back(wb);
+    peers[static_cast<std::size_t>(wb)].push_back(wa);
+    if (devices_per_host > 0 && wa / devices_per_host != wb / devices_per_host) t.inter_host = true;
+  }
+  for (std::size_t w = 0; w < static_cast<std::size_t>(world); ++w) {
+    auto& pw = peers[w];
+    std::sort(pw.begin(), pw.end());
+    pw.erase(std::unique(pw.begin(), pw.end()), pw.end());
+    t.busiest_bytes = std::max(t.busiest_bytes, std::max(sent[w], recv[w]) * s);
+    t.busiest_peers = std::max(t.busiest_peers, static_cast<std::int64_t>(pw.size()));
+    t.copy_bytes = std::max(t.copy_bytes, (sent[w] + recv[w] + local[w]) * s);
+  }
+  t.bound_bytes = bound * s;
+  t.messages = std::move(messages);
+  return t;
+}
+
+double transfer_cost(const TransferResult& t, const CostModel& cost);
+
+TransferResult compute_transfer(const Side& A, std::span<const std::int64_t> src_ranks, const Side& B,
+                                std::span<const std::int64_t> dst_ranks, std::int64_t world, std::int64_t s,
+                                const CostModel& cost) {
+  std::vector<CrossMeshPlan::Message> fixed;  // local copies
   std::vector<Piece> pending;
-  for (std::int64_t b = 0; b < static_cast<std::int64_t>(need.size()); ++b) {
-    const auto& nb = need[static_cast<std::size_t>(b)];
+  std::vector<std::int64_t> recv(static_cast<std::size_t>(world), 0), class_total(A.classes.size(), 0);
+  for (std::int64_t b = 0; b < static_cast<std::int64_t>(B.sets.size()); ++b) {
+    const auto& nb = B.sets[static_cast<std::size_t>(b)];
     const auto wb = dst_ranks[static_cast<std::size_t>(b)];
-    for (std::size_t k = 0; k < classes.size(); ++k) {
-      const auto& hk = hold[static_cast<std::size_t>(classes[k].front())];
-      std::int64_t n = 1;
-      for (std::size_t d = 0; d < nb.size() && n > 0; ++d) n *= nb[d].overlap(hk[d]);
-      if (nb.empty()) n = 1;
+    for (std::size_t k = 0; k < A.classes.size(); ++k) {
+      const auto& hk = A.sets[static_cast<std::size_t>(A.classes[k].front())];
+      std::int64_t n = 1, rows = 1;
+      bool found = false;
+      for (std::size_t d = 0; d < nb.size() && n > 0; ++d) {
+        const auto o = nb[d].overlap(hk[d]);
+        n *= o;
+        if (!found && o > 1) {
+          rows = o;
+          found = true;
+        }
+      }
       if (n == 0) continue;
       std::optional<std::int64_t> self;
-      for (auto a : classes[k])
+      for (auto a : A.classes[k])
         if (src_ranks[static_cast<std::size_t>(a)] == wb) self = a;
       if (self) {
-        t.messages.push_back({*self, b, n});
-        local[static_cast<std::size_t>(wb)] += n;
+        fixed.push_back({*self, b, n});
         continue;
       }
-      pending.push_back({k, b, n});
+      pending.push_back({k, b, n, rows});
       recv[static_cast<std::size_t>(wb)] += n;
       class_total[k] += n;
     }
   }
-  std::stable_sort(pending.begin(), pending.end(), [](const Piece& x, const Piece& y) { return x.n > y.n; });
-  for (const auto& p : pending) {
-    std::int64_t best = -1, best_key = 0, best_sent = 0;
-    for (auto a : classes[p.k]) {
-      const auto w = static_cast<std::size_t>(src_ranks[static_cast<std::size_t>(a)]);
-      const auto key = std::max(sent[w] + p.n, recv[w]);
-      if (best < 0 || key < best_key || (key == best_key && sent[w] < best_sent)) {
-        best = a;
-        best_key = key;
-        best_sent = sent[w];
-      }
-    }
-    sent[static_cast<std::size_t>(src_ranks[static_cast<std::size_t>(best)])] += p.n;
-    t.messages.push_back({best, p.b, p.n});
-  }
-  std::sort(t.messages.begin(), t.messages.end(),
-            [](const auto& x, const auto& y) { return x.to != y.to ? x.to < y.to : x.from < y.from; });
-  std::vector<std::set<std::int64_t>> peers(static_cast<std::size_t>(world));
-  for (const auto& m : t.messages) {
-    const auto wa = src_ranks[static_cast<std::size_t>(m.from)], wb = dst_ranks[static_cast<std::size_t>(m.to)];
-    if (wa == wb) continue;
-    t.transfer_bytes += m.elements * s;
-    peers[static_cast<std::size_t>(wa)].insert(wb);
-    peers[static_cast<std::size_t>(wb)].insert(wa);
-    if (devices_per_host > 0 && wa / devices_per_host != wb / devices_per_host) t.inter_host = true;
-  }
   std::int64_t bound = 0;
-  for (std::size_t w = 0; w < static_cast<std::size_t>(world); ++w) {
-    t.busiest_bytes = std::max(t.busiest_bytes, std::max(sent[w], recv[w]) * s);
-    t.busiest_peers = std::max(t.busiest_peers, static_cast<std::int64_t>(peers[w].size()));
-    t.copy_bytes = std::max(t.copy_bytes, (sent[w] + recv[w] + local[w]) * s);
-    bound = std::max(bound, recv[w]);
-  }
-  for (std::size_t k = 0; k < classes.size(); ++k) {
-    const auto c = static_cast<std::int64_t>(classes[k].size());
+  for (auto r : recv) bound = std::max(bound, r);
+  for (std::size_t k = 0; k < A.classes.size(); ++k) {
+    const auto c = static_cast<std::int64_t>(A.classes[k].size());
     bound = std::max(bound, (class_total[k] + c - 1) / c);
   }
-  t.bound_bytes = bound * s;
-  return t;
+  // whole pieces, greedy
+  std::vector<CrossMeshPlan::Message> whole = fixed;
+  {
+    std::vector<Piece> order = pending;
+    std::stable_sort(order.begin(), order.end(), [](const Piece& x, const Piece& y) { return x.n > y.n; });
+    std::vector<std::int64_t> sent(static_cast<std::size_t>(world), 0);
+    for (const auto& p : order) {
+      std::int64_t best = -1, best_key = 0, best_sent = 0;
+      for (auto a : A.classes[p.k]) {
+        const auto w = static_cast<std::size_t>(src_ranks[static_cast<std::size_t>(a)]);
+        const auto key = std::max(sent[w] + p.n, recv[w]);
+        if (best < 0 || key < best_key || (key == best_key && sent[w] < best_sent)) {
+          best = a;
+          best_key = key;
+          best_sent = sent[w];
+        }
+      }
+      sent[static_cast<std::size_t>(src_ranks[static_cast<std::size_t>(best)])] += p.n;
+      whole.push_back({best, p.b, p.n});
+    }
+  }
+  auto t_whole = finish(std::move(whole), src_ranks, dst_ranks, world, s, cost.devices_per_host, bound);
+  bool any_split = false;
+  for (const auto& c : A.classes) any_split = any_split || c.size() > 1;
+  if (!any_split) return t_whole;
+  // split: water-fill each class's holders in rank order
+  std::vector<CrossMeshPlan::Message> split = fixed;
+  for (std::size_t k = 0; k < A.classes.size(); ++k) {
+    const auto& holders = A.classes[k];
+    const auto c = static_cast<std::int64_t>(holders.size());
+    const auto cap = (class_total[k] + c - 1) / c;
+    std::size_t h = 0;
+    std::int64_t load = 0;
+    for (const auto& p : pending) {
+      if (p.k != k) continue;
+      const std::int64_t z = p.n / p.rows;  // elements per row
+      std::int64_t row = 0;
+      while (row < p.rows) {
+        if (load >= cap && h + 1 < holders.size()) {
+          ++h;
+          load = 0;
+        }
+        const bool last = h + 1 == holders.size();
+        const std::int64_t take = last ? p.rows - row : std::min(p.rows - row, std::max<std::int64_t>(1, (cap - load + z - 1) / z));
+        CrossMeshPlan::Message m{holders[h], p.b, take * z};
+        if (take != p.rows) {
+          m.row_begin = row;
+          m.row_end = row + take;
+        }
+        split.push_back(m);
+        load += take * z;
+        row += take;
+      }
+    }
+  }
+  auto t_split = finish(std::move(split), src_ranks, dst_ranks, world, s, cost.devices_per_host, bound);
+  return transfer_cost(t_split, cost) < transfer_cost(t_whole, cost) ? t_split : t_whole;
 }
 
 double transfer_cost(const TransferResult& t, const CostModel& cost) {
@@ -265,6 +351,32 @@ std::vector<Sharding> dst_candidates(const Layout& src, const Layout& dst) {
 
 }  // namespace
 
+int cross_mesh_split_dim(std::span<const IndexSet> box) noexcept {
+  for (std::size_t d = 0; d < box.size(); ++d)
+    if (box[d].size() > 1) return static_cast<int>(d);
+  return 0;
+}
+
+namespace {
+std::vector<IndexSet> split_box(std::vector<IndexSet> box, const CrossMeshPlan::Message& m) {
+  if (m.row_end < 0) return box;
+  const int d = cross_mesh_split_dim(box);
+  if (box.empty() || m.row_begin < 0 || m.row_begin >= m.row_end || m.row_end > box[static_cast<std::size_t>(d)].size())
+    throw InputError(fmt::format("cross-mesh message (A rank {} to B rank {}) has rows [{}, {}) outside its {} rows", m.from,
+                                 m.to, m.row_begin, m.row_end, box.empty() ? 0 : box[static_cast<std::size_t>(d)].size()));
+  box[static_cast<std::size_t>(d)] = box[static_cast<std::size_t>(d)].slice(m.row_begin, m.row_end);
+  return box;
+}
+}  // namespace
+
+std::vector<IndexSet> message_box(const CrossMeshPlan& p, const CrossMeshPlan::Message& m) {
+  const auto h = p.pre.dst.indices(p.src.mesh().coord_of_rank(m.from));
+  const auto n = p.post.src.indices(p.dst.mesh().coord_of_rank(m.to));
+  std::vector<IndexSet> box;
+  for (std::size_t d = 0; d < h.size(); ++d) box.push_back(h[d].intersect(n[d]));
+  return split_box(std::move(box), m);
+}
+
 std::int64_t CrossMeshPlan::collectives() const {
   std::int64_t n = 0;
   for (const auto& st : pre.steps) n += is_communication(st.kind) ? 1 : 0;
@@ -284,6 +396,8 @@ std::uint64_t CrossMeshPlan::hash() const {
     detail::hash_combine(h, static_cast<std::uint64_t>(m.from));
     detail::hash_combine(h, static_cast<std::uint64_t>(m.to));
     detail::hash_combine(h, static_cast<std::uint64_t>(m.elements));
+    detail::hash_combine(h, static_cast<std::uint64_t>(m.row_begin));
+    detail::hash_combine(h, static_cast<std::uint64_t>(m.row_end));
   }
   return h;
 }
@@ -306,44 +420,112 @@ CrossMeshPlan plan_cross_mesh(const Layout& src, std::span<const std::int64_t> s
   CrossMeshPlan best;
   std::optional<double> best_cost;
   std::optional<std::string> first_error;
-  std::vector<std::optional<Plan>> pres, posts;
   const auto sc = options.src_via ? std::vector<Sharding>{*options.src_via} : src_candidates(src, dst);
   const auto dc = options.dst_via ? std::vector<Sharding>{*options.dst_via} : dst_candidates(src, dst);
   for (const auto* via : {&options.src_via, &options.dst_via})
     if (*via && (*via)->has_partial())
       throw InputError(fmt::format("intermediate layout {} has a Partial: the transfer moves whole values", (*via)->str()));
-  for (const auto& c : sc) {
-    try {
-      pres.emplace_back(plan_redistribution(src, Layout(src.mesh(), src.shape(), src.dtype(), c), cost, options.plan));
-    } catch (const Error& e) {
-      if (!first_error) first_error = e.what();
-      pres.emplace_back();
+  auto layouts_of = [&](const Layout& like, const std::vector<Sharding>& cands) {
+    std::vector<std::optional<Layout>> out;
+    for (const auto& c : cands) {
+      try {
+        out.emplace_back(Layout(like.mesh(), like.shape(), like.dtype(), c));
+      } catch (const Error& e) {
+        if (!first_error) first_error = e.what();
+        out.emplace_back();
+      }
     }
-  }
-  for (const auto& c : dc) {
-    try {
-      posts.emplace_back(plan_redistribution(Layout(dst.mesh(), dst.shape(), dst.dtype(), c), dst, cost, options.plan));
-    } catch (const Error& e) {
-      if (!first_error) first_error = e.what();
-      posts.emplace_back();
+    return out;
+  };
+  const auto mids_a = layouts_of(src, sc), mids_b = layouts_of(dst, dc);
+  // the parts' plans, made when a pair first needs them (most pairs are pruned before)
+  PlanOptions inner = options.plan;
+  inner.runner_up = false;  // the parts' runner-ups are not reported
+  std::vector<std::shared_ptr<const Plan>> pres(mids_a.size()), posts(mids_b.size());
+  std::vector<char> pre_done(mids_a.size(), 0), post_done(mids_b.size(), 0);
+  auto plan_part = [&](std::vector<std::shared_ptr<const Plan>>& plans, std::vector<char>& done, std::size_t k,
+                       const Layout& from, const Layout& to) -> const Plan* {
+    if (!done[k]) {
+      done[k] = 1;
+      try {
+        plans[k] = options.cache ? options.cache->get_or_plan(from, to, cost, inner)
+                                 : std::make_shared<const Plan>(plan_redistribution(from, to, cost, inner));
+      } catch (const Error& e) {
+        if (!first_error) first_error = e.what();
+      }
     }
+    return plans[k].get();
+  };
+  const auto s = static_cast<std::int64_t>(itemsize(src.dtype()));
+  std::vector<Side> src_sides(mids_a.size()), dst_sides(mids_b.size());
+  // Floors of the transfer's busiest-rank elements: a B rank on no A rank's world rank receives its
+  // whole part (recv_floor); when no rank is on both meshes, every element is sent to each of the
+  // R_j B ranks holding it (B's layout without Partial holds every element equally often), so a
+  // class of A ranks sends its block R_j times, at best split evenly (send_floor_i * R_j).
+  std::vector<std::int64_t> recv_floor(mids_b.size(), 0), copies(mids_b.size(), 0);
+  std::vector<double> send_floor(mids_a.size(), 0);
+  const std::set<std::int64_t> on_a(src_ranks.begin(), src_ranks.end());
+  bool disjoint = true;
+  for (auto r : dst_ranks) disjoint = disjoint && !on_a.count(r);
+  for (std::size_t i = 0; i < mids_a.size(); ++i) {
+    if (!mids_a[i]) continue;
+    src_sides[i] = side_of(*mids_a[i], true);
+    for (const auto& cl : src_sides[i].classes)
+      send_floor[i] = std::max(send_floor[i], static_cast<double>(box_numel(src_sides[i].sets[static_cast<std::size_t>(cl.front())])) /
+                                                  static_cast<double>(cl.size()));
   }
-  // every (pre, post) pair, cheapest pre + post first: a pair whose two plans alone cost more
-  // than the best total found cannot win (the transfer costs >= 0)
-  std::vector<std::pair<std::size_t, std::size_t>> order;
-  for (std::size_t i = 0; i < pres.size(); ++i)
-    for (std::size_t j = 0; j < posts.size(); ++j)
-      if (pres[i] && posts[j]) order.emplace_back(i, j);
-  std::stable_sort(order.begin(), order.end(), [&](const auto& x, const auto& y) {
-    return pres[x.first]->total_cost_us + posts[x.second]->total_cost_us <
-           pres[y.first]->total_cost_us + posts[y.second]->total_cost_us;
-  });
+  for (std::size_t j = 0; j < mids_b.size(); ++j) {
+    if (!mids_b[j]) continue;
+    dst_sides[j] = side_of(*mids_b[j], false);
+    std::int64_t held = 0;
+    for (std::size_t b = 0; b < dst_sides[j].sets.size(); ++b) {
+      const auto n = box_numel(dst_sides[j].sets[b]);
+      held += n;
+      if (!on_a.count(dst_ranks[b])) recv_floor[j] = std::max(recv_floor[j], n);
+    }
+    copies[j] = src.numel() > 0 ? held / src.numel() : 0;
+  }
+  // when no A rank shares a host with a B rank, every message crosses hosts
+  bool all_inter = cost.devices_per_host > 0;
+  for (auto a : src_ranks)
+    for (auto b : dst_ranks) all_inter = all_inter && a / cost.devices_per_host != b / cost.devices_per_host;
+  auto floor_of = [&](std::size_t i, std::size_t j) {
+    double most = static_cast<double>(recv_floor[j]);
+    if (disjoint) most = std::max(most, std::floor(send_floor[i] * static_cast<double>(copies[j])));
+    if (most <= 0) return 0.0;
+    // a direct step of those bytes to one peer, without copies: what any transfer moving them costs at least
+    Traffic t;
+    t.kind = Traffic::Kind::direct;
+    t.peers = 1;
+    t.bytes = most * static_cast<double>(s);
+    t.inter_host = true;
+    const double inter = cost.time(t).total_us();
+    if (all_inter) return inter;
+    t.inter_host = false;
+    return std::min(inter, cost.time(t).total_us());
+  };
+  // every (A, B) pair of intermediates, by the transfer's floor: once it passes the best total
+  // found, no later pair can win; a pair whose floor plus its plans' costs passes it is skipped
+  // (so the result is the least total, ties to the lower (A, B) candidate index, whatever the order)
+  struct Pair {
+    std::size_t i, j;
+    double floor;
+  };
+  std::vector<Pair> order;
+  for (std::size_t i = 0; i < mids_a.size(); ++i)
+    for (std::size_t j = 0; j < mids_b.size(); ++j)
+      if (mids_a[i] && mids_b[j]) order.push_back({i, j, floor_of(i, j)});
+  std::stable_sort(order.begin(), order.end(), [](const Pair& x, const Pair& y) { return x.floor < y.floor; });
   std::optional<std::pair<std::size_t, std::size_t>> best_pair;
-  for (const auto& [i, j] : order) {
-    const Plan& pre = *pres[i];
-    const Plan& post = *posts[j];
-    if (best_cost && pre.total_cost_us + post.total_cost_us > *best_cost) break;
-    const auto t = compute_transfer(pre.dst, src_ranks, post.src, dst_ranks, world, cost.devices_per_host);
+  for (const auto& [i, j, floor] : order) {
+    if (best_cost && floor > *best_cost) break;
+    const Plan* pre_p = plan_part(pres, pre_done, i, src, *mids_a[i]);
+    if (!pre_p || (best_cost && pre_p->total_cost_us + floor > *best_cost)) continue;
+    const Plan* post_p = plan_part(posts, post_done, j, *mids_b[j], dst);
+    if (!post_p || (best_cost && pre_p->total_cost_us + post_p->total_cost_us + floor > *best_cost)) continue;
+    const Plan& pre = *pre_p;
+    const Plan& post = *post_p;
+    const auto t = compute_transfer(src_sides[i], src_ranks, dst_sides[j], dst_ranks, world, s, cost);
     const double tc = transfer_cost(t, cost);
     const double total = pre.total_cost_us + tc + post.total_cost_us;
     // ties: the earlier pair in candidate order (the source's and target's own layouts first)
@@ -398,20 +580,20 @@ void validate_cross_mesh_plan(const CrossMeshPlan& p) {
       if (q.to > m.to || (q.to == m.to && q.from >= m.from))
         throw InputError(fmt::format("cross-mesh message {} is out of order or repeated", i));
     }
-    const auto box = [&] {
-      std::int64_t n = 1;
-      const auto& h = hold[static_cast<std::size_t>(m.from)];
-      const auto& w = need[static_cast<std::size_t>(m.to)];
-      for (std::size_t d = 0; d < h.size(); ++d) n *= h[d].overlap(w[d]);
-      return n;
-    }();
+    std::vector<IndexSet> whole;
+    for (std::size_t d = 0; d < hold[static_cast<std::size_t>(m.from)].size(); ++d)
+      whole.push_back(hold[static_cast<std::size_t>(m.from)][d].intersect(need[static_cast<std::size_t>(m.to)][d]));
+    const auto box = box_numel(split_box(whole, m));
     if (m.elements <= 0 || m.elements != box)
       throw InputError(fmt::format("cross-mesh message {} (A rank {} to B rank {}) has {} elements; the ranks share {}", i,
                                    m.from, m.to, m.elements, box));
-    // two senders to one receiver must hold different (so disjoint) blocks
-    for (std::size_t j = i; j-- > 0 && p.messages[j].to == m.to;)
-      if (hold[static_cast<std::size_t>(p.messages[j].from)] == hold[static_cast<std::size_t>(m.from)])
-        throw InputError(fmt::format("cross-mesh messages {} and {} send B rank {} the same elements", j, i, m.to));
+    // two senders to one receiver hold different (so disjoint) blocks, or send disjoint rows of one
+    for (std::size_t j = i; j-- > 0 && p.messages[j].to == m.to;) {
+      const auto& q = p.messages[j];
+      if (hold[static_cast<std::size_t>(q.from)] != hold[static_cast<std::size_t>(m.from)]) continue;
+      const bool disjoint = q.row_end >= 0 && m.row_end >= 0 && (q.row_end <= m.row_begin || m.row_end <= q.row_begin);
+      if (!disjoint) throw InputError(fmt::format("cross-mesh messages {} and {} send B rank {} the same elements", j, i, m.to));
+    }
     got[static_cast<std::size_t>(m.to)] += m.elements;
   }
   for (std::int64_t b = 0; b < nb; ++b)
@@ -432,8 +614,8 @@ std::string CrossMeshPlan::to_json(int indent) const {
   j["post"] = ordered::parse(post.to_json());
   j["messages"] = ordered::array();
   for (const auto& m : messages)
-    j["messages"].push_back({{"from", m.from}, {"to", m.to}, {"elements", m.elements},
-                             {"local", world_rank_of_src(m.from) == world_rank_of_dst(m.to)}});
+    j["messages"].push_back({{"from", m.from}, {"to", m.to}, {"elements", m.elements}, {"row_begin", m.row_begin},
+                             {"row_end", m.row_end}, {"local", world_rank_of_src(m.from) == world_rank_of_dst(m.to)}});
   j["transfer_bytes"] = transfer_bytes;
   j["busiest_bytes"] = busiest_bytes;
   j["balanced_bound_bytes"] = balanced_bound_bytes;
