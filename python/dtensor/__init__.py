@@ -19,6 +19,9 @@ from ._core import (  # noqa: F401
     BatchSimulationResult,
     BatchStage,
     CostModel,
+    CrossMeshMessage,
+    CrossMeshPlan,
+    CrossMeshSimulationResult,
     Layout,
     Mesh,
     Placement,
@@ -32,11 +35,13 @@ from ._core import (  # noqa: F401
     itemsize,
     plan,
     plan_batch,
+    plan_cross_mesh,
     simulate,
 )
 
 __all__ = [
-    "BackendError", "BatchPlan", "BatchSimulationResult", "BatchStage", "CostModel", "Layout", "Mesh", "Placement", "Plan", "PlanCache", "SimulatedRank",
-    "SimulationResult", "Step", "dtypes", "equivalent", "itemsize", "plan", "plan_batch", "simulate",
+    "BackendError", "BatchPlan", "BatchSimulationResult", "BatchStage", "CostModel", "CrossMeshMessage", "CrossMeshPlan",
+    "CrossMeshSimulationResult", "Layout", "Mesh", "Placement", "Plan", "PlanCache", "SimulatedRank",
+    "SimulationResult", "Step", "dtypes", "equivalent", "itemsize", "plan", "plan_batch", "plan_cross_mesh", "simulate",
 ]
 __version__ = "0.1.0"

@@ -24,6 +24,7 @@
 #include "dtensor/batch.hpp"
 #include "dtensor/comm.hpp"
 #include "dtensor/cost_model.hpp"
+#include "dtensor/cross_mesh.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/layout.hpp"
@@ -495,6 +496,73 @@ NB_MODULE(_core, m) {
         "max_states"_a = 2'000'000,
         "Plans a list of (src, dst) layout pairs on one mesh together: each tensor on its own optimal plan, the steps "
         "scheduled into stages, small tensors' collectives coalesced where the cost model says it pays (docs/batch.md).");
+  // ---- cross-mesh ----
+  nb::class_<CrossMeshPlan::Message>(m, "CrossMeshMessage", "One message of a cross-mesh transfer.")
+      .def_ro("src_rank", &CrossMeshPlan::Message::from, "The sender's rank on the source mesh")
+      .def_ro("dst_rank", &CrossMeshPlan::Message::to, "The receiver's rank on the target mesh")
+      .def_ro("elements", &CrossMeshPlan::Message::elements)
+      .def_ro("row_begin", &CrossMeshPlan::Message::row_begin)
+      .def_ro("row_end", &CrossMeshPlan::Message::row_end, "-1: the whole intersection")
+      .def("__repr__", [](const CrossMeshPlan::Message& x) {
+        return fmt::format("CrossMeshMessage({} -> {}, {} elements)", x.from, x.to, x.elements);
+      });
+  nb::class_<CrossMeshPlan>(m, "CrossMeshPlan",
+                            "A plan from a layout on one mesh to a layout on another (docs/cross-mesh.md): steps "
+                            "inside the source mesh, one grouped send/recv, steps inside the target mesh.")
+      .def_ro("src", &CrossMeshPlan::src)
+      .def_ro("dst", &CrossMeshPlan::dst)
+      .def_ro("src_ranks", &CrossMeshPlan::src_ranks, "World rank of each source-mesh rank")
+      .def_ro("dst_ranks", &CrossMeshPlan::dst_ranks, "World rank of each target-mesh rank")
+      .def_ro("world_size", &CrossMeshPlan::world_size)
+      .def_ro("pre", &CrossMeshPlan::pre, "The plan inside the source mesh")
+      .def_ro("post", &CrossMeshPlan::post, "The plan inside the target mesh")
+      .def_ro("messages", &CrossMeshPlan::messages)
+      .def_ro("transfer_bytes", &CrossMeshPlan::transfer_bytes, "Bytes sent between world ranks")
+      .def_ro("busiest_bytes", &CrossMeshPlan::busiest_bytes, "Max over world ranks of max(sent, received) bytes")
+      .def_ro("balanced_bound_bytes", &CrossMeshPlan::balanced_bound_bytes,
+              "The least busiest_bytes any choice of senders reaches")
+      .def_ro("transfer_cost_us", &CrossMeshPlan::transfer_cost_us)
+      .def_ro("total_cost_us", &CrossMeshPlan::total_cost_us)
+      .def_ro("cost_model", &CrossMeshPlan::cost_model)
+      .def_prop_ro("collectives", &CrossMeshPlan::collectives)
+      .def_prop_ro("hash", &CrossMeshPlan::hash, "Stable across processes: equal on every rank for the same request")
+      .def("explain", [](const CrossMeshPlan& p) { return explain(p); })
+      .def("to_json", &CrossMeshPlan::to_json, "indent"_a = -1)
+      .def("__eq__", [](const CrossMeshPlan& a, const CrossMeshPlan& b) { return a == b; })
+      .def("__repr__", [](const CrossMeshPlan& p) {
+        return fmt::format("CrossMeshPlan({} on {} -> {} on {}, {} messages, {:.3f} us)", p.src.placements_str(),
+                           p.src.mesh().str(), p.dst.placements_str(), p.dst.mesh().str(), p.messages.size(), p.total_cost_us);
+      });
+  m.def("plan_cross_mesh",
+        [](const Layout& src, const Layout& dst, std::optional<std::vector<std::int64_t>> src_ranks,
+           std::optional<std::vector<std::int64_t>> dst_ranks, const nb::handle& cost_model,
+           const std::optional<std::string>& edges, std::optional<std::int64_t> max_memory,
+           std::optional<std::int64_t> world_size) {
+          const CostModel cost = model_of(cost_model);
+          CrossMeshOptions o;
+          o.plan = options_of(edges, max_memory, false, PlanOptions{}.max_states);
+          if (world_size) {
+            if (*world_size < 1) throw InputError(fmt::format("world_size: must be >= 1, got {}", *world_size));
+            o.world_size = *world_size;
+          }
+          auto all = [](const Layout& l) {
+            std::vector<std::int64_t> r(static_cast<std::size_t>(l.mesh().num_ranks()));
+            for (std::size_t i = 0; i < r.size(); ++i) r[i] = static_cast<std::int64_t>(i);
+            return r;
+          };
+          const auto ra = src_ranks.value_or(all(src)), rb = dst_ranks.value_or(all(dst));
+          nb::gil_scoped_release release;
+          return plan_cross_mesh(src, ra, dst, rb, cost, o);
+        },
+        "src"_a, "dst"_a, "src_ranks"_a = nb::none(), "dst_ranks"_a = nb::none(), "cost_model"_a = "default",
+        "edges"_a = nb::none(), "max_memory"_a = nb::none(), "world_size"_a = nb::none(),
+        "Plans moving a tensor from `src` (on its mesh, at world ranks `src_ranks`, default 0..n-1) to `dst` (on its "
+        "mesh, at `dst_ranks`): the cheapest plan among the intermediate layouts it considers, senders balanced "
+        "(docs/cross-mesh.md).");
+  nb::class_<CrossMeshSimulationResult>(m, "CrossMeshSimulationResult")
+      .def_ro("verified", &CrossMeshSimulationResult::verified)
+      .def_ro("mismatch", &CrossMeshSimulationResult::mismatch);
+
   nb::class_<BatchSimulationResult>(m, "BatchSimulationResult")
       .def_ro("mismatch", &BatchSimulationResult::mismatch, "Per tensor: '' when right")
       .def_ro("verified", &BatchSimulationResult::verified)
@@ -566,6 +634,22 @@ NB_MODULE(_core, m) {
         },
         "batch"_a, "memory_limit"_a = nb::none(),
         "Runs a batch plan on an in-process mesh (one thread per rank) and checks every tensor on every rank.");
+
+  m.def("simulate",
+        [](const CrossMeshPlan& plan, std::optional<std::int64_t> memory_limit) {
+          if (memory_limit && *memory_limit < 0)
+            throw InputError(fmt::format("memory_limit: must be >= 0 bytes, got {}", *memory_limit));
+          const std::int64_t limit = memory_limit.value_or(default_simulation_limit());
+          if (const auto need = simulation_bytes(plan.pre) + simulation_bytes(plan.post); need > limit)
+            throw InputError(fmt::format("simulating the cross-mesh plan needs about {} bytes of host memory, above "
+                                         "memory_limit {}", need, limit));
+          nb::gil_scoped_release release;
+          auto r = simulate(plan);
+          r.outputs.clear();
+          return r;
+        },
+        "plan"_a, "memory_limit"_a = nb::none(),
+        "Runs a cross-mesh plan on in-process worlds (one thread per world rank) and checks every target rank.");
 
   // ---- execution through a Python communicator (dtensor.torch) ----
   nb::class_<PyCommunicator>(m, "_PyCommunicator")
