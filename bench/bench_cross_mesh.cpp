@@ -7,12 +7,13 @@
 //      collectives, and the time of 2 layers on the in-process backend (one thread per world rank,
 //      medians), against the naive route (gather each tensor to full on A, send, slice on B);
 //   3. planning all 32 layers, uncached (median of 5).
-// Usage: bench_cross_mesh [--quick | --planning]  (--quick: section 2 on a 1/8-size layer, for CI;
+// Usage: [BENCH_SHOW=1] bench_cross_mesh [--quick | --planning]  (--quick: section 2 on a 1/8-size layer;
 // --planning: section 3 alone)
 #include <algorithm>
 #include <barrier>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -169,6 +170,7 @@ void section_balance(std::int64_t max_dim) {
     worst = std::max(worst, ratio);
     sum += ratio;
     over += ratio > 1.05;
+    if (ratio > 1.05 && std::getenv("BENCH_SHOW")) fmt::print("{}", explain(p));
     tight += p.busiest_bytes == bound;
     ++n;
   }

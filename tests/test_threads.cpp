@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <random>
+#include <string>
+#include <tuple>
 
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
@@ -180,5 +182,22 @@ TEST_CASE("threads backend: mismatched collectives and absent ranks are errors, 
       ptrs.push_back(&ex[r]);
     }
     CHECK_THROWS_WITH(execute_all_ranks(ptrs, world, bufs), Contains("but not by ranks 3"));
+  }
+}
+
+TEST_CASE("threads backend: cross-mesh plans, one thread per world rank on three worlds", "[threads]") {
+  // the world's send/recv and each mesh's collectives run concurrently from the same threads
+  const std::vector<std::tuple<std::string, std::string, std::string, std::string, std::vector<std::int64_t>,
+                               std::vector<std::int64_t>>>
+      cases{{"2x2", "P(sum)S(0)", "3", "S(1)", {0, 1, 2, 3}, {2, 3, 4}},
+            {"dp=2,tp=2", "S(0)S(1)", "rep=2,tp=2", "RS(1)", {0, 1, 2, 3}, {4, 5, 6, 7}},
+            {"2", "R", "3", "S(0)", {0, 1}, {2, 3, 4}}};
+  for (const auto& [ma, pa, mb, pb, ra, rb] : cases) {
+    const Layout src = Layout::parse(Mesh::parse(ma), {600, 16}, DType::f32, pa);
+    const Layout dst = Layout::parse(Mesh::parse(mb), {600, 16}, DType::f32, pb);
+    const auto plan = plan_cross_mesh(src, ra, dst, rb, CostModel::default_model());
+    const auto sim = simulate(plan);
+    INFO(explain(plan) << sim.mismatch);
+    CHECK(sim.verified);
   }
 }
