@@ -211,3 +211,7 @@ run_case(cross_backwards 2 "" "^error: --ranks range \"3-1\" runs backwards"
          plan --mesh 4 --shape 8 --from "S(0)" --to-mesh 4 --ranks 3-1 --to R)
 run_case(cross_ranks_alone 2 "" "^error: --ranks and --to-ranks need --to-mesh"
          plan --mesh 4 --shape 8 --from R --to "S(0)" --ranks 0-3)
+run_case(cross_show 0 "target mesh rep=2,tp=2 \\(mesh rank->world rank: 0->4 1->5 2->6 3->7\\).*0,2 1,3" ""
+         show --mesh dp=2,tp=2 --shape 8x6 --from "S(0)S(1)" --to-mesh rep=2,tp=2 --to-ranks 4-7 --to "RS(1)")
+run_case(cross_show_html 2 "" "^error: show --to-mesh draws text only \\(not html yet\\)"
+         show --mesh 2 --shape 8 --from "S(0)" --to-mesh 2 --to R --format html)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common.hpp"
+#include "dtensor/cross_mesh.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/viz.hpp"
 
@@ -94,13 +95,31 @@ void register_show(CLI::App& app) {
     if (format == "json") throw InputError("show has no json format: use `dtensor plan --format json`");
     PlanArgs plan_args = args;
     plan_args.format = "text";
-    const auto req = make_request(plan_args);
     // every rank of every state is drawn: bound the picture, not the machine's memory
-    constexpr std::int64_t kMaxDrawnRanks = 65536;
-    if (req.src.mesh().num_ranks() > kMaxDrawnRanks)
-      throw InputError(fmt::format("--mesh {} has {} ranks; show draws every rank and supports at most {} (use `dtensor "
-                                   "plan` for larger meshes)", req.src.mesh().str(), req.src.mesh().num_ranks(), kMaxDrawnRanks));
-    const Plan plan = plan_redistribution(req.src, req.dst, req.cost, req.options);
+    static constexpr std::int64_t kMaxDrawnRanks = 65536;
+    auto check_size = [](const char* flag, const Mesh& mesh) {
+      if (mesh.num_ranks() > kMaxDrawnRanks)
+        throw InputError(fmt::format("{} {} has {} ranks; show draws every rank and supports at most {} (use `dtensor "
+                                     "plan` for larger meshes)", flag, mesh.str(), mesh.num_ranks(), kMaxDrawnRanks));
+    };
+    std::optional<CrossMeshPlan> cross;
+    std::optional<Plan> single;
+    std::optional<CostModel> cost;
+    if (!args.to_mesh.empty()) {
+      if (format != "text") throw InputError(fmt::format("show --to-mesh draws text only (not {} yet)", format));
+      const auto req = make_cross_request(plan_args);
+      check_size("--mesh", req.src.mesh());
+      check_size("--to-mesh", req.dst.mesh());
+      CrossMeshOptions o;
+      o.plan = req.options;
+      cross = plan_cross_mesh(req.src, req.src_ranks, req.dst, req.dst_ranks, req.cost, o);
+    } else {
+      const auto req = make_request(plan_args);
+      check_size("--mesh", req.src.mesh());
+      single = plan_redistribution(req.src, req.dst, req.cost, req.options);
+      cost = req.cost;
+    }
+    const Plan& plan = cross ? cross->pre : *single;
     viz::Options opt;
     const int nd = static_cast<int>(plan.shape().size());
     if (nd == 0) throw InputError("show needs a tensor of at least one dim");
@@ -127,7 +146,20 @@ void register_show(CLI::App& app) {
       opt.dim_col = d.size() == 2 ? static_cast<int>(d[1]) : -1;
     }
     std::string out;
-    if (format == "dot") out = viz::render_dot(plan, req.cost);
+    if (cross) {
+      winsize ws{};
+      const int width = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 100;
+      auto ranks_of = [](const std::vector<std::int64_t>& r) {
+        std::string t;
+        for (std::size_t i = 0; i < r.size(); ++i) t += fmt::format("{}{}->{}", i ? " " : "", i, r[i]);
+        return t;
+      };
+      out = explain(*cross);
+      out += fmt::format("\nsource mesh {} (mesh rank->world rank: {}), inside it:\n", cross->src.mesh().str(), ranks_of(cross->src_ranks));
+      out += viz::render_text(cross->pre, opt, width);
+      out += fmt::format("\ntarget mesh {} (mesh rank->world rank: {}), inside it:\n", cross->dst.mesh().str(), ranks_of(cross->dst_ranks));
+      out += viz::render_text(cross->post, opt, width);
+    } else if (format == "dot") out = viz::render_dot(plan, *cost);
     else if (format == "svg") out = viz::render_svg(plan, opt);
     else if (format == "html") out = viz::render_html(plan, opt);
     else {
