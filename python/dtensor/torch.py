@@ -42,7 +42,7 @@ from torch.distributed.tensor.placement_types import _StridedShard
 
 from . import _core
 
-__all__ = ["layout_of", "placements_of", "distribute", "redistribute", "plan_for", "clear_caches", "enable",
+__all__ = ["layout_of", "placements_of", "distribute", "redistribute", "reshard", "plan_reshard", "plan_for", "clear_caches", "enable",
            "disable", "enabled", "is_enabled", "stats", "reset_stats", "set_plan_check"]
 
 _TO_DTYPE = {
@@ -737,6 +737,74 @@ def redistribute(x: DTensor, placements: Sequence, *, shard_order=None, cost_mod
         return _Redistribute.apply(x, placements, shard_order, cost_model, cache)
     call = _call_for(x, placements, shard_order, cost_model, cache)
     return DTensor(call.run(x._local_tensor), call.spec, requires_grad=False)
+
+
+# ---------------------------------------------------------------- cross-mesh
+
+_world_meshes: dict = {}
+
+
+def _world_mesh(device: torch.device) -> DeviceMesh:
+    """A 1-d DeviceMesh over every rank of the default process group (the cross-mesh transfer's)."""
+    key = (id(_default_group()), device.type)
+    m = _world_meshes.get(key)
+    if m is None:
+        m = DeviceMesh(device.type, torch.arange(dist.get_world_size()))
+        _world_meshes[key] = m
+    return m
+
+
+def plan_reshard(x: DTensor, device_mesh: DeviceMesh, placements: Sequence, *, shard_order=None,
+                 cost_model: Any = "default") -> _core.CrossMeshPlan:
+    """The plan `reshard(x, device_mesh, placements, ...)` would run, without running it."""
+    if not isinstance(x, DTensor):
+        raise ValueError(f"expected a torch DTensor, got {type(x).__name__}")
+    if not isinstance(device_mesh, DeviceMesh):
+        raise TypeError(f"device_mesh: expected a torch DeviceMesh, got {type(device_mesh).__name__}")
+    if isinstance(placements, str):
+        dst = _core.Layout(_mesh_info(device_mesh).mesh, list(x.shape), placements, dtype=_dtype_name(x.dtype))
+    else:
+        dst = layout_of(device_mesh, _placements_arg(placements), x.shape, x.dtype, shard_order)
+    src = layout_of(x)
+    return _core.plan_cross_mesh(src, dst, src_ranks=_mesh_info(x.device_mesh).torch_ranks,
+                                 dst_ranks=_mesh_info(device_mesh).torch_ranks, cost_model=cost_model,
+                                 world_size=dist.get_world_size())
+
+
+def reshard(x: DTensor, device_mesh: DeviceMesh, placements: Sequence, *, shard_order=None,
+            cost_model: Any = "default") -> Optional[DTensor]:
+    """x moved to `placements` on another DeviceMesh (docs/cross-mesh.md), which torch's
+    redistribute refuses. Every rank of the default process group calls it (ranks on neither mesh
+    too: they take part in no transfer but in the plan check); a rank on `device_mesh` gets its
+    part as a DTensor, any other rank None. The two meshes may share ranks, be disjoint, or hold
+    the same ranks in another shape. Not differentiable (no autograd node)."""
+    plan = plan_reshard(x, device_mesh, placements, shard_order=shard_order, cost_model=cost_model)
+    device = x._local_tensor.device
+    me = dist.get_rank()
+    src_info, dst_info = _mesh_info(x.device_mesh), _mesh_info(device_mesh)
+    world = _runner(_world_mesh(device), device)
+    on_src = _runner(x.device_mesh, device) if me in src_info.dense else None
+    on_dst = _runner(device_mesh, device) if me in dst_info.dense else None
+    local = x._local_tensor if on_src is not None else torch.empty(0, dtype=x.dtype, device=device)
+    if not local.is_contiguous():
+        local = local.contiguous()
+    out_shape = plan.dst.local_shape(dst_info.dense[me]) if on_dst is not None else [0]
+    out = torch.empty(out_shape, dtype=x.dtype, device=device)
+    runners = [r for r in (world, on_src, on_dst) if r is not None]
+    ex = _core._CrossMeshExecutor(plan, world.comm, on_src.comm if on_src else None, on_dst.comm if on_dst else None)
+    ws = torch.empty(max(ex.workspace_bytes, 0), dtype=torch.uint8, device=device)
+    for r in runners:
+        r.impl.set_buffers(*(t for t in (local, out, ws) if t.numel() > 0))
+    try:
+        ex.execute(local.data_ptr(), local.numel() * local.element_size(), out.data_ptr(),
+                   out.numel() * out.element_size(), ws.data_ptr(), ws.numel())
+    finally:
+        for r in runners:
+            r.impl.buffers = ()
+            r.impl.views = None
+    if on_dst is None:
+        return None
+    return DTensor(out, _spec_of(device_mesh, plan.dst), requires_grad=False)
 
 
 # ---------------------------------------------------------------- the drop-in switch

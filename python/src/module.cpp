@@ -686,6 +686,30 @@ NB_MODULE(_core, m) {
           },
           "input"_a, "input_bytes"_a, "output"_a, "output_bytes"_a, "workspace"_a, "workspace_bytes"_a);
 
+  nb::class_<CrossMeshExecutor>(m, "_CrossMeshExecutor")
+      .def(
+          "__init__",
+          [](CrossMeshExecutor* self, const CrossMeshPlan& plan, PyCommunicator& world, PyCommunicator* on_src,
+             PyCommunicator* on_dst) {
+            nb::gil_scoped_release release;
+            new (self) CrossMeshExecutor(plan, world, on_src, on_dst);
+          },
+          "plan"_a, "world"_a, "on_src"_a.none(), "on_dst"_a.none(), nb::keep_alive<1, 3>(), nb::keep_alive<1, 4>(),
+          nb::keep_alive<1, 5>())
+      .def_prop_ro("workspace_bytes", &CrossMeshExecutor::workspace_bytes)
+      .def_prop_ro("input_bytes", &CrossMeshExecutor::input_bytes)
+      .def_prop_ro("output_bytes", &CrossMeshExecutor::output_bytes)
+      .def(
+          "execute",
+          [](const CrossMeshExecutor& e, std::uintptr_t in, std::int64_t in_bytes, std::uintptr_t out,
+             std::int64_t out_bytes, std::uintptr_t ws, std::int64_t ws_bytes) {
+            const Buffers b{span_at(in, in_bytes, "input"), span_at(out, out_bytes, "output"),
+                            span_at(ws, ws_bytes, "workspace")};
+            nb::gil_scoped_release release;
+            e.execute(b);
+          },
+          "input"_a, "input_bytes"_a, "output"_a, "output_bytes"_a, "workspace"_a, "workspace_bytes"_a);
+
   // ---- tuning (dtensor.tune) ----
   auto t = m.def_submodule("tune", "Fitting the cost model to nccl-tests logs (as `dtensor tune fit`).");
   nb::class_<tune::Log>(t, "Log", "One parsed nccl-tests log.")
