@@ -298,3 +298,40 @@ TEST_CASE("cross-mesh: replicas share a piece by rows to reach the balanced boun
   REQUIRE(edited);
   CHECK_THROWS_WITH(validate_cross_mesh_plan(bad), Catch::Contains("the same elements"));
 }
+
+TEST_CASE("cross-mesh: JSON round trip, and hostile JSON refused by name", "[cross_mesh]") {
+  const Layout src = Layout::parse(Mesh::parse("2x2"), {600, 16}, DType::bf16, "P(sum)S(1)");
+  const Layout dst = Layout::parse(Mesh::parse("rep=2,tp=2"), {600, 16}, DType::bf16, "RS(0)");
+  for (const auto& rb : {std::vector<std::int64_t>{4, 5, 6, 7}, std::vector<std::int64_t>{3, 2, 1, 0}}) {
+    const auto plan = plan_cross_mesh(src, iota(4), dst, rb, CostModel::default_model());
+    const auto back = CrossMeshPlan::from_json(plan.to_json());
+    CHECK(back.hash() == plan.hash());
+    CHECK(back.messages == plan.messages);
+    CHECK(back.pre == plan.pre);
+    CHECK(back.post == plan.post);
+    CHECK(back.total_cost_us == plan.total_cost_us);
+    CHECK(simulate(back).verified);
+  }
+  const auto plan = plan_cross_mesh(src, iota(4), dst, std::vector<std::int64_t>{4, 5, 6, 7}, CostModel::default_model());
+  const std::string good = plan.to_json();
+  auto edit = [&](const std::string& from, const std::string& to) {
+    const auto at = good.find(from);
+    REQUIRE(at != std::string::npos);
+    std::string s = good;
+    s.replace(at, from.size(), to);
+    return error_of([&] { (void)CrossMeshPlan::from_json(s); });
+  };
+  CHECK_THAT(edit("\"world_size\":8", "\"world_size\":5"), Catch::Contains("'dst_ranks' is 5, outside [0, 4]"));
+  CHECK_THAT(edit("\"dst_ranks\":[4,5,6,7]", "\"dst_ranks\":[4,5,6,6]"), Catch::Contains("world rank 6 is listed twice"));
+  CHECK_THAT(edit("\"kind\":\"cross_mesh\"", "\"kind\":\"plan\""), Catch::Contains("'kind'"));
+  CHECK_THAT(edit("\"messages\":[{\"from\":0", "\"messages\":[{\"from\":9"), Catch::Contains("from"));
+  CHECK_THAT(edit("\"version\":1,\"world", "\"version\":1,\"extra\":1,\"world"), Catch::Contains("unknown field \"extra\""));
+  CHECK_THAT(edit("\"hash\":\"", "\"hash\":\"0"), Catch::Contains("'hash'"));
+  CHECK_THAT(error_of([&] { (void)CrossMeshPlan::from_json("[1]"); }), Catch::Contains("must be an object"));
+  // a message's element count that does not match its boxes
+  const auto at = good.find("\"elements\":");
+  REQUIRE(at != std::string::npos);
+  std::string s = good;
+  s.insert(at + 11, "1");
+  CHECK_THAT(error_of([&] { (void)CrossMeshPlan::from_json(s); }), Catch::Contains("elements"));
+}

@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtensor/comm.hpp"
@@ -61,10 +62,14 @@ struct CrossMeshPlan {
   [[nodiscard]] std::int64_t collectives() const;
   // Stable across processes and platforms: both plans' hashes, the rank lists and the messages.
   [[nodiscard]] std::uint64_t hash() const;
-  // The plan as JSON (docs/cli.md, `dtensor plan --to-mesh --format json`): both layouts and rank
-  // lists, the two plans in their own JSON form, the messages and the transfer's figures. (No
-  // reader yet: a cross-mesh plan is planned where it runs.)
+  // The plan as JSON (docs/cli.md, `dtensor plan --to-mesh --format json`): the rank lists, the
+  // two plans in their own JSON form (which carry both meshes and layouts), the messages and the
+  // transfer's figures.
   [[nodiscard]] std::string to_json(int indent = -1) const;
+  // Untrusted input: both plans are read as plans are (Plan::from_json), the rank lists and
+  // messages checked (validate_cross_mesh_plan), the figures, costs and hash checked against what
+  // the rest gives. InputError names the field.
+  [[nodiscard]] static CrossMeshPlan from_json(std::string_view json);
   friend bool operator==(const CrossMeshPlan&, const CrossMeshPlan&) = default;
 };
 

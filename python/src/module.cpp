@@ -528,6 +528,8 @@ NB_MODULE(_core, m) {
       .def_prop_ro("hash", &CrossMeshPlan::hash, "Stable across processes: equal on every rank for the same request")
       .def("explain", [](const CrossMeshPlan& p) { return explain(p); })
       .def("to_json", &CrossMeshPlan::to_json, "indent"_a = -1)
+      .def_static("from_json", [](const std::string& s) { return CrossMeshPlan::from_json(s); }, "json"_a,
+                  "Reads a plan back, checking it fully (ValueError naming the field)")
       .def("__eq__", [](const CrossMeshPlan& a, const CrossMeshPlan& b) { return a == b; })
       .def("__repr__", [](const CrossMeshPlan& p) {
         return fmt::format("CrossMeshPlan({} on {} -> {} on {}, {} messages, {:.3f} us)", p.src.placements_str(),

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "dtensor/error.hpp"
 #include "dtensor/plan_cache.hpp"
 #include "placement/hash.hpp"
+#include "placement/json_fields.hpp"
 
 namespace dtensor {
 namespace {
@@ -627,6 +629,104 @@ std::string CrossMeshPlan::to_json(int indent) const {
   j["cost_model"] = cost_model;
   j["hash"] = fmt::format("{:016x}", hash());
   return j.dump(indent);
+}
+
+CrossMeshPlan CrossMeshPlan::from_json(std::string_view text) {
+  using json = nlohmann::json;
+  const json j = detail::parse_json(text, "cross-mesh plan");
+  if (!j.is_object()) throw InputError("cross-mesh plan JSON must be an object");
+  static const std::set<std::string> known{"kind", "version", "world_size", "src_ranks", "dst_ranks", "pre", "post",
+                                           "messages", "transfer_bytes", "busiest_bytes", "balanced_bound_bytes",
+                                           "busiest_peers", "inter_host", "transfer_cost_us", "total_cost_us",
+                                           "collectives", "cost_model", "hash"};
+  for (const auto& [k, v] : j.items())
+    if (!known.count(k)) throw InputError(fmt::format("cross-mesh plan JSON has an unknown field {}", quote_input(k)));
+  auto field = [&](const json& o, const char* key) -> const json& {
+    auto it = o.find(key);
+    if (it == o.end()) throw InputError(fmt::format("cross-mesh plan JSON lacks the field '{}'", key));
+    return *it;
+  };
+  auto number = [&](const char* key) {
+    const json& v = field(j, key);
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      throw InputError(fmt::format("cross-mesh plan JSON field '{}' must be a finite number >= 0, not {}", key,
+                                   detail::json_quote(v)));
+    return v.get<double>();
+  };
+  constexpr std::int64_t kMaxRank = std::int64_t{1} << 31;
+  if (field(j, "kind") != "cross_mesh") throw InputError("cross-mesh plan JSON 'kind' must be \"cross_mesh\"");
+  if (detail::json_int(field(j, "version"), "version", 1, 1 << 20) != 1) throw InputError("cross-mesh plan JSON version must be 1");
+  CrossMeshPlan p;
+  p.world_size = detail::json_int(field(j, "world_size"), "world_size", 1, kMaxRank);
+  auto plan_of = [&](const char* key) {
+    try {
+      return Plan::from_json(field(j, key).dump());
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("cross-mesh plan JSON '{}': {}", key, e.what()));
+    }
+  };
+  p.pre = plan_of("pre");
+  p.post = plan_of("post");
+  p.src = p.pre.src;
+  p.dst = p.post.dst;
+  p.src_ranks = detail::json_int_list(field(j, "src_ranks"), "src_ranks", 0, p.world_size - 1);
+  p.dst_ranks = detail::json_int_list(field(j, "dst_ranks"), "dst_ranks", 0, p.world_size - 1);
+  check_rank_list("source", p.src.mesh(), p.src_ranks, p.world_size);
+  check_rank_list("target", p.dst.mesh(), p.dst_ranks, p.world_size);
+  const json& cm = field(j, "cost_model");
+  if (!cm.is_string()) throw InputError("cross-mesh plan JSON 'cost_model' must be a string");
+  p.cost_model = cm.get<std::string>();
+  if (p.pre.cost_model != p.cost_model || p.post.cost_model != p.cost_model)
+    throw InputError(fmt::format("cross-mesh plan JSON: its parts were planned under cost models {} and {}, the plan under {}",
+                                 quote_input(p.pre.cost_model), quote_input(p.post.cost_model), quote_input(p.cost_model)));
+  const json& ms = field(j, "messages");
+  const auto most = p.src.mesh().num_ranks() * p.dst.mesh().num_ranks();
+  if (!ms.is_array() || static_cast<std::int64_t>(ms.size()) > most)
+    throw InputError(fmt::format("cross-mesh plan JSON 'messages' must be a list of at most {} messages", most));
+  static const std::set<std::string> message_fields{"from", "to", "elements", "row_begin", "row_end", "local"};
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    const json& m = ms[i];
+    if (!m.is_object()) throw InputError(fmt::format("cross-mesh plan JSON messages[{}] must be an object", i));
+    for (const auto& [k, v] : m.items())
+      if (!message_fields.count(k)) throw InputError(fmt::format("cross-mesh plan JSON messages[{}] has an unknown field {}", i, quote_input(k)));
+    Message x;
+    x.from = detail::json_int(field(m, "from"), "from", 0, p.src.mesh().num_ranks() - 1);
+    x.to = detail::json_int(field(m, "to"), "to", 0, p.dst.mesh().num_ranks() - 1);
+    x.elements = detail::json_int(field(m, "elements"), "elements", 1, INT64_MAX);
+    x.row_begin = detail::json_int(field(m, "row_begin"), "row_begin", 0, INT64_MAX);
+    x.row_end = detail::json_int(field(m, "row_end"), "row_end", -1, INT64_MAX);
+    const json& local = field(m, "local");
+    if (!local.is_boolean() || local.get<bool>() != (p.world_rank_of_src(x.from) == p.world_rank_of_dst(x.to)))
+      throw InputError(fmt::format("cross-mesh plan JSON messages[{}].local must be {}", i,
+                                   p.world_rank_of_src(x.from) == p.world_rank_of_dst(x.to)));
+    p.messages.push_back(x);
+  }
+  validate_cross_mesh_plan(p);
+  // the transfer's figures, as its messages give them
+  const auto t = finish(p.messages, p.src_ranks, p.dst_ranks, p.world_size, static_cast<std::int64_t>(itemsize(p.src.dtype())), 0, 0);
+  p.transfer_bytes = detail::json_int(field(j, "transfer_bytes"), "transfer_bytes", 0, INT64_MAX);
+  p.busiest_bytes = detail::json_int(field(j, "busiest_bytes"), "busiest_bytes", 0, INT64_MAX);
+  p.busiest_peers = detail::json_int(field(j, "busiest_peers"), "busiest_peers", 0, INT64_MAX);
+  p.balanced_bound_bytes = detail::json_int(field(j, "balanced_bound_bytes"), "balanced_bound_bytes", 0, p.busiest_bytes);
+  for (const auto& [name, read, want] : {std::tuple{"transfer_bytes", p.transfer_bytes, t.transfer_bytes},
+                                         std::tuple{"busiest_bytes", p.busiest_bytes, t.busiest_bytes},
+                                         std::tuple{"busiest_peers", p.busiest_peers, t.busiest_peers}})
+    if (read != want)
+      throw InputError(fmt::format("cross-mesh plan JSON '{}' is {}, its messages give {}", name, read, want));
+  const json& ih = field(j, "inter_host");
+  if (!ih.is_boolean()) throw InputError("cross-mesh plan JSON 'inter_host' must be true or false");
+  p.inter_host = ih.get<bool>();
+  p.transfer_cost_us = number("transfer_cost_us");
+  p.total_cost_us = number("total_cost_us");
+  const double sum = p.pre.total_cost_us + p.transfer_cost_us + p.post.total_cost_us;
+  if (std::abs(p.total_cost_us - sum) > 1e-9 * std::max(1.0, sum))
+    throw InputError(fmt::format("cross-mesh plan JSON 'total_cost_us' is {}, its parts add up to {}", p.total_cost_us, sum));
+  if (detail::json_int(field(j, "collectives"), "collectives", 0, INT64_MAX) != p.collectives())
+    throw InputError(fmt::format("cross-mesh plan JSON 'collectives' does not match its parts ({})", p.collectives()));
+  const json& h = field(j, "hash");
+  if (!h.is_string() || h.get<std::string>() != fmt::format("{:016x}", p.hash()))
+    throw InputError(fmt::format("cross-mesh plan JSON 'hash' is {}, the plan's is {:016x}", detail::json_quote(h), p.hash()));
+  return p;
 }
 
 std::string explain(const CrossMeshPlan& p) {

@@ -24,6 +24,11 @@ def test_training_to_engine_is_verified_on_every_target_rank():
     assert doc["kind"] == "cross_mesh" and doc["hash"] == f"{plan.hash:016x}"
     result = dtensor.simulate(plan)
     assert result.verified, result.mismatch
+    back = dtensor.CrossMeshPlan.from_json(plan.to_json())
+    assert back == plan
+    doc["total_cost_us"] = doc["total_cost_us"] + 1
+    with pytest.raises(ValueError, match="total_cost_us"):
+        dtensor.CrossMeshPlan.from_json(json.dumps(doc))
 
 
 def test_default_ranks_overlap_and_partial_source():
