@@ -42,7 +42,7 @@ from torch.distributed.tensor.placement_types import _StridedShard
 
 from . import _core
 
-__all__ = ["layout_of", "placements_of", "distribute", "redistribute", "reshard", "plan_reshard", "plan_for", "clear_caches", "enable",
+__all__ = ["layout_of", "placements_of", "distribute", "redistribute", "redistribute_many", "plan_many", "reshard", "plan_reshard", "plan_for", "clear_caches", "enable",
            "disable", "enabled", "is_enabled", "stats", "reset_stats", "set_plan_check"]
 
 _TO_DTYPE = {
@@ -737,6 +737,68 @@ def redistribute(x: DTensor, placements: Sequence, *, shard_order=None, cost_mod
         return _Redistribute.apply(x, placements, shard_order, cost_model, cache)
     call = _call_for(x, placements, shard_order, cost_model, cache)
     return DTensor(call.run(x._local_tensor), call.spec, requires_grad=False)
+
+
+# ---------------------------------------------------------------- many tensors at once
+
+def plan_many(xs: Sequence[DTensor], placements_list: Sequence, *, shard_orders=None,
+              cost_model: Any = "default") -> _core.BatchPlan:
+    """The batch plan `redistribute_many(xs, placements_list, ...)` would run, without running it."""
+    xs = list(xs)
+    placements_list = list(placements_list)
+    if not xs:
+        raise ValueError("redistribute_many: no tensors")
+    if len(placements_list) != len(xs):
+        raise ValueError(f"redistribute_many: {len(xs)} tensors but {len(placements_list)} placements")
+    orders = [None] * len(xs) if shard_orders is None else list(shard_orders)
+    if len(orders) != len(xs):
+        raise ValueError(f"redistribute_many: {len(xs)} tensors but {len(orders)} shard orders")
+    mesh = None
+    pairs = []
+    for i, x in enumerate(xs):
+        if not isinstance(x, DTensor):
+            raise ValueError(f"redistribute_many: xs[{i}] is a {type(x).__name__}, not a DTensor")
+        if mesh is None:
+            mesh = x.device_mesh
+        elif x.device_mesh is not mesh and x.device_mesh != mesh:
+            raise ValueError(f"redistribute_many: xs[{i}] is on mesh {x.device_mesh}, xs[0] on {mesh}: one mesh per batch")
+        pairs.append((layout_of(x), _target_layout(x, _placements_arg(placements_list[i]), orders[i])))
+    return _core.plan_batch(pairs, cost_model=cost_model)
+
+
+def redistribute_many(xs: Sequence[DTensor], placements_list: Sequence, *, shard_orders=None,
+                      cost_model: Any = "default") -> list:
+    """Each of `xs` redistributed to its placements in `placements_list`, as one batch
+    (docs/batch.md): every tensor on its own optimal plan, small tensors' collectives coalesced
+    into one where the cost model says it pays. All tensors on one DeviceMesh and device. torch has
+    no batched redistribute; the results equal `redistribute` on each. Not differentiable."""
+    xs = list(xs)
+    batch = plan_many(xs, placements_list, shard_orders=shard_orders, cost_model=cost_model)
+    mesh = xs[0].device_mesh
+    device = xs[0]._local_tensor.device
+    for i, x in enumerate(xs):
+        if x._local_tensor.device != device:
+            raise ValueError(f"redistribute_many: xs[{i}] is on {x._local_tensor.device}, xs[0] on {device}")
+    runner = _runner(mesh, device)
+    rank = runner.comm.rank
+    ex = _core._BatchExecutor(batch, runner.comm)
+    locals_, outs, wss = [], [], []
+    for i, (x, p) in enumerate(zip(xs, batch.plans)):
+        local = x._local_tensor if x._local_tensor.is_contiguous() else x._local_tensor.contiguous()
+        locals_.append(local)
+        outs.append(torch.empty(p.dst.local_shape(rank), dtype=x.dtype, device=device))
+        wss.append(torch.empty(max(ex.workspace_bytes(i), 0), dtype=torch.uint8, device=device))
+    staging = torch.empty(max(ex.staging_bytes, 0), dtype=torch.uint8, device=device)
+    with runner.lock:
+        runner.impl.set_buffers(*(t for t in locals_ + outs + wss + [staging] if t.numel() > 0))
+        try:
+            ex.execute([(a.data_ptr(), a.numel() * a.element_size(), b.data_ptr(), b.numel() * b.element_size(),
+                         w.data_ptr(), w.numel()) for a, b, w in zip(locals_, outs, wss)],
+                       staging.data_ptr(), staging.numel())
+        finally:
+            runner.impl.buffers = ()
+            runner.impl.views = None
+    return [DTensor(o, _spec_of(mesh, p.dst), requires_grad=False) for o, p in zip(outs, batch.plans)]
 
 
 # ---------------------------------------------------------------- cross-mesh

@@ -688,6 +688,35 @@ NB_MODULE(_core, m) {
           },
           "input"_a, "input_bytes"_a, "output"_a, "output_bytes"_a, "workspace"_a, "workspace_bytes"_a);
 
+  nb::class_<BatchExecutor>(m, "_BatchExecutor")
+      .def(
+          "__init__",
+          [](BatchExecutor* self, const BatchPlan& batch, PyCommunicator& comm) {
+            nb::gil_scoped_release release;
+            new (self) BatchExecutor(batch, comm);
+          },
+          "batch"_a, "comm"_a, nb::keep_alive<1, 3>())
+      .def_prop_ro("staging_bytes", &BatchExecutor::staging_bytes)
+      .def("__len__", &BatchExecutor::size)
+      .def("workspace_bytes", [](const BatchExecutor& e, std::size_t i) { return e.executor(i).workspace_bytes(); }, "tensor"_a)
+      .def("input_bytes", [](const BatchExecutor& e, std::size_t i) { return e.executor(i).input_bytes(); }, "tensor"_a)
+      .def("output_bytes", [](const BatchExecutor& e, std::size_t i) { return e.executor(i).output_bytes(); }, "tensor"_a)
+      .def(
+          "execute",
+          [](const BatchExecutor& e,
+             const std::vector<std::tuple<std::uintptr_t, std::int64_t, std::uintptr_t, std::int64_t, std::uintptr_t, std::int64_t>>& bufs,
+             std::uintptr_t staging, std::int64_t staging_bytes) {
+            if (bufs.size() != e.size())
+              throw InputError(fmt::format("{} buffer sets for a batch of {} tensors", bufs.size(), e.size()));
+            std::vector<Buffers> b;
+            for (const auto& [in, ib, out, ob, ws, wb] : bufs)
+              b.push_back({span_at(in, ib, "input"), span_at(out, ob, "output"), span_at(ws, wb, "workspace")});
+            const auto st = span_at(staging, staging_bytes, "staging");
+            nb::gil_scoped_release release;
+            e.execute(b, st);
+          },
+          "buffers"_a, "staging"_a, "staging_bytes"_a);
+
   nb::class_<CrossMeshExecutor>(m, "_CrossMeshExecutor")
       .def(
           "__init__",

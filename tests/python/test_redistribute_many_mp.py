@@ -1,0 +1,57 @@
+"""dtensor.torch.redistribute_many: a batch of DTensors redistributed together on 4 CPU processes
+(gloo), each result equal to torch's own redistribute of that tensor; small tensors' collectives
+coalesced (fewer collectives than the tensors' plans one by one)."""
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from procs import run_script  # noqa: E402
+
+SCRIPT = textwrap.dedent("""
+    import datetime, os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
+
+    def rank_main(rank):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import distribute_tensor, Partial, Replicate, Shard
+        import dtensor.torch as dt
+        dist.init_process_group("gloo", rank=rank, world_size=4, timeout=datetime.timedelta(seconds=60))
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        torch.manual_seed(0)
+        shapes = [(8, 6), (5, 3), (7,), (9, 4), (4, 4), (3, 5), (6,), (2, 9)]
+        xs, targets = [], []
+        for i, shape in enumerate(shapes):
+            g = torch.arange(float(torch.Size(shape).numel())).reshape(shape) + i
+            src = [Shard(0), Shard(len(shape) - 1)] if i % 2 == 0 else [Shard(0), Replicate()]
+            xs.append(distribute_tensor(g, mesh, src))
+            targets.append([Replicate(), Replicate()] if i % 3 else [Replicate(), Shard(0)])
+        batch = dt.plan_many(xs, targets)
+        assert batch.collectives < batch.separate_collectives, (batch.collectives, batch.separate_collectives)
+        ys = dt.redistribute_many(xs, targets)
+        for i, (x, y, t) in enumerate(zip(xs, ys, targets)):
+            want = x.redistribute(mesh, t)
+            assert y.placements == want.placements, (i, y.placements, want.placements)
+            assert torch.equal(y.to_local(), want.to_local()), (rank, i, y.to_local(), want.to_local())
+        try:
+            dt.redistribute_many(xs, targets[:-1])
+            raise AssertionError("a length mismatch was accepted")
+        except ValueError as e:
+            assert "8 tensors but 7 placements" in str(e), e
+        if rank == 0:
+            print(f"MANY ok {batch.collectives} collectives against {batch.separate_collectives}", flush=True)
+        dist.barrier()
+        dist.destroy_process_group()
+        os._exit(0)  # torch's own exit-time abort (tests/python/mp_worker.py: exit_now)
+
+    if __name__ == "__main__":
+        mp.spawn(rank_main, nprocs=4)
+""")
+
+
+def test_redistribute_many_matches_torch(tmp_path):
+    script = tmp_path / "many.py"
+    script.write_text(SCRIPT)
+    r = run_script(script, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "MANY ok" in r.stdout, r.stdout + r.stderr
