@@ -95,27 +95,24 @@ CrossMeshExecutor::CrossMeshExecutor(const CrossMeshPlan& plan, Communicator& wo
   ExecutorOptions inner = options;
   inner.check_plans_agree = false;  // the cross-mesh hash covers both plans
   inner.check_plans_every_call = false;
-  std::vector<IndexSet> hold, need;
-  if (ra >= 0) {
-    const auto c = plan.src.mesh().coord_of_rank(ra);
-    I.input_bytes = plan.src.local_numel(c) * s;
-    hold = plan.pre.dst.indices(c);
-    if (!plan.pre.steps.empty()) {
-      I.pre.emplace(plan.pre, *on_src, inner);
-      I.pre_ws = I.pre->workspace_bytes();
-      I.mid_a_bytes = box_numel(hold) * s;
+  // this rank's side of one mesh: its index sets in that mesh's intermediate layout, its local
+  // bytes of the outer (source or target) layout, and the plan inside the mesh when it has steps
+  auto side = [&](std::int64_t r, const Layout& outer, const Plan& part, const Layout& mid, Communicator* comm,
+                  std::int64_t& bytes, std::optional<Executor>& ex, std::int64_t& ws, std::int64_t& mid_bytes) {
+    std::vector<IndexSet> sets;
+    if (r < 0) return sets;
+    const auto c = outer.mesh().coord_of_rank(r);
+    bytes = outer.local_numel(c) * s;
+    sets = mid.indices(c);
+    if (!part.steps.empty()) {
+      ex.emplace(part, *comm, inner);
+      ws = ex->workspace_bytes();
+      mid_bytes = box_numel(sets) * s;
     }
-  }
-  if (rb >= 0) {
-    const auto c = plan.dst.mesh().coord_of_rank(rb);
-    I.output_bytes = plan.dst.local_numel(c) * s;
-    need = plan.post.src.indices(c);
-    if (!plan.post.steps.empty()) {
-      I.post.emplace(plan.post, *on_dst, inner);
-      I.post_ws = I.post->workspace_bytes();
-      I.mid_b_bytes = box_numel(need) * s;
-    }
-  }
+    return sets;
+  };
+  const auto hold = side(ra, plan.src, plan.pre, plan.pre.dst, on_src, I.input_bytes, I.pre, I.pre_ws, I.mid_a_bytes);
+  const auto need = side(rb, plan.dst, plan.post, plan.post.src, on_dst, I.output_bytes, I.post, I.post_ws, I.mid_b_bytes);
   std::int64_t at = 0;
   if (I.pre) I.mid_a_off = std::exchange(at, at + I.mid_a_bytes);
   if (I.post) I.mid_b_off = std::exchange(at, at + I.mid_b_bytes);

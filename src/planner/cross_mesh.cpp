@@ -302,6 +302,17 @@ void add_unique(std::vector<Sharding>& out, const Sharding& s) {
   if (out.size() < kMaxCandidates && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
 }
 
+// The derived candidates of the side whose own layout is `side` (capped, duplicates dropped, in
+// order), then that mesh's plain layouts.
+std::vector<Sharding> with_plain_layouts(std::vector<Sharding> derived, const Layout& side, const Layout& src,
+                                         const Layout& dst) {
+  std::vector<Sharding> out;
+  for (const auto& c : derived) add_unique(out, c);
+  add_plain_layouts(side.sharding().mesh_ndim(), side.sharding().tensor_ndim(),
+                    strided_splits(src.sharding(), dst.sharding()), out);
+  return out;
+}
+
 // On A: the source with its Partials reduced (to R, or to S(d) appended) and its shards kept or
 // gathered; then the plain layouts.
 std::vector<Sharding> src_candidates(const Layout& src, const Layout& dst) {
@@ -321,10 +332,7 @@ std::vector<Sharding> src_candidates(const Layout& src, const Layout& dst) {
     derived = std::move(next);
     if (derived.size() > kMaxCandidates) derived.resize(kMaxCandidates);
   }
-  std::vector<Sharding> out;
-  for (const auto& c : derived) add_unique(out, c);
-  add_plain_layouts(s.mesh_ndim(), s.tensor_ndim(), strided_splits(src.sharding(), dst.sharding()), out);
-  return out;
+  return with_plain_layouts(std::move(derived), src, src, dst);
 }
 
 // On B: the target with every Partial received as R or S(d), every R received as it is or as
@@ -345,10 +353,7 @@ std::vector<Sharding> dst_candidates(const Layout& src, const Layout& dst) {
     derived = std::move(next);
     if (derived.size() > kMaxCandidates) derived.resize(kMaxCandidates);
   }
-  std::vector<Sharding> out;
-  for (const auto& c : derived) add_unique(out, c);
-  add_plain_layouts(s.mesh_ndim(), s.tensor_ndim(), strided_splits(src.sharding(), dst.sharding()), out);
-  return out;
+  return with_plain_layouts(std::move(derived), dst, src, dst);
 }
 
 }  // namespace
