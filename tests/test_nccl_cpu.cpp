@@ -5,12 +5,14 @@
 // exchange, the watchdog and abort. Ranks are threads; every output is checked against the oracle.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <random>
 #include <thread>
 
 #include "comm/nccl/vendor_cpu.hpp"
+#include "dtensor/cross_mesh.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/nccl.hpp"
@@ -207,5 +209,53 @@ TEST_CASE("NCCL backend on the CPU stand-in: CUDA-graph capture before prepare i
   for (int r = 0; r < 4; ++r) {
     CHECK_THAT(refused[static_cast<std::size_t>(r)], Catch::Matchers::Contains("before capturing"));
     CHECK(verified[static_cast<std::size_t>(r)] == "");
+  }
+}
+
+TEST_CASE("NCCL backend on the CPU stand-in: cross-mesh plans over three communicators per rank", "[nccl_cpu]") {
+  // per world rank: the world's communicator for the transfer, and one per mesh it is on, all on
+  // the rank's one stream (so the parts run in order on it)
+  struct CrossCase {
+    const char *ma, *pa, *mb, *pb;
+    std::vector<std::int64_t> ra, rb;
+    DType dtype;
+  };
+  const std::vector<CrossCase> cases{
+      {"2x2", "P(sum)S(0)", "3", "S(1)", {0, 1, 2, 3}, {2, 3, 4}, DType::f32},
+      {"dp=2,tp=2", "S(0)S(1)", "rep=2,tp=2", "RS(1)", {0, 1, 2, 3}, {4, 5, 6, 7}, DType::bf16},
+      {"2", "R", "3", "S(0)", {0, 1}, {2, 3, 4}, DType::f64},
+      {"4", "_S(0, 2)", "2x2", "S(0)S(0)", {0, 1, 2, 3}, {3, 2, 1, 0}, DType::i32},
+      {"2x2", "S(0)[1]S(0)[0]", "5", "R", {4, 3, 2, 1}, {0, 1, 2, 3, 4}, DType::f32},
+  };
+  const std::int64_t W = 8;
+  const Mesh world_mesh(std::vector<std::int64_t>{W});
+  for (const auto& c : cases) {
+    const Layout src = Layout::parse(Mesh::parse(c.ma), {600, 9}, c.dtype, c.pa);
+    const Layout dst = Layout::parse(Mesh::parse(c.mb), {600, 9}, c.dtype, c.pb);
+    CrossMeshOptions o;
+    o.world_size = W;
+    const auto plan = plan_cross_mesh(src, c.ra, dst, c.rb, CostModel::default_model(), o);
+    const NcclUniqueId world_id = nccl_unique_id(), a_id = nccl_unique_id(), b_id = nccl_unique_id();
+    std::vector<std::vector<std::byte>> outputs(static_cast<std::size_t>(dst.mesh().num_ranks()));
+    per_rank(W, [&](std::int64_t w) {
+      StreamGuard stream;
+      NcclCommunicator world(world_mesh, w, world_id, rank_options(w, stream.s, 30000));
+      const auto ia = std::find(c.ra.begin(), c.ra.end(), w), ib = std::find(c.rb.begin(), c.rb.end(), w);
+      const std::int64_t ra = ia == c.ra.end() ? -1 : ia - c.ra.begin(), rb = ib == c.rb.end() ? -1 : ib - c.rb.begin();
+      NcclOptions oa = rank_options(w, stream.s, 30000), ob = oa;
+      std::unique_ptr<NcclCommunicator> on_a, on_b;
+      if (ra >= 0) on_a = std::make_unique<NcclCommunicator>(src.mesh(), ra, a_id, oa);
+      if (rb >= 0) on_b = std::make_unique<NcclCommunicator>(dst.mesh(), rb, b_id, ob);
+      const CrossMeshExecutor ex(plan, world, on_a.get(), on_b.get());
+      const auto in = ra >= 0 ? seeded_input(src, ra) : std::vector<std::byte>{};
+      std::vector<std::byte> out(static_cast<std::size_t>(ex.output_bytes())), ws(static_cast<std::size_t>(ex.workspace_bytes()));
+      ex.execute({in, out, ws});
+      world.wait();
+      if (on_a) on_a->wait();
+      if (on_b) on_b->wait();
+      if (rb >= 0) outputs[static_cast<std::size_t>(rb)] = std::move(out);
+    });
+    INFO(explain(plan));
+    CHECK(verify_outputs(dst, outputs, src.mesh().num_ranks()) == "");
   }
 }
