@@ -144,6 +144,12 @@ CrossRequest make_cross_request(const PlanArgs& a) {
   return {std::move(src), std::move(dst), std::move(src_ranks), std::move(dst_ranks), std::move(cost), options_of(a)};
 }
 
+CrossMeshPlan plan_of(const CrossRequest& req) {
+  CrossMeshOptions o;
+  o.plan = req.options;
+  return plan_cross_mesh(req.src, req.src_ranks, req.dst, req.dst_ranks, req.cost, o);
+}
+
 PlanRequest make_request(const PlanArgs& a) {
   check_format(a.format);
   if (!a.ranks.empty() || !a.to_ranks.empty()) throw InputError("--ranks and --to-ranks need --to-mesh");

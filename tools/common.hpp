@@ -6,6 +6,7 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/layout.hpp"
+#include "dtensor/cross_mesh.hpp"
 #include "dtensor/planner.hpp"
 
 namespace dtensor::cli {
@@ -37,6 +38,8 @@ struct CrossRequest {
   PlanOptions options;
 };
 [[nodiscard]] CrossRequest make_cross_request(const PlanArgs& a);
+// The cross-mesh plan of a request, under its options.
+[[nodiscard]] CrossMeshPlan plan_of(const CrossRequest& req);
 // The cost model and options of the flags, for --batch (no layouts).
 [[nodiscard]] PlanRequest make_batch_request(const PlanArgs& a);
 // --batch FILE: the pairs of a batch file (at most 64 MiB).

@@ -47,10 +47,7 @@ void register_plan(CLI::App& app) {
       return;
     }
     if (!args.to_mesh.empty()) {
-      const auto req = make_cross_request(args);
-      CrossMeshOptions o;
-      o.plan = req.options;
-      const auto plan = plan_cross_mesh(req.src, req.src_ranks, req.dst, req.dst_ranks, req.cost, o);
+      const auto plan = plan_of(make_cross_request(args));
       std::cout << (args.format == "json" ? plan.to_json() + "\n" : explain(plan));
       return;
     }

@@ -110,9 +110,7 @@ void register_show(CLI::App& app) {
       const auto req = make_cross_request(plan_args);
       check_size("--mesh", req.src.mesh());
       check_size("--to-mesh", req.dst.mesh());
-      CrossMeshOptions o;
-      o.plan = req.options;
-      cross = plan_cross_mesh(req.src, req.src_ranks, req.dst, req.dst_ranks, req.cost, o);
+      cross = plan_of(req);
     } else {
       const auto req = make_request(plan_args);
       check_size("--mesh", req.src.mesh());

@@ -56,11 +56,8 @@ void simulate_batch() {
 
 // --to-mesh: plan across the two meshes, run every world rank on its own thread, verify B.
 void simulate_cross() {
-  const auto req = make_cross_request(args);
-  CrossMeshOptions o;
-  o.plan = req.options;
-  const auto plan = plan_cross_mesh(req.src, req.src_ranks, req.dst, req.dst_ranks, req.cost, o);
-  if (const auto need = simulation_bytes(plan.pre) + simulation_bytes(plan.post), limit = memory_limit(); need > limit)
+  const auto plan = plan_of(make_cross_request(args));
+  if (const auto need = simulation_bytes(plan), limit = memory_limit(); need > limit)
     throw InputError(fmt::format("simulating the cross-mesh plan needs about {} bytes of host memory, above the limit of {} "
                                  "bytes (--sim-memory-limit)", need, limit));
   const auto res = simulate(plan);

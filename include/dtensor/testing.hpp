@@ -80,6 +80,8 @@ struct CrossMeshSimulationResult {
   std::vector<std::vector<std::byte>> outputs;  // by target mesh rank
 };
 [[nodiscard]] CrossMeshSimulationResult simulate(const CrossMeshPlan& plan);
+// About the host memory simulate(cross-mesh plan) holds at once: its two parts' simulations.
+[[nodiscard]] std::int64_t simulation_bytes(const CrossMeshPlan& plan);
 
 // About the host memory simulate(plan) holds at once: every rank's input, output and workspace,
 // the outputs again as doubles for the report, and the verification's coverage counts.

@@ -642,7 +642,7 @@ NB_MODULE(_core, m) {
           if (memory_limit && *memory_limit < 0)
             throw InputError(fmt::format("memory_limit: must be >= 0 bytes, got {}", *memory_limit));
           const std::int64_t limit = memory_limit.value_or(default_simulation_limit());
-          if (const auto need = simulation_bytes(plan.pre) + simulation_bytes(plan.post); need > limit)
+          if (const auto need = simulation_bytes(plan); need > limit)
             throw InputError(fmt::format("simulating the cross-mesh plan needs about {} bytes of host memory, above "
                                          "memory_limit {}", need, limit));
           nb::gil_scoped_release release;

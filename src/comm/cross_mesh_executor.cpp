@@ -41,23 +41,6 @@ struct CrossMeshExecutor::Impl {
     v.workspace = b.workspace.subspan(static_cast<std::size_t>(scratch_off));
     return v;
   }
-  static std::byte* ptr(const Buffers& b, Ref r) {
-    switch (r.buf) {
-      case Buf::input: return const_cast<std::byte*>(b.input.data()) + r.offset;  // only ever read
-      case Buf::output: return b.output.data() + r.offset;
-      case Buf::ws: return b.workspace.data() + r.offset;
-    }
-    return nullptr;
-  }
-  void run(const Buffers& b, const std::vector<Action>& actions) const {
-    for (const auto& a : actions) {
-      if (a.kind == Action::box)
-        world->copy_strided(ptr(b, a.box_copy.dst), ptr(b, a.box_copy.src), a.box_copy.run_bytes, a.box_copy.count,
-                            a.box_copy.dst_stride, a.box_copy.src_stride);
-      else if (a.kind == Action::copy)
-        world->copy(ptr(b, a.dst), ptr(b, a.src), a.bytes_or_count);
-    }
-  }
 };
 
 namespace {
@@ -182,18 +165,20 @@ void CrossMeshExecutor::execute(const Buffers& b) const {
     I.pre->execute(Buffers{b.input,
                            b.workspace.subspan(static_cast<std::size_t>(I.mid_a_off), static_cast<std::size_t>(I.mid_a_bytes)),
                            scratch.first(static_cast<std::size_t>(I.pre_ws))});
-  I.run(v, I.pack);
+  run_actions(*I.world, I.dtype, v, I.pack);
   if (I.exchanges) {
     I.send_list.clear();
     I.recv_list.clear();
-    for (const auto& t : I.sends) I.send_list.push_back({t.peer, Impl::ptr(v, t.buffer), t.count});
-    for (const auto& t : I.recvs) I.recv_list.push_back({t.peer, Impl::ptr(v, t.buffer), t.count});
+    for (const auto& t : I.sends) I.send_list.push_back({t.peer, buffer_ptr(v, t.buffer), t.count});
+    for (const auto& t : I.recvs) I.recv_list.push_back({t.peer, buffer_ptr(v, t.buffer), t.count});
     I.world->send_recv(I.send_list, I.recv_list, I.dtype);
     I.world->synchronize();
   }
-  I.run(v, I.unpack);
+  run_actions(*I.world, I.dtype, v, I.unpack);
   if (I.post) I.post->execute(Buffers{v.output, b.output, scratch.first(static_cast<std::size_t>(I.post_ws))});
 }
+
+std::int64_t simulation_bytes(const CrossMeshPlan& plan) { return simulation_bytes(plan.pre) + simulation_bytes(plan.post); }
 
 CrossMeshSimulationResult simulate(const CrossMeshPlan& plan) {
   validate_cross_mesh_plan(plan);

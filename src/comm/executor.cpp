@@ -496,7 +496,7 @@ void Executor::Impl::check(const Buffers& b) const {
     throw InputError(fmt::format("rank {}: workspace has {} bytes, the plan needs {}", rank, b.workspace.size(), workspace));
 }
 
-std::byte* Executor::Impl::ptr(const Buffers& b, Ref r) const {
+std::byte* detail::buffer_ptr(const Buffers& b, Ref r) noexcept {
   switch (r.buf) {
     case Buf::input: return const_cast<std::byte*>(b.input.data()) + r.offset;  // only ever read
     case Buf::output: return b.output.data() + r.offset;
@@ -505,17 +505,23 @@ std::byte* Executor::Impl::ptr(const Buffers& b, Ref r) const {
   return nullptr;
 }
 
-void Executor::Impl::run(const Buffers& b, const std::vector<Action>& actions) const {
+void detail::run_actions(Communicator& comm, DType dtype, const Buffers& b, const std::vector<Action>& actions) {
   for (const auto& a : actions) {
     switch (a.kind) {
-      case Action::fill: comm->fill(ptr(b, a.dst), dtype, a.bytes_or_count, a.value); break;
-      case Action::copy: comm->copy(ptr(b, a.dst), ptr(b, a.src), a.bytes_or_count); break;
+      case Action::fill: comm.fill(buffer_ptr(b, a.dst), dtype, a.bytes_or_count, a.value); break;
+      case Action::copy: comm.copy(buffer_ptr(b, a.dst), buffer_ptr(b, a.src), a.bytes_or_count); break;
       case Action::box:
-        comm->copy_strided(ptr(b, a.box_copy.dst), ptr(b, a.box_copy.src), a.box_copy.run_bytes, a.box_copy.count,
-                           a.box_copy.dst_stride, a.box_copy.src_stride);
+        comm.copy_strided(buffer_ptr(b, a.box_copy.dst), buffer_ptr(b, a.box_copy.src), a.box_copy.run_bytes,
+                          a.box_copy.count, a.box_copy.dst_stride, a.box_copy.src_stride);
         break;
     }
   }
+}
+
+std::byte* Executor::Impl::ptr(const Buffers& b, Ref r) const { return buffer_ptr(b, r); }
+
+void Executor::Impl::run(const Buffers& b, const std::vector<Action>& actions) const {
+  run_actions(*comm, dtype, b, actions);
 }
 
 void issue_collective(Communicator& comm, Collective c, const Group& g, const void* send, void* recv, std::int64_t count,

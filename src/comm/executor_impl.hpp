@@ -49,6 +49,11 @@ struct RankStep {
   CommCall comm;
 };
 
+// Where `r` points in one rank's buffers (an input reference is only ever read).
+[[nodiscard]] std::byte* buffer_ptr(const Buffers& b, Ref r) noexcept;
+// Runs local actions (fills, copies, strided copies) on `comm`'s memory.
+void run_actions(Communicator& comm, DType dtype, const Buffers& b, const std::vector<Action>& actions);
+
 // Strided copies of the elements of `box` (per tensor dim, a subset of both) from a local tensor
 // with index sets `src` at `src_ref` into one with index sets `dst` at `dst_ref`; throws
 // InputError when the box reaches outside either.

@@ -17,6 +17,7 @@
 #include "dtensor/plan_cache.hpp"
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
+#include "placement/odometer.hpp"
 
 namespace dtensor {
 namespace {
@@ -64,7 +65,6 @@ struct TransferResult {
 struct Side {
   std::vector<std::vector<IndexSet>> sets;
   std::vector<std::vector<std::int64_t>> classes;
-  std::vector<std::size_t> class_of;
 };
 
 Side side_of(const Layout& l, bool with_classes) {
@@ -72,7 +72,6 @@ Side side_of(const Layout& l, bool with_classes) {
   sd.sets = rank_sets(l);
   if (!with_classes) return sd;
   std::map<std::vector<std::int64_t>, std::size_t> index;  // key: the holdings' runs, dims separated by -1
-  sd.class_of.assign(sd.sets.size(), SIZE_MAX);
   for (std::size_t a = 0; a < sd.sets.size(); ++a) {
     if (box_numel(sd.sets[a]) == 0) continue;
     std::vector<std::int64_t> key;
@@ -83,23 +82,10 @@ Side side_of(const Layout& l, bool with_classes) {
     auto [it, fresh] = index.try_emplace(std::move(key), sd.classes.size());
     if (fresh) sd.classes.emplace_back();
     sd.classes[it->second].push_back(static_cast<std::int64_t>(a));
-    sd.class_of[a] = it->second;
   }
   return sd;
 }
 
-
-// The transfer from A's intermediate layout (no Partial) to B's: every B rank's part, block by
-// block of A's holdings, from a holder on its own world rank when there is one. The rest goes
-// one of two ways, whichever the cost model prices lower (ties: the first, fewer messages):
-//  - whole: each piece from one holder, largest pieces first, to the holder whose max(sent,
-//    received) grows least (ties: the lower mesh rank);
-//  - split: each class's pieces, in receiver order, filled into its holders in rank order up to
-//    an even share each (a piece split by rows of its first dim longer than 1), which reaches the
-//    balanced bound within one row.
-TransferResult compute_transfer(const Side& A, std::span<const std::int64_t> src_ranks, const Side& B,
-                                std::span<const std::int64_t> dst_ranks, std::int64_t world, std::int64_t itemsize,
-                                const CostModel& cost);
 
 struct Piece {
   std::size_t k;
@@ -141,8 +127,28 @@ TransferResult finish(std::vector<CrossMeshPlan::Message> messages, std::span<co
   return t;
 }
 
-double transfer_cost(const TransferResult& t, const CostModel& cost);
+double transfer_cost(const TransferResult& t, const CostModel& cost) {
+  Traffic tr;
+  tr.copy_bytes = static_cast<double>(t.copy_bytes);
+  if (t.transfer_bytes == 0) {
+    tr.kind = Traffic::Kind::local;
+  } else {
+    tr.kind = Traffic::Kind::direct;
+    tr.peers = t.busiest_peers;
+    tr.inter_host = t.inter_host;
+    tr.bytes = static_cast<double>(t.busiest_bytes);
+  }
+  return cost.time(tr).total_us();
+}
 
+// The transfer from A's intermediate layout (no Partial) to B's: every B rank's part, block by
+// block of A's holdings, from a holder on its own world rank when there is one. The rest goes
+// one of two ways, whichever the cost model prices lower (ties: the first, fewer messages):
+//  - whole: each piece from one holder, largest pieces first, to the holder whose max(sent,
+//    received) grows least (ties: the lower mesh rank);
+//  - split: each class's pieces, in receiver order, filled into its holders in rank order up to
+//    an even share each (a piece split by rows of its first dim longer than 1), which reaches the
+//    balanced bound within one row.
 TransferResult compute_transfer(const Side& A, std::span<const std::int64_t> src_ranks, const Side& B,
                                 std::span<const std::int64_t> dst_ranks, std::int64_t world, std::int64_t s,
                                 const CostModel& cost) {
@@ -242,18 +248,8 @@ TransferResult compute_transfer(const Side& A, std::span<const std::int64_t> src
   return transfer_cost(t_split, cost) < transfer_cost(t_whole, cost) ? t_split : t_whole;
 }
 
-double transfer_cost(const TransferResult& t, const CostModel& cost) {
-  Traffic tr;
-  tr.copy_bytes = static_cast<double>(t.copy_bytes);
-  if (t.transfer_bytes == 0) {
-    tr.kind = Traffic::Kind::local;
-  } else {
-    tr.kind = Traffic::Kind::direct;
-    tr.peers = t.busiest_peers;
-    tr.inter_host = t.inter_host;
-    tr.bytes = static_cast<double>(t.busiest_bytes);
-  }
-  return cost.time(tr).total_us();
+void add_unique(std::vector<Sharding>& out, const Sharding& s) {
+  if (out.size() < kMaxCandidates && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
 }
 
 // Every layout with, per mesh dim, Replicate, a plain Shard of some tensor dim, or one of the
@@ -265,25 +261,19 @@ void add_plain_layouts(int mesh_ndim, int tensor_ndim, const std::vector<std::pa
   for (int d = 0; d < tensor_ndim; ++d) options.emplace_back(d, ShardEntry{0, 1, false});
   for (const auto& o : strided)
     if (std::find(options.begin(), options.end(), o) == options.end()) options.push_back(o);
-  const int n = static_cast<int>(options.size());
-  std::vector<int> pick(static_cast<std::size_t>(mesh_ndim), -1);  // -1: R
-  while (out.size() < kMaxCandidates) {
+  std::vector<std::size_t> pick(static_cast<std::size_t>(mesh_ndim), 0);  // 0: R, k: options[k - 1]
+  do {
     Sharding s = Sharding::replicated(mesh_ndim, tensor_ndim);
     for (int m = 0; m < mesh_ndim; ++m)
-      if (const int p = pick[static_cast<std::size_t>(m)]; p >= 0) {
-        ShardEntry e = options[static_cast<std::size_t>(p)].second;
+      if (const auto p = pick[static_cast<std::size_t>(m)]; p > 0) {
+        ShardEntry e = options[p - 1].second;
         e.mesh_dim = m;
-        s = s.with_shard_appended(options[static_cast<std::size_t>(p)].first, e);
+        s = s.with_shard_appended(options[p - 1].first, e);
       }
-    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
-    int m = mesh_ndim;
-    while (m-- > 0) {
-      auto& p = pick[static_cast<std::size_t>(m)];
-      if (++p < n) break;
-      p = -1;
-    }
-    if (m < 0) break;
-  }
+    add_unique(out, s);
+  } while (out.size() < kMaxCandidates &&
+           detail::next_digits(
+               pick.size(), [&](std::size_t k) -> auto& { return pick[k]; }, [&](std::size_t) { return options.size() + 1; }));
 }
 
 std::vector<std::pair<int, ShardEntry>> strided_splits(const Sharding& a, const Sharding& b) {
@@ -298,9 +288,6 @@ std::vector<std::pair<int, ShardEntry>> strided_splits(const Sharding& a, const 
   return out;
 }
 
-void add_unique(std::vector<Sharding>& out, const Sharding& s) {
-  if (out.size() < kMaxCandidates && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
-}
 
 // The derived candidates of the side whose own layout is `side` (capped, duplicates dropped, in
 // order), then that mesh's plain layouts.
