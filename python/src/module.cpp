@@ -129,6 +129,26 @@ std::vector<std::int64_t> coord_arg(const Mesh& mesh, const nb::handle& where) {
   return c;
 }
 
+// A list of world ranks from Python: a sequence (not a string) of ints (not bools); None: 0..n-1.
+std::vector<std::int64_t> rank_list_arg(const char* name, const nb::handle& v, std::int64_t n) {
+  std::vector<std::int64_t> out;
+  if (v.is_none()) {
+    for (std::int64_t r = 0; r < n; ++r) out.push_back(r);
+    return out;
+  }
+  if (nb::isinstance<nb::str>(v) || !nb::isinstance<nb::sequence>(v))
+    throw nb::type_error((std::string(name) + " must be a sequence of ints, not " + nb::type_name(v.type()).c_str()).c_str());
+  for (nb::handle x : nb::borrow<nb::sequence>(v)) {
+    std::int64_t r = 0;
+    if (nb::isinstance<nb::bool_>(x) || !nb::isinstance<nb::int_>(x))
+      throw nb::type_error((std::string(name) + " holds ints, not " + nb::type_name(x.type()).c_str()).c_str());
+    if (!nb::try_cast<std::int64_t>(x, r))
+      throw InputError(std::string(name) + ": world rank " + nb::str(x).c_str() + " is out of range");
+    out.push_back(r);
+  }
+  return out;
+}
+
 std::vector<std::pair<std::int64_t, std::int64_t>> runs_of(const IndexSet& s) {
   std::vector<std::pair<std::int64_t, std::int64_t>> out;
   out.reserve(s.runs().size());
@@ -536,23 +556,22 @@ NB_MODULE(_core, m) {
                            p.src.mesh().str(), p.dst.placements_str(), p.dst.mesh().str(), p.messages.size(), p.total_cost_us);
       });
   m.def("plan_cross_mesh",
-        [](const Layout& src, const Layout& dst, std::optional<std::vector<std::int64_t>> src_ranks,
-           std::optional<std::vector<std::int64_t>> dst_ranks, const nb::handle& cost_model,
-           const std::optional<std::string>& edges, std::optional<std::int64_t> max_memory,
-           std::optional<std::int64_t> world_size) {
+        [](const Layout& src, const Layout& dst, const nb::handle& src_ranks, const nb::handle& dst_ranks,
+           const nb::handle& cost_model, const std::optional<std::string>& edges, std::optional<std::int64_t> max_memory,
+           const nb::handle& world_size) {
           const CostModel cost = model_of(cost_model);
           CrossMeshOptions o;
           o.plan = options_of(edges, max_memory, false, PlanOptions{}.max_states);
-          if (world_size) {
-            if (*world_size < 1) throw InputError(fmt::format("world_size: must be >= 1, got {}", *world_size));
-            o.world_size = *world_size;
+          if (!world_size.is_none()) {
+            std::int64_t w = 0;
+            if (nb::isinstance<nb::bool_>(world_size) || !nb::isinstance<nb::int_>(world_size))
+              throw nb::type_error(("world_size must be an int, not " + std::string(nb::type_name(world_size.type()).c_str())).c_str());
+            if (!nb::try_cast<std::int64_t>(world_size, w) || w < 1)
+              throw InputError("world_size: must be >= 1, got " + std::string(nb::str(world_size).c_str()));
+            o.world_size = w;
           }
-          auto all = [](const Layout& l) {
-            std::vector<std::int64_t> r(static_cast<std::size_t>(l.mesh().num_ranks()));
-            for (std::size_t i = 0; i < r.size(); ++i) r[i] = static_cast<std::int64_t>(i);
-            return r;
-          };
-          const auto ra = src_ranks.value_or(all(src)), rb = dst_ranks.value_or(all(dst));
+          const auto ra = rank_list_arg("src_ranks", src_ranks, src.mesh().num_ranks());
+          const auto rb = rank_list_arg("dst_ranks", dst_ranks, dst.mesh().num_ranks());
           nb::gil_scoped_release release;
           return plan_cross_mesh(src, ra, dst, rb, cost, o);
         },

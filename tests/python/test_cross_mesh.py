@@ -64,3 +64,9 @@ def test_shape_and_dtype_must_match():
         dtensor.plan_cross_mesh(layout("2", [8], "S(0)"), layout("2", [8], "R", "bf16"))
     with pytest.raises(TypeError):
         dtensor.plan_cross_mesh(layout("2", [8], "S(0)"), layout("2", [8], "R"), src_ranks="0,1")
+    with pytest.raises(TypeError, match="dst_ranks holds ints, not bool"):
+        dtensor.plan_cross_mesh(layout("2", [8], "S(0)"), layout("2", [8], "R"), dst_ranks=[True, False])
+    with pytest.raises(TypeError, match="world_size must be an int, not bool"):
+        dtensor.plan_cross_mesh(layout("2", [8], "S(0)"), layout("2", [8], "R"), world_size=True)
+    with pytest.raises(ValueError, match="world rank 1180591620717411303424 is out of range"):
+        dtensor.plan_cross_mesh(layout("2", [8], "S(0)"), layout("2", [8], "R"), dst_ranks=[0, 2**70])
