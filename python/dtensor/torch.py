@@ -852,18 +852,22 @@ def reshard(x: DTensor, device_mesh: DeviceMesh, placements: Sequence, *, shard_
         local = local.contiguous()
     out_shape = plan.dst.local_shape(dst_info.dense[me]) if on_dst is not None else [0]
     out = torch.empty(out_shape, dtype=x.dtype, device=device)
-    runners = [r for r in (world, on_src, on_dst) if r is not None]
+    # each runner once (source and target may be one mesh), locked in one order: its buffers are
+    # this call's until it returns, as redistribute holds them
+    runners = sorted({id(r): r for r in (world, on_src, on_dst) if r is not None}.values(), key=id)
     ex = _core._CrossMeshExecutor(plan, world.comm, on_src.comm if on_src else None, on_dst.comm if on_dst else None)
     ws = torch.empty(max(ex.workspace_bytes, 0), dtype=torch.uint8, device=device)
-    for r in runners:
-        r.impl.set_buffers(*(t for t in (local, out, ws) if t.numel() > 0))
-    try:
-        ex.execute(local.data_ptr(), local.numel() * local.element_size(), out.data_ptr(),
-                   out.numel() * out.element_size(), ws.data_ptr(), ws.numel())
-    finally:
+    with contextlib.ExitStack() as held:
         for r in runners:
-            r.impl.buffers = ()
-            r.impl.views = None
+            held.enter_context(r.lock)
+            r.impl.set_buffers(*(t for t in (local, out, ws) if t.numel() > 0))
+        try:
+            ex.execute(local.data_ptr(), local.numel() * local.element_size(), out.data_ptr(),
+                       out.numel() * out.element_size(), ws.data_ptr(), ws.numel())
+        finally:
+            for r in runners:
+                r.impl.buffers = ()
+                r.impl.views = None
     if on_dst is None:
         return None
     return DTensor(out, _spec_of(device_mesh, plan.dst), requires_grad=False)

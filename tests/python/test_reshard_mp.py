@@ -1,6 +1,6 @@
 """dtensor.torch.reshard: a DTensor moved to another DeviceMesh (torch refuses it), on 4 CPU
 processes over gloo: nested, disjoint and identical-but-reshaped rank sets, a Partial source, and
-the ranks off the target getting None. Every target rank's part is compared with the global tensor."""
+the ranks off the target getting None, and one mesh on both sides. Every target rank's part is compared with the global tensor."""
 import textwrap
 
 import pytest
@@ -39,6 +39,8 @@ SCRIPT = textwrap.dedent("""
         # 3. the same four ranks, reshaped and in reverse order
         xr = distribute_tensor(g, everyone, [Shard(0), Replicate()])
         expect(dt.reshard(xr, backwards, [Shard(0)]), backwards, 0)
+        # 4. the same DeviceMesh on both sides (one runner, locked once)
+        expect(dt.reshard(distribute_tensor(g, front, [Shard(1)]), front, [Shard(0)]), front, 0)
         plan = dt.plan_reshard(xr, backwards, [Shard(0)])
         assert plan.src_ranks == [0, 1, 2, 3] and plan.dst_ranks == [0, 1, 2, 3], (plan.src_ranks, plan.dst_ranks)
         if rank == 0:
