@@ -26,7 +26,7 @@
 #include "dtensor/cross_mesh.hpp"
 #include "dtensor/plan_cache.hpp"
 #include "dtensor/simulated.hpp"
-#include "dtensor/testing.hpp"
+#include "dtensor/sim.hpp"
 
 using namespace dtensor;
 

@@ -19,7 +19,7 @@
 #include "dtensor/explore.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/simulated.hpp"
-#include "dtensor/testing.hpp"
+#include "dtensor/sim.hpp"
 
 using namespace dtensor;
 

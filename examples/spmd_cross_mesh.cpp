@@ -25,7 +25,7 @@
 #include "dtensor/cross_mesh.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/simulated.hpp"
-#include "dtensor/testing.hpp"
+#include "dtensor/sim.hpp"
 #ifdef DTENSOR_WITH_MPI
 #include "dtensor/mpi.hpp"
 #endif

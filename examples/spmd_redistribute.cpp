@@ -37,7 +37,7 @@
 #include "dtensor/batch.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/planner.hpp"
-#include "dtensor/testing.hpp"
+#include "dtensor/sim.hpp"
 #ifdef DTENSOR_WITH_MPI
 #include "dtensor/mpi.hpp"
 #endif

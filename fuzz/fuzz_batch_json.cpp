@@ -7,7 +7,7 @@
 
 #include "dtensor/batch.hpp"
 #include "dtensor/error.hpp"
-#include "dtensor/testing.hpp"
+#include "dtensor/sim.hpp"
 
 namespace {
 bool small(const dtensor::BatchPlan& b) {

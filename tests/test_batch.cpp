@@ -15,7 +15,7 @@
 
 #include "dtensor/batch.hpp"
 #include "dtensor/error.hpp"
-#include "dtensor/testing.hpp"
+#include "dtensor/sim.hpp"
 
 using namespace dtensor;
 using Catch::Matchers::Contains;

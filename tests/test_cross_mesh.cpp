@@ -10,7 +10,7 @@
 #include "dtensor/cross_mesh.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/plan_cache.hpp"
-#include "dtensor/testing.hpp"
+#include "dtensor/sim.hpp"
 #include "exec_check.hpp"
 #include "oracle.hpp"
 #include "test_util.hpp"

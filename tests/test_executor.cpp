@@ -12,7 +12,7 @@
 #include "dtensor/executor.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/scalar.hpp"
-#include "dtensor/testing.hpp"
+#include "dtensor/sim.hpp"
 #include "exec_check.hpp"
 #include "oracle.hpp"
 #include "plan_mutations.hpp"

@@ -17,7 +17,7 @@
 #include "dtensor/executor.hpp"
 #include "dtensor/nccl.hpp"
 #include "dtensor/planner.hpp"
-#include "dtensor/testing.hpp"
+#include "dtensor/sim.hpp"
 #include "exec_check.hpp"
 #include "oracle.hpp"
 

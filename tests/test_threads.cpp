@@ -11,7 +11,7 @@
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/planner.hpp"
-#include "dtensor/testing.hpp"
+#include "dtensor/sim.hpp"
 
 using namespace dtensor;
 

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
-#include "dtensor/testing.hpp"
+#include "dtensor/sim.hpp"
 
 namespace dtensor::cli {
 namespace {

@@ -15,6 +15,11 @@ inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::sum, ReduceOp::avg, Reduc
                                              ReduceOp::min, ReduceOp::product};
 [[nodiscard]] std::string_view to_string(ReduceOp op) noexcept;
 [[nodiscard]] ReduceOp parse_reduce_op(std::string_view text);
+// Whether Partials with these ops can sit on two mesh dims of one layout (equal ops; sum and avg mix).
+[[nodiscard]] constexpr bool mixable(ReduceOp a, ReduceOp b) noexcept {
+  auto sum_avg = [](ReduceOp x) { return x == ReduceOp::sum || x == ReduceOp::avg; };
+  return a == b || (sum_avg(a) && sum_avg(b));
+}
 
 // The placement of a tensor on one mesh dim (PyTorch's Shard, _StridedShard, Replicate, Partial).
 class Placement {

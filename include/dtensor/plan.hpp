@@ -102,4 +102,8 @@ struct Plan {
 // step and the field. The executor runs it on every plan, and Plan::from_json on every plan it reads.
 void validate_plan(const Plan& plan, std::optional<std::int64_t> max_workspace_bytes = std::nullopt);
 
+// The structural part of validate_plan, alone: every step's states fit the mesh and the tensor,
+// and the steps chain from the source to the target. Throws InputError naming the step and field.
+void check_chain(const Plan& plan);
+
 }  // namespace dtensor

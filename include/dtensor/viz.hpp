@@ -1,10 +1,11 @@
 #pragma once
-// Pictures of layouts and plans (`dtensor show`), drawn from the ownership math only: any mesh
+// Pictures of layouts and plans (`dtensor show`) and of cost-model fits (`dtensor tune fit --report`), drawn from the ownership math only: any mesh
 // and shape works without materialising tensor data.
 #include <string>
 #include <vector>
 
 #include "dtensor/planner.hpp"
+#include "dtensor/tune.hpp"
 
 namespace dtensor::viz {
 
@@ -38,5 +39,10 @@ struct Options {
 [[nodiscard]] std::string render_text(const Plan& plan, const Options& opt, int width);
 // The explored part of the graph (states within the plan's cost), the plan's path in bold.
 [[nodiscard]] std::string render_dot(const Plan& plan, const CostModel& cost, std::size_t max_states = 200);
+
+// A standalone HTML page on a cost-model fit (`dtensor tune fit --report`): per log, measured and
+// fitted time and bus bandwidth (log-log SVG charts), residuals, bands and ignored rows.
+// `profile_path`: where the profile was written, for the heading.
+[[nodiscard]] std::string render_fit_report(const tune::ProfileFit& fitted, const std::string& profile_path);
 
 }  // namespace dtensor::viz

@@ -32,7 +32,7 @@
 #include "dtensor/plan_cache.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/simulated.hpp"
-#include "dtensor/testing.hpp"
+#include "dtensor/sim.hpp"
 #include "dtensor/tune.hpp"
 
 namespace nb = nanobind;
@@ -601,7 +601,7 @@ NB_MODULE(_core, m) {
                nb::gil_scoped_release release;
                p = cache.get_or_plan(src, dst, cost, o);
              }
-             return *p;
+             return p;  // shared with the cache: no copy (Plan has no mutators in Python)
            },
            "src"_a, "dst"_a, "cost_model"_a = "default", "edges"_a = nb::none(), "max_memory"_a = nb::none(),
            "The cached plan, planned on a miss")

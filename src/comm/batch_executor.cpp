@@ -7,7 +7,6 @@
 
 #include "dtensor/batch.hpp"
 #include "dtensor/error.hpp"
-#include "dtensor/testing.hpp"
 #include "executor_impl.hpp"
 #include "planner/workspace.hpp"
 
@@ -200,89 +199,6 @@ void BatchExecutor::execute(std::span<const Buffers> buffers, std::span<std::byt
     }
     for (const auto& m : st.members) impl_of(m.tensor).run(buffers[static_cast<std::size_t>(m.tensor)], impl_of(m.tensor).steps[static_cast<std::size_t>(m.step)].post);
   }
-}
-
-namespace {
-// Counts the collectives a rank issues (forwarding everything to the backend).
-class CountingCommunicator final : public Communicator {
- public:
-  explicit CountingCommunicator(Communicator& c) : c_(c) {}
-  const Mesh& mesh() const override { return c_.mesh(); }
-  std::int64_t rank() const override { return c_.rank(); }
-  bool supports(Collective c, DType d, ReduceOp o) const override { return c_.supports(c, d, o); }
-  std::vector<std::uint64_t> exchange(std::uint64_t v) override { return c_.exchange(v); }
-  void prepare(std::span<const Group> g) override { c_.prepare(g); }
-  void all_gather(const Group& g, const void* s, void* r, std::int64_t n, DType d) override {
-    ++count;
-    c_.all_gather(g, s, r, n, d);
-  }
-  void reduce_scatter(const Group& g, const void* s, void* r, std::int64_t n, DType d, ReduceOp o) override {
-    ++count;
-    c_.reduce_scatter(g, s, r, n, d, o);
-  }
-  void all_reduce(const Group& g, const void* s, void* r, std::int64_t n, DType d, ReduceOp o) override {
-    ++count;
-    c_.all_reduce(g, s, r, n, d, o);
-  }
-  void all_to_all(const Group& g, const void* s, void* r, std::int64_t n, DType d) override {
-    ++count;
-    c_.all_to_all(g, s, r, n, d);
-  }
-  void send_recv(std::span<const Transfer> s, std::span<const Transfer> r, DType d) override {
-    ++count;
-    c_.send_recv(s, r, d);
-  }
-  void synchronize() override { c_.synchronize(); }
-  void copy(void* d, const void* s, std::int64_t b) override { c_.copy(d, s, b); }
-  void fill(void* d, DType t, std::int64_t n, double v) override { c_.fill(d, t, n, v); }
-  void copy_strided(void* d, const void* s, std::int64_t rb, std::span<const std::int64_t> c, std::span<const std::int64_t> ds,
-                    std::span<const std::int64_t> ss) override {
-    c_.copy_strided(d, s, rb, c, ds, ss);
-  }
-  std::int64_t count = 0;
-
- private:
-  Communicator& c_;
-};
-}  // namespace
-
-std::int64_t simulation_bytes(const BatchPlan& batch) {
-  std::int64_t need = batch.staging_bytes() * batch.plans.front().mesh().num_ranks();
-  for (const auto& p : batch.plans) need += simulation_bytes(p);
-  return need;
-}
-
-BatchSimulationResult simulate(const BatchPlan& batch) {
-  validate_batch_plan(batch);
-  const Mesh& mesh = batch.plans.front().mesh();
-  SimulatedWorld world(mesh);
-  const std::size_t T = batch.plans.size();
-  const auto R = static_cast<std::size_t>(mesh.num_ranks());
-  std::vector<std::vector<std::vector<std::byte>>> outputs(T, std::vector<std::vector<std::byte>>(R));
-  BatchSimulationResult res;
-  run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
-    CountingCommunicator counting(comm);
-    BatchExecutor ex(batch, counting);
-    std::vector<std::vector<std::byte>> in(T), ws(T);
-    std::vector<Buffers> bufs(T);
-    for (std::size_t t = 0; t < T; ++t) {
-      in[t] = seeded_input(batch.plans[t].src, rank);
-      auto& out = outputs[t][static_cast<std::size_t>(rank)];
-      out.assign(static_cast<std::size_t>(ex.executor(t).output_bytes()), std::byte{0});
-      ws[t].assign(static_cast<std::size_t>(ex.executor(t).workspace_bytes()), std::byte{0});
-      bufs[t] = {in[t], out, ws[t]};
-    }
-    std::vector<std::byte> staging(static_cast<std::size_t>(ex.staging_bytes()));
-    counting.count = 0;
-    ex.execute(bufs, staging);
-    if (rank == 0) res.collectives = counting.count;
-  });
-  res.verified = true;
-  for (std::size_t t = 0; t < T; ++t) {
-    res.mismatch.push_back(verify_outputs(batch.plans[t].dst, outputs[t]));
-    res.verified = res.verified && res.mismatch.back().empty();
-  }
-  return res;
 }
 
 }  // namespace dtensor

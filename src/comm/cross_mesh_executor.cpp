@@ -3,13 +3,12 @@
 // strided copies, read or written in place when a box is one run), the plan inside B on B's.
 #include <algorithm>
 #include <optional>
-#include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "dtensor/cross_mesh.hpp"
 #include "dtensor/error.hpp"
-#include "dtensor/testing.hpp"
 #include "executor_impl.hpp"
 
 namespace dtensor {
@@ -176,43 +175,6 @@ void CrossMeshExecutor::execute(const Buffers& b) const {
   }
   run_actions(*I.world, I.dtype, v, I.unpack);
   if (I.post) I.post->execute(Buffers{v.output, b.output, scratch.first(static_cast<std::size_t>(I.post_ws))});
-}
-
-std::int64_t simulation_bytes(const CrossMeshPlan& plan) { return simulation_bytes(plan.pre) + simulation_bytes(plan.post); }
-
-CrossMeshSimulationResult simulate(const CrossMeshPlan& plan) {
-  validate_cross_mesh_plan(plan);
-  CrossMeshSimulationResult res;
-  SimulatedWorld world(Mesh(std::vector<std::int64_t>{plan.world_size}));
-  SimulatedWorld on_a(plan.src.mesh()), on_b(plan.dst.mesh());
-  const auto W = static_cast<std::size_t>(plan.world_size);
-  std::vector<std::vector<std::byte>> outputs(static_cast<std::size_t>(plan.dst.mesh().num_ranks()));
-  std::vector<std::string> errors(W);
-  std::vector<std::thread> threads;
-  for (std::size_t w = 0; w < W; ++w) {
-    threads.emplace_back([&, w] {
-      try {
-        const auto wr = static_cast<std::int64_t>(w);
-        const std::int64_t ra = index_of(plan.src_ranks, wr), rb = index_of(plan.dst_ranks, wr);
-        CrossMeshExecutor ex(plan, world.communicator(wr), ra >= 0 ? &on_a.communicator(ra) : nullptr,
-                             rb >= 0 ? &on_b.communicator(rb) : nullptr);
-        std::vector<std::byte> in = ra >= 0 ? seeded_input(plan.src, ra) : std::vector<std::byte>{};
-        std::vector<std::byte> out(static_cast<std::size_t>(ex.output_bytes()));
-        std::vector<std::byte> ws(static_cast<std::size_t>(ex.workspace_bytes()));
-        ex.execute(Buffers{in, out, ws});
-        if (rb >= 0) outputs[static_cast<std::size_t>(rb)] = std::move(out);
-      } catch (const std::exception& e) {
-        errors[w] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (std::size_t w = 0; w < W; ++w)
-    if (!errors[w].empty()) throw BackendError(fmt::format("world rank {}: {}", w, errors[w]));
-  res.mismatch = verify_outputs(plan.dst, outputs, plan.src.mesh().num_ranks());
-  res.verified = res.mismatch.empty();
-  res.outputs = std::move(outputs);
-  return res;
 }
 
 }  // namespace dtensor

@@ -99,7 +99,7 @@ struct Executor::Impl {
 void issue_collective(Communicator& comm, Collective c, const Group& g, const void* send, void* recv, std::int64_t count,
                       DType dtype, ReduceOp op);
 
-// Step-level access for the all-ranks driver (testing.hpp).
+// Step-level access for the all-ranks driver (sim.hpp).
 struct ExecutorAccess {
   static const Executor::Impl& impl(const Executor& e) { return *e.impl_; }
 };

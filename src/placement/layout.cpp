@@ -11,12 +11,6 @@
 namespace dtensor {
 namespace {
 
-bool mixable(ReduceOp a, ReduceOp b) {
-  if (a == b) return true;
-  auto sum_avg = [](ReduceOp x) { return x == ReduceOp::sum || x == ReduceOp::avg; };
-  return sum_avg(a) && sum_avg(b);
-}
-
 void validate_partials(const std::vector<std::optional<ReduceOp>>& partial) {
   std::optional<std::pair<int, ReduceOp>> first;
   for (std::size_t m = 0; m < partial.size(); ++m) {

@@ -1,9 +1,104 @@
 // Lowering: the planner decides, once per plan, where every state and scratch region of every
 // step lives in the workspace; the executor only reads these records.
+#include <algorithm>
+
 #include "dtensor/error.hpp"
 #include "graph.hpp"
 
 namespace dtensor {
+namespace {
+
+std::int64_t group_size(const std::vector<std::int64_t>& mesh_shape, std::span<const int> mesh_dims) {
+  std::int64_t n = 1;
+  for (int m : mesh_dims) n *= mesh_shape[static_cast<std::size_t>(m)];
+  return n;
+}
+
+bool entries_unit_split(const Sharding& s, int d, std::span<const int> mesh_dims) {
+  for (const auto& e : s.entries(d))
+    if (std::find(mesh_dims.begin(), mesh_dims.end(), e.mesh_dim) != mesh_dims.end() && e.split_factor != 1)
+      return false;
+  return true;
+}
+
+// The collective's concatenated per-peer chunks are the local tensor in row-major order:
+// one tensor dim `d` changes, splits are plain chunks, sizes are even, and every dim before
+// `d` has at most one element locally.
+bool contiguous_concat(const Geometry& g, const Sharding& whole, const Sharding& piece, int d,
+                       std::span<const int> mesh_dims) {
+  if (!entries_unit_split(piece, d, mesh_dims) || !entries_unit_split(whole, d, mesh_dims)) return false;
+  const auto ps = g.dim_stats(d, piece.entries(d));
+  if (ps.max != ps.min) return false;
+  for (int k = 0; k < d; ++k)
+    if (g.dim_stats(k, whole.entries(k)).max > 1) return false;
+  return true;
+}
+
+}  // namespace
+
+// The buffers one step needs (its collective's send/receive regions and whether it can work in
+// place): what lower_buffers records and what the search and validate_plan price.
+BufferGeometry step_buffers(const Geometry& g, StepKind kind, std::span<const int> mesh_dims,
+                         std::span<const int> tensor_dims, const Sharding& from, const Sharding& to,
+                         const Geometry::DirectStats* direct) {
+  BufferGeometry b;
+  const auto F = g.numel_stats(from, true);
+  const auto T = g.numel_stats(to);
+  b.from_max = F.max;
+  b.from_min = F.min;
+  b.to_max = T.max;
+  b.to_min = T.min;
+  b.group_size = group_size(g.mesh_shape(), mesh_dims);
+  const auto n = b.group_size;
+  switch (kind) {
+    case StepKind::all_gather:
+      b.chunk = F.max;
+      b.pad_send = F.max != F.min;
+      // Every rank must hold exactly `chunk` elements (the collective's count is global).
+      b.zero_copy = F.max == F.min && tensor_dims.size() == 1 && contiguous_concat(g, to, from, tensor_dims[0], mesh_dims);
+      if (!b.zero_copy) {
+        b.recv_elems = n * b.chunk;
+        b.send_elems = b.pad_send ? b.chunk : 0;
+      }
+      break;
+    case StepKind::reduce_scatter:
+      b.chunk = T.max;
+      b.zero_copy = T.max == T.min && tensor_dims.size() == 1 && contiguous_concat(g, from, to, tensor_dims[0], mesh_dims);
+      if (!b.zero_copy) {
+        b.send_elems = n * b.chunk;
+        b.recv_elems = b.chunk;
+      }
+      break;
+    case StepKind::all_reduce:
+      b.chunk = F.max;
+      b.zero_copy = true;
+      break;
+    case StepKind::all_to_all:
+      b.chunk = g.all_to_all_chunk(from, to, mesh_dims[0]);
+      b.send_elems = n * b.chunk;
+      b.recv_elems = n * b.chunk;
+      break;
+    case StepKind::direct: {
+      b.send_elems = direct ? direct->max_traffic : g.direct_stats(from, to).max_traffic;
+      break;
+    }
+    case StepKind::local_chunk:
+    case StepKind::local_fill:
+    case StepKind::relabel:
+      break;
+  }
+  return b;
+}
+
+std::int64_t step_peak_bytes(const Geometry& g, const BufferGeometry& b, bool from_is_input, bool to_is_output) {
+  const auto s = g.itemsize();
+  std::int64_t peak = 0;
+  if (b.send_elems) peak += ws_round(b.send_elems * s);
+  if (b.recv_elems) peak += ws_round(b.recv_elems * s);
+  if (!from_is_input) peak += ws_round(b.from_max * s);
+  if (!to_is_output) peak += ws_round(b.to_max * s);
+  return peak;
+}
 
 void lower_buffers(Plan& plan) {
   const auto s = static_cast<std::int64_t>(itemsize(plan.dtype()));

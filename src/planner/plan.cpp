@@ -224,15 +224,7 @@ Plan Plan::from_json(std::string_view text) {
   const auto steps = j.find("steps");
   if (steps == j.end() || !steps->is_array()) throw InputError("plan JSON needs a 'steps' array");
   for (const auto& s : *steps) p.steps.push_back(step_of(s, md, td));
-  // Structural check: the steps chain from the source to the target.
-  Sharding cur = p.src.sharding();
-  for (std::size_t i = 0; i < p.steps.size(); ++i) {
-    if (p.steps[i].from != cur)
-      throw InputError(fmt::format("plan JSON step {} starts from {} but the previous state is {}", i, p.steps[i].from.str(), cur.str()));
-    cur = p.steps[i].to;
-  }
-  if (cur != p.dst.sharding())
-    throw InputError(fmt::format("plan JSON steps end in {} but the target is {}", cur.str(), p.dst.placements_str()));
+  check_chain(p);  // before the lowering below reads the states
   if (version < 2)  // version 1 carried no buffer records: rebuild them (the same function the planner runs)
     lower_buffers(p);
   if (auto r = j.find("runner_up"); r != j.end() && !r->is_null()) {

@@ -55,6 +55,22 @@ void check_group_shape(std::size_t k, const Step& st, int mesh_ndim) {
 
 }  // namespace
 
+void check_chain(const Plan& plan) {
+  const int md = plan.src.mesh().ndim(), td = static_cast<int>(plan.shape().size());
+  Sharding cur = plan.src.sharding();
+  for (std::size_t k = 0; k < plan.steps.size(); ++k) {
+    const Step& st = plan.steps[k];
+    for (const auto* s : {&st.from, &st.to})
+      if (s->mesh_ndim() != md || s->tensor_ndim() != td)
+        bad(k, st, s == &st.from ? "from" : "to",
+            fmt::format("{} does not fit a {}-d mesh and a {}-d tensor", s->str(), md, td));
+    if (st.from != cur) bad(k, st, "from", fmt::format("is {} but the previous state is {}", st.from.str(), cur.str()));
+    cur = st.to;
+  }
+  if (cur != plan.dst.sharding())
+    throw InputError(fmt::format("plan steps end in {} but the target is {}", cur.str(), plan.dst.placements_str()));
+}
+
 void validate_plan(const Plan& plan, std::optional<std::int64_t> max_workspace_bytes) {
   const Mesh& mesh = plan.mesh();
   if (plan.dst.mesh() != mesh || plan.dst.shape() != plan.shape() || plan.dst.dtype() != plan.dtype())
@@ -73,13 +89,9 @@ void validate_plan(const Plan& plan, std::optional<std::int64_t> max_workspace_b
   const Geometry geo(mesh.shape(), plan.shape(), static_cast<std::int64_t>(itemsize(plan.dtype())));
   std::vector<int> play_dims;  // every tensor dim: a superset of what any cost model plays with
   for (int d = 0; d < static_cast<int>(plan.shape().size()); ++d) play_dims.push_back(d);
-  Sharding cur = plan.src.sharding();
+  check_chain(plan);
   for (std::size_t k = 0; k < S; ++k) {
     const Step& st = plan.steps[k];
-    if (st.from != cur)
-      bad(k, st, "from", fmt::format("is {} but the previous state is {}", st.from.str(), cur.str()));
-    if (st.to.mesh_ndim() != mesh.ndim() || st.to.tensor_ndim() != static_cast<int>(plan.shape().size()))
-      bad(k, st, "to", fmt::format("{} does not fit a {}-d mesh and a {}-d tensor", st.to.str(), mesh.ndim(), plan.shape().size()));
     check_group_shape(k, st, mesh.ndim());
     // The graph as the planner sees it on the way to this step's target, with every edge of
     // every edge set and every tensor dim in play: its edges out of `from` are the steps that
@@ -107,10 +119,7 @@ void validate_plan(const Plan& plan, std::optional<std::int64_t> max_workspace_b
         bad(k, st, "kind", fmt::format("{} over mesh dims {} cannot take {} to {}", to_string(st.kind), dims_str(st.mesh_dims),
                                        st.from.str(), st.to.str()));
     }
-    cur = st.to;
   }
-  if (cur != plan.dst.sharding())
-    throw InputError(fmt::format("plan steps end in {} but the target is {}", cur.str(), plan.dst.placements_str()));
 
   // The workspace the steps need, and the lowering's records for it.
   std::int64_t need = 0;

@@ -8,7 +8,7 @@
 #include "../exec_check.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/nccl.hpp"
-#include "dtensor/testing.hpp"
+#include "dtensor/sim.hpp"
 #include "gpu_util.hpp"
 
 using namespace dtensor;

@@ -1,7 +1,7 @@
 #include <dtensor/executor.hpp>
 #include <dtensor/layout.hpp>
 #include <dtensor/planner.hpp>
-#include <dtensor/testing.hpp>
+#include <dtensor/sim.hpp>
 #include <dtensor/viz.hpp>
 #include <iostream>
 

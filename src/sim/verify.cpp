@@ -13,8 +13,8 @@
 #include "dtensor/executor.hpp"
 #include "dtensor/scalar.hpp"
 #include "dtensor/host_tensor.hpp"
-#include "dtensor/testing.hpp"
-#include "groups.hpp"
+#include "dtensor/sim.hpp"
+#include "comm/groups.hpp"
 
 namespace dtensor {
 namespace {
@@ -245,75 +245,6 @@ std::string verify_rank_output(const Layout& l, std::int64_t rank, std::span<con
     if (!ok) err = fmt::format("rank {} local element {} (global index {}) is {}, expected {}", rank, k, lin, v, want);
   });
   return err;
-}
-
-std::int64_t simulation_bytes(const Plan& plan) {
-  const Layout src = plan.src, dst = plan.dst;
-  const auto s = static_cast<std::int64_t>(itemsize(plan.dtype()));
-  const auto R = plan.mesh().num_ranks();
-  long double total = static_cast<long double>(R) * static_cast<long double>(plan.peak_bytes);
-  for (std::int64_t r = 0; r < R; ++r) {
-    const auto c = plan.mesh().coord_of_rank(r);
-    total += static_cast<long double>(src.local_numel(c)) * s + static_cast<long double>(dst.local_numel(c)) * (s + 8);
-  }
-  if (dst.numel() <= (std::int64_t{1} << 26)) total += static_cast<long double>(dst.numel()) * 4;
-  return total > static_cast<long double>(INT64_MAX) ? INT64_MAX : static_cast<std::int64_t>(total);
-}
-
-std::int64_t default_simulation_limit() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page / 2 : (std::int64_t{8} << 30);
-}
-
-SimulationResult simulate(const Plan& plan, bool threads) {
-  SimulatedWorld world(plan.mesh());
-  const Layout src = plan.src, dst = plan.dst;
-  const auto R = plan.mesh().num_ranks();
-  std::vector<std::vector<std::byte>> inputs, outputs(static_cast<std::size_t>(R)), workspaces(static_cast<std::size_t>(R));
-  for (std::int64_t r = 0; r < R; ++r) inputs.push_back(seeded_input(src, r));
-  if (threads) {
-    // Every rank's preparation first, from this thread: a plan some rank refuses is refused here,
-    // at once, instead of leaving the other ranks to wait for it until the timeout.
-    for (std::int64_t r = 0; r < R; ++r)
-      (void)Executor(plan, world.communicator(r), ExecutorOptions{.check_plans_agree = false, .max_workspace_bytes = {}, .check_plans_every_call = false});
-    run_rank_threads(world, [&](std::int64_t r, Communicator& comm) {
-      const Executor exec(plan, comm);
-      const auto u = static_cast<std::size_t>(r);
-      outputs[u].resize(static_cast<std::size_t>(exec.output_bytes()));
-      workspaces[u].resize(static_cast<std::size_t>(exec.workspace_bytes()));
-      exec.execute({inputs[u], outputs[u], workspaces[u]});
-    });
-  } else {
-    std::vector<Executor> execs;
-    std::vector<const Executor*> ptrs;
-    std::vector<Buffers> bufs;
-    execs.reserve(static_cast<std::size_t>(R));
-    for (std::int64_t r = 0; r < R; ++r) {
-      execs.emplace_back(plan, world.communicator(r), ExecutorOptions{.check_plans_agree = false, .max_workspace_bytes = {}, .check_plans_every_call = false});
-      const auto u = static_cast<std::size_t>(r);
-      outputs[u].resize(static_cast<std::size_t>(execs.back().output_bytes()));
-      workspaces[u].resize(static_cast<std::size_t>(execs.back().workspace_bytes()));
-    }
-    for (std::int64_t r = 0; r < R; ++r) {
-      const auto u = static_cast<std::size_t>(r);
-      ptrs.push_back(&execs[u]);
-      bufs.push_back({inputs[u], outputs[u], workspaces[u]});
-    }
-    execute_all_ranks(ptrs, world, bufs);
-  }
-  SimulationResult res;
-  res.mismatch = verify_outputs(dst, outputs);
-  res.verified = res.mismatch.empty();
-  for (std::int64_t r = 0; r < R; ++r) {
-    SimulationResult::Rank rk;
-    rk.rank = r;
-    rk.coord = plan.mesh().coord_of_rank(r);
-    rk.local_shape = dst.local_shape(rk.coord);
-    const auto n = static_cast<std::int64_t>(outputs[static_cast<std::size_t>(r)].size() / itemsize(plan.dtype()));
-    for (std::int64_t k = 0; k < n; ++k) rk.data.push_back(load_element(plan.dtype(), outputs[static_cast<std::size_t>(r)].data(), k));
-    res.ranks.push_back(std::move(rk));
-  }
-  return res;
 }
 
 }  // namespace dtensor

@@ -1,7 +1,8 @@
 #pragma once
-// Helpers for tests, examples and tools: the reference global tensor, seeded inputs, output
-// verification, and drivers that run every rank of a mesh in one process. Not needed to plan or
-// execute in production.
+// Simulation (src/sim): seeded inputs whose global tensor is known element by element, output
+// verification against it, drivers that run every rank of a mesh in one process, and simulate(),
+// which runs a plan that way and verifies it (`dtensor simulate`, Python's `simulate`, `tune
+// validate`). Not needed to plan or execute a redistribution.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
