@@ -42,12 +42,17 @@ class NoOpComm : public Communicator {
   void all_to_all(const Group&, const void*, void*, std::int64_t, DType) override {}
   void send_recv(std::span<const Transfer>, std::span<const Transfer>, DType) override {}
   void synchronize() override {}
-  void copy(void*, const void*, std::int64_t) override {}
-  void fill(void*, DType, std::int64_t, double) override {}
-  void copy_strided(void*, const void*, std::int64_t, std::span<const std::int64_t>, std::span<const std::int64_t>,
-                    std::span<const std::int64_t>) override {}
+  Memory& memory() override { return none_; }
 
  private:
+  // Local operations that do nothing.
+  class NoMemory final : public Memory {
+   public:
+    void copy(void*, const void*, std::int64_t) override {}
+    void fill(void*, DType, std::int64_t, double) override {}
+    void copy_strided(void*, const void*, std::int64_t, std::span<const std::int64_t>, std::span<const std::int64_t>,
+                      std::span<const std::int64_t>) override {}
+  } none_;
   Mesh mesh_;
   std::int64_t rank_;
 };
@@ -56,15 +61,7 @@ class NoOpComm : public Communicator {
 class LocalOnly final : public NoOpComm {
  public:
   using NoOpComm::NoOpComm;
-  void copy(void* d, const void* s, std::int64_t n) override { sim_.move(d, s, n); }
-  void fill(void* d, DType t, std::int64_t n, double v) override { sim_.fill(d, t, n, v); }
-  void copy_strided(void* d, const void* s, std::int64_t run, std::span<const std::int64_t> c,
-                    std::span<const std::int64_t> ds, std::span<const std::int64_t> ss) override {
-    sim_.copy_strided(d, s, run, c, ds, ss);
-  }
-
- private:
-  SimulatedMemory sim_;
+  Memory& memory() override { return host_memory(); }
 };
 
 // The single-step plan of `kind` from `from` to `to` (the planner may prefer a longer path).

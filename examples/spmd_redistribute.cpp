@@ -157,27 +157,14 @@ std::vector<Case> random_cases(const Mesh& mesh, std::int64_t n, std::int64_t se
   return out;
 }
 
-// Where a backend keeps its buffers: host memory, or device memory for NCCL.
-struct Memory {
-  std::function<std::byte*(std::size_t)> alloc;
-  std::function<void(std::byte*)> free;
-  std::function<void(std::byte*, const std::byte*, std::size_t)> upload, download;
-};
-Memory host_memory() {
-  return {[](std::size_t n) { return n ? new std::byte[n] : nullptr; }, [](std::byte* p) { delete[] p; },
-          [](std::byte* d, const std::byte* s, std::size_t n) { if (n) std::memcpy(d, s, n); },
-          [](std::byte* d, const std::byte* s, std::size_t n) { if (n) std::memcpy(d, s, n); }};
-}
-
+// A buffer in the backend's memory (Communicator::memory(): host, or the GPU's for NCCL).
 struct Buffer {
-  const Memory* mem;
+  Memory* mem;
   std::byte* p = nullptr;
   std::size_t n = 0;
-  Buffer(const Memory& m, std::size_t bytes) : mem(&m), p(m.alloc(bytes)), n(bytes) {}
+  Buffer(Memory& m, std::size_t bytes) : mem(&m), p(static_cast<std::byte*>(m.allocate(bytes))), n(bytes) {}
   Buffer(const Buffer&) = delete;
-  ~Buffer() {
-    if (p) mem->free(p);
-  }
+  ~Buffer() { mem->release(p); }
 };
 
 struct Absent {};  // --inject-absent: this rank leaves without executing
@@ -204,8 +191,9 @@ Layout reduce_partials(Communicator& comm, const Layout& dst, std::byte* out, st
 }
 
 // One rank's part of one case: plan, agree, fill, execute, reduce Partial dims, verify.
-Outcome run_rank(Communicator& comm, const Memory& mem, const Args& a, const Case& c, const CostModel& cost,
-                 const std::function<void()>& wait) {
+Outcome run_rank(Communicator& comm, const Args& a, const Case& c, const CostModel& cost) {
+  Memory& mem = comm.memory();
+  const auto wait = [&mem] { mem.wait(); };
   const Mesh& mesh = comm.mesh();
   const DType dt = parse_dtype(a.dtype);
   const Layout src = Layout::parse(mesh, c.shape, dt, c.from);
@@ -250,8 +238,9 @@ Outcome run_rank(Communicator& comm, const Memory& mem, const Args& a, const Cas
 
 // --batch: every case in one batch plan, run once through the batch executor, each tensor
 // verified on every rank. Returns the exit status; rank 0 prints one summary line.
-int run_batch(Communicator& comm, const Memory& mem, const Args& a, const std::vector<Case>& cases,
-              const std::function<void()>& wait) {
+int run_batch(Communicator& comm, const Args& a, const std::vector<Case>& cases) {
+  Memory& mem = comm.memory();
+  const auto wait = [&mem] { mem.wait(); };
   const Mesh& mesh = comm.mesh();
   const DType dt = parse_dtype(a.dtype);
   std::vector<std::pair<Layout, Layout>> pairs;
@@ -301,16 +290,15 @@ int run_batch(Communicator& comm, const Memory& mem, const Args& a, const std::v
 }
 
 // Runs every case on this rank; returns the exit status. Rank 0 prints the summaries.
-int run_cases(Communicator& comm, const Memory& mem, const Args& a, const std::vector<Case>& cases,
-              const std::function<void()>& wait, bool print_rank_hash) {
-  if (a.batch) return run_batch(comm, mem, a, cases, wait);
+int run_cases(Communicator& comm, const Args& a, const std::vector<Case>& cases, bool print_rank_hash) {
+  if (a.batch) return run_batch(comm, a, cases);
   const CostModel cost = CostModel::load(a.cost_model);
   const auto R = comm.mesh().num_ranks();
   bool all_ok = true;
   for (const auto& c : cases) {
     Outcome o;
     try {
-      o = run_rank(comm, mem, a, c, cost, wait);
+      o = run_rank(comm, a, c, cost);
     } catch (const Absent&) {
       // A stuck peer: it never issues the collective; the others' watchdogs must end the run.
       std::fprintf(stderr, "rank %lld: stuck, not executing (--inject-absent)\n", static_cast<long long>(comm.rank()));
@@ -354,30 +342,13 @@ int run_threads(const Args& a) {
   WorldOptions o;
   o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
   SimulatedWorld world(mesh, o);
-  const Memory mem = host_memory();
   std::vector<int> status(static_cast<std::size_t>(mesh.num_ranks()), 0);
   run_rank_threads(world, [&](std::int64_t r, Communicator& comm) {
-    status[static_cast<std::size_t>(r)] = run_cases(comm, mem, a, cases, [] {}, a.random == 0);
+    status[static_cast<std::size_t>(r)] = run_cases(comm, a, cases, a.random == 0);
   });
   return *std::max_element(status.begin(), status.end());
 }
 
-#ifdef DTENSOR_WITH_NCCL
-Memory device_memory_of() {
-  return {[](std::size_t n) {
-            void* p = nullptr;
-            if (n && cudaMalloc(&p, n) != cudaSuccess) throw BackendError(fmt::format("cudaMalloc of {} bytes failed", n));
-            return static_cast<std::byte*>(p);
-          },
-          [](std::byte* p) { cudaFree(p); },
-          [](std::byte* d, const std::byte* s, std::size_t n) {
-            if (n && cudaMemcpy(d, s, n, cudaMemcpyHostToDevice) != cudaSuccess) throw BackendError("upload failed");
-          },
-          [](std::byte* d, const std::byte* s, std::size_t n) {
-            if (n && cudaMemcpy(d, s, n, cudaMemcpyDeviceToHost) != cudaSuccess) throw BackendError("download failed");
-          }};
-}
-#endif
 
 }  // namespace
 
@@ -400,14 +371,13 @@ int main(int argc, char** argv) {
         MpiOptions o;
         o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
         MpiCommunicator comm(mesh, MPI_COMM_WORLD, o);
-        status = run_cases(comm, host_memory(), a, cases, [] {}, a.random == 0);
+        status = run_cases(comm, a, cases, a.random == 0);
       } else {
 #ifdef DTENSOR_WITH_NCCL
         NcclOptions o;
         o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
         auto comm = nccl_communicator_from_mpi(mesh, o);
-        const Memory mem = device_memory_of();
-        status = run_cases(*comm, mem, a, cases, [&] { comm->wait(); }, a.random == 0);
+        status = run_cases(*comm, a, cases, a.random == 0);
 #endif
       }
       MPI_Finalize();
@@ -426,7 +396,6 @@ int main(int argc, char** argv) {
       std::vector<int> devices(static_cast<std::size_t>(gpus));
       for (int g = 0; g < gpus; ++g) devices[static_cast<std::size_t>(g)] = g;
       auto comms = NcclCommunicator::local_world(mesh, devices, std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000)));
-      const Memory mem = device_memory_of();
       std::vector<int> status(comms.size(), 0);
       std::vector<std::exception_ptr> errors(comms.size());
       std::vector<std::thread> threads;
@@ -435,7 +404,7 @@ int main(int argc, char** argv) {
           try {
             cudaSetDevice(devices[r]);
             auto* c = comms[r].get();
-            status[r] = run_cases(*c, mem, a, cases, [c] { c->wait(); }, a.random == 0);
+            status[r] = run_cases(*c, a, cases, a.random == 0);
           } catch (...) {
             errors[r] = std::current_exception();
           }

@@ -184,8 +184,16 @@ TEST_CASE("explain names every step and the runner-up", "[planner]") {
   CHECK_THAT(text, Catch::Matchers::Contains("step 3: local_chunk"));
   CHECK_THAT(text, Catch::Matchers::Contains("runner-up"));
   CHECK_THAT(text, Catch::Matchers::Contains("α"));
-  CHECK_THAT(text, Catch::Matchers::Contains("cost model 'pytorch'"));
+  CHECK_THAT(text, Catch::Matchers::Contains("(cost model pytorch, edges pytorch)"));
   CHECK(explain(Plan::from_json(p.to_json())) == text);  // the plan alone explains itself
+  // the table (`dtensor plan`): the same request line, total and runner-up, a row per step
+  const auto table = explain(p, ExplainStyle::table);
+  CHECK(table.substr(0, table.find('\n')) == text.substr(0, text.find('\n')));
+  CHECK(table.substr(table.find("\ntotal:")) == text.substr(text.find("\ntotal:")));
+  CHECK_THAT(table, Catch::Matchers::Contains("sent B"));
+  for (std::size_t i = 0; i < p.steps.size(); ++i)
+    CHECK_THAT(table, Catch::Matchers::Contains(fmt::format("{:>2}  {:<14}", i + 1, to_string(p.steps[i].kind))));
+  CHECK(table.find("step 1:") == std::string::npos);
 }
 
 TEST_CASE("triangle inequality of planner costs (property)", "[planner]") {

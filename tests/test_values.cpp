@@ -274,7 +274,7 @@ TEST_CASE("bf16/f16 fast codecs equal the reference codecs bit for bit", "[value
 // op, a sample of three- and eight-member fp8 reductions, and samples of bf16/f16.
 TEST_CASE("device reduction arithmetic gives the CPU executor's bits", "[values]") {
   namespace rm = dtensor::reduce_math;
-  SimulatedMemory cpu;
+  Memory& cpu = host_memory();
   const std::pair<DType, rm::Format> formats[] = {{DType::f8e4m3, rm::kE4M3}, {DType::f8e5m2, rm::kE5M2},
                                                   {DType::bf16, rm::kBF16},   {DType::f16, rm::kF16}};
   const ReduceOp ops[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product};

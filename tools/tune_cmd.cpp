@@ -176,10 +176,8 @@ void run_predict() {
 // in-process backend (wall clock, or the --truth profile's virtual clock), or this process's rank
 // of an MPI job (`mpirun -np N dtensor tune ... --backend mpi`; wall clock). Returns whether this
 // process prints (the in-process backend, or MPI rank 0).
-// The buffers' memory (tune::Memory) comes with the backend: host, or the GPU's for nccl.
-bool run_spmd(const Mesh& mesh,
-              const std::function<void(std::int64_t, Communicator&, const std::function<double()>&, const tune::Memory&)>& fn) {
-  const tune::Memory host;
+// The buffers' memory comes with the backend (Communicator::memory()): host, or the GPU's for nccl.
+bool run_spmd(const Mesh& mesh, const std::function<void(std::int64_t, Communicator&, const std::function<double()>&)>& fn) {
   if (args.backend == "threads") {
     if (mesh.num_ranks() > 256) throw InputError(fmt::format("--mesh {}: the in-process backend runs at most 256 ranks", args.mesh));
     WorldOptions wo;
@@ -198,7 +196,7 @@ bool run_spmd(const Mesh& mesh,
         if (virtual_clock) return world.clock_us(rank);
         return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
       };
-      fn(rank, comm, now, host);
+      fn(rank, comm, now);
     });
     return true;
   }
@@ -223,14 +221,13 @@ bool run_spmd(const Mesh& mesh,
     const std::function<double()> now = [] { return MPI_Wtime() * 1e6; };
     if (args.backend == "mpi") {
       MpiCommunicator comm(mesh);
-      fn(comm.rank(), comm, now, host);
+      fn(comm.rank(), comm, now);
       return comm.rank() == 0;
     }
 #ifdef DTENSOR_CLI_NCCL
     // one GPU per process (its local rank's), NCCL started through MPI; buffers on the GPU
     auto comm = nccl_communicator_from_mpi(mesh);
-    const tune::Memory device = nccl_device_memory(*comm);
-    fn(comm->rank(), *comm, now, device);
+    fn(comm->rank(), *comm, now);
     comm->wait();
     return comm->rank() == 0;
 #else
@@ -260,11 +257,8 @@ void run_measure() {
   mo.devices_per_host = parse_index("--devices-per-host", args.devices_per_host, std::int64_t{1} << 31);
   std::vector<tune::MeasuredLog> logs;
   std::mutex mu;
-  const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now,
-                                         const tune::Memory& memory) {
-    tune::MeasureOptions o = mo;
-    o.memory = memory;
-    auto mine = tune::measure(comm, o, now);
+  const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now) {
+    auto mine = tune::measure(comm, mo, now);
     std::lock_guard lock(mu);
     if (rank == 0) logs = std::move(mine);
   });
@@ -297,11 +291,8 @@ void run_validate() {
   vo.iters = static_cast<int>(parse_index("--iters", args.iters, 1000000));
   std::vector<tune::Validation> results;
   std::mutex mu;
-  const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now,
-                                         const tune::Memory& memory) {
-    tune::ValidateOptions o = vo;
-    o.memory = memory;
-    auto mine = tune::validate(comm, model, cases, o, now);
+  const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now) {
+    auto mine = tune::validate(comm, model, cases, vo, now);
     std::lock_guard lock(mu);
     if (rank == 0) results = std::move(mine);
   });

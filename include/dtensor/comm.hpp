@@ -10,6 +10,7 @@
 
 #include "dtensor/collective.hpp"
 #include "dtensor/dtype.hpp"
+#include "dtensor/memory.hpp"
 #include "dtensor/mesh.hpp"
 #include "dtensor/placement.hpp"
 
@@ -31,7 +32,7 @@ struct Transfer {
 
 // Collectives complete, in issue order, by `synchronize()` (a backend may complete them earlier:
 // the threads and MPI backends block in the call, NCCL orders them on its stream). Counts are in
-// elements of `dtype`. Local memory operations run on the backend's own memory (host or device).
+// elements of `dtype`. Local memory operations run on the backend's own memory (memory(): host or device).
 // Failures of the backend (a peer that never arrives, a mismatched collective, a CUDA/NCCL/MPI
 // error) throw BackendError.
 class Communicator {
@@ -68,12 +69,16 @@ class Communicator {
   // Completes every operation issued so far.
   virtual void synchronize() = 0;
 
-  // Local memory operations.
-  virtual void copy(void* dst, const void* src, std::int64_t bytes) = 0;
-  virtual void fill(void* dst, DType dtype, std::int64_t count, double value) = 0;
-  // Strided copy: `count[k]` runs along dims, innermost `run_bytes` contiguous (see Executor).
-  virtual void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
-                            std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) = 0;
+  // Where this backend's buffers live; the executor's local operations run on it (host memory by
+  // default; NCCL: the GPU's, ordered on the communicator's stream).
+  [[nodiscard]] virtual Memory& memory() { return host_memory(); }
+  // Local memory operations, on memory().
+  void copy(void* dst, const void* src, std::int64_t bytes) { memory().copy(dst, src, bytes); }
+  void fill(void* dst, DType dtype, std::int64_t count, double value) { memory().fill(dst, dtype, count, value); }
+  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
+                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) {
+    memory().copy_strided(dst, src, run_bytes, count, dst_stride, src_stride);
+  }
 };
 
 // A group for messages: "the world" (no mesh dim), "mesh dim 1 (tp, size 4)", "mesh dims 0 (size 2)

@@ -44,10 +44,7 @@ class MpiCommunicator final : public Communicator {
   void all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override;
   void send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) override;
   void synchronize() override {}  // every call completed before it returned
-  void copy(void* dst, const void* src, std::int64_t bytes) override;
-  void fill(void* dst, DType dtype, std::int64_t count, double value) override;
-  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
-                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override;
+  // memory(): host memory (the default).
 
   // MPI's local rank of this process on its node (MPI_COMM_TYPE_SHARED), e.g. to pick a GPU.
   [[nodiscard]] int local_rank() const;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "dtensor/comm.hpp"
-#include "dtensor/simulated.hpp"
+#include "dtensor/memory.hpp"
 
 namespace dtensor {
 
@@ -79,10 +79,10 @@ class NcclCommunicator final : public Communicator {
   void all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override;
   void send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) override;
   void synchronize() override;
-  void copy(void* dst, const void* src, std::int64_t bytes) override;
-  void fill(void* dst, DType dtype, std::int64_t count, double value) override;
-  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
-                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override;
+  // The rank's GPU memory: allocations on its device, uploads and downloads that wait for the
+  // stream, copies, fills and strided packing as kernels on the stream. No local reductions (the
+  // backend reduces through NCCL): supports() is false for them and reduce() throws InputError.
+  [[nodiscard]] Memory& memory() override;
 
  private:
   struct State;
@@ -96,15 +96,14 @@ class NcclCommunicator final : public Communicator {
   void* stream_ = nullptr;
   NcclOptions options_;
   std::unique_ptr<State> state_;
+  std::unique_ptr<Memory> memory_;
 };
 
 // Memory for the in-process backend on one GPU (SimulatedWorld's WorldOptions::memory): every rank
 // of a mesh as device buffers, collectives as device copies and the reduction kernels, all on
 // `stream`. It checks the CUDA kernels on multi-rank plans where NCCL (one rank per GPU) cannot.
 // Use it with the all-ranks driver (execute_all_ranks), which issues everything from one thread.
-[[nodiscard]] std::shared_ptr<SimulatedMemory> device_memory(void* stream = nullptr);
-
-// (nccl_device_memory, the tune library's device buffers on a communicator's GPU, is declared in
-// tune.hpp.)
+// Allocations are on the current device; uploads and downloads wait for `stream`.
+[[nodiscard]] std::shared_ptr<Memory> device_memory(void* stream = nullptr);
 
 }  // namespace dtensor

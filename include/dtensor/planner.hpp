@@ -33,10 +33,13 @@ struct PlanOptions {
 // small for a step.
 void lower_buffers(Plan& plan);
 
-// Human-readable explanation of every step (what moves, why, bytes, padding, α/β/copy) and the
-// runner-up plan. Everything comes from the plan itself (it names the cost model it was planned
-// with), so a plan read back from JSON explains the same.
-[[nodiscard]] std::string explain(const Plan& plan);
+// The plan as text: the request, the steps, the total, the trace and the runner-up. `prose`
+// explains every step in a paragraph (what moves, why, bytes, padding, α/β/copy); `table` gives
+// one row per step (`dtensor plan`; `--explain` for prose). Everything comes from the plan
+// itself (it names the cost model it was planned with), so a plan read back from JSON explains
+// the same.
+enum class ExplainStyle : std::uint8_t { prose, table };
+[[nodiscard]] std::string explain(const Plan& plan, ExplainStyle style = ExplainStyle::prose);
 // The runner-up's trace; when it visits the same states as the plan (by other means, e.g. a
 // direct exchange instead of a collective), followed by both step lists:
 // "S(0)->R (steps: all_to_all[0]; the plan: all_gather[0])". "" when there is no runner-up.

@@ -15,26 +15,13 @@
 
 namespace dtensor {
 
-// How the in-process backend touches memory. The default works on host memory (16- and 8-bit
-// floats reduced in double and rounded once); dtensor::nccl offers a device-memory variant that
-// checks the CUDA kernels on multi-rank plans.
-class SimulatedMemory {
- public:
-  virtual ~SimulatedMemory() = default;
-  [[nodiscard]] virtual bool supports(Collective c, DType dtype, ReduceOp op) const;
-  virtual void move(void* dst, const void* src, std::int64_t bytes);
-  // out = op over inputs (avg: divided by their number); `out` may alias no input but the first.
-  virtual void reduce(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs, std::int64_t count);
-  virtual void fill(void* dst, DType dtype, std::int64_t count, double value);
-  virtual void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
-                            std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride);
-};
-
 struct WorldOptions {
   // A rank that waits longer than this for its peers fails with a BackendError naming them.
   std::chrono::milliseconds timeout{60000};
-  // nullptr: host memory.
-  std::shared_ptr<SimulatedMemory> memory;
+  // Where every rank's buffers live and how collectives move and reduce them (the world runs
+  // them with memory->copy and memory->reduce). nullptr: host memory; dtensor::device_memory
+  // (the NCCL backend) checks the CUDA kernels on multi-rank plans on one GPU.
+  std::shared_ptr<Memory> memory;
   // A virtual clock per rank, for testing timing code on CPU (`dtensor tune measure`): every
   // collective moves its members' clocks to the latest of them plus the time `clock_profile`
   // charges for it (predict_collective_us), times 1 + clock_noise * u with u in [-1, 1] drawn

@@ -89,18 +89,6 @@ struct ProfileFit {
 [[nodiscard]] CollectiveCurve fit_line(std::span<const Row> rows, Collective collective, bool inter_host,
                                        std::int64_t ranks);
 
-// Where measure and validate keep their buffers: host memory unless `allocate` is set (the NCCL
-// backend: device memory on the rank's GPU, dtensor::nccl_device_memory). All of allocate,
-// release, upload and download, or none; `wait` blocks the host until the backend's issued
-// work completed (backends whose calls return before the data moved, like NCCL).
-struct Memory {
-  std::function<void*(std::size_t bytes)> allocate;
-  std::function<void(void*)> release;
-  std::function<void(void* dst, const void* src, std::size_t bytes)> upload;    // host -> buffer
-  std::function<void(void* dst, const void* src, std::size_t bytes)> download;  // buffer -> host
-  std::function<void()> wait;
-};
-
 // Microbenchmarks through the library's own communicators, written as nccl-tests logs.
 struct MeasureOptions {
   std::int64_t min_bytes = 1024;            // nccl-tests sizes, doubling from min to max
@@ -108,14 +96,13 @@ struct MeasureOptions {
   int warmup = 1;
   int iters = 5;
   std::int64_t devices_per_host = 8;        // which mesh dims are intra-node (as a profile says)
-  Memory memory;                            // host when unset
 };
 struct MeasuredLog {
   std::string name;  // "all_gather-intra.txt"
   std::string text;  // nccl-tests format
 };
-// SPMD: every rank of the communicator's mesh calls it; `now_us` reads this rank's clock (wall
-// or virtual). Times all_gather, reduce_scatter, all_reduce, alltoall and sendrecv (to the next
+// SPMD: every rank of the communicator's mesh calls it; buffers in comm.memory() (host, or the
+// GPU's for NCCL); `now_us` reads this rank's clock (wall or virtual). Times all_gather, reduce_scatter, all_reduce, alltoall and sendrecv (to the next
 // member, from the previous) on the group of the mesh dims within a host and on the group of
 // those across hosts, f32, out of place. Rank 0 gets one log per (collective, link); the other
 // ranks an empty list.
@@ -144,7 +131,6 @@ struct ValidateCase {
 struct ValidateOptions {
   int warmup = 1;
   int iters = 5;
-  Memory memory;  // host when unset
 };
 struct Validation {
   std::string name;
@@ -154,18 +140,10 @@ struct Validation {
   bool verified = false;    // every rank's output equals its expected shard
 };
 // SPMD: every rank of the communicator's mesh calls it with the same arguments; buffers in
-// `options.memory` (host by default: threads and MPI backends). `now_us` reads this rank's clock (wall or virtual). Every rank
-// gets the same results.
+// comm.memory() (host for threads and MPI, the GPU's for NCCL). `now_us` reads this rank's clock
+// (wall or virtual). Every rank gets the same results.
 [[nodiscard]] std::vector<Validation> validate(Communicator& comm, const CostModel& model,
                                                std::span<const ValidateCase> cases, const ValidateOptions& options,
                                                const std::function<double()>& now_us);
 
 }  // namespace dtensor::tune
-
-namespace dtensor {
-class NcclCommunicator;
-// Buffers on `comm`'s GPU for tune::measure and validate (cudaMalloc'd; uploads and downloads
-// wait for the stream; `wait` is comm.wait()). `comm` must outlive the buffers. Defined in
-// dtensor::nccl (link it to use this); declared here so that nccl.hpp need not include tune.hpp.
-[[nodiscard]] tune::Memory nccl_device_memory(NcclCommunicator& comm);
-}  // namespace dtensor

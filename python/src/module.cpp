@@ -230,24 +230,8 @@ class PyCommunicator final : public Communicator {
     nb::gil_scoped_acquire gil;
     impl_.attr("synchronize")();
   }
-  void copy(void* dst, const void* src, std::int64_t bytes) override {
-    if (host_) return host_mem_.move(dst, src, bytes);
-    nb::gil_scoped_acquire gil;
-    impl_.attr("copy")(addr(dst), addr(src), bytes);
-  }
-  void fill(void* dst, DType dtype, std::int64_t count, double value) override {
-    if (host_) return host_mem_.fill(dst, dtype, count, value);
-    nb::gil_scoped_acquire gil;
-    impl_.attr("fill")(addr(dst), to_string(dtype), count, value);
-  }
-  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
-                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
-    if (host_) return host_mem_.copy_strided(dst, src, run_bytes, count, dst_stride, src_stride);
-    nb::gil_scoped_acquire gil;
-    using V = std::vector<std::int64_t>;
-    impl_.attr("copy_strided")(addr(dst), addr(src), run_bytes, V(count.begin(), count.end()),
-                               V(dst_stride.begin(), dst_stride.end()), V(src_stride.begin(), src_stride.end()));
-  }
+  // CPU tensors: host memory; device tensors: the Python side's copies (torch ops on its stream).
+  Memory& memory() override { return host_ ? host_memory() : device_; }
 
  private:
   static std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
@@ -255,7 +239,39 @@ class PyCommunicator final : public Communicator {
   std::int64_t rank_;
   nb::object impl_;
   bool host_;
-  SimulatedMemory host_mem_;
+  // The executor's local operations as Python calls; storage and reductions are torch's.
+  class PyMemory final : public Memory {
+   public:
+    explicit PyMemory(const nb::object& impl) : impl_(impl) {}
+    void* allocate(std::size_t) override { throw InputError("dtensor.torch allocates its buffers as torch tensors"); }
+    void release(void*) noexcept override {}
+    void upload(void*, const void*, std::size_t) override { throw InputError("dtensor.torch moves data with torch"); }
+    void download(void*, const void*, std::size_t) override { throw InputError("dtensor.torch moves data with torch"); }
+    void wait() override {}
+    bool supports(Collective c, DType, ReduceOp) const override { return !reduces(c); }
+    void reduce(DType, ReduceOp, void*, std::span<const void* const>, std::int64_t) override {
+      throw InputError("dtensor.torch reduces through torch.distributed collectives, not locally");
+    }
+    void copy(void* dst, const void* src, std::int64_t bytes) override {
+      nb::gil_scoped_acquire gil;
+      impl_.attr("copy")(addr(dst), addr(src), bytes);
+    }
+    void fill(void* dst, DType dtype, std::int64_t count, double value) override {
+      nb::gil_scoped_acquire gil;
+      impl_.attr("fill")(addr(dst), to_string(dtype), count, value);
+    }
+    void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
+                      std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
+      nb::gil_scoped_acquire gil;
+      using V = std::vector<std::int64_t>;
+      impl_.attr("copy_strided")(addr(dst), addr(src), run_bytes, V(count.begin(), count.end()),
+                                 V(dst_stride.begin(), dst_stride.end()), V(src_stride.begin(), src_stride.end()));
+    }
+
+   private:
+    const nb::object& impl_;
+  };
+  PyMemory device_{impl_};
 };
 
 std::span<std::byte> span_at(std::uintptr_t address, std::int64_t bytes, const char* what) {

@@ -1,26 +1,53 @@
-// Host memory for the in-process backend: moves, fills, strided copies (streaming stores for
-// large runs) and reductions (16- and 8-bit floats reduced in double and rounded once).
+// Host memory (dtensor::Memory's defaults): allocation, copies, fills, strided copies (streaming
+// stores for large runs) and reductions (16- and 8-bit floats reduced in double and rounded once).
 #include <algorithm>
 #include <cstring>
+#include <new>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
 #include "dtensor/error.hpp"
 #include "dtensor/scalar.hpp"
-#include "dtensor/simulated.hpp"
+#include "dtensor/memory.hpp"
 #include "comm/minifloat.hpp"
 #include "comm/reduce_math.hpp"
 
 namespace dtensor {
 
-bool SimulatedMemory::supports(Collective, DType, ReduceOp) const { return true; }
+void* Memory::allocate(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = ::operator new(bytes, std::align_val_t{64}, std::nothrow);
+  if (!p) throw BackendError(fmt::format("host memory: {} bytes could not be allocated", bytes));
+  return p;
+}
 
-void SimulatedMemory::move(void* dst, const void* src, std::int64_t bytes) {
+void Memory::release(void* p) noexcept {
+  if (p) ::operator delete(p, std::align_val_t{64});
+}
+
+void Memory::upload(void* dst, const void* host_src, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, host_src, bytes);
+}
+
+void Memory::download(void* host_dst, const void* src, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(host_dst, src, bytes);
+}
+
+void Memory::wait() {}
+
+Memory& host_memory() noexcept {
+  static Memory host;
+  return host;
+}
+
+bool Memory::supports(Collective, DType, ReduceOp) const { return true; }
+
+void Memory::copy(void* dst, const void* src, std::int64_t bytes) {
   if (bytes > 0 && dst != src) std::memmove(dst, src, static_cast<std::size_t>(bytes));
 }
 
-void SimulatedMemory::reduce(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
+void Memory::reduce(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
                              std::int64_t count) {
   const auto n = static_cast<std::int64_t>(inputs.size());
   const bool narrow_float = dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::f8e4m3 || dtype == DType::f8e5m2;
@@ -85,12 +112,12 @@ void SimulatedMemory::reduce(DType dtype, ReduceOp op, void* out, std::span<cons
     }
     return;
   }
-  move(out, inputs[0], count * static_cast<std::int64_t>(itemsize(dtype)));
+  copy(out, inputs[0], count * static_cast<std::int64_t>(itemsize(dtype)));
   for (std::int64_t s = 1; s < n; ++s) reduce_into(dtype, op, out, inputs[static_cast<std::size_t>(s)], count);
   if (op == ReduceOp::avg) finish_average(dtype, out, count, n);
 }
 
-void SimulatedMemory::fill(void* dst, DType dtype, std::int64_t count, double value) {
+void Memory::fill(void* dst, DType dtype, std::int64_t count, double value) {
   if (count <= 0) return;  // an empty buffer may have no address at all
   if (value == 0.0) {
     std::memset(dst, 0, static_cast<std::size_t>(count * static_cast<std::int64_t>(itemsize(dtype))));
@@ -123,7 +150,7 @@ void copy_run(char* d, const char* s, std::size_t n, bool streaming) {
 }
 }  // namespace
 
-void SimulatedMemory::copy_strided(void* dst, const void* src, std::int64_t run_bytes,
+void Memory::copy_strided(void* dst, const void* src, std::int64_t run_bytes,
                                          std::span<const std::int64_t> count, std::span<const std::int64_t> dst_stride,
                                          std::span<const std::int64_t> src_stride) {
   const std::size_t nd = count.size();

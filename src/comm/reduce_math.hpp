@@ -2,7 +2,7 @@
 // The arithmetic of the device reduction kernels and the reference minifloat codec, written once
 // for the device and the host: the kernels (nccl/kernels.cu) compile it with nvcc, the CPU's
 // reference codec (scalar.cpp) is this one, and the host tests compare the kernels' reduction bit
-// for bit with the CPU executor's (SimulatedMemory::reduce), exhaustively for fp8. The rule is the CPU's: widen every member to double, reduce in
+// for bit with the CPU executor's (Memory::reduce, host_memory()), exhaustively for fp8. The rule is the CPU's: widen every member to double, reduce in
 // member order, divide once for avg, round once to the dtype (round to nearest even).
 #include <cmath>
 #include <cstdint>

@@ -121,12 +121,7 @@ class CountingCommunicator final : public Communicator {
     c_.send_recv(s, r, d);
   }
   void synchronize() override { c_.synchronize(); }
-  void copy(void* d, const void* s, std::int64_t b) override { c_.copy(d, s, b); }
-  void fill(void* d, DType t, std::int64_t n, double v) override { c_.fill(d, t, n, v); }
-  void copy_strided(void* d, const void* s, std::int64_t rb, std::span<const std::int64_t> c, std::span<const std::int64_t> ds,
-                    std::span<const std::int64_t> ss) override {
-    c_.copy_strided(d, s, rb, c, ds, ss);
-  }
+  Memory& memory() override { return c_.memory(); }
   std::int64_t count = 0;
 
  private:

@@ -77,7 +77,7 @@ class ThreadsCommunicator;
 struct SimulatedWorld::Impl {
   Mesh mesh{std::vector<std::int64_t>{1}};
   WorldOptions options;
-  std::shared_ptr<SimulatedMemory> mem;
+  std::shared_ptr<Memory> mem;
   std::vector<std::unique_ptr<ThreadsCommunicator>> comms;
   std::mutex mu;
   // One condition variable per rank: a wake-up goes to the ranks it concerns only.
@@ -178,34 +178,55 @@ class ThreadsCommunicator final : public Communicator {
     w_.exchange_p2p(rank_, sends, recvs, dtype);
   }
   void synchronize() override {}  // every call completed before it returned (or, in lockstep, by the driver)
-  void copy(void* dst, const void* src, std::int64_t bytes) override {
-    w_.mem->move(dst, src, bytes);
-    charge_copy(static_cast<double>(bytes));
-  }
-  void fill(void* dst, DType dtype, std::int64_t count, double value) override {
-    w_.mem->fill(dst, dtype, count, value);
-    charge_copy(static_cast<double>(count) * static_cast<double>(itemsize(dtype)));
-  }
-  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
-                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
-    w_.mem->copy_strided(dst, src, run_bytes, count, dst_stride, src_stride);
-    double bytes = static_cast<double>(run_bytes);
-    for (auto c : count) bytes *= static_cast<double>(c);
-    charge_copy(bytes);
-  }
+  // The world's memory, each local operation charged to this rank's virtual clock.
+  Memory& memory() override { return mem_; }
 
  private:
   // The virtual clock charges local copies as the clock profile prices them (its copy bandwidth).
-  // Only this rank's thread writes its own clock outside a collective.
-  void charge_copy(double bytes) {
-    if (!w_.options.clock_profile || bytes <= 0) return;
-    Traffic t;
-    t.kind = Traffic::Kind::local;
-    t.copy_bytes = bytes;
-    w_.clock[static_cast<std::size_t>(rank_)] += w_.options.clock_profile->time(t).copy_us;
-  }
+  // Only this rank's thread writes its own clock outside a collective. Storage and reductions
+  // (the world's, inside collectives) go to the world's memory uncharged.
+  class ClockedMemory final : public Memory {
+   public:
+    ClockedMemory(SimulatedWorld::Impl& w, std::int64_t rank) : w_(w), rank_(rank) {}
+    void* allocate(std::size_t bytes) override { return w_.mem->allocate(bytes); }
+    void release(void* p) noexcept override { w_.mem->release(p); }
+    void upload(void* dst, const void* src, std::size_t bytes) override { w_.mem->upload(dst, src, bytes); }
+    void download(void* dst, const void* src, std::size_t bytes) override { w_.mem->download(dst, src, bytes); }
+    void wait() override { w_.mem->wait(); }
+    bool supports(Collective c, DType t, ReduceOp op) const override { return w_.mem->supports(c, t, op); }
+    void reduce(DType t, ReduceOp op, void* out, std::span<const void* const> in, std::int64_t n) override {
+      w_.mem->reduce(t, op, out, in, n);
+    }
+    void copy(void* dst, const void* src, std::int64_t bytes) override {
+      w_.mem->copy(dst, src, bytes);
+      charge(static_cast<double>(bytes));
+    }
+    void fill(void* dst, DType dtype, std::int64_t count, double value) override {
+      w_.mem->fill(dst, dtype, count, value);
+      charge(static_cast<double>(count) * static_cast<double>(itemsize(dtype)));
+    }
+    void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
+                      std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
+      w_.mem->copy_strided(dst, src, run_bytes, count, dst_stride, src_stride);
+      double bytes = static_cast<double>(run_bytes);
+      for (auto c : count) bytes *= static_cast<double>(c);
+      charge(bytes);
+    }
+
+   private:
+    void charge(double bytes) {
+      if (!w_.options.clock_profile || bytes <= 0) return;
+      Traffic t;
+      t.kind = Traffic::Kind::local;
+      t.copy_bytes = bytes;
+      w_.clock[static_cast<std::size_t>(rank_)] += w_.options.clock_profile->time(t).copy_us;
+    }
+    SimulatedWorld::Impl& w_;
+    std::int64_t rank_;
+  };
   SimulatedWorld::Impl& w_;
   std::int64_t rank_;
+  ClockedMemory mem_{w_, rank_};
 };
 
 void SimulatedWorld::Impl::run(Op& p, std::int64_t n) {
@@ -216,7 +237,7 @@ void SimulatedWorld::Impl::run(Op& p, std::int64_t n) {
   switch (p.kind) {
     case kAllGather:
       for (std::int64_t q = 0; q < n; ++q)
-        for (std::int64_t s = 0; s < n; ++s) mem->move(at_mut(p.recv[u(q)], s), p.send[u(s)], bytes);
+        for (std::int64_t s = 0; s < n; ++s) mem->copy(at_mut(p.recv[u(q)], s), p.send[u(s)], bytes);
       break;
     case kReduceScatter: {
       std::vector<const void*> in(u(n));
@@ -230,12 +251,12 @@ void SimulatedWorld::Impl::run(Op& p, std::int64_t n) {
       // Reduce into member 0's output, then copy it out: no member reads an output after it is
       // written (each rank's output is its own memory; in place, it is also its own input).
       mem->reduce(p.dtype, p.op, p.recv[0], p.send, p.count);
-      for (std::int64_t q = 1; q < n; ++q) mem->move(p.recv[u(q)], p.recv[0], bytes);
+      for (std::int64_t q = 1; q < n; ++q) mem->copy(p.recv[u(q)], p.recv[0], bytes);
       break;
     }
     case kAllToAll:
       for (std::int64_t q = 0; q < n; ++q)
-        for (std::int64_t s = 0; s < n; ++s) mem->move(at_mut(p.recv[u(q)], s), at(p.send[u(s)], q), bytes);
+        for (std::int64_t s = 0; s < n; ++s) mem->copy(at_mut(p.recv[u(q)], s), at(p.send[u(s)], q), bytes);
       break;
     default: break;
   }
@@ -436,7 +457,7 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
       }
       start = std::max(start, m->sent_at);
       lock.unlock();
-      mem->move(r.buffer, m->buffer, r.count * isz);
+      mem->copy(r.buffer, m->buffer, r.count * isz);
       lock.lock();
       m->taken = true;
       cv_of(r.peer).notify_one();
@@ -510,7 +531,7 @@ void SimulatedWorld::Impl::flush() {
     used[match] = 1;
     if (p2p[match].count != r.count)
       throw BackendError(fmt::format("rank {} sends {} elements to rank {}, which expects {}", r.from, p2p[match].count, r.to, r.count));
-    mem->move(r.buffer, p2p[match].buffer, r.count * static_cast<std::int64_t>(itemsize(r.dtype)));
+    mem->copy(r.buffer, p2p[match].buffer, r.count * static_cast<std::int64_t>(itemsize(r.dtype)));
   }
   for (std::size_t k = 0; k < p2p.size(); ++k)
     if (p2p[k].is_send && !used[k])
@@ -575,7 +596,7 @@ void run_rank_threads(SimulatedWorld& world, const std::function<void(std::int64
 SimulatedWorld::SimulatedWorld(Mesh mesh, WorldOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->mesh = std::move(mesh);
   impl_->options = std::move(options);
-  impl_->mem = impl_->options.memory ? impl_->options.memory : std::make_shared<SimulatedMemory>();
+  impl_->mem = impl_->options.memory ? impl_->options.memory : std::shared_ptr<Memory>(&host_memory(), [](Memory*) {});
   if (impl_->options.timeout.count() <= 0)
     throw InputError(fmt::format("the world's timeout must be positive, not {} ms", impl_->options.timeout.count()));
   if (!(impl_->options.clock_noise >= 0 && impl_->options.clock_noise < 1))

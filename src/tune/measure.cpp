@@ -19,7 +19,6 @@ std::vector<MeasuredLog> measure(Communicator& comm, const MeasureOptions& o, co
     throw InputError(fmt::format("measure sizes {}:{} must satisfy 1 <= min <= max <= 16 GiB", o.min_bytes, o.max_bytes));
   if (o.iters < 1 || o.warmup < 0) throw InputError("measure needs at least one iteration and no negative warm-up");
   if (o.devices_per_host < 1) throw InputError("devices per host must be at least 1");
-  detail::check_memory(o.memory);
   const Mesh& mesh = comm.mesh();
   CostModel topo;
   topo.devices_per_host = o.devices_per_host;
@@ -52,7 +51,7 @@ std::vector<MeasuredLog> measure(Communicator& comm, const MeasureOptions& o, co
     const std::int64_t next = members[static_cast<std::size_t>((pos + 1) % n)];
     const std::int64_t prev = members[static_cast<std::size_t>((pos + n - 1) % n)];
     const auto buffer_bytes = static_cast<std::size_t>(o.max_bytes * std::max<std::int64_t>(n, 1) + 64);
-    detail::Buffer a(o.memory, buffer_bytes), b(o.memory, buffer_bytes);
+    detail::Buffer a(comm.memory(), buffer_bytes), b(comm.memory(), buffer_bytes);
     for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all,
                          Collective::send_recv}) {
       std::string rows;
@@ -76,11 +75,11 @@ std::vector<MeasuredLog> measure(Communicator& comm, const MeasureOptions& o, co
         };
         for (int i = 0; i < o.warmup; ++i) once();
         comm.synchronize();
-        if (o.memory.wait) o.memory.wait();
+        comm.memory().wait();
         const double t0 = now_us();
         for (int i = 0; i < o.iters; ++i) once();
         comm.synchronize();
-        if (o.memory.wait) o.memory.wait();
+        comm.memory().wait();
         const double t = std::max((now_us() - t0) / o.iters, 1e-3);
         const std::int64_t size = split ? count * s * n : count * s;
         const double algbw = static_cast<double>(size) / t / 1e3, busbw = algbw * bus_factor(c, n);

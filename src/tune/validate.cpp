@@ -53,7 +53,6 @@ std::vector<ValidateCase> validate_cases(const Mesh& mesh, const std::vector<std
 std::vector<Validation> validate(Communicator& comm, const CostModel& model, std::span<const ValidateCase> cases,
                                  const ValidateOptions& o, const std::function<double()>& now_us) {
   if (o.iters < 1 || o.warmup < 0) throw InputError("validate needs at least one iteration and no negative warm-up");
-  detail::check_memory(o.memory);
   const std::int64_t rank = comm.rank();
   std::vector<Validation> out;
   for (const auto& c : cases) {
@@ -64,14 +63,14 @@ std::vector<Validation> validate(Communicator& comm, const CostModel& model, std
     po.runner_up = false;
     const Plan plan = plan_redistribution(c.src, c.dst, model, po);
     Executor ex(plan, comm);
-    detail::Buffer input(o.memory, static_cast<std::size_t>(ex.input_bytes()));
-    detail::Buffer output(o.memory, static_cast<std::size_t>(ex.output_bytes()));
-    detail::Buffer workspace(o.memory, static_cast<std::size_t>(ex.workspace_bytes()));
+    detail::Buffer input(comm.memory(), static_cast<std::size_t>(ex.input_bytes()));
+    detail::Buffer output(comm.memory(), static_cast<std::size_t>(ex.output_bytes()));
+    detail::Buffer workspace(comm.memory(), static_cast<std::size_t>(ex.workspace_bytes()));
     input.upload(seeded_input(c.src, rank));
     const Buffers b{{input.data(), input.size()}, {output.data(), output.size()}, {workspace.data(), workspace.size()}};
     auto settle = [&] {
       comm.synchronize();
-      if (o.memory.wait) o.memory.wait();
+      comm.memory().wait();
     };
     for (int i = 0; i < o.warmup; ++i) ex.execute(b);
     if (o.warmup == 0) ex.execute(b);  // one run is needed to verify

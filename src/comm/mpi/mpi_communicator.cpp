@@ -8,7 +8,6 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/scalar.hpp"
-#include "dtensor/simulated.hpp"
 
 namespace dtensor {
 namespace {
@@ -99,11 +98,6 @@ void finish_if_average(MPI_Comm c, ReduceOp op, DType dtype, void* recv, std::in
   int n = 0;
   MPI_Comm_size(c, &n);
   finish_average(dtype, recv, count, n);
-}
-
-SimulatedMemory& host() {
-  static SimulatedMemory m;
-  return m;
 }
 
 }  // namespace
@@ -261,13 +255,6 @@ void MpiCommunicator::send_recv(std::span<const Transfer> sends, std::span<const
     total += s.count;
   }
   wait(reqs_.data(), static_cast<int>(reqs_.size()), "direct exchange (send/recv)", Group{}, total, dtype);
-}
-
-void MpiCommunicator::copy(void* dst, const void* src, std::int64_t bytes) { host().move(dst, src, bytes); }
-void MpiCommunicator::fill(void* dst, DType dtype, std::int64_t count, double value) { host().fill(dst, dtype, count, value); }
-void MpiCommunicator::copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
-                                   std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) {
-  host().copy_strided(dst, src, run_bytes, count, dst_stride, src_stride);
 }
 
 }  // namespace dtensor

@@ -19,13 +19,33 @@ void cuda_check(cudaError_t e, const char* what) {
 }
 
 
-class DeviceMemory final : public SimulatedMemory {
+class DeviceMemory final : public Memory {
  public:
   explicit DeviceMemory(void* stream) : stream_(static_cast<cudaStream_t>(stream)) {}
+  void* allocate(std::size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    cuda_check(cudaMalloc(&p, bytes), "device allocation");
+    return p;
+  }
+  void release(void* p) noexcept override {
+    if (p) (void)cudaFree(p);
+  }
+  void upload(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes == 0) return;
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+    wait();
+  }
+  void download(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes == 0) return;
+    wait();
+    cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "download");
+  }
+  void wait() override { cuda_check(cudaStreamSynchronize(stream_), "stream synchronize"); }
   [[nodiscard]] bool supports(Collective c, DType dtype, ReduceOp op) const override {
     return !(reduces(c) && dtype == DType::boolean && op == ReduceOp::avg);
   }
-  void move(void* dst, const void* src, std::int64_t bytes) override {
+  void copy(void* dst, const void* src, std::int64_t bytes) override {
     if (bytes <= 0 || dst == src) return;
     cuda_check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_), "device copy");
   }
@@ -52,7 +72,7 @@ class DeviceMemory final : public SimulatedMemory {
       return;
     }
     // wide types: pairwise in the dtype (as the CPU executor), avg divided once at the end
-    move(out, inputs[0], count * static_cast<std::int64_t>(itemsize(dtype)));
+    copy(out, inputs[0], count * static_cast<std::int64_t>(itemsize(dtype)));
     for (std::size_t s = 1; s < inputs.size(); ++s)
       cuda_check(cuda::launch_reduce(static_cast<int>(dtype), static_cast<int>(op), out, inputs[s], count, stream_),
                  "reduction kernel");
@@ -67,6 +87,6 @@ class DeviceMemory final : public SimulatedMemory {
 
 }  // namespace
 
-std::shared_ptr<SimulatedMemory> device_memory(void* stream) { return std::make_shared<DeviceMemory>(stream); }
+std::shared_ptr<Memory> device_memory(void* stream) { return std::make_shared<DeviceMemory>(stream); }
 
 }  // namespace dtensor

@@ -15,7 +15,6 @@
 #include "dtensor/nccl.hpp"
 #include "dtensor/scalar.hpp"
 #include "device_args.hpp"
-#include "dtensor/tune.hpp"
 #include "vendor.hpp"
 
 namespace dtensor {
@@ -292,28 +291,61 @@ void NcclCommunicator::abort() noexcept {
   state_->all.clear();
 }
 
-tune::Memory nccl_device_memory(NcclCommunicator& comm) {
-  int device = 0;
-  cuda_check(V().get_device(&device), "cudaGetDevice");
-  tune::Memory m;
-  m.allocate = [device](std::size_t bytes) -> void* {
-    cuda_check(V().set_device(device), "cudaSetDevice");
+namespace {
+// NcclCommunicator::memory(): the rank's device, every operation on its stream (vendor table).
+class CommMemory final : public Memory {
+ public:
+  explicit CommMemory(NcclCommunicator& c) : c_(c) { cuda_check(V().get_device(&device_), "cudaGetDevice"); }
+  void* allocate(std::size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    cuda_check(V().set_device(device_), "cudaSetDevice");
     void* p = nullptr;
-    cuda_check(V().malloc(&p, bytes), "tune buffer");
+    cuda_check(V().malloc(&p, bytes), "device allocation");
     return p;
-  };
-  m.release = [](void* p) { (void)V().free(p); };
-  m.upload = [&comm](void* dst, const void* src, std::size_t bytes) {
-    comm.wait();
-    cuda_check(V().copy_h2d_async(dst, src, bytes, comm.stream()), "tune upload");
-    comm.wait();
-  };
-  m.download = [&comm](void* dst, const void* src, std::size_t bytes) {
-    comm.wait();
-    cuda_check(V().copy_d2h(dst, src, bytes), "tune download");
-  };
-  m.wait = [&comm] { comm.wait(); };
-  return m;
+  }
+  void release(void* p) noexcept override {
+    if (p) (void)V().free(p);
+  }
+  void upload(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes == 0) return;
+    c_.wait();
+    cuda_check(V().copy_h2d_async(dst, src, bytes, c_.stream()), "upload");
+    c_.wait();
+  }
+  void download(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes == 0) return;
+    c_.wait();
+    cuda_check(V().copy_d2h(dst, src, bytes), "download");
+  }
+  void wait() override { c_.wait(); }
+  bool supports(Collective c, DType, ReduceOp) const override { return !reduces(c); }
+  void copy(void* dst, const void* src, std::int64_t bytes) override {
+    if (bytes <= 0 || dst == src) return;
+    cuda_check(V().copy_d2d_async(dst, src, static_cast<std::size_t>(bytes), c_.stream()), "local copy");
+  }
+  void fill(void* dst, DType dtype, std::int64_t count, double value) override {
+    cuda_check(V().fill(dst, cuda::pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count, c_.stream()),
+               "fill kernel");
+  }
+  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
+                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
+    cuda_check(V().copy_strided(dst, src, cuda::strided(run_bytes, count, dst_stride, src_stride), c_.stream()),
+               "pack/unpack kernel");
+  }
+  void reduce(DType dtype, ReduceOp op, void*, std::span<const void* const>, std::int64_t) override {
+    throw InputError(fmt::format("the NCCL backend's memory runs no local reductions ({} of {}): NCCL reduces",
+                                 to_string(op), to_string(dtype)));
+  }
+
+ private:
+  NcclCommunicator& c_;
+  int device_ = 0;
+};
+}  // namespace
+
+Memory& NcclCommunicator::memory() {
+  if (!memory_) memory_ = std::make_unique<CommMemory>(*this);
+  return *memory_;
 }
 
 void NcclCommunicator::wait() {
@@ -489,22 +521,6 @@ void NcclCommunicator::send_recv(std::span<const Transfer> sends, std::span<cons
 
 void NcclCommunicator::synchronize() {
   // Stream order already sequences every later kernel after the collectives: nothing to wait for.
-}
-
-void NcclCommunicator::copy(void* dst, const void* src, std::int64_t bytes) {
-  if (bytes <= 0 || dst == src) return;
-  cuda_check(V().copy_d2d_async(dst, src, static_cast<std::size_t>(bytes), stream_), "local copy");
-}
-
-
-void NcclCommunicator::fill(void* dst, DType dtype, std::int64_t count, double value) {
-  cuda_check(V().fill(dst, cuda::pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count, stream_), "fill kernel");
-}
-
-void NcclCommunicator::copy_strided(void* dst, const void* src, std::int64_t run_bytes,
-                                    std::span<const std::int64_t> count, std::span<const std::int64_t> dst_stride,
-                                    std::span<const std::int64_t> src_stride) {
-  cuda_check(V().copy_strided(dst, src, cuda::strided(run_bytes, count, dst_stride, src_stride), stream_), "pack/unpack kernel");
 }
 
 }  // namespace dtensor

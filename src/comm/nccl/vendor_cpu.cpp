@@ -274,7 +274,7 @@ void run_collective(FakeComm* c, std::int64_t seq, int kind, const void* send, v
     std::vector<const void*> in;
     const std::size_t off = kind == 2 ? bytes * static_cast<std::size_t>(c->rank) : 0;
     for (int s = 0; s < n; ++s) in.push_back(static_cast<const unsigned char*>(r.send[static_cast<std::size_t>(s)]) + off);
-    if (count) SimulatedMemory().reduce(dtype_of(type), op_of(op), out.data(), in, static_cast<std::int64_t>(count));
+    if (count) host_memory().reduce(dtype_of(type), op_of(op), out.data(), in, static_cast<std::int64_t>(count));
   }
   lk.lock();
   ++r.computed;
@@ -678,7 +678,7 @@ const Table kTable{
       stream_of(s)->push([=] {
         std::vector<std::int64_t> count(c.count, c.count + c.ndim), ds(c.dst_stride, c.dst_stride + c.ndim),
             ss(c.src_stride, c.src_stride + c.ndim);
-        SimulatedMemory().copy_strided(dst, src, c.run_bytes, count, ds, ss);
+        host_memory().copy_strided(dst, src, c.run_bytes, count, ds, ss);
       });
       return kCudaSuccess;
     },
