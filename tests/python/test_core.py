@@ -67,7 +67,7 @@ def test_plan_cache_hits_and_threads():
     m = dtensor.Mesh("2x4")
     src, dst = dtensor.Layout(m, [64, 64], "S(0)S(1)"), dtensor.Layout(m, [64, 64], "RR")
     first = cache.get(src, dst)
-    assert cache.get(src, dst) == first
+    assert cache.get(src, dst) is first  # the cached plan itself (a shared_ptr<const Plan>), not a copy
     s = cache.stats()
     assert s["hits"] == 1 and s["misses"] == 1 and s["size"] == 1
     # planning releases the GIL: threads plan concurrently and agree
@@ -76,6 +76,9 @@ def test_plan_cache_hits_and_threads():
     [t.start() for t in ts]
     [t.join() for t in ts]
     assert len(set(out)) == 1 and out[0] == first.hash
+    cache.clear()  # a plan handed out outlives its cache entry
+    del cache
+    assert first.trace and first.hash == out[0]
 
 
 def test_max_memory_and_edges():
