@@ -1,3 +1,5 @@
+// The MPI backend: one rank of a mesh per MPI process, every MPI call through the vendor table
+// (vendor.hpp), so its logic also runs on the one-process stand-in in tests.
 #include "dtensor/mpi.hpp"
 
 #include <algorithm>
@@ -8,16 +10,19 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/scalar.hpp"
+#include "vendor.hpp"
 
 namespace dtensor {
 namespace {
+
+const mpi_vendor::Table& V() { return mpi_vendor::table(); }
 
 
 void check(int rc, const std::string& what) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
-  MPI_Error_string(rc, msg, &len);
+  V().error_string(rc, msg, &len);
   throw BackendError(fmt::format("{}: MPI error {} ({})", what, rc, std::string(msg, static_cast<std::size_t>(len))));
 }
 
@@ -39,8 +44,8 @@ Types& types() {
   std::call_once(once, [] {
     for (DType d : kAllDTypes) {
       MPI_Datatype x;
-      MPI_Type_contiguous(static_cast<int>(itemsize(d)), MPI_BYTE, &x);
-      MPI_Type_commit(&x);
+      V().type_contiguous(static_cast<int>(itemsize(d)), MPI_BYTE, &x);
+      V().type_commit(&x);
       t.raw[static_cast<int>(d)] = x;
     }
   });
@@ -59,10 +64,10 @@ MPI_Op user_op(ReduceOp op) {
   static std::once_flag once;
   std::call_once(once, [] {
     auto& t = types();
-    MPI_Op_create(&user_reduce<ReduceOp::sum>, 1, &t.user_op[static_cast<int>(ReduceOp::sum)]);
-    MPI_Op_create(&user_reduce<ReduceOp::max>, 1, &t.user_op[static_cast<int>(ReduceOp::max)]);
-    MPI_Op_create(&user_reduce<ReduceOp::min>, 1, &t.user_op[static_cast<int>(ReduceOp::min)]);
-    MPI_Op_create(&user_reduce<ReduceOp::product>, 1, &t.user_op[static_cast<int>(ReduceOp::product)]);
+    V().op_create(&user_reduce<ReduceOp::sum>, 1, &t.user_op[static_cast<int>(ReduceOp::sum)]);
+    V().op_create(&user_reduce<ReduceOp::max>, 1, &t.user_op[static_cast<int>(ReduceOp::max)]);
+    V().op_create(&user_reduce<ReduceOp::min>, 1, &t.user_op[static_cast<int>(ReduceOp::min)]);
+    V().op_create(&user_reduce<ReduceOp::product>, 1, &t.user_op[static_cast<int>(ReduceOp::product)]);
   });
   return types().user_op[static_cast<int>(op == ReduceOp::avg ? ReduceOp::sum : op)];
 }
@@ -96,7 +101,7 @@ std::pair<MPI_Datatype, MPI_Op> reduction(DType t, ReduceOp op) {
 void finish_if_average(MPI_Comm c, ReduceOp op, DType dtype, void* recv, std::int64_t count) {
   if (op != ReduceOp::avg) return;
   int n = 0;
-  MPI_Comm_size(c, &n);
+  V().comm_size(c, &n);
   finish_average(dtype, recv, count, n);
 }
 
@@ -105,27 +110,27 @@ void finish_if_average(MPI_Comm c, ReduceOp op, DType dtype, void* recv, std::in
 MpiCommunicator::MpiCommunicator(Mesh mesh, MPI_Comm comm, MpiOptions options)
     : mesh_(std::move(mesh)), options_(options) {
   int init = 0;
-  MPI_Initialized(&init);
+  V().initialized(&init);
   if (!init) throw InputError("MpiCommunicator: MPI is not initialised (call MPI_Init first)");
   if (options_.timeout.count() <= 0)
     throw InputError(fmt::format("the MPI timeout must be positive, not {} ms", options_.timeout.count()));
   int size = 0, r = 0;
-  check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-  check(MPI_Comm_rank(comm, &r), "MPI_Comm_rank");
+  check(V().comm_size(comm, &size), "MPI_Comm_size");
+  check(V().comm_rank(comm, &r), "MPI_Comm_rank");
   if (size != mesh_.num_ranks())
     throw InputError(fmt::format("the MPI communicator has {} processes but mesh {} has {} ranks", size, mesh_.str(),
                                  mesh_.num_ranks()));
   rank_ = r;
-  check(MPI_Comm_dup(comm, &world_), "MPI_Comm_dup");
+  check(V().comm_dup(comm, &world_), "MPI_Comm_dup");
   (void)types();
 }
 
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
-  MPI_Finalized(&finalized);
+  V().finalized(&finalized);
   if (finalized) return;
-  for (auto& [dims, c] : groups_) MPI_Comm_free(&c);
-  if (world_ != MPI_COMM_NULL) MPI_Comm_free(&world_);
+  for (auto& [dims, c] : groups_) V().comm_free(&c);
+  if (world_ != MPI_COMM_NULL) V().comm_free(&world_);
 }
 
 bool MpiCommunicator::supports(Collective c, DType dtype, ReduceOp op) const {
@@ -134,11 +139,11 @@ bool MpiCommunicator::supports(Collective c, DType dtype, ReduceOp op) const {
 
 int MpiCommunicator::local_rank() const {
   MPI_Comm node;
-  check(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, static_cast<int>(rank_), MPI_INFO_NULL, &node),
+  check(V().comm_split_type(world_, MPI_COMM_TYPE_SHARED, static_cast<int>(rank_), MPI_INFO_NULL, &node),
         "MPI_Comm_split_type");
   int r = 0;
-  MPI_Comm_rank(node, &r);
-  MPI_Comm_free(&node);
+  V().comm_rank(node, &r);
+  V().comm_free(&node);
   return r;
 }
 
@@ -147,7 +152,7 @@ void MpiCommunicator::wait(MPI_Request* reqs, int n, const char* kind, const Gro
   int done = 0;
   auto spin = 0;
   while (true) {
-    check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), fmt::format("{} over {}", kind, describe(mesh_, g)));
+    check(V().testall(n, reqs, &done, MPI_STATUSES_IGNORE), fmt::format("{} over {}", kind, describe(mesh_, g)));
     if (done) return;
     if (std::chrono::steady_clock::now() > deadline) {
       std::fprintf(stderr,
@@ -156,7 +161,7 @@ void MpiCommunicator::wait(MPI_Request* reqs, int n, const char* kind, const Gro
                    kind, describe(mesh_, g).c_str(), static_cast<long long>(count), to_string(dtype).data(),
                    static_cast<long long>(options_.timeout.count()), static_cast<long long>(rank_));
       std::fflush(stderr);
-      MPI_Abort(world_, 4);
+      V().abort(world_, 4);
     }
     if (++spin > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));  // oversubscribed cores
   }
@@ -175,7 +180,7 @@ MPI_Comm MpiCommunicator::group_comm(const Group& g) {
     key = key * mesh_.size(m) + coord[static_cast<std::size_t>(m)];
   }
   MPI_Comm c;
-  check(MPI_Comm_split(world_, static_cast<int>(color), static_cast<int>(key), &c),
+  check(V().comm_split(world_, static_cast<int>(color), static_cast<int>(key), &c),
         fmt::format("MPI_Comm_split for {}", describe(mesh_, g)));
   groups_.emplace(g.mesh_dims, c);
   return c;
@@ -184,7 +189,7 @@ MPI_Comm MpiCommunicator::group_comm(const Group& g) {
 std::vector<std::uint64_t> MpiCommunicator::exchange(std::uint64_t value) {
   std::vector<std::uint64_t> out(static_cast<std::size_t>(mesh_.num_ranks()));
   MPI_Request req;
-  check(MPI_Iallgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, world_, &req), "an exchange of one value per rank");
+  check(V().iallgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, world_, &req), "an exchange of one value per rank");
   wait(&req, 1, "an exchange of one value per rank (all_gather)", Group{}, 1, DType::i64);
   return out;  // world ranks are global ranks
 }
@@ -203,7 +208,7 @@ void MpiCommunicator::all_gather(const Group& g, const void* send, void* recv, s
   const MPI_Datatype t = types().raw[static_cast<int>(dtype)];
   const int n = as_int(count, "all_gather");
   MPI_Request req;
-  check(MPI_Iallgather(send, n, t, recv, n, t, c, &req), "MPI_Iallgather");
+  check(V().iallgather(send, n, t, recv, n, t, c, &req), "MPI_Iallgather");
   wait(&req, 1, "all_gather", g, count, dtype);
 }
 
@@ -212,7 +217,7 @@ void MpiCommunicator::reduce_scatter(const Group& g, const void* send, void* rec
   const MPI_Comm c = group_comm(g);
   const auto [t, o] = reduction(dtype, op);
   MPI_Request req;
-  check(MPI_Ireduce_scatter_block(send, recv, as_int(count, "reduce_scatter"), t, o, c, &req), "MPI_Ireduce_scatter_block");
+  check(V().ireduce_scatter_block(send, recv, as_int(count, "reduce_scatter"), t, o, c, &req), "MPI_Ireduce_scatter_block");
   wait(&req, 1, "reduce_scatter", g, count, dtype);
   finish_if_average(c, op, dtype, recv, count);
 }
@@ -222,7 +227,7 @@ void MpiCommunicator::all_reduce(const Group& g, const void* send, void* recv, s
   const MPI_Comm c = group_comm(g);
   const auto [t, o] = reduction(dtype, op);
   MPI_Request req;
-  check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, as_int(count, "all_reduce"), t, o, c, &req),
+  check(V().iallreduce(send == recv ? MPI_IN_PLACE : send, recv, as_int(count, "all_reduce"), t, o, c, &req),
         "MPI_Iallreduce");
   wait(&req, 1, "all_reduce", g, count, dtype);
   finish_if_average(c, op, dtype, recv, count);
@@ -233,7 +238,7 @@ void MpiCommunicator::all_to_all(const Group& g, const void* send, void* recv, s
   const MPI_Datatype t = types().raw[static_cast<int>(dtype)];
   const int n = as_int(count, "all_to_all");
   MPI_Request req;
-  check(MPI_Ialltoall(send, n, t, recv, n, t, c, &req), "MPI_Ialltoall");
+  check(V().ialltoall(send, n, t, recv, n, t, c, &req), "MPI_Ialltoall");
   wait(&req, 1, "all_to_all", g, count, dtype);
 }
 
@@ -244,13 +249,13 @@ void MpiCommunicator::send_recv(std::span<const Transfer> sends, std::span<const
   std::int64_t total = 0;
   for (const auto& r : recvs) {
     reqs_.emplace_back();
-    check(MPI_Irecv(r.buffer, as_int(r.count, "a direct receive"), t, static_cast<int>(r.peer), kTag, world_, &reqs_.back()),
+    check(V().irecv(r.buffer, as_int(r.count, "a direct receive"), t, static_cast<int>(r.peer), kTag, world_, &reqs_.back()),
           "MPI_Irecv");
     total += r.count;
   }
   for (const auto& s : sends) {
     reqs_.emplace_back();
-    check(MPI_Isend(s.buffer, as_int(s.count, "a direct send"), t, static_cast<int>(s.peer), kTag, world_, &reqs_.back()),
+    check(V().isend(s.buffer, as_int(s.count, "a direct send"), t, static_cast<int>(s.peer), kTag, world_, &reqs_.back()),
           "MPI_Isend");
     total += s.count;
   }
