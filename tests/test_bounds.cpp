@@ -50,7 +50,7 @@ void check_bounds(const Mesh& mesh, const std::vector<std::int64_t>& shape, cons
     const Graph G = closure(ctx, es == EdgeSet::all ? layouts : std::vector<Sharding>{src});
     const auto dist = graph_oracle::distances_to(G, G.id.at(dst));
     std::vector<double> h(G.states.size());
-    for (std::size_t u = 0; u < G.states.size(); ++u) h[u] = ctx.lower_bound(G.states[u]).us;
+    for (std::size_t u = 0; u < G.states.size(); ++u) h[u] = ctx.bounds.lower_bound(G.states[u]).us;
     auto tol = [](double x) { return 1e-6 + 1e-9 * std::abs(x); };
     for (std::size_t u = 0; u < G.states.size(); ++u) {
       ++t.states;

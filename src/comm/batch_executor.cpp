@@ -8,7 +8,7 @@
 #include "dtensor/batch.hpp"
 #include "dtensor/error.hpp"
 #include "executor_impl.hpp"
-#include "planner/workspace.hpp"
+#include "placement/workspace.hpp"
 
 namespace dtensor {
 

@@ -12,7 +12,14 @@
 
 namespace dtensor {
 
-void GraphContext::init_bounds() {
+Bounds::Bounds(const Query& q)
+    : mesh(q.mesh), shape(q.shape), dtype(q.dtype), cost(q.cost), edges(q.edges), src(q.src), dst(q.dst), geo(q.geo),
+      numel(q.numel) {
+  empty_tensor_ = numel == 0;
+  init_bounds();
+}
+
+void Bounds::init_bounds() {
   optimistic_ = cost;
   optimistic_.intra = cost.bound_link(false);
   optimistic_.inter = cost.bound_link(true);
@@ -72,7 +79,7 @@ bool same_entries(const std::vector<ShardEntry>& kept, Entries e) {
 constexpr std::int64_t kMaxBlockRanks = 256;
 }  // namespace
 
-void GraphContext::build_blocks() {
+void Bounds::build_blocks() {
   // Ring formulas only (the PyTorch formula's wire time is not a function of the bytes that
   // cross), a tensor with elements, and a target without Partial (a target Partial can be made
   // without the data: S -> P(sum) locally).
@@ -134,7 +141,7 @@ void GraphContext::build_blocks() {
 
 // The elements along dim d that some rank of `coord`'s block owns under `e` (the union over
 // the intra-host coordinates of e's mesh dims).
-IndexSet GraphContext::block_union(int d, Entries e, std::vector<std::int64_t> coord) const {
+IndexSet Bounds::block_union(int d, Entries e, std::vector<std::int64_t> coord) const {
   const auto& ms = mesh.shape();
   const auto len = shape[static_cast<std::size_t>(d)];
   std::array<int, Sharding::kMaxMeshDims> free{};
@@ -162,7 +169,7 @@ IndexSet GraphContext::block_union(int d, Entries e, std::vector<std::int64_t> c
   return IndexSet::union_of(std::move(runs));
 }
 
-const GraphContext::BlockHeld& GraphContext::block_held(int d, Entries e) const {
+const Bounds::BlockHeld& Bounds::block_held(int d, Entries e) const {
   const std::uint64_t key = entries_key(d, e);
   if (auto it = block_memo_.find(key); it != block_memo_.end() && same_entries(it->second.first, e)) return it->second.second;
   const Blocks& b = *blocks_;
@@ -214,7 +221,7 @@ const GraphContext::BlockHeld& GraphContext::block_held(int d, Entries e) const 
 // block's sampled rank must also receive every element it lacks: x of them in inter-host steps
 // (then those take at least x / inter bandwidth) and the rest within the block. The least total
 // over x (a piecewise-linear minimum: x at a's volume or x all it lacks) is the bound.
-double GraphContext::block_bound_us(const Sharding& s) const {
+double Bounds::block_bound_us(const Sharding& s) const {
   if (!blocks_) return 0;
   const Blocks& b = *blocks_;
   bool reduce_inter = false, reduce_any = false;
@@ -265,7 +272,7 @@ double GraphContext::block_bound_us(const Sharding& s) const {
 }
 
 // held[rank position] = how many of the target's elements along dim d the rank holds under `e`.
-const std::vector<std::int64_t>& GraphContext::held_table(int d, Entries e) const {
+const std::vector<std::int64_t>& Bounds::held_table(int d, Entries e) const {
   const std::uint64_t key = entries_key(d, e);
   if (auto it = held_memo_.find(key); it != held_memo_.end() && same_entries(it->second.first, e)) return it->second.second;
   const auto& ms = mesh.shape();
@@ -293,14 +300,14 @@ const std::vector<std::int64_t>& GraphContext::held_table(int d, Entries e) cons
 
 // Classes of a mesh dim's placement for the relaxed graph: 0 R, 1 Shard of the target's tensor
 // dim, 2 Shard of another, 3 Partial of the target's op, 4 another Partial.
-int GraphContext::class_of(const Sharding& s, int m) const noexcept {
+int Bounds::class_of(const Sharding& s, int m) const noexcept {
   if (const auto p = s.partial(m)) return p == dst.partial(m) ? 3 : 4;
   const int a = s.shard_dim_of(m);
   if (a < 0) return 0;
   return a == dst.shard_dim_of(m) ? 1 : 2;
 }
 
-void GraphContext::build_abstraction() {
+void Bounds::build_abstraction() {
   // Only the pytorch edge set builds it, which has no relabel: every step maps onto a relaxed one.
   if (empty_tensor_) return;
   Abstraction A;
@@ -421,7 +428,7 @@ void GraphContext::build_abstraction() {
   abstraction_ = std::move(A);
 }
 
-GraphContext::Bound GraphContext::lower_bound(const Sharding& s) const {
+Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   if (s == dst) return {};
   double relaxed = 0;
   if (abstraction_) {

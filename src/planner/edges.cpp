@@ -46,7 +46,7 @@ std::vector<std::pair<std::int64_t, bool>> shard_kinds_of(const Sharding& src, c
   return shard_kinds;
 }
 
-GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c, EdgeSet e)
+Query::Query(const Layout& s, const Layout& d, const CostModel& c, EdgeSet e)
     : mesh(s.mesh()), shape(s.shape()), dtype(s.dtype()), cost(c), edges(e), src(s.sharding()),
       dst(d.sharding()), geo(s.mesh().shape(), s.shape(), static_cast<std::int64_t>(itemsize(s.dtype()))) {
   if (s.mesh() != d.mesh())
@@ -70,15 +70,17 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
       play_dims.push_back(t);
   shard_kinds = shard_kinds_of(src, dst);
 
-  states.reserve(64);
-  bounds.reserve(64);
-  edge_list.reserve(64);
-  edges_done.reserve(64);
-  direct_at.reserve(64);
-  state_ids.reserve(64);
   for (auto x : shape) numel *= static_cast<double>(x);
-  empty_tensor_ = numel == 0;
-  init_bounds();
+}
+
+GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c, EdgeSet e)
+    : Query(s, d, c, e), bounds(static_cast<const Query&>(*this)) {
+  table.states.reserve(64);
+  table.bound.reserve(64);
+  table.edge_list.reserve(64);
+  table.edges_done.reserve(64);
+  table.direct_at.reserve(64);
+  table.state_ids.reserve(64);
 }
 
 namespace {

@@ -17,7 +17,7 @@
 #include "dtensor/layout.hpp"
 #include "dtensor/plan.hpp"
 #include "dtensor/planner.hpp"
-#include "workspace.hpp"
+#include "placement/workspace.hpp"
 
 namespace dtensor {
 
@@ -164,53 +164,53 @@ struct EdgeScope {
 // Plain shards and the strided split factors `src` or `dst` use: the shard kinds edges create.
 [[nodiscard]] std::vector<std::pair<std::int64_t, bool>> shard_kinds_of(const Sharding& src, const Sharding& dst);
 
-struct GraphContext {
-  GraphContext(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges);
+// One planning request, fixed once made (validated by the constructor): the mesh, shape, dtype,
+// cost model and edge set, the source and target, and what every step derives from them.
+struct Query {
+  Query(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges);
   Mesh mesh;
   std::vector<std::int64_t> shape;
   DType dtype;
   CostModel cost;
   EdgeSet edges;
   Sharding src, dst;
-  std::vector<int> play_dims;                           // tensor dims that may be sharded
-  // The states met so far, as small integer ids (first met first), with their lower bounds,
-  // their edge lists once enumerated (direct excluded) and their direct steps once costed:
-  // shared by the plan and runner-up searches of one query.
-  mutable std::vector<Sharding> states;
-  mutable std::unordered_map<Sharding, std::uint32_t> state_ids;
-  mutable std::vector<SearchBound> bounds;
-  mutable std::vector<std::vector<SearchEdge>> edge_list;
-  mutable std::vector<char> edges_done;
-  mutable std::vector<std::int32_t> direct_at;
-  mutable std::vector<Step> direct_steps;
-  // The id of `s`, interning it (and computing its bound) when new; throws past `max_states`.
-  std::uint32_t intern(const Sharding& s, std::int64_t max_states) const;
-  std::vector<SearchEdge>& edges_of(std::uint32_t id, std::int64_t max_states) const;
-  // Costs edge `e` out of state `from` (once; the searches share the record).
-  void cost_edge(std::uint32_t from, SearchEdge& e) const;
-  const Step& direct_step(std::uint32_t id) const;
-  // Approximate bytes held by this query's search state and memo tables, checked against the bound.
-  mutable std::int64_t search_bytes = 0;
-  std::int64_t max_search_bytes = std::int64_t{1} << 30;
-  void charge(std::int64_t bytes) const;
+  std::vector<int> play_dims;                               // tensor dims that may be sharded
   std::vector<std::pair<std::int64_t, bool>> shard_kinds;  // (split_factor, strided) options
-  [[nodiscard]] EdgeScope scope() const noexcept { return {mesh, shape, edges, dst, play_dims, shard_kinds}; }
   Geometry geo;
   double numel = 1;  // the tensor's element count, as the cost formulas use it
-  // The cost model with bound_link's constants on both links and no curves (what bounds price with).
-  [[nodiscard]] const CostModel& optimistic() const noexcept { return optimistic_; }
+  [[nodiscard]] EdgeScope scope() const noexcept { return {mesh, shape, edges, dst, play_dims, shard_kinds}; }
+};
 
+// The A* lower bounds of one query (bounds.cpp, docs/planner.md): admissible and consistent,
+// built once from the query's tables; lookups memoise per (tensor dim, entries).
+class Bounds {
+ public:
+  explicit Bounds(const Query& q);
+  Bounds(const Bounds&) = delete;
+  Bounds& operator=(const Bounds&) = delete;
+  // A* lower bound on the cost from `s` to the target (µs), and the largest number of target
+  // elements one rank still lacks in `s`.
+  using Bound = SearchBound;
+  [[nodiscard]] Bound lower_bound(const Sharding& s) const;
   // The least copy time of a direct step into the target from a state lacking `missing`
   // elements on some rank: it unpacks at least those and writes the target's largest shard.
   [[nodiscard]] double direct_copy_floor_us(std::int64_t missing) const noexcept {
     return static_cast<double>((missing + dst_max_numel_) * geo.itemsize()) / (cost.copy_bw_GBps * 1e3);
   }
-  // A* lower bound on the cost from `s` to the target (µs), and the largest number of target
-  // elements one rank still lacks in `s`. Admissible and consistent (docs/planner.md).
-  using Bound = SearchBound;
-  [[nodiscard]] Bound lower_bound(const Sharding& s) const;
+  // The cost model with bound_link's constants on both links and no curves (what bounds price with).
+  [[nodiscard]] const CostModel& optimistic() const noexcept { return optimistic_; }
 
  private:
+  // the query, by the names the bound code reads
+  const Mesh& mesh;
+  const std::vector<std::int64_t>& shape;
+  const DType dtype;
+  const CostModel& cost;
+  const EdgeSet edges;
+  const Sharding& src;
+  const Sharding& dst;
+  const Geometry& geo;
+  const double numel;
   struct DimTable {
     std::vector<std::int32_t> variant;  // per rank position: variant of the target's dim
     std::vector<std::int64_t> need;     // per target variant: owned size
@@ -271,6 +271,38 @@ struct GraphContext {
   // keyed by (dim, entries) hash; the entries are kept to rule out collisions
   mutable std::unordered_map<std::uint64_t, std::pair<std::vector<ShardEntry>, std::vector<std::int64_t>>> held_memo_;
   [[nodiscard]] const std::vector<std::int64_t>& held_table(int d, Entries e) const;
+};
+
+// The search state of one query, shared by its plan and runner-up searches: the states met so
+// far as small integer ids (first met first), their lower bounds, their edge lists once
+// enumerated (direct excluded) and their direct steps once costed, with the limits on them.
+struct StateTable {
+  std::vector<Sharding> states;
+  std::unordered_map<Sharding, std::uint32_t> state_ids;
+  std::vector<SearchBound> bound;
+  std::vector<std::vector<SearchEdge>> edge_list;
+  std::vector<char> edges_done;
+  std::vector<std::int32_t> direct_at;
+  std::vector<Step> direct_steps;
+  std::int64_t search_bytes = 0;  // approximate bytes held by the table and the searches' queues
+  std::int64_t max_states = 2'000'000;
+  std::int64_t max_search_bytes = std::int64_t{1} << 30;
+};
+
+// What the searches and the edge enumeration work on: the query (immutable), its bounds, and
+// the search state (the only thing a search changes).
+struct GraphContext : Query {
+  GraphContext(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges);
+  Bounds bounds;
+  mutable StateTable table;
+  // The id of `s`, interning it (and computing its bound) when new; throws past table.max_states.
+  std::uint32_t intern(const Sharding& s) const;
+  std::vector<SearchEdge>& edges_of(std::uint32_t id) const;
+  // Costs edge `e` out of state `from` (once; the searches share the record).
+  void cost_edge(std::uint32_t from, SearchEdge& e) const;
+  const Step& direct_step(std::uint32_t id) const;
+  // Adds to table.search_bytes; throws past table.max_search_bytes.
+  void charge(std::int64_t bytes) const;
 };
 
 // One edge as the search sees it. `group` is the mesh-dim group the edge was generated with

@@ -87,10 +87,9 @@ struct FirstEdge {
 // Cheapest path under `budget` (< 0: unbounded), optionally never starting with `forbidden`.
 // States are the context's interned ids (shared with the other search of the same query, with
 // their bounds and edge lists); ties still break by this search's own discovery order.
-std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const FirstEdge* forbidden,
-                            std::int64_t max_states) {
+std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const FirstEdge* forbidden) {
   constexpr std::uint32_t kUnseen = std::numeric_limits<std::uint32_t>::max();
-  const std::uint32_t src = ctx.intern(ctx.src, max_states), dst = ctx.intern(ctx.dst, max_states);
+  const std::uint32_t src = ctx.intern(ctx.src), dst = ctx.intern(ctx.dst);
   std::vector<Dist> dist;
   std::vector<std::size_t> heap_pos;
   std::vector<std::int64_t> pred;
@@ -99,7 +98,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   std::vector<std::uint32_t> disc;  // this search's discovery index per state id
   std::uint32_t discovered = 0;
   auto grow = [&] {
-    const std::size_t n = ctx.states.size();
+    const std::size_t n = ctx.table.states.size();
     if (dist.size() >= n) return;
     if (dist.capacity() < n) {  // grow geometrically, all arrays at once
       const std::size_t cap = std::max<std::size_t>({64, 2 * n, dist.capacity() * 2});
@@ -119,7 +118,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   };
   grow();
   disc[src] = discovered++;
-  dist[src] = Dist{0, bound_ps(ctx.bounds[src]), 0, disc[src], ctx.bounds[src].steps};
+  dist[src] = Dist{0, bound_ps(ctx.table.bound[src]), 0, disc[src], ctx.table.bound[src].steps};
   const bool with_direct = ctx.edges == EdgeSet::all;
   using Heap = boost::d_ary_heap_indirect<std::size_t, 4, HeapIndexMap, DistMap, DistLess>;
   Heap heap(DistMap{&dist}, HeapIndexMap{&heap_pos});
@@ -136,12 +135,12 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       Found f;
       for (std::size_t k = 1; k < path.size(); ++k) {
         const auto& [kind, group] = pred_edge[path[k]];
-        f.steps.push_back(make_step(ctx, kind, group.span(), ctx.states[path[k - 1]], ctx.states[path[k]], true));
+        f.steps.push_back(make_step(ctx, kind, group.span(), ctx.table.states[path[k - 1]], ctx.table.states[path[k]], true));
         f.total_cost_us += f.steps.back().cost_us;
       }
       return f;
     }
-    auto& out = ctx.edges_of(static_cast<std::uint32_t>(u), max_states);
+    auto& out = ctx.edges_of(static_cast<std::uint32_t>(u));
     grow();  // new states were interned
     const Dist du = dist[u];
     // The cost of the best path to the target found so far: an edge into v whose cost so far
@@ -150,14 +149,14 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     auto cutoff = [&] { return disc[dst] != kUnseen ? dist[dst].cost_ps : std::numeric_limits<std::int64_t>::max(); };
     auto relax = [&](std::uint32_t v, StepKind kind, const DimList& group, double cost_us, std::int64_t peak) {
       if (budget >= 0 && peak > budget) return;
-      if (u == src && forbidden && forbidden->matches(kind, group, ctx.states[v])) return;
+      if (u == src && forbidden && forbidden->matches(kind, group, ctx.table.states[v])) return;
       if (disc[v] == kUnseen) {
         disc[v] = discovered++;
         dist[v] = Dist{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max(), 0, disc[v], 0};
       }
       if (settled[v]) return;
       const std::int64_t g = du.cost_ps + quantise(cost_us);
-      Dist nd{g, g + bound_ps(ctx.bounds[v]), du.steps + 1, disc[v], du.steps + 1 + ctx.bounds[v].steps};
+      Dist nd{g, g + bound_ps(ctx.table.bound[v]), du.steps + 1, disc[v], du.steps + 1 + ctx.table.bound[v].steps};
       if (!nd.better_than(dist[v])) return;
       dist[v] = nd;
       pred[v] = static_cast<std::int64_t>(u);
@@ -166,26 +165,26 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     };
     for (auto& e : out) {
       if (settled[e.to]) continue;
-      if (!e.costed && du.cost_ps > cutoff() - bound_ps(ctx.bounds[e.to])) continue;
+      if (!e.costed && du.cost_ps > cutoff() - bound_ps(ctx.table.bound[e.to])) continue;
       ctx.cost_edge(static_cast<std::uint32_t>(u), e);
       relax(e.to, e.kind, e.group, e.cost_us, e.peak_bytes);
     }
     // direct is the most expensive edge to cost: skip it when even its lower bound (one peer,
     // the bytes this state still lacks at p2p bandwidth) cannot beat the target's current cost.
-    if (with_direct && direct_allowed(ctx, ctx.states[u])) {
-      const LinkParams& L = ctx.optimistic().intra;  // bound_link's constants, computed once per query
-      const LinkParams& X = ctx.optimistic().inter;
-      const auto& bu = ctx.bounds[u];
+    if (with_direct && direct_allowed(ctx, ctx.table.states[u])) {
+      const LinkParams& L = ctx.bounds.optimistic().intra;  // bound_link's constants, computed once per query
+      const LinkParams& X = ctx.bounds.optimistic().inter;
+      const auto& bu = ctx.table.bound[u];
       // with nothing missing a direct step is local copies only (no peers, no latency)
       const double comm = bu.missing == 0
                               ? 0.0
                               : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us) +
-                                    ctx.optimistic().wire_floor_us(static_cast<double>(bu.missing * ctx.geo.itemsize()), true);
+                                    ctx.bounds.optimistic().wire_floor_us(static_cast<double>(bu.missing * ctx.geo.itemsize()), true);
       // The state's bound covers the step's latency and wire time (under the ring formulas it
       // has no copy term), and a direct step also packs what it receives and unpacks the target.
       const double lb = ctx.cost.formula == CostModel::Formula::pytorch
                             ? comm
-                            : std::max(comm, bu.us) + ctx.direct_copy_floor_us(bu.missing);
+                            : std::max(comm, bu.us) + ctx.bounds.direct_copy_floor_us(bu.missing);
       if (du.cost_ps + quantise_bound(lb) <= cutoff()) {
         const Step& d = ctx.direct_step(static_cast<std::uint32_t>(u));
         relax(dst, StepKind::direct, {}, d.cost_us, d.peak_bytes);
@@ -196,7 +195,8 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
 }
 
 // Smallest budget that admits any plan: minimise the largest step peak along the path.
-std::int64_t smallest_feasible_budget(const GraphContext& ctx, std::int64_t max_states) {
+std::int64_t smallest_feasible_budget(const GraphContext& ctx) {
+  const std::int64_t max_states = ctx.table.max_states;
   std::unordered_map<Sharding, std::int64_t> best{{ctx.src, 0}};
   using Item = std::pair<std::int64_t, std::size_t>;
   std::vector<Sharding> states{ctx.src};
@@ -252,62 +252,64 @@ const Sharding& RedistributionGraph::source() const { return ctx_->src; }
 const Sharding& RedistributionGraph::target() const { return ctx_->dst; }
 
 void GraphContext::charge(std::int64_t bytes) const {
-  search_bytes += bytes;
-  if (search_bytes > max_search_bytes)
+  table.search_bytes += bytes;
+  if (table.search_bytes > table.max_search_bytes)
     throw InputError(fmt::format("planning {} -> {} needs more than {} bytes of search state (PlanOptions::max_search_bytes, "
                                  "CLI --max-search-memory); the mesh and tensor have too many intermediate layouts to "
-                                 "search within it", src.str(), dst.str(), max_search_bytes));
+                                 "search within it", src.str(), dst.str(), table.max_search_bytes));
 }
 
-std::uint32_t GraphContext::intern(const Sharding& s, std::int64_t max_states) const {
-  auto [it, fresh] = state_ids.try_emplace(s, static_cast<std::uint32_t>(states.size()));
+std::uint32_t GraphContext::intern(const Sharding& s) const {
+  auto& T = table;
+  auto [it, fresh] = T.state_ids.try_emplace(s, static_cast<std::uint32_t>(T.states.size()));
   if (fresh) {
-    if (static_cast<std::int64_t>(states.size()) >= max_states) {
-      state_ids.erase(it);
+    if (static_cast<std::int64_t>(T.states.size()) >= T.max_states) {
+      T.state_ids.erase(it);
       throw InputError(fmt::format("planning {} -> {} explored more than {} states (PlanOptions::max_states, CLI --max-states); the "
                                    "mesh and tensor have too many intermediate layouts to search exhaustively",
-                                   src.str(), dst.str(), max_states));
+                                   src.str(), dst.str(), T.max_states));
     }
-    charge(static_cast<std::int64_t>(2 * sizeof(Sharding) + sizeof(Bound) + 160));
-    states.push_back(s);
-    bounds.push_back(lower_bound(s));
-    edge_list.emplace_back();
-    edges_done.push_back(0);
-    direct_at.push_back(-1);
+    charge(static_cast<std::int64_t>(2 * sizeof(Sharding) + sizeof(SearchBound) + 160));
+    T.states.push_back(s);
+    T.bound.push_back(bounds.lower_bound(s));
+    T.edge_list.emplace_back();
+    T.edges_done.push_back(0);
+    T.direct_at.push_back(-1);
   }
   return it->second;
 }
 
-std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id, std::int64_t max_states) const {
-  if (!edges_done[id]) {
+std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
+  auto& T = table;
+  if (!T.edges_done[id]) {
     std::vector<SearchEdge> out;
-    const Sharding from = states[id];  // interning may grow `states`
+    const Sharding from = T.states[id];  // interning may grow `states`
     enumerate_transitions(
-        *this, from,
-        [&](const Sharding& to, StepKind kind, const DimList& group) { out.push_back({intern(to, max_states), kind, group}); },
+        *this, from, [&](const Sharding& to, StepKind kind, const DimList& group) { out.push_back({intern(to), kind, group}); },
         false);
     charge(static_cast<std::int64_t>(out.size() * sizeof(SearchEdge) + 64));
-    edge_list[id] = std::move(out);
-    edges_done[id] = 1;
+    T.edge_list[id] = std::move(out);
+    T.edges_done[id] = 1;
   }
-  return edge_list[id];
+  return T.edge_list[id];
 }
 
 void GraphContext::cost_edge(std::uint32_t from, SearchEdge& e) const {
   if (e.costed) return;
-  const Step st = make_step(*this, e.kind, e.group.span(), states[from], states[e.to], false);
+  const Step st = make_step(*this, e.kind, e.group.span(), table.states[from], table.states[e.to], false);
   e.cost_us = st.cost_us;
   e.peak_bytes = st.peak_bytes;
   e.costed = true;
 }
 
 const Step& GraphContext::direct_step(std::uint32_t id) const {
-  if (direct_at[id] < 0) {
+  auto& T = table;
+  if (T.direct_at[id] < 0) {
     charge(static_cast<std::int64_t>(sizeof(Step) + 64));
-    direct_at[id] = static_cast<std::int32_t>(direct_steps.size());
-    direct_steps.push_back(make_step(*this, StepKind::direct, {}, states[id], dst, false));
+    T.direct_at[id] = static_cast<std::int32_t>(T.direct_steps.size());
+    T.direct_steps.push_back(make_step(*this, StepKind::direct, {}, T.states[id], dst, false));
   }
-  return direct_steps[static_cast<std::size_t>(direct_at[id])];
+  return T.direct_steps[static_cast<std::size_t>(T.direct_at[id])];
 }
 
 Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options) {
@@ -316,7 +318,8 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
   GraphContext ctx(src, dst, cost, edges);
   if (options.max_search_bytes <= 0)
     throw InputError(fmt::format("max search bytes {} must be positive", options.max_search_bytes));
-  ctx.max_search_bytes = options.max_search_bytes;
+  ctx.table.max_search_bytes = options.max_search_bytes;
+  ctx.table.max_states = options.max_states;
   if (options.max_peak_bytes && *options.max_peak_bytes < 0)
     throw InputError(fmt::format("max peak bytes {} must not be negative", *options.max_peak_bytes));
   const std::int64_t budget = options.max_peak_bytes.value_or(-1);
@@ -325,9 +328,9 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
   plan.dst = dst;
   plan.cost_model = cost.name;
   plan.edges = edges;
-  auto best = search(ctx, budget, nullptr, options.max_states);
+  auto best = search(ctx, budget, nullptr);
   if (!best) {
-    const auto need = smallest_feasible_budget(ctx, options.max_states);
+    const auto need = smallest_feasible_budget(ctx);
     if (budget >= 0 && need >= 0)
       throw InputError(fmt::format("no plan from {} to {} fits in {} peak bytes; the smallest budget that admits a plan "
                               "is {} bytes", src.placements_str(), dst.placements_str(), budget, need));
@@ -342,7 +345,7 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
     // record lists the mesh dims its transfers cross)
     const Step& s0 = plan.steps[0];
     const FirstEdge first{s0.kind, s0.kind == StepKind::direct ? DimList{} : DimList(s0.mesh_dims), s0.to};
-    if (auto ru = search(ctx, budget, &first, options.max_states)) {
+    if (auto ru = search(ctx, budget, &first)) {
       RunnerUp r;
       r.total_cost_us = ru->total_cost_us;
       r.trace = trace_of(plan.src.sharding(), ru->steps);
