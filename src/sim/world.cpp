@@ -14,6 +14,7 @@
 #include <thread>
 #include <map>
 #include <mutex>
+#include <optional>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -27,19 +28,12 @@
 namespace dtensor {
 namespace {
 
-enum CollKind : int { kAllGather, kReduceScatter, kAllReduce, kAllToAll };
-const char* kind_name(int k) {
-  switch (k) {
-    case kAllGather: return "all_gather";
-    case kReduceScatter: return "reduce_scatter";
-    case kAllReduce: return "all_reduce";
-    default: return "all_to_all";
-  }
-}
+// The executor's name of a collective (all_to_all, not nccl-tests' alltoall), for messages.
+const char* kind_name(Collective c) { return c == Collective::all_to_all ? "all_to_all" : to_string(c).data(); }
 
 // One collective instance of one group: the i-th call of every member.
 struct Op {
-  int kind = -1;
+  std::optional<Collective> kind;  // unset until the first member arrives
   std::int64_t count = 0;
   DType dtype = DType::f32;
   ReduceOp op = ReduceOp::sum;
@@ -141,7 +135,7 @@ struct SimulatedWorld::Impl {
   void run_threads(const std::function<void(std::int64_t, Communicator&)>& fn);
   ~Impl();
 
-  void collective(std::int64_t rank, const Group& g, int kind, const void* send, void* recv, std::int64_t count,
+  void collective(std::int64_t rank, const Group& g, Collective kind, const void* send, void* recv, std::int64_t count,
                   DType dtype, ReduceOp op);
   void run(Op& p, std::int64_t members);
   void exchange_p2p(std::int64_t rank, std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype);
@@ -162,17 +156,17 @@ class ThreadsCommunicator final : public Communicator {
   [[nodiscard]] std::int64_t rank() const override { return rank_; }
   [[nodiscard]] bool supports(Collective c, DType t, ReduceOp op) const override { return w_.mem->supports(c, t, op); }
   void all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override {
-    w_.collective(rank_, g, kAllGather, send, recv, count, dtype, ReduceOp::sum);
+    w_.collective(rank_, g, Collective::all_gather, send, recv, count, dtype, ReduceOp::sum);
   }
   void reduce_scatter(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
                       ReduceOp op) override {
-    w_.collective(rank_, g, kReduceScatter, send, recv, count, dtype, op);
+    w_.collective(rank_, g, Collective::reduce_scatter, send, recv, count, dtype, op);
   }
   void all_reduce(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype, ReduceOp op) override {
-    w_.collective(rank_, g, kAllReduce, send, recv, count, dtype, op);
+    w_.collective(rank_, g, Collective::all_reduce, send, recv, count, dtype, op);
   }
   void all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override {
-    w_.collective(rank_, g, kAllToAll, send, recv, count, dtype, ReduceOp::sum);
+    w_.collective(rank_, g, Collective::all_to_all, send, recv, count, dtype, ReduceOp::sum);
   }
   void send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) override {
     w_.exchange_p2p(rank_, sends, recvs, dtype);
@@ -234,12 +228,12 @@ void SimulatedWorld::Impl::run(Op& p, std::int64_t n) {
   auto at = [&](const void* base, std::int64_t k) { return static_cast<const char*>(base) + k * bytes; };
   auto at_mut = [&](void* base, std::int64_t k) { return static_cast<char*>(base) + k * bytes; };
   const auto u = [](std::int64_t q) { return static_cast<std::size_t>(q); };
-  switch (p.kind) {
-    case kAllGather:
+  switch (*p.kind) {
+    case Collective::all_gather:
       for (std::int64_t q = 0; q < n; ++q)
         for (std::int64_t s = 0; s < n; ++s) mem->copy(at_mut(p.recv[u(q)], s), p.send[u(s)], bytes);
       break;
-    case kReduceScatter: {
+    case Collective::reduce_scatter: {
       std::vector<const void*> in(u(n));
       for (std::int64_t q = 0; q < n; ++q) {
         for (std::int64_t s = 0; s < n; ++s) in[u(s)] = at(p.send[u(s)], q);
@@ -247,14 +241,14 @@ void SimulatedWorld::Impl::run(Op& p, std::int64_t n) {
       }
       break;
     }
-    case kAllReduce: {
+    case Collective::all_reduce: {
       // Reduce into member 0's output, then copy it out: no member reads an output after it is
       // written (each rank's output is its own memory; in place, it is also its own input).
       mem->reduce(p.dtype, p.op, p.recv[0], p.send, p.count);
       for (std::int64_t q = 1; q < n; ++q) mem->copy(p.recv[u(q)], p.recv[0], bytes);
       break;
     }
-    case kAllToAll:
+    case Collective::all_to_all:
       for (std::int64_t q = 0; q < n; ++q)
         for (std::int64_t s = 0; s < n; ++s) mem->copy(at_mut(p.recv[u(q)], s), at(p.send[u(s)], q), bytes);
       break;
@@ -262,7 +256,7 @@ void SimulatedWorld::Impl::run(Op& p, std::int64_t n) {
   }
 }
 
-void SimulatedWorld::Impl::collective(std::int64_t rank, const Group& g, int kind, const void* send, void* recv,
+void SimulatedWorld::Impl::collective(std::int64_t rank, const Group& g, Collective kind, const void* send, void* recv,
                                       std::int64_t count, DType dtype, ReduceOp op) {
   const auto coord = mesh.coord_of_rank(rank);
   std::vector<std::int64_t> key;
@@ -304,7 +298,7 @@ void SimulatedWorld::Impl::collective(std::int64_t rank, const Group& g, int kin
   const std::int64_t index = ch.next[pos]++;
   while (index - ch.base >= static_cast<std::int64_t>(ch.ops.size())) ch.ops.emplace_back();
   Op& p = ch.ops[static_cast<std::size_t>(index - ch.base)];
-  if (p.kind < 0) {
+  if (!p.kind) {
     p.kind = kind;
     p.count = count;
     p.dtype = dtype;
@@ -318,9 +312,9 @@ void SimulatedWorld::Impl::collective(std::int64_t rank, const Group& g, int kin
       if (p.present[q]) other = ch.member_ranks[q];
     p.error = fmt::format("ranks disagree on a collective: rank {} issued {}{}, while rank {} issued {} over the same "
                           "group ({} elements of {}{})",
-                          rank, what, kind == kReduceScatter || kind == kAllReduce ? fmt::format(" op {}", to_string(op)) : "",
-                          other, kind_name(p.kind), p.count, to_string(p.dtype),
-                          p.kind == kReduceScatter || p.kind == kAllReduce ? fmt::format(", op {}", to_string(p.op)) : "");
+                          rank, what, reduces(kind) ? fmt::format(" op {}", to_string(op)) : "",
+                          other, kind_name(*p.kind), p.count, to_string(p.dtype),
+                          reduces(*p.kind) ? fmt::format(", op {}", to_string(p.op)) : "");
   }
   p.send[pos] = send ? send : static_cast<const void*>(recv);
   p.recv[pos] = recv;
@@ -357,10 +351,7 @@ void SimulatedWorld::Impl::collective(std::int64_t rank, const Group& g, int kin
     p.done = true;
     ++collectives_run;
     if (options.clock_profile) {
-      const Collective c = p.kind == kAllGather ? Collective::all_gather
-                           : p.kind == kReduceScatter ? Collective::reduce_scatter
-                           : p.kind == kAllReduce ? Collective::all_reduce
-                                                  : Collective::all_to_all;
+      const Collective c = *p.kind;
       const double item = static_cast<double>(p.count) * static_cast<double>(itemsize(p.dtype));
       const double bytes = c == Collective::all_reduce ? item : item * static_cast<double>(members);
       std::uint64_t id = static_cast<std::uint64_t>(index) * 0x100000001b3ULL;
@@ -513,7 +504,7 @@ void SimulatedWorld::Impl::flush() {
       if (!p.done) {
         std::vector<std::int64_t> missing, present;
         for (std::size_t q = 0; q < p.present.size(); ++q) (p.present[q] ? present : missing).push_back(ch.member_ranks[q]);
-        throw BackendError(fmt::format("{} over {} was issued by ranks {} but not by ranks {}", kind_name(p.kind),
+        throw BackendError(fmt::format("{} over {} was issued by ranks {} but not by ranks {}", kind_name(*p.kind),
                                        describe(mesh, ch.dims), rank_list(present), rank_list(missing)));
       }
   // Pair the k-th recv of each ordered pair (from, to) with its k-th send: transfers between one
