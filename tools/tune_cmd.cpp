@@ -3,7 +3,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -78,7 +77,6 @@ void run_fit() {
     const auto& log = lf.log;
     const auto& fit = lf.fit;
     const auto& path = log.name;
-    const bool inter = lf.inter_host;
     const auto& ignored = lf.ignored;
     nlohmann::ordered_json r;
     r["log"] = path;
