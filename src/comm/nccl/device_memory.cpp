@@ -1,62 +1,62 @@
 // Device memory for the in-process backend on one GPU (dtensor::device_memory): every rank of a
-// mesh as device buffers, collectives as device copies and the reduction kernels. CUDA only.
-#include <cuda_runtime.h>
-
-#include <cstring>
+// mesh as device buffers, collectives as device copies and the reduction kernels. Every CUDA call
+// and kernel goes through the backend's vendor table (vendor.hpp), so the same code runs on the
+// CPU stand-in in the tests (test_nccl_cpu) and on CUDA in dtensor::nccl.
+#include <fmt/format.h>
 
 #include "dtensor/error.hpp"
 #include "dtensor/nccl.hpp"
 #include "dtensor/scalar.hpp"
 #include "device_args.hpp"
-#include "kernels.cuh"
+#include "vendor.hpp"
 
 namespace dtensor {
 namespace {
 
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw BackendError(fmt::format("{}: CUDA error {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e)));
-}
+namespace nv = nccl_vendor;
+const nv::Table& V() { return nv::table(); }
 
+void check(int e, const char* what) {
+  if (e != nv::kCudaSuccess)
+    throw BackendError(fmt::format("{}: CUDA error {} ({})", what, V().cuda_error_name(e), V().cuda_error_string(e)));
+}
 
 class DeviceMemory final : public Memory {
  public:
-  explicit DeviceMemory(void* stream) : stream_(static_cast<cudaStream_t>(stream)) {}
+  explicit DeviceMemory(void* stream) : stream_(stream) {}
   void* allocate(std::size_t bytes) override {
     if (bytes == 0) return nullptr;
     void* p = nullptr;
-    cuda_check(cudaMalloc(&p, bytes), "device allocation");
+    check(V().malloc(&p, bytes), "device allocation");
     return p;
   }
   void release(void* p) noexcept override {
-    if (p) (void)cudaFree(p);
+    if (p) (void)V().free(p);
   }
   void upload(void* dst, const void* src, std::size_t bytes) override {
     if (bytes == 0) return;
-    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+    check(V().copy_h2d_async(dst, src, bytes, stream_), "upload");
     wait();
   }
   void download(void* dst, const void* src, std::size_t bytes) override {
     if (bytes == 0) return;
     wait();
-    cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "download");
+    check(V().copy_d2h(dst, src, bytes), "download");
   }
-  void wait() override { cuda_check(cudaStreamSynchronize(stream_), "stream synchronize"); }
+  void wait() override { check(V().stream_synchronize(stream_), "stream synchronize"); }
   [[nodiscard]] bool supports(Collective c, DType dtype, ReduceOp op) const override {
     return !(reduces(c) && dtype == DType::boolean && op == ReduceOp::avg);
   }
   void copy(void* dst, const void* src, std::int64_t bytes) override {
     if (bytes <= 0 || dst == src) return;
-    cuda_check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_), "device copy");
+    check(V().copy_d2d_async(dst, src, static_cast<std::size_t>(bytes), stream_), "device copy");
   }
   void fill(void* dst, DType dtype, std::int64_t count, double value) override {
-    cuda_check(cuda::launch_fill(dst, cuda::pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count, stream_),
-               "fill kernel");
+    check(V().fill(dst, cuda::pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count, stream_), "fill kernel");
   }
   void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
                     std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
-    cuda_check(cuda::launch_copy_strided(dst, src, cuda::strided(run_bytes, count, dst_stride, src_stride), stream_),
-               "pack/unpack kernel");
+    check(V().copy_strided(dst, src, cuda::strided(run_bytes, count, dst_stride, src_stride), stream_), "pack/unpack kernel");
   }
   void reduce(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs, std::int64_t count) override {
     const bool narrow = dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::f8e4m3 || dtype == DType::f8e5m2;
@@ -64,25 +64,22 @@ class DeviceMemory final : public Memory {
       if (inputs.size() > static_cast<std::size_t>(cuda::kMaxMembers))
         throw InputError(fmt::format("a device reduction of {} over {} members: at most {}", to_string(dtype),
                                      inputs.size(), cuda::kMaxMembers));
-      cuda::Members m;
-      for (std::size_t s = 0; s < inputs.size(); ++s) m.p[s] = inputs[s];
-      cuda_check(cuda::launch_reduce_members(static_cast<int>(dtype), static_cast<int>(op), out, m,
-                                             static_cast<int>(inputs.size()), count, stream_),
-                 "reduction kernel");
+      check(V().reduce_members(static_cast<int>(dtype), static_cast<int>(op), out, inputs.data(),
+                               static_cast<int>(inputs.size()), count, stream_),
+            "reduction kernel");
       return;
     }
     // wide types: pairwise in the dtype (as the CPU executor), avg divided once at the end
     copy(out, inputs[0], count * static_cast<std::int64_t>(itemsize(dtype)));
     for (std::size_t s = 1; s < inputs.size(); ++s)
-      cuda_check(cuda::launch_reduce(static_cast<int>(dtype), static_cast<int>(op), out, inputs[s], count, stream_),
-                 "reduction kernel");
+      check(V().reduce(static_cast<int>(dtype), static_cast<int>(op), out, inputs[s], count, stream_), "reduction kernel");
     if (op == ReduceOp::avg)
-      cuda_check(cuda::launch_average(static_cast<int>(dtype), out, count, static_cast<std::int64_t>(inputs.size()), stream_),
-                 "average kernel");
+      check(V().average(static_cast<int>(dtype), out, count, static_cast<std::int64_t>(inputs.size()), stream_),
+            "average kernel");
   }
 
  private:
-  cudaStream_t stream_;
+  void* stream_;
 };
 
 }  // namespace

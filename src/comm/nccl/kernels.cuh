@@ -18,7 +18,6 @@ cudaError_t launch_reduce(int dtype, int op, void* acc, const void* x, std::int6
 cudaError_t launch_average(int dtype, void* acc, std::int64_t count, std::int64_t members, cudaStream_t stream);
 // Narrow floats (bf16, f16, fp8): out = the reduction of n members (n <= kMaxMembers) widened to
 // double, divided once for avg, rounded once: the CPU executor's bits (reduce_math.hpp).
-constexpr int kMaxMembers = 64;
 struct Members {
   const void* p[kMaxMembers] = {};
 };

@@ -1,10 +1,12 @@
 #pragma once
-// A strided box copy as the device kernel takes it (kernels.cu) and the CPU stand-in runs it.
+// Kernel arguments without CUDA types: a strided box copy as the device kernel takes it
+// (kernels.cu) and the CPU stand-in runs it, and the most members a narrow-float reduction takes.
 #include <cstdint>
 
 namespace dtensor::cuda {
 
 constexpr int kMaxDims = 16;
+constexpr int kMaxMembers = 64;
 struct StridedCopy {
   std::int64_t run_bytes = 0;
   int ndim = 0;

@@ -72,6 +72,13 @@ struct Table {
   // the device kernels (kernels.cu)
   int (*fill)(void* dst, std::uint64_t pattern, int elem_bytes, std::int64_t count, Stream s);
   int (*copy_strided)(void* dst, const void* src, const cuda::StridedCopy& c, Stream s);
+  // the reduction kernels of device memory (dtensor::device_memory); dtype and op are dtensor's
+  // DType and ReduceOp values. Narrow floats: out = the n members widened, reduced, rounded once
+  // (n <= cuda::kMaxMembers); wide types: acc = op(acc, x) pairwise, then average divides once.
+  int (*reduce_members)(int dtype, int op, void* out, const void* const* in, int n, std::int64_t count, Stream s);
+  int (*reduce)(int dtype, int op, void* acc, const void* x, std::int64_t count, Stream s);
+  int (*average)(int dtype, void* acc, std::int64_t count, std::int64_t members, Stream s);
+  int (*stream_synchronize)(Stream s);
 };
 
 // The implementation linked with this build of the host logic.

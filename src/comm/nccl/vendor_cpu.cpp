@@ -19,7 +19,8 @@
 #include <vector>
 
 #include "dtensor/dtype.hpp"
-#include "dtensor/simulated.hpp"
+#include "dtensor/memory.hpp"
+#include "dtensor/scalar.hpp"
 #include "vendor.hpp"
 
 namespace dtensor::nccl_vendor {
@@ -680,6 +681,27 @@ const Table kTable{
             ss(c.src_stride, c.src_stride + c.ndim);
         host_memory().copy_strided(dst, src, c.run_bytes, count, ds, ss);
       });
+      return kCudaSuccess;
+    },
+    // the reduction kernels as the CPU executor reduces (the device arithmetic gives its bits:
+    // test_values checks reduce_math against it)
+    [](int dtype, int op, void* out, const void* const* in, int n, std::int64_t count, Stream s) {
+      std::vector<const void*> members(in, in + n);
+      stream_of(s)->push([=] {
+        host_memory().reduce(static_cast<DType>(dtype), static_cast<ReduceOp>(op), out, members, count);
+      });
+      return kCudaSuccess;
+    },
+    [](int dtype, int op, void* acc, const void* x, std::int64_t count, Stream s) {
+      stream_of(s)->push([=] { reduce_into(static_cast<DType>(dtype), static_cast<ReduceOp>(op), acc, x, count); });
+      return kCudaSuccess;
+    },
+    [](int dtype, void* acc, std::int64_t count, std::int64_t members, Stream s) {
+      stream_of(s)->push([=] { finish_average(static_cast<DType>(dtype), acc, count, members); });
+      return kCudaSuccess;
+    },
+    [](Stream s) {
+      stream_of(s)->drain();
       return kCudaSuccess;
     },
 };

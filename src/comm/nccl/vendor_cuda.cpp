@@ -115,6 +115,18 @@ const Table kTable{
     [](void* dst, const void* src, const cuda::StridedCopy& c, Stream s) {
       return static_cast<int>(cuda::launch_copy_strided(dst, src, c, S(s)));
     },
+    [](int dtype, int op, void* out, const void* const* in, int n, std::int64_t count, Stream s) {
+      cuda::Members m;
+      for (int k = 0; k < n && k < cuda::kMaxMembers; ++k) m.p[k] = in[k];
+      return static_cast<int>(cuda::launch_reduce_members(dtype, op, out, m, n, count, S(s)));
+    },
+    [](int dtype, int op, void* acc, const void* x, std::int64_t count, Stream s) {
+      return static_cast<int>(cuda::launch_reduce(dtype, op, acc, x, count, S(s)));
+    },
+    [](int dtype, void* acc, std::int64_t count, std::int64_t members, Stream s) {
+      return static_cast<int>(cuda::launch_average(dtype, acc, count, members, S(s)));
+    },
+    [](Stream s) { return static_cast<int>(cudaStreamSynchronize(S(s))); },
 };
 
 }  // namespace
