@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -261,4 +262,46 @@ TEST_CASE("batch: overlapping buffers are refused before anything moves", "[batc
     }
   });
   CHECK(refused_nested == 2);
+}
+
+TEST_CASE("batch: the batch plan cache hands out one plan per request, keyed by every pair", "[batch]") {
+  const Mesh mesh = Mesh::parse("2x2");
+  std::vector<std::pair<Layout, Layout>> pairs;
+  for (const auto& shape : {std::vector<std::int64_t>{8, 6}, {5, 7}, {9, 4}})
+    pairs.emplace_back(Layout::parse(mesh, shape, DType::bf16, "S(0)S(1)"), Layout::parse(mesh, shape, DType::bf16, "RS(1)"));
+  BatchPlanCache cache(2);
+  const auto cost = CostModel::default_model();
+  const auto first = cache.get_or_plan(pairs, cost);
+  CHECK(*first == plan_batch(pairs, cost));
+  CHECK(cache.get_or_plan(pairs, cost) == first);  // the same object: a hit
+  auto s = cache.stats();
+  CHECK((s.hits == 1 && s.misses == 1 && s.size == 1));
+  // any difference in any pair, the order, the model or the options is another batch
+  auto other = pairs;
+  other[2].second = Layout::parse(mesh, {9, 4}, DType::bf16, "RR");
+  const auto second = cache.get_or_plan(other, cost);
+  CHECK(second != first);
+  CHECK(*second == plan_batch(other, cost));
+  auto swapped = pairs;
+  std::swap(swapped[0], swapped[1]);
+  CHECK(cache.get_or_plan(swapped, cost)->plans[0] == first->plans[1]);
+  s = cache.stats();
+  CHECK((s.misses == 3 && s.evictions == 1 && s.size == 2));  // capacity 2: the least recent went
+  CHECK(cache.get_or_plan(pairs, CostModel::pytorch())->cost_model == "pytorch");
+  PlanOptions no_runner_up;
+  no_runner_up.runner_up = false;
+  CHECK(!cache.get_or_plan(pairs, cost, no_runner_up)->plans[0].runner_up);
+  // a refused batch is not cached: the error each time
+  std::vector<std::pair<Layout, Layout>> mixed{pairs[0], {Layout::parse(Mesh::parse("4"), {8}, DType::f32, "S(0)"),
+                                                           Layout::parse(Mesh::parse("4"), {8}, DType::f32, "R")}};
+  CHECK_THROWS_AS(cache.get_or_plan(mixed, cost), InputError);
+  CHECK_THROWS_AS(cache.get_or_plan(mixed, cost), InputError);
+  CHECK_THROWS_AS(BatchPlanCache(0), InputError);
+  // threads asking at once all get a plan equal to the uncached one
+  cache.clear();
+  std::vector<std::thread> ts;
+  std::vector<std::shared_ptr<const BatchPlan>> got(4);
+  for (int t = 0; t < 4; ++t) ts.emplace_back([&, t] { got[static_cast<std::size_t>(t)] = cache.get_or_plan(pairs, cost); });
+  for (auto& t : ts) t.join();
+  for (const auto& g : got) CHECK(*g == *first);
 }

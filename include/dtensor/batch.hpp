@@ -14,6 +14,7 @@
 
 #include "dtensor/comm.hpp"
 #include "dtensor/executor.hpp"
+#include "dtensor/plan_cache.hpp"
 #include "dtensor/planner.hpp"
 
 namespace dtensor {
@@ -67,6 +68,29 @@ inline constexpr std::size_t kMaxBatchTensors = std::size_t{1} << 20;
 // any pair plan_redistribution refuses (naming the pair's index).
 [[nodiscard]] BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const CostModel& cost,
                                    const PlanOptions& options = {});
+
+// Bounded, thread-safe LRU of batch plans keyed by the pairs (mesh, shapes, dtypes, both
+// shardings of each, in order), the cost model's fingerprint and the options: what a training
+// loop that moves the same tensors every step looks up instead of planning again. Planning
+// happens outside the lock; a refused batch is not cached.
+class BatchPlanCache {
+ public:
+  explicit BatchPlanCache(std::size_t capacity = 256);
+  [[nodiscard]] std::shared_ptr<const BatchPlan> get_or_plan(std::span<const std::pair<Layout, Layout>> pairs,
+                                                             const CostModel& cost, const PlanOptions& options = {});
+  [[nodiscard]] PlanCacheStats stats() const;
+  [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+  void clear();
+
+  ~BatchPlanCache();
+  BatchPlanCache(const BatchPlanCache&) = delete;
+  BatchPlanCache& operator=(const BatchPlanCache&) = delete;
+
+ private:
+  struct Impl;
+  std::size_t capacity_;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Checks a batch plan's structure (what from_json and the batch executor run): plans valid and on
 // one mesh, every (tensor, step) in exactly one stage, each tensor's steps in order, members of a

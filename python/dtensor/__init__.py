@@ -26,6 +26,7 @@ from ._core import (  # noqa: F401
     Mesh,
     Placement,
     Plan,
+    BatchPlanCache,
     PlanCache,
     SimulatedRank,
     SimulationResult,
@@ -41,7 +42,7 @@ from ._core import (  # noqa: F401
 
 __all__ = [
     "BackendError", "BatchPlan", "BatchSimulationResult", "BatchStage", "CostModel", "CrossMeshMessage", "CrossMeshPlan",
-    "CrossMeshSimulationResult", "Layout", "Mesh", "Placement", "Plan", "PlanCache", "SimulatedRank",
+    "CrossMeshSimulationResult", "Layout", "Mesh", "Placement", "Plan", "PlanCache", "BatchPlanCache", "SimulatedRank",
     "SimulationResult", "Step", "dtypes", "equivalent", "itemsize", "plan", "plan_batch", "plan_cross_mesh", "simulate",
 ]
 __version__ = "0.1.0"

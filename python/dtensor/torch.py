@@ -593,6 +593,7 @@ def clear_caches() -> None:
     """Forgets cached plans, executors, workspaces and process groups (e.g. after
     destroy_process_group)."""
     _cache.clear()
+    _batch_cache.clear()
     _calls.clear()
     _routes.clear()
     with _runners_lock:
@@ -604,9 +605,10 @@ def clear_caches() -> None:
 def _at_exit() -> None:
     """Releases executors, communicators and the module's plan cache before the interpreter
     tears the extension down (nanobind reports instances still alive then as leaks)."""
-    global _cache
+    global _cache, _batch_cache
     clear_caches()
     _cache = None
+    _batch_cache = None
 
 
 atexit.register(_at_exit)
@@ -763,7 +765,11 @@ def plan_many(xs: Sequence[DTensor], placements_list: Sequence, *, shard_orders=
         elif x.device_mesh is not mesh and x.device_mesh != mesh:
             raise ValueError(f"redistribute_many: xs[{i}] is on mesh {x.device_mesh}, xs[0] on {mesh}: one mesh per batch")
         pairs.append((layout_of(x), _target_layout(x, _placements_arg(placements_list[i]), orders[i])))
-    return _core.plan_batch(pairs, cost_model=cost_model)
+    return _batch_cache.get(pairs, cost_model)
+
+
+# Batch plans by their pairs: a training loop moves the same tensors every step.
+_batch_cache = _core.BatchPlanCache(256)
 
 
 def redistribute_many(xs: Sequence[DTensor], placements_list: Sequence, *, shard_orders=None,

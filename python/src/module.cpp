@@ -81,6 +81,15 @@ CostModel model_of(const nb::handle& cost_model) {
                    nb::cast<std::string>(nb::str(cost_model.type())));
 }
 
+nb::dict stats_dict(const PlanCacheStats& s) {
+  nb::dict d;
+  d["hits"] = s.hits;
+  d["misses"] = s.misses;
+  d["evictions"] = s.evictions;
+  d["size"] = s.size;
+  return d;
+}
+
 PlanOptions options_of(const std::optional<std::string>& edges, std::optional<std::int64_t> max_memory,
                        bool runner_up, std::int64_t max_states) {
   PlanOptions o;
@@ -532,6 +541,21 @@ NB_MODULE(_core, m) {
         "max_states"_a = 2'000'000,
         "Plans a list of (src, dst) layout pairs on one mesh together: each tensor on its own optimal plan, the steps "
         "scheduled into stages, small tensors' collectives coalesced where the cost model says it pays (docs/batch.md).");
+  nb::class_<BatchPlanCache>(m, "BatchPlanCache", "A bounded, thread-safe LRU of batch plans keyed by every pair.")
+      .def(nb::init<std::size_t>(), "capacity"_a = 256)
+      .def("get",
+           [](BatchPlanCache& cache, const std::vector<std::pair<Layout, Layout>>& pairs, const nb::handle& cost_model,
+              const std::optional<std::string>& edges, std::optional<std::int64_t> max_memory) {
+             const CostModel cost = model_of(cost_model);
+             const PlanOptions o = options_of(edges, max_memory, true, PlanOptions{}.max_states);
+             nb::gil_scoped_release release;
+             return cache.get_or_plan(pairs, cost, o);
+           },
+           "pairs"_a, "cost_model"_a = "default", "edges"_a = nb::none(), "max_memory"_a = nb::none(),
+           "The cached batch plan of these (src, dst) pairs, planned on a miss (as plan_batch)")
+      .def_prop_ro("capacity", &BatchPlanCache::capacity)
+      .def("stats", [](const BatchPlanCache& c) { return stats_dict(c.stats()); })
+      .def("clear", &BatchPlanCache::clear);
   // ---- cross-mesh ----
   nb::class_<CrossMeshPlan::Message>(m, "CrossMeshMessage", "One message of a cross-mesh transfer.")
       .def_ro("src_rank", &CrossMeshPlan::Message::from, "The sender's rank on the source mesh")
@@ -622,15 +646,7 @@ NB_MODULE(_core, m) {
            "src"_a, "dst"_a, "cost_model"_a = "default", "edges"_a = nb::none(), "max_memory"_a = nb::none(),
            "The cached plan, planned on a miss")
       .def_prop_ro("capacity", &PlanCache::capacity)
-      .def("stats", [](const PlanCache& c) {
-        const auto s = c.stats();
-        nb::dict d;
-        d["hits"] = s.hits;
-        d["misses"] = s.misses;
-        d["evictions"] = s.evictions;
-        d["size"] = s.size;
-        return d;
-      })
+      .def("stats", [](const PlanCache& c) { return stats_dict(c.stats()); })
       .def("clear", &PlanCache::clear);
 
   // ---- simulation ----

@@ -1,11 +1,11 @@
 #include "dtensor/plan_cache.hpp"
 
-#include "placement/hash.hpp"
+#include "dtensor/batch.hpp"
 #include "dtensor/error.hpp"
+#include "placement/hash.hpp"
+#include "planner/lru.hpp"
 
-#include <list>
-#include <mutex>
-#include <unordered_map>
+#include <algorithm>
 
 namespace dtensor {
 
@@ -44,14 +44,12 @@ struct PlanCache::Impl {
     }
     bool operator()(const Key& a, const KeyRef& b) const { return (*this)(b, a); }
   };
-  using Entry = std::pair<Key, std::shared_ptr<const Plan>>;
-  mutable std::mutex mu;
-  std::list<Entry> lru;  // front = most recent
-  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash, KeyEq> index;
-  PlanCacheStats stats;
+  explicit Impl(std::size_t capacity) : lru(capacity) {}
+  detail::Lru<Key, Plan, KeyHash, KeyEq> lru;
 };
 
-PlanCache::PlanCache(std::size_t capacity) : capacity_(capacity), impl_(std::make_unique<Impl>()) {
+PlanCache::PlanCache(std::size_t capacity)
+    : capacity_(capacity), impl_(capacity ? std::make_unique<Impl>(capacity) : nullptr) {
   if (capacity_ == 0) throw InputError("plan cache capacity must be at least 1");
 }
 PlanCache::~PlanCache() = default;
@@ -71,48 +69,88 @@ std::shared_ptr<const Plan> PlanCache::get_or_plan(const Layout& src, const Layo
   const Impl::KeyRef probe{src, dst, cost_id, options, static_cast<std::size_t>(h)};
   // the target's mesh/shape/dtype must match the source's for the key to describe the request
   const bool same_frame = src.mesh() == dst.mesh() && src.shape() == dst.shape() && src.dtype() == dst.dtype();
-  if (same_frame) {
-    std::lock_guard lock(I.mu);
-    if (auto it = I.index.find(probe); it != I.index.end()) {
-      if (it->second != I.lru.begin()) I.lru.splice(I.lru.begin(), I.lru, it->second);
-      ++I.stats.hits;
-      return it->second->second;
-    }
-    ++I.stats.misses;
-  }
+  if (same_frame)
+    if (auto hit = I.lru.find(probe)) return hit;
   // Plan outside the lock; errors (including mismatched frames) propagate uncached.
   auto plan = std::make_shared<const Plan>(plan_redistribution(src, dst, cost, options));
-  std::lock_guard lock(I.mu);
-  if (auto it = I.index.find(probe); it != I.index.end()) {  // another thread planned it meanwhile
-    I.lru.splice(I.lru.begin(), I.lru, it->second);
-    return it->second->second;
-  }
-  I.lru.emplace_front(Impl::Key{src.mesh(), src.shape(), src.dtype(), src.sharding(), dst.sharding(), cost_id, options, probe.hash},
-                     plan);
-  I.index.emplace(I.lru.front().first, I.lru.begin());
-  while (I.lru.size() > capacity_) {
-    I.index.erase(I.lru.back().first);
-    I.lru.pop_back();
-    ++I.stats.evictions;
-  }
-  I.stats.size = I.lru.size();
-  return plan;
+  return I.lru.insert(
+      probe,
+      [&] { return Impl::Key{src.mesh(), src.shape(), src.dtype(), src.sharding(), dst.sharding(), cost_id, options, probe.hash}; },
+      std::move(plan));
 }
 
-PlanCacheStats PlanCache::stats() const {
-  const Impl& I = *impl_;
-  std::lock_guard lock(I.mu);
-  PlanCacheStats s = I.stats;
-  s.size = I.lru.size();
-  return s;
-}
+PlanCacheStats PlanCache::stats() const { return impl_->lru.stats(); }
+void PlanCache::clear() { impl_->lru.clear(); }
 
-void PlanCache::clear() {
+// ---------------------------------------------------------------- batches
+
+struct BatchPlanCache::Impl {
+  using Pairs = std::span<const std::pair<Layout, Layout>>;
+  struct Key {
+    std::vector<std::pair<Layout, Layout>> pairs;
+    std::uint64_t cost;
+    PlanOptions options;
+    std::size_t hash;
+  };
+  struct KeyRef {
+    Pairs pairs;
+    std::uint64_t cost;
+    const PlanOptions& options;
+    std::size_t hash;
+  };
+  static bool same(Pairs a, Pairs b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+  struct KeyHash {
+    using is_transparent = void;
+    std::size_t operator()(const Key& k) const noexcept { return k.hash; }
+    std::size_t operator()(const KeyRef& k) const noexcept { return k.hash; }
+  };
+  struct KeyEq {
+    using is_transparent = void;
+    bool operator()(const Key& a, const Key& b) const {
+      return a.hash == b.hash && a.cost == b.cost && a.options == b.options && same(a.pairs, b.pairs);
+    }
+    bool operator()(const KeyRef& a, const Key& b) const {
+      return a.hash == b.hash && a.cost == b.cost && a.options == b.options && same(a.pairs, b.pairs);
+    }
+    bool operator()(const Key& a, const KeyRef& b) const { return (*this)(b, a); }
+  };
+  explicit Impl(std::size_t capacity) : lru(capacity) {}
+  detail::Lru<Key, BatchPlan, KeyHash, KeyEq> lru;
+};
+
+BatchPlanCache::BatchPlanCache(std::size_t capacity)
+    : capacity_(capacity), impl_(capacity ? std::make_unique<Impl>(capacity) : nullptr) {
+  if (capacity_ == 0) throw InputError("batch plan cache capacity must be at least 1");
+}
+BatchPlanCache::~BatchPlanCache() = default;
+
+std::shared_ptr<const BatchPlan> BatchPlanCache::get_or_plan(std::span<const std::pair<Layout, Layout>> pairs,
+                                                             const CostModel& cost, const PlanOptions& options) {
   Impl& I = *impl_;
-  std::lock_guard lock(I.mu);
-  I.lru.clear();
-  I.index.clear();
-  I.stats.size = 0;
+  const std::uint64_t cost_id = cost.fingerprint();
+  std::uint64_t h = pairs.size();
+  if (!pairs.empty()) detail::hash_combine(h, hash_value(pairs.front().first.mesh()));  // plan_batch: one mesh
+  for (const auto& [src, dst] : pairs) {
+    detail::hash_combine(h, hash_value(src.sharding()));
+    detail::hash_combine(h, hash_value(dst.sharding()));
+    for (auto x : src.shape()) detail::hash_combine(h, static_cast<std::uint64_t>(x));
+    detail::hash_combine(h, static_cast<std::uint64_t>(src.dtype()));
+  }
+  detail::hash_combine(h, cost_id);
+  detail::hash_combine(h, static_cast<std::uint64_t>(options.edges ? static_cast<int>(*options.edges) + 1 : 0) * 2 +
+                              (options.runner_up ? 1 : 0));
+  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_peak_bytes.value_or(-1)));
+  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_states));
+  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_search_bytes));
+  const Impl::KeyRef probe{pairs, cost_id, options, static_cast<std::size_t>(h)};
+  if (auto hit = I.lru.find(probe)) return hit;
+  // Plan outside the lock; a batch plan_batch refuses is not cached.
+  auto batch = std::make_shared<const BatchPlan>(plan_batch(pairs, cost, options));
+  return I.lru.insert(
+      probe, [&] { return Impl::Key{{pairs.begin(), pairs.end()}, cost_id, options, probe.hash}; }, std::move(batch));
 }
+
+PlanCacheStats BatchPlanCache::stats() const { return impl_->lru.stats(); }
+void BatchPlanCache::clear() { impl_->lru.clear(); }
 
 }  // namespace dtensor

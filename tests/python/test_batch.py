@@ -58,3 +58,24 @@ def test_plan_batch_bad_input():
         dtensor.plan_batch([("S(0)", "R")])
     with pytest.raises(ValueError, match="memory_limit"):
         dtensor.simulate(dtensor.plan_batch(mixed[:1]), memory_limit=-1)
+
+
+def test_batch_plan_cache():
+    mesh = dtensor.Mesh("2x2")
+    pairs = _pairs(mesh, 3)
+    cache = dtensor.BatchPlanCache(2)
+    first = cache.get(pairs)
+    assert first == dtensor.plan_batch(pairs)
+    assert cache.get(pairs) is first  # the cached plan itself
+    assert cache.stats() == {"hits": 1, "misses": 1, "evictions": 0, "size": 1}
+    assert cache.get(pairs[::-1]) != first  # another order is another batch
+    assert cache.get(pairs, cost_model="pytorch").cost_model == "pytorch"
+    assert cache.stats()["evictions"] == 1 and cache.capacity == 2
+    with pytest.raises(TypeError):
+        cache.get([pairs[0][0]])  # not a pair
+    with pytest.raises(ValueError):
+        cache.get([])  # an empty batch, as plan_batch refuses it
+    with pytest.raises(ValueError):
+        dtensor.BatchPlanCache(0)
+    cache.clear()
+    assert cache.stats()["size"] == 0
