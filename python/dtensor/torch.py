@@ -506,6 +506,20 @@ class _Runner:
             self.executors.move_to_end(key)
         return ex
 
+    def batch_executor(self, batch: _core.BatchPlan):
+        """The batch executor of `batch` on this runner, made (a collective: the batch hashes are
+        compared) on its first use only."""
+        key = ("batch", batch.hash, len(batch), batch.cost_model)
+        ex = self.executors.get(key)
+        if ex is None:
+            ex = _core._BatchExecutor(batch, self.comm)
+            self.executors[key] = ex
+            if len(self.executors) > 256:
+                self.executors.popitem(last=False)
+        else:
+            self.executors.move_to_end(key)
+        return ex
+
     def _workspace(self, nbytes: int) -> Optional[torch.Tensor]:
         if nbytes <= 0:
             return None
@@ -787,7 +801,7 @@ def redistribute_many(xs: Sequence[DTensor], placements_list: Sequence, *, shard
             raise ValueError(f"redistribute_many: xs[{i}] is on {x._local_tensor.device}, xs[0] on {device}")
     runner = _runner(mesh, device)
     rank = runner.comm.rank
-    ex = _core._BatchExecutor(batch, runner.comm)
+    ex = runner.batch_executor(batch)
     locals_, outs, wss = [], [], []
     for i, (x, p) in enumerate(zip(xs, batch.plans)):
         local = x._local_tensor if x._local_tensor.is_contiguous() else x._local_tensor.contiguous()

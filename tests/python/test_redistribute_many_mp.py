@@ -33,6 +33,15 @@ SCRIPT = textwrap.dedent("""
             want = x.redistribute(mesh, t)
             assert y.placements == want.placements, (i, y.placements, want.placements)
             assert torch.equal(y.to_local(), want.to_local()), (rank, i, y.to_local(), want.to_local())
+        # a second call finds its batch plan and its batch executor cached: no new executor, and
+        # the same results
+        runner = dt._runner(mesh, torch.device("cpu"))
+        made = len(runner.executors)
+        again = dt.redistribute_many(xs, targets)
+        assert len(runner.executors) == made, (made, len(runner.executors))
+        assert dt.plan_many(xs, targets) is dt.plan_many(xs, targets)
+        for y, z in zip(ys, again):
+            assert torch.equal(y.to_local(), z.to_local())
         try:
             dt.redistribute_many(xs, targets[:-1])
             raise AssertionError("a length mismatch was accepted")
