@@ -496,23 +496,19 @@ class _Runner:
     def executor(self, plan: _core.Plan):
         every_call = _plan_check == "every_call"
         key = (plan.hash, str(plan.src), str(plan.dst), plan.cost_model, every_call)
-        ex = self.executors.get(key)
-        if ex is None:
-            ex = _core._Executor(plan, self.comm, True, every_call)
-            self.executors[key] = ex
-            if len(self.executors) > 256:
-                self.executors.popitem(last=False)
-        else:
-            self.executors.move_to_end(key)
-        return ex
+        return self._cached(key, lambda: _core._Executor(plan, self.comm, True, every_call))
 
     def batch_executor(self, batch: _core.BatchPlan):
         """The batch executor of `batch` on this runner, made (a collective: the batch hashes are
         compared) on its first use only."""
         key = ("batch", batch.hash, len(batch), batch.cost_model)
+        return self._cached(key, lambda: _core._BatchExecutor(batch, self.comm))
+
+    def _cached(self, key, make):
+        """The executor under `key`, made by make() on a miss; the 256 most recent are kept."""
         ex = self.executors.get(key)
         if ex is None:
-            ex = _core._BatchExecutor(batch, self.comm)
+            ex = make()
             self.executors[key] = ex
             if len(self.executors) > 256:
                 self.executors.popitem(last=False)

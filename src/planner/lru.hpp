@@ -13,6 +13,15 @@
 
 namespace dtensor::detail {
 
+// Keys and probes that carry their hash as `hash`.
+struct StoredHash {
+  using is_transparent = void;
+  template <class K>
+  std::size_t operator()(const K& k) const noexcept {
+    return k.hash;
+  }
+};
+
 template <class Key, class V, class Hash, class Eq>
 class Lru {
  public:

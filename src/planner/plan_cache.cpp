@@ -8,6 +8,19 @@
 #include <algorithm>
 
 namespace dtensor {
+namespace {
+
+// The cost model's fingerprint and every option into a cache key's hash.
+void combine_request(std::uint64_t& h, std::uint64_t cost_id, const PlanOptions& options) {
+  detail::hash_combine(h, cost_id);
+  detail::hash_combine(h, static_cast<std::uint64_t>(options.edges ? static_cast<int>(*options.edges) + 1 : 0) * 2 +
+                              (options.runner_up ? 1 : 0));
+  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_peak_bytes.value_or(-1)));
+  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_states));
+  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_search_bytes));
+}
+
+}  // namespace
 
 struct PlanCache::Impl {
   struct Key {
@@ -27,11 +40,6 @@ struct PlanCache::Impl {
     const PlanOptions& options;
     std::size_t hash;
   };
-  struct KeyHash {
-    using is_transparent = void;
-    std::size_t operator()(const Key& k) const noexcept { return k.hash; }
-    std::size_t operator()(const KeyRef& k) const noexcept { return k.hash; }
-  };
   struct KeyEq {
     using is_transparent = void;
     bool operator()(const Key& a, const Key& b) const {
@@ -45,7 +53,7 @@ struct PlanCache::Impl {
     bool operator()(const Key& a, const KeyRef& b) const { return (*this)(b, a); }
   };
   explicit Impl(std::size_t capacity) : lru(capacity) {}
-  detail::Lru<Key, Plan, KeyHash, KeyEq> lru;
+  detail::Lru<Key, Plan, detail::StoredHash, KeyEq> lru;
 };
 
 PlanCache::PlanCache(std::size_t capacity)
@@ -60,12 +68,7 @@ std::shared_ptr<const Plan> PlanCache::get_or_plan(const Layout& src, const Layo
   const std::uint64_t cost_id = cost.fingerprint();
   std::uint64_t h = hash_value(src);
   detail::hash_combine(h, hash_value(dst.sharding()));
-  detail::hash_combine(h, cost_id);
-  detail::hash_combine(h, static_cast<std::uint64_t>(options.edges ? static_cast<int>(*options.edges) + 1 : 0) * 2 +
-                              (options.runner_up ? 1 : 0));
-  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_peak_bytes.value_or(-1)));
-  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_states));
-  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_search_bytes));
+  combine_request(h, cost_id, options);
   const Impl::KeyRef probe{src, dst, cost_id, options, static_cast<std::size_t>(h)};
   // the target's mesh/shape/dtype must match the source's for the key to describe the request
   const bool same_frame = src.mesh() == dst.mesh() && src.shape() == dst.shape() && src.dtype() == dst.dtype();
@@ -99,11 +102,6 @@ struct BatchPlanCache::Impl {
     std::size_t hash;
   };
   static bool same(Pairs a, Pairs b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
-  struct KeyHash {
-    using is_transparent = void;
-    std::size_t operator()(const Key& k) const noexcept { return k.hash; }
-    std::size_t operator()(const KeyRef& k) const noexcept { return k.hash; }
-  };
   struct KeyEq {
     using is_transparent = void;
     bool operator()(const Key& a, const Key& b) const {
@@ -115,7 +113,7 @@ struct BatchPlanCache::Impl {
     bool operator()(const Key& a, const KeyRef& b) const { return (*this)(b, a); }
   };
   explicit Impl(std::size_t capacity) : lru(capacity) {}
-  detail::Lru<Key, BatchPlan, KeyHash, KeyEq> lru;
+  detail::Lru<Key, BatchPlan, detail::StoredHash, KeyEq> lru;
 };
 
 BatchPlanCache::BatchPlanCache(std::size_t capacity)
@@ -136,12 +134,7 @@ std::shared_ptr<const BatchPlan> BatchPlanCache::get_or_plan(std::span<const std
     for (auto x : src.shape()) detail::hash_combine(h, static_cast<std::uint64_t>(x));
     detail::hash_combine(h, static_cast<std::uint64_t>(src.dtype()));
   }
-  detail::hash_combine(h, cost_id);
-  detail::hash_combine(h, static_cast<std::uint64_t>(options.edges ? static_cast<int>(*options.edges) + 1 : 0) * 2 +
-                              (options.runner_up ? 1 : 0));
-  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_peak_bytes.value_or(-1)));
-  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_states));
-  detail::hash_combine(h, static_cast<std::uint64_t>(options.max_search_bytes));
+  combine_request(h, cost_id, options);
   const Impl::KeyRef probe{pairs, cost_id, options, static_cast<std::size_t>(h)};
   if (auto hit = I.lru.find(probe)) return hit;
   // Plan outside the lock; a batch plan_batch refuses is not cached.

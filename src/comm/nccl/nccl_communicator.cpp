@@ -15,6 +15,7 @@
 #include "dtensor/nccl.hpp"
 #include "dtensor/scalar.hpp"
 #include "device_args.hpp"
+#include "device_memory.hpp"
 #include "vendor.hpp"
 
 namespace dtensor {
@@ -292,46 +293,19 @@ void NcclCommunicator::abort() noexcept {
 }
 
 namespace {
-// NcclCommunicator::memory(): the rank's device, every operation on its stream (vendor table).
-class CommMemory final : public Memory {
+// NcclCommunicator::memory(): device memory on the rank's device and the communicator's stream,
+// waiting through the communicator (its watchdog), with no local reductions (NCCL reduces).
+class CommMemory final : public nccl_detail::DeviceMemory {
  public:
-  explicit CommMemory(NcclCommunicator& c) : c_(c) { cuda_check(V().get_device(&device_), "cudaGetDevice"); }
+  explicit CommMemory(NcclCommunicator& c) : DeviceMemory(c.stream()), c_(c) {
+    cuda_check(V().get_device(&device_), "cudaGetDevice");
+  }
   void* allocate(std::size_t bytes) override {
-    if (bytes == 0) return nullptr;
-    cuda_check(V().set_device(device_), "cudaSetDevice");
-    void* p = nullptr;
-    cuda_check(V().malloc(&p, bytes), "device allocation");
-    return p;
-  }
-  void release(void* p) noexcept override {
-    if (p) (void)V().free(p);
-  }
-  void upload(void* dst, const void* src, std::size_t bytes) override {
-    if (bytes == 0) return;
-    c_.wait();
-    cuda_check(V().copy_h2d_async(dst, src, bytes, c_.stream()), "upload");
-    c_.wait();
-  }
-  void download(void* dst, const void* src, std::size_t bytes) override {
-    if (bytes == 0) return;
-    c_.wait();
-    cuda_check(V().copy_d2h(dst, src, bytes), "download");
+    if (bytes > 0) cuda_check(V().set_device(device_), "cudaSetDevice");
+    return DeviceMemory::allocate(bytes);
   }
   void wait() override { c_.wait(); }
   bool supports(Collective c, DType, ReduceOp) const override { return !reduces(c); }
-  void copy(void* dst, const void* src, std::int64_t bytes) override {
-    if (bytes <= 0 || dst == src) return;
-    cuda_check(V().copy_d2d_async(dst, src, static_cast<std::size_t>(bytes), c_.stream()), "local copy");
-  }
-  void fill(void* dst, DType dtype, std::int64_t count, double value) override {
-    cuda_check(V().fill(dst, cuda::pattern_of(dtype, value), static_cast<int>(itemsize(dtype)), count, c_.stream()),
-               "fill kernel");
-  }
-  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
-                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
-    cuda_check(V().copy_strided(dst, src, cuda::strided(run_bytes, count, dst_stride, src_stride), c_.stream()),
-               "pack/unpack kernel");
-  }
   void reduce(DType dtype, ReduceOp op, void*, std::span<const void* const>, std::int64_t) override {
     throw InputError(fmt::format("the NCCL backend's memory runs no local reductions ({} of {}): NCCL reduces",
                                  to_string(op), to_string(dtype)));
