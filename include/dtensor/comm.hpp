@@ -10,6 +10,7 @@
 
 #include "dtensor/collective.hpp"
 #include "dtensor/dtype.hpp"
+#include "dtensor/error.hpp"  // rank_list, for backends' messages
 #include "dtensor/memory.hpp"
 #include "dtensor/mesh.hpp"
 #include "dtensor/placement.hpp"
@@ -85,8 +86,6 @@ class Communicator {
 // + 1 (size 4)". Every backend names its groups this way.
 [[nodiscard]] std::string describe(const Mesh& mesh, const Group& g);
 
-// "ranks 0-3,6": the ranks' ids, runs collapsed (for messages).
-[[nodiscard]] std::string rank_list(std::vector<std::int64_t> ranks);
 
 // Checks that every rank's plan hash is the same (one `exchange`); throws BackendError naming the
 // ranks on each differing plan otherwise.

@@ -37,6 +37,9 @@ class BackendError : public Error {
 // exist, be a regular file of at most `max_bytes` and be readable. Throws InputError otherwise.
 [[nodiscard]] std::string read_input_file(const std::string& path, std::string_view what, std::uintmax_t max_bytes);
 
+// "0-3,6": ranks' ids sorted, runs collapsed ("-" when none), for messages.
+[[nodiscard]] std::string rank_list(std::vector<std::int64_t> ranks);
+
 // A byte count as people read it: "512 B", "1.5 KiB", "3.0 MiB", "1.25 GiB" (binary units).
 [[nodiscard]] std::string bytes_text(std::int64_t bytes);
 

@@ -109,4 +109,17 @@ std::string nearest_spelling(std::string_view word, const std::vector<std::strin
   return nearest(word, candidates, max_distance);
 }
 
+std::string rank_list(std::vector<std::int64_t> r) {
+  std::sort(r.begin(), r.end());
+  std::string out;
+  for (std::size_t i = 0; i < r.size();) {
+    std::size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += j == i ? fmt::format("{}", r[i]) : fmt::format("{}-{}", r[i], r[j]);
+    i = j + 1;
+  }
+  return out.empty() ? "-" : out;
+}
+
 }  // namespace dtensor

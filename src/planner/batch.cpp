@@ -1,6 +1,6 @@
 // Batch plans (docs/batch.md): per-tensor optimal plans, their steps scheduled into stages, and
 // the stages that issue one collective for several tensors.
-#include "dtensor/batch.hpp"
+#include "dtensor/batch_plan.hpp"
 
 #include <algorithm>
 #include <cmath>

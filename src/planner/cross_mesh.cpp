@@ -1,6 +1,6 @@
 // Cross-mesh planning (docs/cross-mesh.md): intermediate layouts on both meshes, the transfer
 // between them with balanced senders, and the three parts' costs.
-#include "dtensor/cross_mesh.hpp"
+#include "dtensor/cross_mesh_plan.hpp"
 
 #include <algorithm>
 #include <cmath>

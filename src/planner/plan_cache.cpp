@@ -1,6 +1,6 @@
 #include "dtensor/plan_cache.hpp"
 
-#include "dtensor/batch.hpp"
+#include "dtensor/batch_plan.hpp"
 #include "dtensor/error.hpp"
 #include "placement/hash.hpp"
 #include "planner/lru.hpp"
