@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Plans the same random requests with two builds of the dtensor CLI and compares the outputs
+byte for byte (a refactor must not change any plan, cost or refusal).
+
+  scripts/compare-plans.py OLD/dtensor NEW/dtensor [--count 400] [--seed 7]
+
+Prints the number of requests planned and one digest per CLI; exits 1 when they differ, naming
+the first request whose outputs differ."""
+import argparse
+import hashlib
+import random
+import subprocess
+import sys
+
+MESHES = ["4", "2x4", "2x2x2", "3x2", "8", "2x3x2", "4x4"]
+
+
+def placements(rng, mesh_ndim, tensor_ndim):
+    out = ""
+    for _ in range(mesh_ndim):
+        k = rng.randint(0, 5)
+        if k == 0:
+            out += "R"
+        elif k == 1:
+            out += "P(%s)" % rng.choice(["sum", "avg", "max"])
+        elif k <= 4:
+            out += "S(%d)" % rng.randint(0, tensor_ndim - 1)
+        else:
+            out += "_S(%d,2)" % rng.randint(0, tensor_ndim - 1)
+    return out
+
+
+def requests(count, seed):
+    rng = random.Random(seed)
+    for _ in range(count):
+        mesh = rng.choice(MESHES)
+        nm, nd = mesh.count("x") + 1, rng.randint(1, 3)
+        shape = "x".join(str(rng.choice([1, 3, 7, 8, 16, 64, 100, 1024])) for _ in range(nd))
+        yield ["plan", "--mesh", mesh, "--shape", shape, "--from", placements(rng, nm, nd), "--to",
+               placements(rng, nm, nd), "--cost-model", rng.choice(["default", "pytorch"]), "--format", "json"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--count", type=int, default=400)
+    ap.add_argument("--seed", type=int, default=7)
+    a = ap.parse_args()
+    digests = [hashlib.sha256(), hashlib.sha256()]
+    planned = 0
+    for args in requests(a.count, a.seed):
+        outs = []
+        for cli, d in zip((a.old, a.new), digests):
+            r = subprocess.run([cli] + args, capture_output=True, text=True)
+            text = r.stdout + r.stderr + str(r.returncode)
+            d.update(text.encode())
+            outs.append((r.returncode, text))
+        if outs[0][1] != outs[1][1]:
+            print("differ: dtensor " + " ".join(args), file=sys.stderr)
+            return 1
+        planned += outs[1][0] == 0
+    print(f"{a.count} requests, {planned} planned, identical outputs: {digests[0].hexdigest()} {digests[1].hexdigest()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
