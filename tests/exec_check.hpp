@@ -1,14 +1,19 @@
 #pragma once
 // Shared by the host and GPU executor tests: the SPEC §5 global values, the oracle check of a
-// run's outputs, and the case enumeration.
+// run's outputs, the case enumeration, and running a plan on an in-process world in any Memory.
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "dtensor/layout.hpp"
+#include "dtensor/planner.hpp"
 #include "dtensor/scalar.hpp"
+#include "dtensor/sim.hpp"
 #include "oracle.hpp"
 
 namespace exec_check {
@@ -101,5 +106,67 @@ inline std::vector<oracle::Pl> placement_options(int tensor_ndim) {
 }
 
 using oracle::for_each_shape;
+
+// fn(dtype, a, b, shape, plan) for `per_dtype` random pairs of every dtype on `mesh` (2-d
+// layouts and shapes up to 8x8, drawn from `seed`; pairs with Partial(avg) on an integer dtype
+// skipped), each planned under the default model.
+template <class F>
+void for_each_random_pair(const std::vector<std::int64_t>& mesh, int per_dtype, std::uint64_t seed, F&& fn) {
+  const auto layouts = oracle::layouts(static_cast<int>(mesh.size()), 2, placement_options(2));
+  std::mt19937_64 rng(seed);
+  for (DType dt : kAllDTypes)
+    for (int i = 0; i < per_dtype; ++i) {
+      const auto& a = layouts[rng() % layouts.size()];
+      const auto& b = layouts[rng() % layouts.size()];
+      const std::vector<std::int64_t> shape{static_cast<std::int64_t>(rng() % 9), static_cast<std::int64_t>(rng() % 9)};
+      if (refuses_avg(a, dt) || refuses_avg(b, dt)) continue;  // no integer average
+      const Plan plan = plan_redistribution(Layout::parse(Mesh(mesh), shape, dt, oracle::text(a)),
+                                            Layout::parse(Mesh(mesh), shape, dt, oracle::text(b)), CostModel::default_model());
+      fn(dt, a, b, shape, plan);
+    }
+}
+
+// Every rank of `plan` on one in-process world whose buffers and operations are `mem`'s (e.g.
+// dtensor::device_memory: the kernels do every copy and reduction), run by the all-ranks driver;
+// the outputs, downloaded.
+inline Run run_on_memory(const Plan& plan, const std::shared_ptr<Memory>& mem) {
+  SimulatedWorld world(plan.mesh(), WorldOptions{std::chrono::milliseconds(60000), mem});
+  const auto R = static_cast<std::size_t>(plan.mesh().num_ranks());
+  std::vector<Executor> execs;
+  execs.reserve(R);
+  struct Owned {
+    Memory& m;
+    std::vector<void*> p;
+    ~Owned() {
+      for (void* x : p) m.release(x);
+    }
+  } owned{*mem, {}};
+  auto buffer = [&](std::size_t n) {
+    owned.p.push_back(mem->allocate(n));
+    return static_cast<std::byte*>(owned.p.back());
+  };
+  std::vector<Buffers> bufs;
+  for (std::size_t r = 0; r < R; ++r) {
+    execs.emplace_back(plan, world.communicator(static_cast<std::int64_t>(r)), ExecutorOptions{false});
+    const auto host = seeded_input(plan.src, static_cast<std::int64_t>(r));
+    std::byte* in = buffer(host.size());
+    mem->upload(in, host.data(), host.size());
+    const auto on = static_cast<std::size_t>(execs.back().output_bytes());
+    const auto wn = static_cast<std::size_t>(execs.back().workspace_bytes());
+    std::byte* out = buffer(on);
+    std::byte* ws = buffer(wn);
+    bufs.push_back({std::span<const std::byte>(in, host.size()), std::span<std::byte>(out, on), std::span<std::byte>(ws, wn)});
+  }
+  std::vector<const Executor*> ptrs;
+  for (const auto& e : execs) ptrs.push_back(&e);
+  execute_all_ranks(ptrs, world, bufs);
+  mem->wait();
+  Run run;
+  for (const auto& b : bufs) {
+    run.outputs.emplace_back(b.output.size());
+    mem->download(run.outputs.back().data(), b.output.data(), b.output.size());
+  }
+  return run;
+}
 
 }  // namespace exec_check

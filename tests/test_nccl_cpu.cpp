@@ -267,55 +267,12 @@ TEST_CASE("NCCL backend on the CPU stand-in: cross-mesh plans over three communi
 TEST_CASE("nccl stand-in: device_memory runs multi-rank plans through the kernels, every dtype", "[nccl_cpu]") {
   void* stream = cpu::stream_create();
   const std::vector<std::int64_t> mesh{2, 3};
-  const auto layouts = oracle::layouts(2, 2, exec_check::placement_options(2));
-  std::mt19937_64 rng(5);
   std::int64_t ran = 0;
-  for (DType dt : kAllDTypes)
-    for (int i = 0; i < 25; ++i) {
-      const auto& a = layouts[rng() % layouts.size()];
-      const auto& b = layouts[rng() % layouts.size()];
-      const std::vector<std::int64_t> shape{static_cast<std::int64_t>(rng() % 9), static_cast<std::int64_t>(rng() % 9)};
-      if (exec_check::refuses_avg(a, dt) || exec_check::refuses_avg(b, dt)) continue;  // no integer average
-      const Plan plan = plan_redistribution(Layout::parse(Mesh(mesh), shape, dt, oracle::text(a)),
-                                            Layout::parse(Mesh(mesh), shape, dt, oracle::text(b)), CostModel::default_model());
-      const auto mem = device_memory(stream);
-      SimulatedWorld world(plan.mesh(), WorldOptions{std::chrono::milliseconds(60000), mem});
-      const auto R = static_cast<std::size_t>(plan.mesh().num_ranks());
-      std::vector<Executor> execs;
-      execs.reserve(R);
-      std::vector<void*> owned;
-      auto buffer = [&](std::size_t n) {
-        owned.push_back(mem->allocate(n));
-        return static_cast<std::byte*>(owned.back());
-      };
-      std::vector<Buffers> bufs;
-      std::vector<std::pair<std::byte*, std::size_t>> outs;
-      for (std::size_t r = 0; r < R; ++r) {
-        execs.emplace_back(plan, world.communicator(static_cast<std::int64_t>(r)), ExecutorOptions{false});
-        const auto host = seeded_input(plan.src, static_cast<std::int64_t>(r));
-        std::byte* in = buffer(host.size());
-        mem->upload(in, host.data(), host.size());
-        const auto on = static_cast<std::size_t>(execs.back().output_bytes());
-        const auto wn = static_cast<std::size_t>(execs.back().workspace_bytes());
-        std::byte* out = buffer(on);
-        std::byte* ws = buffer(wn);
-        bufs.push_back({std::span<const std::byte>(in, host.size()), std::span<std::byte>(out, on), std::span<std::byte>(ws, wn)});
-        outs.emplace_back(out, on);
-      }
-      std::vector<const Executor*> ptrs;
-      for (const auto& e : execs) ptrs.push_back(&e);
-      execute_all_ranks(ptrs, world, bufs);
-      mem->wait();
-      exec_check::Run run;
-      for (const auto& [p, n] : outs) {
-        run.outputs.emplace_back(n);
-        mem->download(run.outputs.back().data(), p, n);
-      }
-      for (void* p : owned) mem->release(p);
-      const auto err = exec_check::check(mesh, shape, dt, b, run);
-      if (!err.empty()) FAIL(to_string(dt) << " " << oracle::text(a) << " -> " << oracle::text(b) << ": " << err);
-      ++ran;
-    }
+  exec_check::for_each_random_pair(mesh, 25, 5, [&](DType dt, const auto& a, const auto& b, const auto& shape, const Plan& plan) {
+    const auto err = exec_check::check(mesh, shape, dt, b, exec_check::run_on_memory(plan, device_memory(stream)));
+    if (!err.empty()) FAIL(to_string(dt) << " " << oracle::text(a) << " -> " << oracle::text(b) << ": " << err);
+    ++ran;
+  });
   CHECK(ran > 200);
   cpu::stream_destroy(stream);
 }

@@ -102,15 +102,12 @@ struct BatchPlanCache::Impl {
     std::size_t hash;
   };
   static bool same(Pairs a, Pairs b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
-  struct KeyEq {
+  struct KeyEq {  // Key or KeyRef on either side: the pairs compared as spans
     using is_transparent = void;
-    bool operator()(const Key& a, const Key& b) const {
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
       return a.hash == b.hash && a.cost == b.cost && a.options == b.options && same(a.pairs, b.pairs);
     }
-    bool operator()(const KeyRef& a, const Key& b) const {
-      return a.hash == b.hash && a.cost == b.cost && a.options == b.options && same(a.pairs, b.pairs);
-    }
-    bool operator()(const Key& a, const KeyRef& b) const { return (*this)(b, a); }
   };
   explicit Impl(std::size_t capacity) : lru(capacity) {}
   detail::Lru<Key, BatchPlan, detail::StoredHash, KeyEq> lru;

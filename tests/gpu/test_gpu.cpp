@@ -19,34 +19,7 @@ namespace {
 // Every rank of the plan as device buffers on this GPU, run by the all-ranks driver on the
 // in-process backend with device memory (the CUDA kernels do every copy and reduction).
 exec_check::Run run_on_device(const Plan& plan, cudaStream_t stream) {
-  SimulatedWorld world(plan.mesh(), WorldOptions{std::chrono::milliseconds(60000), device_memory(stream)});
-  const Layout src = plan.src;
-  const auto R = static_cast<std::size_t>(plan.mesh().num_ranks());
-  std::vector<Executor> execs;
-  execs.reserve(R);
-  std::vector<DeviceBuffer> in, out, ws;
-  for (std::size_t r = 0; r < R; ++r) {
-    execs.emplace_back(plan, world.communicator(static_cast<std::int64_t>(r)), ExecutorOptions{false});
-    const auto host = seeded_input(src, static_cast<std::int64_t>(r));
-    in.emplace_back(host.size());
-    if (!host.empty()) ck(cudaMemcpy(in.back().p, host.data(), host.size(), cudaMemcpyHostToDevice));
-    out.emplace_back(static_cast<std::size_t>(execs.back().output_bytes()));
-    ws.emplace_back(static_cast<std::size_t>(execs.back().workspace_bytes()));
-  }
-  std::vector<Buffers> bufs;
-  std::vector<const Executor*> ptrs;
-  for (std::size_t r = 0; r < R; ++r) {
-    bufs.push_back({std::span<const std::byte>(in[r].p, in[r].n), out[r].span(), ws[r].span()});
-    ptrs.push_back(&execs[r]);
-  }
-  execute_all_ranks(ptrs, world, bufs);
-  ck(cudaStreamSynchronize(stream));
-  exec_check::Run run;
-  for (auto& o : out) {
-    run.outputs.emplace_back(o.n);
-    if (o.n) ck(cudaMemcpy(run.outputs.back().data(), o.p, o.n, cudaMemcpyDeviceToHost));
-  }
-  return run;
+  return exec_check::run_on_memory(plan, device_memory(stream));
 }
 
 std::int64_t stride() {
@@ -96,19 +69,10 @@ TEST_CASE("GPU: every dtype through the kernels (bf16 f16 fp8 included)", "[gpu]
   cudaStream_t stream;
   ck(cudaStreamCreate(&stream));
   const std::vector<std::int64_t> mesh{2, 3};
-  const auto layouts = oracle::layouts(2, 2, exec_check::placement_options(2));
-  std::mt19937_64 rng(5);
-  for (DType dt : kAllDTypes)
-    for (int i = 0; i < 100; ++i) {
-      const auto& a = layouts[rng() % layouts.size()];
-      const auto& b = layouts[rng() % layouts.size()];
-      const std::vector<std::int64_t> shape{static_cast<std::int64_t>(rng() % 9), static_cast<std::int64_t>(rng() % 9)};
-      if (exec_check::refuses_avg(a, dt) || exec_check::refuses_avg(b, dt)) continue;  // no integer average
-      const Plan p = plan_redistribution(Layout::parse(Mesh(mesh), shape, dt, oracle::text(a)),
-                                         Layout::parse(Mesh(mesh), shape, dt, oracle::text(b)), CostModel::default_model());
-      const auto err = exec_check::check(mesh, shape, dt, b, run_on_device(p, stream));
-      if (!err.empty()) FAIL(to_string(dt) << " " << oracle::text(a) << " -> " << oracle::text(b) << ": " << err);
-    }
+  exec_check::for_each_random_pair(mesh, 100, 5, [&](DType dt, const auto& a, const auto& b, const auto& shape, const Plan& p) {
+    const auto err = exec_check::check(mesh, shape, dt, b, run_on_device(p, stream));
+    if (!err.empty()) FAIL(to_string(dt) << " " << oracle::text(a) << " -> " << oracle::text(b) << ": " << err);
+  });
   cudaStreamDestroy(stream);
 }
 
