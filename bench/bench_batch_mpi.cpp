@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -44,9 +45,18 @@ int main(int argc, char** argv) {
     int iters = 30, scale = 4;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
+      // a positive count, or one error naming the flag and its text
+      auto count = [&](const char* flag) {
+        const std::string t = argv[++i];
+        char* end = nullptr;
+        const long v = std::strtol(t.c_str(), &end, 10);
+        if (t.empty() || *end != '\0' || v < 1 || v > 1000000)
+          throw InputError(std::string(flag) + " " + quote_input(t) + ": expected a count from 1 to 1000000");
+        return static_cast<int>(v);
+      };
       if (a == "--case" && i + 1 < argc) which = argv[++i];
-      else if (a == "--iters" && i + 1 < argc) iters = std::max(1, std::atoi(argv[++i]));
-      else if (a == "--scale" && i + 1 < argc) scale = std::max(1, std::atoi(argv[++i]));
+      else if (a == "--iters" && i + 1 < argc) iters = count("--iters");
+      else if (a == "--scale" && i + 1 < argc) scale = count("--scale");
       else throw InputError("usage: bench_batch_mpi [--case small|layer] [--scale K] [--iters N]");
     }
     int size = 0;
