@@ -2,7 +2,10 @@
 """Plans the same random requests with two builds of the dtensor CLI and compares the outputs
 byte for byte (a refactor must not change any plan, cost or refusal).
 
-  scripts/compare-plans.py OLD/dtensor NEW/dtensor [--count 400] [--seed 7]
+  scripts/compare-plans.py OLD/dtensor NEW/dtensor [--count 400] [--seed 7] [--cross-mesh]
+
+--cross-mesh plans cross-mesh requests instead (a second mesh, identical, overlapping or disjoint
+world ranks).
 
 Prints the number of requests planned and one digest per CLI; exits 1 when they differ, naming
 the first request whose outputs differ."""
@@ -30,14 +33,32 @@ def placements(rng, mesh_ndim, tensor_ndim):
     return out
 
 
-def requests(count, seed):
+def ranks_of(mesh):
+    n = 1
+    for x in mesh.split("x"):
+        n *= int(x)
+    return n
+
+
+def requests(count, seed, cross_mesh):
     rng = random.Random(seed)
     for _ in range(count):
         mesh = rng.choice(MESHES)
         nm, nd = mesh.count("x") + 1, rng.randint(1, 3)
         shape = "x".join(str(rng.choice([1, 3, 7, 8, 16, 64, 100, 1024])) for _ in range(nd))
-        yield ["plan", "--mesh", mesh, "--shape", shape, "--from", placements(rng, nm, nd), "--to",
-               placements(rng, nm, nd), "--cost-model", rng.choice(["default", "pytorch"]), "--format", "json"]
+        args = ["plan", "--mesh", mesh, "--shape", shape, "--from", placements(rng, nm, nd)]
+        if cross_mesh:
+            to_mesh = rng.choice(MESHES)
+            n, m = ranks_of(mesh), ranks_of(to_mesh)
+            start = rng.choice([0, n // 2, n])  # overlapping from rank 0, from the middle, or disjoint
+            to_ranks = list(range(start, start + m))
+            if rng.random() < 0.3:
+                rng.shuffle(to_ranks)
+            args += ["--to-mesh", to_mesh, "--to-ranks", ",".join(map(str, to_ranks)),
+                     "--to", placements(rng, to_mesh.count("x") + 1, nd).replace("P(avg)", "R")]
+        else:
+            args += ["--to", placements(rng, nm, nd)]
+        yield args + ["--cost-model", rng.choice(["default", "pytorch"]), "--format", "json"]
 
 
 def main():
@@ -46,10 +67,13 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--count", type=int, default=400)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--cross-mesh", action="store_true")
     a = ap.parse_args()
+    if a.count < 1:
+        ap.error(f"--count {a.count} must be positive")
     digests = [hashlib.sha256(), hashlib.sha256()]
     planned = 0
-    for args in requests(a.count, a.seed):
+    for args in requests(a.count, a.seed, a.cross_mesh):
         outs = []
         for cli, d in zip((a.old, a.new), digests):
             r = subprocess.run([cli] + args, capture_output=True, text=True)

@@ -36,6 +36,23 @@ TEST_CASE("plan cache: hits, misses, LRU eviction", "[cache]") {
   CHECK_THROWS(cache.get_or_plan(L("S(0)R"), Layout::parse(Mesh::parse("8"), {64, 32}, DType::f32, "R"), def));
 }
 
+TEST_CASE("plan cache: peek finds without planning, counting or reordering", "[cache]") {
+  PlanCache cache(2);
+  const auto def = CostModel::default_model();
+  CHECK(cache.peek(L("S(0)R"), L("RR"), def) == nullptr);
+  const auto a = cache.get_or_plan(L("S(0)R"), L("RR"), def);
+  (void)cache.get_or_plan(L("RS(1)"), L("RR"), def);
+  const auto before = cache.stats();
+  CHECK(cache.peek(L("S(0)R"), L("RR"), def) == a);
+  CHECK(cache.peek(L("S(0)R"), L("RR"), CostModel::pytorch()) == nullptr);  // the model is part of the key
+  CHECK(cache.peek(L("S(0)R"), Layout::parse(Mesh::parse("8"), {64, 32}, DType::f32, "R"), def) == nullptr);
+  CHECK(cache.stats().hits == before.hits);
+  CHECK(cache.stats().misses == before.misses);
+  (void)cache.get_or_plan(L("S(1)R"), L("RR"), def);  // evicts S(0)R: the peek did not refresh it
+  CHECK(cache.peek(L("S(0)R"), L("RR"), def) == nullptr);
+  CHECK(cache.peek(L("RS(1)"), L("RR"), def) != nullptr);
+}
+
 TEST_CASE("plan cache under concurrent use", "[cache]") {
   PlanCache cache(6);
   const char* pool[] = {"S(0)R", "RS(1)", "S(0)S(1)", "S(1)S(0)", "RR", "S(0)S(0)", "PR", "RP"};

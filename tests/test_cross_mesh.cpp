@@ -247,6 +247,30 @@ TEST_CASE("cross-mesh: plans are deterministic and validated", "[cross_mesh]") {
   CHECK_THROWS_WITH(validate_cross_mesh_plan(bad), Catch::Contains("world rank 4 is listed twice"));
 }
 
+TEST_CASE("cross-mesh: a plan cache for the parts changes no plan", "[cross_mesh]") {
+  // The parts' floors (their A* bounds, or a cached part's cost) only prune: with or without a
+  // cache, cold or warm, every request gets the same plan.
+  PlanCache cache;
+  CrossMeshOptions o;
+  o.cache = &cache;
+  const std::vector<std::tuple<const char*, const char*, const char*, const char*>> cases{
+      {"2x2", "S(0)R", "4", "S(1)"}, {"2x2", "P(sum)S(1)", "2x2", "S(0)S(0)"}, {"4", "_S(0, 2)", "2x2", "RS(0)"},
+      {"2x4", "S(0)S(1)", "2x4", "RS(1)"}, {"4", "P(max)", "2", "R"}};
+  for (int round = 0; round < 2; ++round)  // the second round finds every part cached
+    for (const auto& [ma, a, mb, b] : cases) {
+      const Layout src = Layout::parse(Mesh::parse(ma), {9, 6}, DType::bf16, a);
+      const Layout dst = Layout::parse(Mesh::parse(mb), {9, 6}, DType::bf16, b);
+      const auto n = src.mesh().num_ranks();
+      std::vector<std::int64_t> rb(static_cast<std::size_t>(dst.mesh().num_ranks()));
+      std::iota(rb.begin(), rb.end(), n / 2);  // overlapping
+      const auto plain = plan_cross_mesh(src, iota(n), dst, rb, CostModel::default_model());
+      const auto cached = plan_cross_mesh(src, iota(n), dst, rb, CostModel::default_model(), o);
+      INFO(a << " -> " << b << ", round " << round);
+      CHECK(plain == cached);
+    }
+  CHECK(cache.stats().size > 0);
+}
+
 TEST_CASE("cross-mesh: bad input names the value", "[cross_mesh]") {
   const auto m = CostModel::default_model();
   const Layout src = Layout::parse(Mesh::parse("2"), {8}, DType::f32, "S(0)");

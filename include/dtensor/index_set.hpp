@@ -1,5 +1,8 @@
 #pragma once
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,18 +21,33 @@ struct Interval {
 class IndexSet {
  public:
   IndexSet() = default;
+  IndexSet(const IndexSet&) = default;
+  IndexSet& operator=(const IndexSet&) = default;
+  IndexSet(IndexSet&& o) noexcept : inline_(o.inline_), heap_(std::move(o.heap_)), count_(o.count_), size_(o.size_) {
+    o.clear();
+  }
+  IndexSet& operator=(IndexSet&& o) noexcept {
+    if (this != &o) {
+      inline_ = o.inline_;
+      heap_ = std::move(o.heap_);
+      count_ = o.count_;
+      size_ = o.size_;
+      o.clear();
+    }
+    return *this;
+  }
   [[nodiscard]] static IndexSet range(std::int64_t start, std::int64_t stop);
   // Every index of any of `runs` (in any order, overlapping or not), ascending.
   [[nodiscard]] static IndexSet union_of(std::vector<Interval> runs);
   // Takes runs in ascending order; merges adjacent runs and drops empty ones.
-  [[nodiscard]] static IndexSet from_runs(const std::vector<Interval>& runs);
+  [[nodiscard]] static IndexSet from_runs(std::span<const Interval> runs);
 
-  [[nodiscard]] const std::vector<Interval>& runs() const noexcept { return runs_; }
+  [[nodiscard]] std::span<const Interval> runs() const noexcept { return {data(), count_}; }
   [[nodiscard]] std::int64_t size() const noexcept { return size_; }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
   // First index, or `empty_value` when empty (PyTorch reports the global size then).
   [[nodiscard]] std::int64_t first_or(std::int64_t empty_value) const noexcept {
-    return runs_.empty() ? empty_value : runs_.front().start;
+    return count_ == 0 ? empty_value : data()[0].start;
   }
   [[nodiscard]] bool contains(std::int64_t index) const noexcept;
   // Local position of a global index held by this set (precondition: contains(index)).
@@ -44,10 +62,27 @@ class IndexSet {
   // "0:3,5:7" (python-slice style runs), "" when empty.
   [[nodiscard]] std::string str() const;
 
-  friend bool operator==(const IndexSet&, const IndexSet&) = default;
+  friend bool operator==(const IndexSet& a, const IndexSet& b) noexcept {
+    const auto x = a.runs(), y = b.runs();
+    return a.size_ == b.size_ && std::equal(x.begin(), x.end(), y.begin(), y.end());
+  }
 
  private:
-  std::vector<Interval> runs_;
+  // Most sets a planner query builds hold one to four runs: they live inline (no allocation);
+  // longer lists move to the heap.
+  static constexpr std::size_t kInline = 4;
+  [[nodiscard]] const Interval* data() const noexcept { return count_ <= kInline ? inline_.data() : heap_.data(); }
+  [[nodiscard]] Interval& back() noexcept { return count_ <= kInline ? inline_[count_ - 1] : heap_.back(); }
+  void clear() noexcept {
+    heap_.clear();
+    count_ = 0;
+    size_ = 0;
+  }
+  void push(const Interval& r);  // appends a run (ascending, non-empty, not adjacent to back())
+
+  std::array<Interval, kInline> inline_{};
+  std::vector<Interval> heap_;
+  std::size_t count_ = 0;
   std::int64_t size_ = 0;
 };
 

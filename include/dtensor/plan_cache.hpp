@@ -21,6 +21,10 @@ class PlanCache {
   explicit PlanCache(std::size_t capacity = 1024);
   [[nodiscard]] std::shared_ptr<const Plan> get_or_plan(const Layout& src, const Layout& dst, const CostModel& cost,
                                                         const PlanOptions& options = {});
+  // The cached plan of this request, or nullptr: plans nothing, counts no hit or miss and leaves
+  // the eviction order as it is.
+  [[nodiscard]] std::shared_ptr<const Plan> peek(const Layout& src, const Layout& dst, const CostModel& cost,
+                                                 const PlanOptions& options = {}) const;
   [[nodiscard]] PlanCacheStats stats() const;
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
   void clear();

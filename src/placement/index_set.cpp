@@ -16,37 +16,50 @@ ChunkBounds chunk_bounds(std::int64_t length, std::int64_t n, std::int64_t i) no
   return {clamp(static_cast<wide>(i) * c), clamp((static_cast<wide>(i) + 1) * c)};
 }
 
+void IndexSet::push(const Interval& r) {
+  if (count_ < kInline) {
+    inline_[count_] = r;
+  } else {
+    if (count_ == kInline) {  // spill: the heap takes over the inline runs
+      heap_.reserve(2 * kInline);
+      heap_.assign(inline_.begin(), inline_.end());
+    }
+    heap_.push_back(r);
+  }
+  ++count_;
+}
+
 IndexSet IndexSet::range(std::int64_t start, std::int64_t stop) {
   IndexSet s;
   if (stop > start) {
-    s.runs_.push_back({start, stop});
+    s.push({start, stop});
     s.size_ = stop - start;
   }
   return s;
 }
 
-IndexSet IndexSet::from_runs(const std::vector<Interval>& runs) {
+IndexSet IndexSet::from_runs(std::span<const Interval> runs) {
   IndexSet s;
   for (const auto& r : runs) {
     if (r.stop <= r.start) continue;
-    if (!s.runs_.empty() && s.runs_.back().stop == r.start)
-      s.runs_.back().stop = r.stop;
+    if (s.count_ != 0 && s.back().stop == r.start)
+      s.back().stop = r.stop;
     else
-      s.runs_.push_back(r);
+      s.push(r);
     s.size_ += r.size();
   }
   return s;
 }
 
 bool IndexSet::contains(std::int64_t index) const noexcept {
-  auto it = std::upper_bound(runs_.begin(), runs_.end(), index,
-                             [](std::int64_t v, const Interval& r) { return v < r.stop; });
-  return it != runs_.end() && it->start <= index;
+  const auto rs = runs();
+  auto it = std::upper_bound(rs.begin(), rs.end(), index, [](std::int64_t v, const Interval& r) { return v < r.stop; });
+  return it != rs.end() && it->start <= index;
 }
 
 std::int64_t IndexSet::position_of(std::int64_t index) const noexcept {
   std::int64_t pos = 0;
-  for (const auto& r : runs_) {
+  for (const auto& r : runs()) {
     if (index < r.stop) return pos + (index - r.start);
     pos += r.size();
   }
@@ -56,11 +69,11 @@ std::int64_t IndexSet::position_of(std::int64_t index) const noexcept {
 IndexSet IndexSet::slice(std::int64_t p0, std::int64_t p1) const {
   IndexSet out;
   std::int64_t pos = 0;
-  for (const auto& r : runs_) {
+  for (const auto& r : runs()) {
     if (pos >= p1) break;
     const std::int64_t lo = std::max(p0, pos), hi = std::min(p1, pos + r.size());
     if (lo < hi) {
-      out.runs_.push_back({r.start + (lo - pos), r.start + (hi - pos)});
+      out.push({r.start + (lo - pos), r.start + (hi - pos)});
       out.size_ += hi - lo;
     }
     pos += r.size();
@@ -70,27 +83,29 @@ IndexSet IndexSet::slice(std::int64_t p0, std::int64_t p1) const {
 
 IndexSet IndexSet::intersect(const IndexSet& other) const {
   IndexSet out;
+  const auto a = runs(), b = other.runs();
   std::size_t i = 0, j = 0;
-  while (i < runs_.size() && j < other.runs_.size()) {
-    const auto lo = std::max(runs_[i].start, other.runs_[j].start);
-    const auto hi = std::min(runs_[i].stop, other.runs_[j].stop);
+  while (i < a.size() && j < b.size()) {
+    const auto lo = std::max(a[i].start, b[j].start);
+    const auto hi = std::min(a[i].stop, b[j].stop);
     if (lo < hi) {
-      out.runs_.push_back({lo, hi});
+      out.push({lo, hi});
       out.size_ += hi - lo;
     }
-    if (runs_[i].stop < other.runs_[j].stop) ++i; else ++j;
+    if (a[i].stop < b[j].stop) ++i; else ++j;
   }
   return out;
 }
 
 std::int64_t IndexSet::overlap(const IndexSet& other) const noexcept {
   std::int64_t n = 0;
+  const auto a = runs(), b = other.runs();
   std::size_t i = 0, j = 0;
-  while (i < runs_.size() && j < other.runs_.size()) {
-    const auto lo = std::max(runs_[i].start, other.runs_[j].start);
-    const auto hi = std::min(runs_[i].stop, other.runs_[j].stop);
+  while (i < a.size() && j < b.size()) {
+    const auto lo = std::max(a[i].start, b[j].start);
+    const auto hi = std::min(a[i].stop, b[j].stop);
     if (lo < hi) n += hi - lo;
-    if (runs_[i].stop < other.runs_[j].stop) ++i; else ++j;
+    if (a[i].stop < b[j].stop) ++i; else ++j;
   }
   return n;
 }
@@ -100,27 +115,28 @@ IndexSet IndexSet::union_of(std::vector<Interval> runs) {
   IndexSet out;
   for (const auto& r : runs) {
     if (r.stop <= r.start) continue;
-    if (!out.runs_.empty() && r.start <= out.runs_.back().stop) {
-      out.runs_.back().stop = std::max(out.runs_.back().stop, r.stop);
+    if (out.count_ != 0 && r.start <= out.back().stop) {
+      out.back().stop = std::max(out.back().stop, r.stop);
     } else {
-      out.runs_.push_back(r);
+      out.push(r);
     }
   }
-  for (const auto& r : out.runs_) out.size_ += r.stop - r.start;
+  for (const auto& r : out.runs()) out.size_ += r.stop - r.start;
   return out;
 }
 
 std::vector<std::int64_t> IndexSet::materialize() const {
   std::vector<std::int64_t> v;
   v.reserve(static_cast<std::size_t>(size_));
-  for (const auto& r : runs_)
+  for (const auto& r : runs())
     for (auto x = r.start; x < r.stop; ++x) v.push_back(x);
   return v;
 }
 
 std::string IndexSet::str() const {
   std::string s;
-  for (std::size_t i = 0; i < runs_.size(); ++i) s += fmt::format("{}{}:{}", i ? "," : "", runs_[i].start, runs_[i].stop);
+  const auto rs = runs();
+  for (std::size_t i = 0; i < rs.size(); ++i) s += fmt::format("{}{}:{}", i ? "," : "", rs[i].start, rs[i].stop);
   return s;
 }
 

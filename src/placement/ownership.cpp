@@ -40,8 +40,10 @@ IndexSet owned_indices(std::span<const ShardEntry> entries, std::int64_t length,
       cur = cur.slice(b.begin, b.end);
       continue;
     }
-    // Strided rule: chunk into sf pieces, chunk each into n, take piece i of each.
-    std::vector<Interval> runs;
+    // Strided rule: chunk into sf pieces, chunk each into n, take piece i of each. The run list
+    // is scratch kept per thread (a planner query builds thousands of these sets).
+    thread_local std::vector<Interval> runs;
+    runs.clear();
     // pieces past the list's length are empty (chunks of ceil(len/sf) >= 1 elements)
     const std::int64_t pieces = std::min(e.split_factor, len);
     for (std::int64_t s = 0; s < pieces; ++s) {

@@ -15,6 +15,7 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/plan_cache.hpp"
+#include "planner/graph.hpp"
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
 #include "placement/odometer.hpp"
@@ -450,6 +451,37 @@ CrossMeshPlan plan_cross_mesh(const Layout& src, std::span<const std::int64_t> s
     }
     return plans[k].get();
   };
+  // A floor of each part's cost without planning it: the part's A* bound at its source (admissible:
+  // at most the optimal plan's cost; docs/planner.md), less 0.1 ns and a relative 1e-9: the bound may be
+  // exact in quantised picoseconds while a plan's total sums unquantised step costs.
+  const EdgeSet part_edges = inner.edges.value_or(cost.defaults_to_pytorch_edges() ? EdgeSet::pytorch : EdgeSet::all);
+  auto part_floor = [&](const Layout& from, const Layout& to) {
+    if (from.sharding() == to.sharding()) return 0.0;
+    try {
+      const Query q(from, to, cost, part_edges);
+      const Bounds b(q);
+      const double us = b.lower_bound(from.sharding()).us;
+      return std::max(0.0, us - 1e-4 - 1e-9 * us);
+    } catch (const Error&) {
+      return 0.0;  // planning it reports the error
+    }
+  };
+  // A part the cache already holds is taken from it: its floor is its cost.
+  auto floor_of_part = [&](std::vector<std::shared_ptr<const Plan>>& plans, std::vector<char>& done, std::size_t k,
+                           const Layout& from, const Layout& to) {
+    if (options.cache)
+      if (auto hit = options.cache->peek(from, to, cost, inner)) {
+        done[k] = 1;
+        plans[k] = std::move(hit);
+        return plans[k]->total_cost_us;
+      }
+    return part_floor(from, to);
+  };
+  std::vector<double> pre_floor(mids_a.size(), 0), post_floor(mids_b.size(), 0);
+  for (std::size_t i = 0; i < mids_a.size(); ++i)
+    if (mids_a[i]) pre_floor[i] = floor_of_part(pres, pre_done, i, src, *mids_a[i]);
+  for (std::size_t j = 0; j < mids_b.size(); ++j)
+    if (mids_b[j]) post_floor[j] = floor_of_part(posts, post_done, j, *mids_b[j], dst);
   const auto s = static_cast<std::int64_t>(itemsize(src.dtype()));
   std::vector<Side> src_sides(mids_a.size()), dst_sides(mids_b.size());
   // Floors of the transfer's busiest-rank elements: a B rank on no A rank's world rank receives its
@@ -498,25 +530,29 @@ CrossMeshPlan plan_cross_mesh(const Layout& src, std::span<const std::int64_t> s
     t.inter_host = false;
     return std::min(inter, cost.time(t).total_us());
   };
-  // every (A, B) pair of intermediates, by the transfer's floor: once it passes the best total
-  // found, no later pair can win; a pair whose floor plus its plans' costs passes it is skipped
-  // (so the result is the least total, ties to the lower (A, B) candidate index, whatever the order)
+  // every (A, B) pair of intermediates, by the floor of its total (transfer floor + both parts'
+  // floors): once it passes the best total found, no later pair can win; a pair whose floor with
+  // its plans' costs in place of their floors passes it is skipped (so the result is the least
+  // total, ties to the lower (A, B) candidate index, whatever the order)
   struct Pair {
     std::size_t i, j;
-    double floor;
+    double transfer_floor, floor;
   };
   std::vector<Pair> order;
   for (std::size_t i = 0; i < mids_a.size(); ++i)
     for (std::size_t j = 0; j < mids_b.size(); ++j)
-      if (mids_a[i] && mids_b[j]) order.push_back({i, j, floor_of(i, j)});
+      if (mids_a[i] && mids_b[j]) {
+        const double tf = floor_of(i, j);
+        order.push_back({i, j, tf, tf + pre_floor[i] + post_floor[j]});
+      }
   std::stable_sort(order.begin(), order.end(), [](const Pair& x, const Pair& y) { return x.floor < y.floor; });
   std::optional<std::pair<std::size_t, std::size_t>> best_pair;
-  for (const auto& [i, j, floor] : order) {
+  for (const auto& [i, j, tf, floor] : order) {
     if (best_cost && floor > *best_cost) break;
     const Plan* pre_p = plan_part(pres, pre_done, i, src, *mids_a[i]);
-    if (!pre_p || (best_cost && pre_p->total_cost_us + floor > *best_cost)) continue;
+    if (!pre_p || (best_cost && pre_p->total_cost_us + tf + post_floor[j] > *best_cost)) continue;
     const Plan* post_p = plan_part(posts, post_done, j, *mids_b[j], dst);
-    if (!post_p || (best_cost && pre_p->total_cost_us + post_p->total_cost_us + floor > *best_cost)) continue;
+    if (!post_p || (best_cost && pre_p->total_cost_us + post_p->total_cost_us + tf > *best_cost)) continue;
     const Plan& pre = *pre_p;
     const Plan& post = *post_p;
     const auto t = compute_transfer(src_sides[i], src_ranks, dst_sides[j], dst_ranks, world, s, cost);

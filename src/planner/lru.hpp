@@ -39,6 +39,13 @@ class Lru {
     ++stats_.misses;
     return nullptr;
   }
+  // The cached value for `probe`, or nullptr; counts nothing and leaves the order as it is.
+  template <class Probe>
+  std::shared_ptr<const V> peek(const Probe& probe) const {
+    std::lock_guard lock(mu_);
+    if (auto it = index_.find(probe); it != index_.end()) return it->second->second;
+    return nullptr;
+  }
   // Inserts `value` under make_key() unless another thread did meanwhile (then returns theirs);
   // evicts the least recent entries past the capacity.
   template <class Probe, class MakeKey>

@@ -62,17 +62,25 @@ PlanCache::PlanCache(std::size_t capacity)
 }
 PlanCache::~PlanCache() = default;
 
+namespace {
+std::uint64_t request_hash(const Layout& src, const Layout& dst, std::uint64_t cost_id, const PlanOptions& options) {
+  std::uint64_t h = hash_value(src);
+  detail::hash_combine(h, hash_value(dst.sharding()));
+  combine_request(h, cost_id, options);
+  return h;
+}
+// the target's mesh/shape/dtype must match the source's for the key to describe the request
+bool same_frame(const Layout& src, const Layout& dst) {
+  return src.mesh() == dst.mesh() && src.shape() == dst.shape() && src.dtype() == dst.dtype();
+}
+}  // namespace
+
 std::shared_ptr<const Plan> PlanCache::get_or_plan(const Layout& src, const Layout& dst, const CostModel& cost,
                                                    const PlanOptions& options) {
   Impl& I = *impl_;
   const std::uint64_t cost_id = cost.fingerprint();
-  std::uint64_t h = hash_value(src);
-  detail::hash_combine(h, hash_value(dst.sharding()));
-  combine_request(h, cost_id, options);
-  const Impl::KeyRef probe{src, dst, cost_id, options, static_cast<std::size_t>(h)};
-  // the target's mesh/shape/dtype must match the source's for the key to describe the request
-  const bool same_frame = src.mesh() == dst.mesh() && src.shape() == dst.shape() && src.dtype() == dst.dtype();
-  if (same_frame)
+  const Impl::KeyRef probe{src, dst, cost_id, options, static_cast<std::size_t>(request_hash(src, dst, cost_id, options))};
+  if (same_frame(src, dst))
     if (auto hit = I.lru.find(probe)) return hit;
   // Plan outside the lock; errors (including mismatched frames) propagate uncached.
   auto plan = std::make_shared<const Plan>(plan_redistribution(src, dst, cost, options));
@@ -80,6 +88,13 @@ std::shared_ptr<const Plan> PlanCache::get_or_plan(const Layout& src, const Layo
       probe,
       [&] { return Impl::Key{src.mesh(), src.shape(), src.dtype(), src.sharding(), dst.sharding(), cost_id, options, probe.hash}; },
       std::move(plan));
+}
+
+std::shared_ptr<const Plan> PlanCache::peek(const Layout& src, const Layout& dst, const CostModel& cost,
+                                            const PlanOptions& options) const {
+  if (!same_frame(src, dst)) return nullptr;
+  const std::uint64_t cost_id = cost.fingerprint();
+  return impl_->lru.peek(Impl::KeyRef{src, dst, cost_id, options, static_cast<std::size_t>(request_hash(src, dst, cost_id, options))});
 }
 
 PlanCacheStats PlanCache::stats() const { return impl_->lru.stats(); }
