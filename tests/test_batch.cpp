@@ -7,6 +7,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <map>
+#include <set>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -16,7 +19,9 @@
 
 #include "dtensor/batch.hpp"
 #include "dtensor/error.hpp"
+#include "dtensor/explore.hpp"
 #include "dtensor/sim.hpp"
+#include "test_util.hpp"
 
 using namespace dtensor;
 using Catch::Matchers::Contains;
@@ -81,8 +86,7 @@ TEST_CASE("batch: an FSDP-style batch coalesces into one collective per stage an
 TEST_CASE("batch: exhaustive pairs of tensors on meshes 2 and 2x2, uneven and empty shards, strided and Partial", "[batch]") {
   std::int64_t batches = 0, coalesced = 0;
   // sanitizer builds take every stride-th pair (DTENSOR_EXHAUSTIVE_STRIDE)
-  const char* stride_env = std::getenv("DTENSOR_EXHAUSTIVE_STRIDE");
-  const std::size_t stride = stride_env ? static_cast<std::size_t>(std::max(1, std::atoi(stride_env))) : 1;
+  const auto stride = static_cast<std::size_t>(sample_stride());
   for (const char* mesh_text : {"2", "2x2"}) {
     const Mesh mesh = Mesh::parse(mesh_text);
     const auto layouts = layouts_of(mesh, {"R", "P(sum)", "S(0)", "S(1)", "_S(0, 2)"});
@@ -119,6 +123,165 @@ TEST_CASE("batch: exhaustive pairs of tensors on meshes 2 and 2x2, uneven and em
   INFO("batches " << batches << ", coalesced stages " << coalesced);
   CHECK(batches * static_cast<std::int64_t>(stride) > 500);
   CHECK(coalesced * static_cast<std::int64_t>(stride) > 100);
+}
+
+TEST_CASE("batch: equal-cost plans are chosen to share stages, against brute force over every combination", "[batch]") {
+  // Small batches (2-3 tensors, meshes 2 and 2x2): every combination of every tensor's optimal
+  // plans (optimal_plans, complete here: fewer than its cap) is scheduled by plan_batch_from; the
+  // batch plan must cost exactly the least of them, never more than its plans one by one, and
+  // every tensor must end exactly as the oracle says.
+  const std::size_t stride = static_cast<std::size_t>(sample_stride());
+  std::int64_t batches = 0, improved = 0, combos_seen = 0;
+  std::mt19937_64 rng(23);
+  for (const char* mesh_text : {"2", "2x2"}) {
+    const Mesh mesh = Mesh::parse(mesh_text);
+    const auto layouts = layouts_of(mesh, {"R", "P(sum)", "S(0)", "S(1)"});
+    for (const CostModel& cm : {CostModel::pytorch(), coalescing_model(), CostModel::default_model()}) {
+      const int count = static_cast<int>(std::max<std::size_t>(6, 90 / stride));
+      for (int k = 0; k < count; ++k) {
+        const std::size_t n = 2 + rng() % 2;
+        std::vector<std::pair<Layout, Layout>> pairs;
+        for (std::size_t t = 0; t < n; ++t) {
+          const std::vector<std::int64_t> shape{t == 1 ? 5 : 8, t == 2 ? 1 : 6};  // uneven, empty shards
+          pairs.emplace_back(Layout::parse(mesh, shape, DType::f32, layouts[rng() % layouts.size()]),
+                             Layout::parse(mesh, shape, DType::f32, layouts[rng() % layouts.size()]));
+        }
+        std::vector<std::vector<Plan>> options;
+        PlanOptions no_ru;
+        no_ru.runner_up = false;
+        bool within_budget = true;
+        double combos = 1;
+        for (const auto& [a, b] : pairs) {
+          options.push_back(optimal_plans(a, b, cm, no_ru, 64));
+          REQUIRE(options.back().size() < 64);  // complete
+          within_budget = within_budget && options.back().size() <= 8;  // plan_batch keeps 8 per pair
+          combos *= static_cast<double>(options.back().size());
+        }
+        within_budget = within_budget && combos <= 256;
+        // brute force
+        double best = 1e300;
+        std::vector<std::size_t> pick(n, 0);
+        while (true) {
+          std::vector<Plan> chosen;
+          for (std::size_t t = 0; t < n; ++t) chosen.push_back(options[t][pick[t]]);
+          best = std::min(best, plan_batch_from(std::move(chosen), cm).total_cost_us);
+          ++combos_seen;
+          std::size_t v = n;
+          while (v > 0 && ++pick[v - 1] == options[v - 1].size()) pick[--v] = 0;
+          if (v == 0) break;
+        }
+        const BatchPlan b = plan_batch(pairs, cm);
+        const BatchPlan first = plan_batch_from([&] {
+          std::vector<Plan> own;
+          for (const auto& o : options) own.push_back(o.front());
+          return own;
+        }(), cm);
+        INFO(mesh_text << " " << cm.name << "\n" << explain(b) << "\nbrute force " << best);
+        CHECK(b.total_cost_us >= best * (1 - 1e-9) - 1e-6);
+        if (within_budget) CHECK(b.total_cost_us <= best * (1 + 1e-9) + 1e-6);
+        CHECK(b.total_cost_us <= first.total_cost_us * (1 + 1e-9) + 1e-6);
+        CHECK(b.total_cost_us <= b.separate_cost_us * (1 + 1e-9) + 1e-6);
+        improved += b.total_cost_us < first.total_cost_us * (1 - 1e-9) ? 1 : 0;
+        CHECK(run_batch(b) == "");
+        CHECK(b == plan_batch(pairs, cm));  // deterministic
+        ++batches;
+      }
+    }
+  }
+  INFO("batches " << batches << ", combinations " << combos_seen << ", improved by the choice " << improved);
+  CHECK(batches >= 36);
+  CHECK(improved > 0);  // the choice matters on some of them
+}
+
+TEST_CASE("batch: optimal_plans lists every optimal path, checked on the whole graph", "[batch]") {
+  // Independent of the search: every state reachable on meshes 2 and 2x2 through the public graph
+  // API, Dijkstra over quantised picoseconds (as the planner compares), then every path of the
+  // optimal cost and at most the plan's step count, enumerated by depth-first search.
+  std::int64_t checked = 0, multi = 0;
+  const std::size_t stride = static_cast<std::size_t>(sample_stride());
+  std::size_t index = 0;
+  for (const char* mesh_text : {"2", "2x2"}) {
+    const Mesh mesh = Mesh::parse(mesh_text);
+    const auto layouts = layouts_of(mesh, {"R", "P(sum)", "S(0)", "S(1)"});
+    for (const CostModel& cm : {CostModel::pytorch(), CostModel::default_model()})
+      for (const auto& from : layouts)
+        for (const auto& to : layouts) {
+          if (index++ % (3 * stride) != 0) continue;
+          const Layout a = Layout::parse(mesh, {6, 5}, DType::f32, from), b = Layout::parse(mesh, {6, 5}, DType::f32, to);
+          PlanOptions no_ru;
+          no_ru.runner_up = false;
+          const auto plans = optimal_plans(a, b, cm, no_ru, 1000);
+          REQUIRE(!plans.empty());
+          const EdgeSet es = cm.defaults_to_pytorch_edges() ? EdgeSet::pytorch : EdgeSet::all;
+          const RedistributionGraph g(a, b, cm, es);
+          std::map<std::string, std::size_t> id;
+          std::vector<Sharding> states;
+          std::vector<std::vector<std::pair<std::size_t, Step>>> out;
+          auto intern = [&](const Sharding& s) {
+            auto [it, fresh] = id.try_emplace(s.str(), states.size());
+            if (fresh) {
+              states.push_back(s);
+              out.emplace_back();
+            }
+            return it->second;
+          };
+          intern(a.sharding());
+          for (std::size_t u = 0; u < states.size(); ++u)
+            for (auto& e : g.edges(states[u], true)) {
+              const auto v = intern(e.to);
+              out[u].emplace_back(v, std::move(e.step));
+            }
+          const std::size_t n = states.size(), dst = id.at(b.sharding().str());
+          auto q = [](double us) { return std::llround(us * 1e6); };
+          std::vector<std::int64_t> dist(n, std::numeric_limits<std::int64_t>::max());
+          dist[0] = 0;
+          for (bool changed = true; changed;) {  // Bellman-Ford
+            changed = false;
+            for (std::size_t u = 0; u < n; ++u)
+              if (dist[u] != std::numeric_limits<std::int64_t>::max())
+                for (const auto& [v, st] : out[u])
+                  if (dist[u] + q(st.cost_us) < dist[v]) {
+                    dist[v] = dist[u] + q(st.cost_us);
+                    changed = true;
+                  }
+          }
+          const auto steps = static_cast<int>(plans.front().steps.size());
+          std::set<std::string> expected;
+          std::vector<std::string> trail;
+          auto dfs = [&](auto&& self, std::size_t u, std::int64_t cost, int left) -> void {
+            if (u == dst && cost == dist[dst]) {
+              std::string t;
+              for (const auto& x : trail) t += x;
+              expected.insert(t);
+            }
+            if (left == 0 || u == dst) return;
+            for (const auto& [v, st] : out[u]) {
+              const auto c = cost + q(st.cost_us);
+              if (c != dist[v] && !(v == dst && c == dist[dst])) continue;  // off every cheapest path
+              if (c > dist[dst]) continue;
+              trail.push_back(fmt::format("{}[{}]>{} ", to_string(st.kind), fmt::join(st.kind == StepKind::direct ? std::vector<int>{} : st.mesh_dims, ","), states[v].str()));
+              self(self, v, c, left - 1);
+              trail.pop_back();
+            }
+          };
+          dfs(dfs, 0, 0, steps);
+          std::set<std::string> got;
+          for (const auto& p : plans) {
+            CHECK(std::llround(p.total_cost_us * 1e6) - dist[dst] <= static_cast<std::int64_t>(p.steps.size()));
+            std::string t;
+            for (const auto& st : p.steps)
+              t += fmt::format("{}[{}]>{} ", to_string(st.kind), fmt::join(st.kind == StepKind::direct ? std::vector<int>{} : st.mesh_dims, ","), st.to.str());
+            CHECK(got.insert(t).second);  // no plan twice
+          }
+          INFO(mesh_text << " " << cm.name << " " << from << " -> " << to);
+          CHECK(got == expected);
+          multi += plans.size() > 1 ? 1 : 0;
+          ++checked;
+        }
+  }
+  INFO("requests " << checked << ", with several optimal plans " << multi);
+  CHECK(checked > 10);
+  CHECK(multi > 0);
 }
 
 TEST_CASE("batch: random batches of up to 64 tensors on 2x2x2", "[batch]") {

@@ -20,10 +20,6 @@ using namespace exec_check;
 
 namespace {
 
-std::int64_t sample_stride() {
-  if (const char* s = std::getenv("DTENSOR_EXHAUSTIVE_STRIDE")) return std::max<std::int64_t>(1, std::atoll(s));
-  return 1;
-}
 
 // World ranks of a mesh of `n` ranks placed `how` against a source mesh of `na` ranks on 0..na-1.
 std::vector<std::int64_t> placed(std::int64_t n, std::int64_t na, int how) {

@@ -75,11 +75,6 @@ std::int64_t threads_stride() {
   return 8;
 }
 
-// Every `stride`-th case of the full set (1 = all of it); sanitizer builds may sample.
-std::int64_t sample_stride() {
-  if (const char* s = std::getenv("DTENSOR_EXHAUSTIVE_STRIDE")) return std::max<std::int64_t>(1, std::atoll(s));
-  return 1;
-}
 
 }  // namespace
 

@@ -67,6 +67,10 @@ inline constexpr std::size_t kMaxBatchTensors = std::size_t{1} << 20;
 [[nodiscard]] BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const CostModel& cost,
                                    const PlanOptions& options = {});
 
+// The stages of a batch whose per-tensor plans are given (each must be a valid plan of `cost` on
+// one mesh, e.g. one of optimal_plans()): what plan_batch does after choosing the plans.
+[[nodiscard]] BatchPlan plan_batch_from(std::vector<Plan> plans, const CostModel& cost, const PlanOptions& options = {});
+
 // Bounded, thread-safe LRU of batch plans keyed by the pairs (mesh, shapes, dtypes, both
 // shardings of each, in order), the cost model's fingerprint and the options: what a training
 // loop that moves the same tensors every step looks up instead of planning again. Planning

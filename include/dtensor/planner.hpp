@@ -27,6 +27,14 @@ struct PlanOptions {
 [[nodiscard]] Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& cost,
                                        const PlanOptions& options = {});
 
+// Every plan of the optimal cost (equal in the planner's integer picoseconds) with at most as
+// many steps as the planner's own, up to `max_plans`: the planner's own plan first (as
+// plan_redistribution returns it, without the runner-up), then the others in the search's
+// deterministic edge order. The batch planner chooses among them the paths that share the most
+// collectives (docs/batch.md). Same errors as plan_redistribution.
+[[nodiscard]] std::vector<Plan> optimal_plans(const Layout& src, const Layout& dst, const CostModel& cost,
+                                              const PlanOptions& options = {}, std::size_t max_plans = 16);
+
 // (Re)computes every step's buffer record (Step::buffers: where each state and scratch region
 // lives in the workspace) from the plan's steps and peak_bytes. The planner and Plan::from_json
 // call it; call it after editing a plan's steps by hand. Throws InputError when peak_bytes is too

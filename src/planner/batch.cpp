@@ -57,19 +57,33 @@ std::int64_t group_size(const Mesh& mesh, const std::vector<int>& dims) {
 // size, an upper bound for ranks with less).
 std::int64_t member_count(const Step& s) { return s.buffers.chunk; }
 
-std::int64_t stage_staging_bytes(const BatchPlan& b, const BatchStage& st) {
+// A batch's plans by pointer: what the scheduler reads while the choice among each tensor's
+// optimal plans changes them (no copies).
+struct PlanList {
+  std::vector<const Plan*> p;
+  explicit PlanList(const std::vector<Plan>& plans) {
+    p.reserve(plans.size());
+    for (const auto& x : plans) p.push_back(&x);
+  }
+  const Plan& operator[](std::size_t i) const { return *p[i]; }
+  [[nodiscard]] std::size_t size() const noexcept { return p.size(); }
+};
+
+template <class Plans>
+std::int64_t stage_staging_bytes(const Plans& P, const BatchStage& st) {
   if (!st.coalesced || st.kind == StepKind::direct) return 0;  // a grouped send/recv reads and writes in place
-  const Plan& p0 = b.plans[static_cast<std::size_t>(st.members.front().tensor)];
+  const Plan& p0 = P[static_cast<std::size_t>(st.members.front().tensor)];
   std::int64_t C = 0;
-  for (const auto& m : st.members) C += member_count(b.plans[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)]);
+  for (const auto& m : st.members) C += member_count(P[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)]);
   return staging_layout(collective_of(st.kind), group_size(p0.mesh(), st.mesh_dims), C, static_cast<std::int64_t>(itemsize(p0.dtype())))
       .bytes;
 }
 
 // One collective over the members' concatenated chunks: one latency, the combined bytes on the
 // wire, the members' own copies plus packing into and unpacking from the staging buffer.
-double coalesced_cost(const CostModel& cost, const BatchPlan& b, const BatchStage& st) {
-  const Plan& p0 = b.plans[static_cast<std::size_t>(st.members.front().tensor)];
+template <class Plans>
+double coalesced_cost(const CostModel& cost, const Plans& P, const BatchStage& st) {
+  const Plan& p0 = P[static_cast<std::size_t>(st.members.front().tensor)];
   if (st.kind == StepKind::direct) {
     // One grouped send/recv: at most every member's peers and the sum of the busiest ranks'
     // bytes (an upper bound: the busiest rank of the union sends and receives no more).
@@ -77,7 +91,7 @@ double coalesced_cost(const CostModel& cost, const BatchPlan& b, const BatchStag
     t.kind = Traffic::Kind::direct;
     std::int64_t peers = 0;
     for (const auto& m : st.members) {
-      const Step& step = b.plans[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)];
+      const Step& step = P[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)];
       peers += step.peers;
       t.bytes += static_cast<double>(std::max(step.bytes_sent, step.bytes_received));
       t.copy_bytes += static_cast<double>(step.copy_bytes);
@@ -97,7 +111,7 @@ double coalesced_cost(const CostModel& cost, const BatchPlan& b, const BatchStag
   t.inter_host = s0.inter_host;
   std::int64_t C = 0;
   for (const auto& m : st.members) {
-    const Plan& p = b.plans[static_cast<std::size_t>(m.tensor)];
+    const Plan& p = P[static_cast<std::size_t>(m.tensor)];
     const Step& step = p.steps[static_cast<std::size_t>(m.step)];
     const std::int64_t c = member_count(step);
     C += c;
@@ -114,9 +128,10 @@ double coalesced_cost(const CostModel& cost, const BatchPlan& b, const BatchStag
   return cost.time(t).total_us();
 }
 
-double members_cost(const BatchPlan& b, const BatchStage& st) {
+template <class Plans>
+double members_cost(const Plans& P, const BatchStage& st) {
   double c = 0;
-  for (const auto& m : st.members) c += b.plans[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)].cost_us;
+  for (const auto& m : st.members) c += P[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)].cost_us;
   return c;
 }
 
@@ -146,68 +161,45 @@ std::int64_t BatchPlan::separate_collectives() const {
 
 std::int64_t BatchPlan::staging_bytes() const {
   std::int64_t b = 0;
-  for (const auto& st : stages) b = std::max(b, stage_staging_bytes(*this, st));
+  const PlanList P(plans);
+  for (const auto& st : stages) b = std::max(b, stage_staging_bytes(P, st));
   return b;
 }
 
-BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const CostModel& cost, const PlanOptions& options) {
-  if (pairs.empty()) throw InputError("a batch needs at least one (source, target) pair");
-  if (pairs.size() > kMaxBatchTensors)
-    throw InputError(fmt::format("a batch of {} tensors is above the limit of {}", pairs.size(), kMaxBatchTensors));
-  BatchPlan b;
-  b.cost_model = cost.name;
-  const Mesh& mesh = pairs.front().first.mesh();
-  // A model's tensors repeat a few shapes and layouts: each distinct pair is planned once.
-  std::unordered_map<std::string, std::size_t> planned;
-  b.plans.reserve(pairs.size());
-  for (std::size_t i = 0; i < pairs.size(); ++i) {
-    const auto& [src, dst] = pairs[i];
-    if (src.mesh() != mesh || dst.mesh() != mesh)
-      throw InputError(fmt::format("batch entry {} is on mesh {}, the batch's first entry on {}: a batch stays on one mesh", i,
-                                   (src.mesh() != mesh ? src.mesh() : dst.mesh()).str(), mesh.str()));
-    const std::string key = fmt::format("{}|{}|{}|{}|{}|{}", fmt::join(src.shape(), ","), to_string(src.dtype()),
-                                        src.sharding().str(), fmt::join(dst.shape(), ","), to_string(dst.dtype()), dst.sharding().str());
-    if (auto it = planned.find(key); it != planned.end()) {
-      b.plans.push_back(b.plans[it->second]);
-    } else {
-      try {
-        b.plans.push_back(plan_redistribution(src, dst, cost, options));
-      } catch (const InputError& e) {
-        throw InputError(fmt::format("batch entry {}: {}", i, e.what()));
-      }
-      planned.emplace(key, i);
-    }
-    b.separate_cost_us += b.plans.back().total_cost_us;
-  }
+namespace {
+
+// Schedules the plans' steps into `stages` (docs/batch.md); returns their total cost.
+double schedule(const PlanList& P, std::vector<BatchStage>& stages, const CostModel& cost, const PlanOptions& options) {
+  stages.clear();
   // Schedule: every round takes, for each tensor, at most its next step. Local steps of every
   // tensor go first (one stage: no communication); otherwise the collective shared by the most
   // tensors' next steps (ties: the first tensor's), which coalesces when that is cheaper than
   // running the members one after another and the staging fits the memory bound.
-  const std::size_t T = b.plans.size();
+  const std::size_t T = P.size();
   std::vector<std::size_t> next(T, 0);
   std::size_t left = 0;
-  for (const auto& p : b.plans) left += p.steps.size();
-  auto step_at = [&](std::size_t t) -> const Step& { return b.plans[t].steps[next[t]]; };
+  for (std::size_t t = 0; t < P.size(); ++t) left += P[t].steps.size();
+  auto step_at = [&](std::size_t t) -> const Step& { return P[t].steps[next[t]]; };
   auto push_single = [&](std::size_t t) {
     BatchStage st;
     st.kind = step_at(t).kind;
     if (!is_local(st.kind) && st.kind != StepKind::direct) st.mesh_dims = step_at(t).mesh_dims;
     st.members.push_back({static_cast<std::int32_t>(t), static_cast<std::int32_t>(next[t])});
     st.cost_us = step_at(t).cost_us;
-    b.stages.push_back(std::move(st));
+    stages.push_back(std::move(st));
   };
   while (left > 0) {
     BatchStage local;
     for (std::size_t t = 0; t < T; ++t)
-      if (next[t] < b.plans[t].steps.size() && is_local(step_at(t).kind)) {
+      if (next[t] < P[t].steps.size() && is_local(step_at(t).kind)) {
         if (local.members.empty()) local.kind = step_at(t).kind;
         local.members.push_back({static_cast<std::int32_t>(t), static_cast<std::int32_t>(next[t])});
       }
     if (!local.members.empty()) {
-      local.cost_us = members_cost(b, local);
+      local.cost_us = members_cost(P, local);
       for (const auto& m : local.members) ++next[static_cast<std::size_t>(m.tensor)];
       left -= local.members.size();
-      b.stages.push_back(std::move(local));
+      stages.push_back(std::move(local));
       continue;
     }
     // the most shared collective key among the next steps (direct steps of one dtype share one)
@@ -215,7 +207,7 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
     std::vector<std::size_t> key_count, key_first;
     std::size_t best_t = T, best_count = 0;
     for (std::size_t t = 0; t < T; ++t) {
-      if (next[t] >= b.plans[t].steps.size()) continue;
+      if (next[t] >= P[t].steps.size()) continue;
       if (!coalescible(step_at(t).kind)) {
         if (best_count == 0) {
           best_count = 1;
@@ -223,7 +215,7 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
         }
         continue;
       }
-      const Key k = key_of(b.plans[t], step_at(t));
+      const Key k = key_of(P[t], step_at(t));
       std::size_t i = 0;
       while (i < keys.size() && !(keys[i] == k)) ++i;
       if (i == keys.size()) {
@@ -249,10 +241,10 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
     // the coalesced group when that costs less than running it on its own (its latency saved
     // against packing and unpacking it), and the group's staging fits the memory bound. The
     // others run on their own.
-    const Key k = key_of(b.plans[best_t], step_at(best_t));
+    const Key k = key_of(P[best_t], step_at(best_t));
     std::vector<std::size_t> cands;
     for (std::size_t u = 0; u < T; ++u)
-      if (next[u] < b.plans[u].steps.size() && coalescible(step_at(u).kind) && key_of(b.plans[u], step_at(u)) == k) cands.push_back(u);
+      if (next[u] < P[u].steps.size() && coalescible(step_at(u).kind) && key_of(P[u], step_at(u)) == k) cands.push_back(u);
     std::stable_sort(cands.begin(), cands.end(), [&](std::size_t x, std::size_t y) {
       return std::max(step_at(x).bytes_sent, step_at(x).bytes_received) < std::max(step_at(y).bytes_sent, step_at(y).bytes_received);
     });
@@ -271,8 +263,8 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
       }
       BatchStage trial = st;
       trial.members.push_back({static_cast<std::int32_t>(u), static_cast<std::int32_t>(next[u])});
-      const double together = coalesced_cost(cost, b, trial);
-      const bool fits = !options.max_peak_bytes || stage_staging_bytes(b, trial) <= *options.max_peak_bytes;
+      const double together = coalesced_cost(cost, P, trial);
+      const bool fits = !options.max_peak_bytes || stage_staging_bytes(P, trial) <= *options.max_peak_bytes;
       if (fits && together < group_cost + own) {
         st = std::move(trial);
         group_cost = together;
@@ -287,7 +279,7 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
       st.cost_us = group_cost;
       for (const auto& m : st.members) ++next[static_cast<std::size_t>(m.tensor)];
       left -= st.members.size();
-      b.stages.push_back(std::move(st));
+      stages.push_back(std::move(st));
     }
     std::sort(alone.begin(), alone.end());
     for (std::size_t u : alone) {
@@ -296,7 +288,151 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
       --left;
     }
   }
-  for (const auto& st : b.stages) b.total_cost_us += st.cost_us;
+  double total = 0;
+  for (const auto& st : stages) total += st.cost_us;
+  return total;
+}
+
+
+
+constexpr std::size_t kMaxAlternatives = 8;       // optimal plans kept per distinct pair
+constexpr std::size_t kChoiceSchedules = 256;      // schedules tried per batch, at most
+constexpr std::size_t kChoiceTensorSteps = 1 << 16;  // ... and at most this many tensors scheduled in all
+
+// Among each tensor's optimal plans (all of equal cost), the combination whose stages cost least:
+// every combination when there are few enough (per tensor, or per distinct pair when per tensor
+// there are too many); otherwise coordinate descent over the distinct pairs in order, each trying
+// its plans and keeping one only when the total drops, while the budget lasts. The budget is a
+// count of schedules, never wall time, so every rank makes the same choice; ties keep the
+// earlier combination (the planner's own plans first).
+void choose_alternatives(BatchPlan& b, const std::vector<std::vector<Plan>>& alts, const std::vector<std::size_t>& klass,
+                         const CostModel& cost, const PlanOptions& options) {
+  const std::size_t T = b.plans.size(), K = alts.size();
+  double combos_per_class = 1, combos_per_tensor = 1;
+  for (std::size_t k = 0; k < K; ++k) combos_per_class *= static_cast<double>(alts[k].size() + 1);
+  if (combos_per_class <= 1) return;  // every pair has one optimal plan
+  for (std::size_t t = 0; t < T; ++t) combos_per_tensor *= static_cast<double>(alts[klass[t]].size() + 1);
+  const std::size_t budget = std::min(kChoiceSchedules, std::max<std::size_t>(1, kChoiceTensorSteps / T));
+  PlanList P(b.plans);
+  const std::vector<const Plan*> own = P.p;
+  auto plan_of = [&](std::size_t t, std::size_t c) { return c == 0 ? own[t] : &alts[klass[t]][c - 1]; };
+  std::vector<BatchStage> stages;
+  std::size_t used = 0;
+  double best = b.total_cost_us;
+  std::vector<std::size_t> best_choice(T, 0);
+  auto lower = [&](double total) { return total < best && !close(total, best); };
+  // variables: each tensor, or each distinct pair (its tensors take the same plan)
+  const bool per_tensor = combos_per_tensor <= static_cast<double>(budget);
+  const std::size_t V = per_tensor ? T : K;
+  auto options_of = [&](std::size_t v) { return (per_tensor ? alts[klass[v]].size() : alts[v].size()) + 1; };
+  std::vector<std::size_t> choice(V, 0);
+  auto evaluate = [&]() {
+    for (std::size_t t = 0; t < T; ++t) P.p[t] = plan_of(t, choice[per_tensor ? t : klass[t]]);
+    ++used;
+    return schedule(P, stages, cost, options);
+  };
+  auto keep_if_lower = [&](double total) {
+    if (!lower(total)) return false;
+    best = total;
+    for (std::size_t t = 0; t < T; ++t) best_choice[t] = choice[per_tensor ? t : klass[t]];
+    return true;
+  };
+  if (per_tensor || combos_per_class <= static_cast<double>(budget)) {
+    // every combination, the last variable fastest (the all-zero one is the schedule already made)
+    while (true) {
+      std::size_t v = V;
+      while (v > 0 && ++choice[v - 1] == options_of(v - 1)) choice[--v] = 0;
+      if (v == 0) break;
+      keep_if_lower(evaluate());
+    }
+  } else {
+    for (std::size_t v = 0; v < V && used < budget; ++v) {
+      std::size_t keep = 0;
+      for (std::size_t c = 1; c < options_of(v) && used < budget; ++c) {
+        choice[v] = c;
+        if (keep_if_lower(evaluate())) keep = c;
+      }
+      choice[v] = keep;
+    }
+  }
+  bool changed = false;
+  for (auto c : best_choice) changed = changed || c != 0;
+  if (!changed) return;
+  std::vector<Plan> chosen;
+  chosen.reserve(T);
+  b.separate_cost_us = 0;
+  for (std::size_t t = 0; t < T; ++t) {
+    chosen.push_back(*plan_of(t, best_choice[t]));
+    b.separate_cost_us += chosen.back().total_cost_us;
+  }
+  b.plans = std::move(chosen);
+  b.total_cost_us = schedule(PlanList(b.plans), b.stages, cost, options);
+}
+
+}  // namespace
+
+BatchPlan plan_batch_from(std::vector<Plan> plans, const CostModel& cost, const PlanOptions& options) {
+  if (plans.empty()) throw InputError("a batch needs at least one plan");
+  if (plans.size() > kMaxBatchTensors)
+    throw InputError(fmt::format("a batch of {} tensors is above the limit of {}", plans.size(), kMaxBatchTensors));
+  BatchPlan b;
+  b.cost_model = cost.name;
+  const Mesh& mesh = plans.front().mesh();
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i].mesh() != mesh)
+      throw InputError(fmt::format("batch entry {} is on mesh {}, the batch's first entry on {}: a batch stays on one mesh", i,
+                                   plans[i].mesh().str(), mesh.str()));
+    if (plans[i].cost_model != cost.name)
+      throw InputError(fmt::format("batch entry {} was planned with cost model {}, the batch uses {}", i, plans[i].cost_model, cost.name));
+    validate_plan(plans[i]);
+    b.separate_cost_us += plans[i].total_cost_us;
+  }
+  b.plans = std::move(plans);
+  b.total_cost_us = schedule(PlanList(b.plans), b.stages, cost, options);
+  return b;
+}
+
+BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const CostModel& cost, const PlanOptions& options) {
+  if (pairs.empty()) throw InputError("a batch needs at least one (source, target) pair");
+  if (pairs.size() > kMaxBatchTensors)
+    throw InputError(fmt::format("a batch of {} tensors is above the limit of {}", pairs.size(), kMaxBatchTensors));
+  BatchPlan b;
+  b.cost_model = cost.name;
+  const Mesh& mesh = pairs.front().first.mesh();
+  // A model's tensors repeat a few shapes and layouts: each distinct pair is planned once.
+  std::unordered_map<std::string, std::size_t> planned;
+  b.plans.reserve(pairs.size());
+  // Per distinct pair, its other optimal plans (equal cost); per tensor, its distinct pair.
+  std::vector<std::vector<Plan>> alternatives;
+  std::vector<std::size_t> klass;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const auto& [src, dst] = pairs[i];
+    if (src.mesh() != mesh || dst.mesh() != mesh)
+      throw InputError(fmt::format("batch entry {} is on mesh {}, the batch's first entry on {}: a batch stays on one mesh", i,
+                                   (src.mesh() != mesh ? src.mesh() : dst.mesh()).str(), mesh.str()));
+    const std::string key = fmt::format("{}|{}|{}|{}|{}|{}", fmt::join(src.shape(), ","), to_string(src.dtype()),
+                                        src.sharding().str(), fmt::join(dst.shape(), ","), to_string(dst.dtype()), dst.sharding().str());
+    if (auto it = planned.find(key); it != planned.end()) {
+      b.plans.push_back(b.plans[it->second]);
+      klass.push_back(klass[it->second]);
+    } else {
+      try {
+        b.plans.push_back(plan_redistribution(src, dst, cost, options));
+        PlanOptions o = options;
+        o.runner_up = false;
+        auto more = optimal_plans(src, dst, cost, o, kMaxAlternatives);
+        more.erase(more.begin());  // the planner's own, which b.plans holds with its runner-up
+        alternatives.push_back(std::move(more));
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("batch entry {}: {}", i, e.what()));
+      }
+      planned.emplace(key, i);
+      klass.push_back(alternatives.size() - 1);
+    }
+    b.separate_cost_us += b.plans.back().total_cost_us;
+  }
+  b.total_cost_us = schedule(PlanList(b.plans), b.stages, cost, options);
+  choose_alternatives(b, alternatives, klass, cost, options);
   return b;
 }
 
@@ -345,8 +481,8 @@ void validate_batch_plan(const BatchPlan& b) {
         if (!(key_of(p, p.steps[static_cast<std::size_t>(m.step)]) == k))
           throw bad(fmt::format("tensor {}'s step is not the same collective (kind, mesh dims, dtype, reduce op)", m.tensor));
       }
-      if (st.cost_us > members_cost(b, st) * (1 + 1e-9) + 1e-6)
-        throw bad(fmt::format("coalesced cost {} above its members' {}", st.cost_us, members_cost(b, st)));
+      if (st.cost_us > members_cost(PlanList(b.plans), st) * (1 + 1e-9) + 1e-6)
+        throw bad(fmt::format("coalesced cost {} above its members' {}", st.cost_us, members_cost(PlanList(b.plans), st)));
     } else {
       if (st.members.size() > 1)
         for (const auto& m : st.members)
@@ -354,8 +490,8 @@ void validate_batch_plan(const BatchPlan& b) {
             throw bad(fmt::format("tensor {}'s step communicates: a stage of several members that is not coalesced runs local steps only", m.tensor));
       const std::vector<int> dims = st.members.size() == 1 && is_collective(s0.kind) ? s0.mesh_dims : std::vector<int>{};
       if (st.mesh_dims != dims) throw bad("its mesh dims are not its member's");
-      if (!close(st.cost_us, members_cost(b, st)))
-        throw bad(fmt::format("cost {} is not its members' {}", st.cost_us, members_cost(b, st)));
+      if (!close(st.cost_us, members_cost(PlanList(b.plans), st)))
+        throw bad(fmt::format("cost {} is not its members' {}", st.cost_us, members_cost(PlanList(b.plans), st)));
     }
     total += st.cost_us;
   }

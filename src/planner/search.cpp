@@ -75,6 +75,13 @@ struct Found {
   double total_cost_us = 0;
 };
 
+// What a search leaves behind for optimal_plans: every state settled with its exact cost so far
+// (picoseconds), once the loop has settled every state whose estimate is at most the optimum.
+struct Settled {
+  std::vector<std::int64_t> cost_ps;  // per state id; -1: not settled
+  std::int64_t optimum_ps = -1;
+};
+
 struct FirstEdge {
   StepKind kind;
   DimList mesh_dims;
@@ -84,10 +91,32 @@ struct FirstEdge {
   }
 };
 
+// A floor of the direct step's cost from state `u`: one peer, the bytes it still lacks at the
+// best p2p bandwidth, and (ring formulas) the copies every direct step makes.
+double direct_floor_us(const GraphContext& ctx, std::uint32_t u) {
+  const LinkParams& L = ctx.bounds.optimistic().intra;  // bound_link's constants, computed once per query
+  const LinkParams& X = ctx.bounds.optimistic().inter;
+  const auto& bu = ctx.table.bound[u];
+  // with nothing missing a direct step is local copies only (no peers, no latency)
+  const double comm = bu.missing == 0
+                          ? 0.0
+                          : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us) +
+                                ctx.bounds.optimistic().wire_floor_us(static_cast<double>(bu.missing * ctx.geo.itemsize()), true);
+  // The state's bound covers the step's latency and wire time (under the ring formulas it
+  // has no copy term), and a direct step also packs what it receives and unpacks the target.
+  return ctx.cost.formula == CostModel::Formula::pytorch ? comm
+                                                         : std::max(comm, bu.us) + ctx.bounds.direct_copy_floor_us(bu.missing);
+}
+
 // Cheapest path under `budget` (< 0: unbounded), optionally never starting with `forbidden`.
 // States are the context's interned ids (shared with the other search of the same query, with
 // their bounds and edge lists); ties still break by this search's own discovery order.
-std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const FirstEdge* forbidden) {
+//
+// With `all` set, the search goes on after settling the target until every state whose estimate
+// (cost so far + bound) is at most the optimum is settled, and reports their costs there: every
+// state of every optimal path is among them (the bound is admissible).
+std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const FirstEdge* forbidden,
+                            Settled* all = nullptr) {
   constexpr std::uint32_t kUnseen = std::numeric_limits<std::uint32_t>::max();
   const std::uint32_t src = ctx.intern(ctx.src), dst = ctx.intern(ctx.dst);
   std::vector<Dist> dist;
@@ -123,11 +152,13 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   using Heap = boost::d_ary_heap_indirect<std::size_t, 4, HeapIndexMap, DistMap, DistLess>;
   Heap heap(DistMap{&dist}, HeapIndexMap{&heap_pos});
   heap.push(src);
+  std::optional<Found> found;
   while (!heap.empty()) {
     const std::size_t u = heap.top();
+    if (found && dist[u].f_ps > all->optimum_ps) break;
     heap.pop();
     settled[u] = 1;
-    if (u == dst) {
+    if (u == dst && !found) {
       std::vector<std::size_t> path;
       for (auto v = static_cast<std::int64_t>(u); v >= 0; v = pred[static_cast<std::size_t>(v)])
         path.push_back(static_cast<std::size_t>(v));
@@ -138,8 +169,12 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
         f.steps.push_back(make_step(ctx, kind, group.span(), ctx.table.states[path[k - 1]], ctx.table.states[path[k]], true));
         f.total_cost_us += f.steps.back().cost_us;
       }
-      return f;
+      if (!all) return f;
+      found = std::move(f);
+      all->optimum_ps = dist[dst].cost_ps;
+      continue;
     }
+    if (u == dst) continue;
     auto& out = ctx.edges_of(static_cast<std::uint32_t>(u));
     grow();  // new states were interned
     const Dist du = dist[u];
@@ -172,26 +207,18 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     // direct is the most expensive edge to cost: skip it when even its lower bound (one peer,
     // the bytes this state still lacks at p2p bandwidth) cannot beat the target's current cost.
     if (with_direct && direct_allowed(ctx, ctx.table.states[u])) {
-      const LinkParams& L = ctx.bounds.optimistic().intra;  // bound_link's constants, computed once per query
-      const LinkParams& X = ctx.bounds.optimistic().inter;
-      const auto& bu = ctx.table.bound[u];
-      // with nothing missing a direct step is local copies only (no peers, no latency)
-      const double comm = bu.missing == 0
-                              ? 0.0
-                              : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us) +
-                                    ctx.bounds.optimistic().wire_floor_us(static_cast<double>(bu.missing * ctx.geo.itemsize()), true);
-      // The state's bound covers the step's latency and wire time (under the ring formulas it
-      // has no copy term), and a direct step also packs what it receives and unpacks the target.
-      const double lb = ctx.cost.formula == CostModel::Formula::pytorch
-                            ? comm
-                            : std::max(comm, bu.us) + ctx.bounds.direct_copy_floor_us(bu.missing);
-      if (du.cost_ps + quantise_bound(lb) <= cutoff()) {
+      if (du.cost_ps + quantise_bound(direct_floor_us(ctx, static_cast<std::uint32_t>(u))) <= cutoff()) {
         const Step& d = ctx.direct_step(static_cast<std::uint32_t>(u));
         relax(dst, StepKind::direct, {}, d.cost_us, d.peak_bytes);
       }
     }
   }
-  return std::nullopt;
+  if (all && found) {
+    all->cost_ps.assign(ctx.table.states.size(), -1);
+    for (std::size_t v = 0; v < settled.size(); ++v)
+      if (settled[v]) all->cost_ps[v] = dist[v].cost_ps;
+  }
+  return found;
 }
 
 // Smallest budget that admits any plan: minimise the largest step peak along the path.
@@ -312,34 +339,53 @@ const Step& GraphContext::direct_step(std::uint32_t id) const {
   return T.direct_steps[static_cast<std::size_t>(T.direct_at[id])];
 }
 
-Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options) {
-  const EdgeSet edges =
-      options.edges.value_or(cost.defaults_to_pytorch_edges() ? EdgeSet::pytorch : EdgeSet::all);
-  GraphContext ctx(src, dst, cost, edges);
+namespace {
+
+EdgeSet edge_set_of(const CostModel& cost, const PlanOptions& options) {
+  return options.edges.value_or(cost.defaults_to_pytorch_edges() ? EdgeSet::pytorch : EdgeSet::all);
+}
+
+// The options' bounds on the context; returns the memory budget (< 0: none).
+std::int64_t apply_options(GraphContext& ctx, const PlanOptions& options) {
   if (options.max_search_bytes <= 0)
     throw InputError(fmt::format("max search bytes {} must be positive", options.max_search_bytes));
   ctx.table.max_search_bytes = options.max_search_bytes;
   ctx.table.max_states = options.max_states;
   if (options.max_peak_bytes && *options.max_peak_bytes < 0)
     throw InputError(fmt::format("max peak bytes {} must not be negative", *options.max_peak_bytes));
-  const std::int64_t budget = options.max_peak_bytes.value_or(-1);
+  return options.max_peak_bytes.value_or(-1);
+}
+
+[[noreturn]] void refuse(const GraphContext& ctx, std::int64_t budget, const Layout& src, const Layout& dst, EdgeSet edges) {
+  const auto need = smallest_feasible_budget(ctx);
+  if (budget >= 0 && need >= 0)
+    throw InputError(fmt::format("no plan from {} to {} fits in {} peak bytes; the smallest budget that admits a plan "
+                                 "is {} bytes", src.placements_str(), dst.placements_str(), budget, need));
+  throw InputError(fmt::format("no plan from {} to {} with edge set {}", src.placements_str(), dst.placements_str(), to_string(edges)));
+}
+
+Plan plan_of(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges, Found found) {
   Plan plan;
   plan.src = src;
   plan.dst = dst;
   plan.cost_model = cost.name;
   plan.edges = edges;
-  auto best = search(ctx, budget, nullptr);
-  if (!best) {
-    const auto need = smallest_feasible_budget(ctx);
-    if (budget >= 0 && need >= 0)
-      throw InputError(fmt::format("no plan from {} to {} fits in {} peak bytes; the smallest budget that admits a plan "
-                              "is {} bytes", src.placements_str(), dst.placements_str(), budget, need));
-    throw InputError(fmt::format("no plan from {} to {} with edge set {}", src.placements_str(), dst.placements_str(), to_string(edges)));
-  }
-  plan.steps = std::move(best->steps);
-  plan.total_cost_us = best->total_cost_us;
+  plan.steps = std::move(found.steps);
+  plan.total_cost_us = found.total_cost_us;
   for (const auto& s : plan.steps) plan.peak_bytes = std::max(plan.peak_bytes, s.peak_bytes);
   lower_buffers(plan);
+  return plan;
+}
+
+}  // namespace
+
+Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options) {
+  const EdgeSet edges = edge_set_of(cost, options);
+  GraphContext ctx(src, dst, cost, edges);
+  const std::int64_t budget = apply_options(ctx, options);
+  auto best = search(ctx, budget, nullptr);
+  if (!best) refuse(ctx, budget, src, dst, edges);
+  Plan plan = plan_of(src, dst, cost, edges, std::move(*best));
   if (options.runner_up && !plan.steps.empty()) {
     // the group the search generated the first edge with (a direct step's is empty: its
     // record lists the mesh dims its transfers cross)
@@ -354,6 +400,98 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
     }
   }
   return plan;
+}
+
+std::vector<Plan> optimal_plans(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options,
+                                std::size_t max_plans) {
+  if (max_plans == 0) throw InputError("max_plans must be at least 1");
+  const EdgeSet edges = edge_set_of(cost, options);
+  GraphContext ctx(src, dst, cost, edges);
+  const std::int64_t budget = apply_options(ctx, options);
+  Settled all;
+  auto best = search(ctx, budget, nullptr, &all);
+  if (!best) refuse(ctx, budget, src, dst, edges);
+  std::vector<Plan> out;
+  out.push_back(plan_of(src, dst, cost, edges, std::move(*best)));
+  const std::size_t own_steps = out.front().steps.size();
+  if (max_plans == 1 || own_steps == 0) return out;
+
+  // The tight edges: (u, v) with cost(u) + step == cost(v), both settled, within the budget. They
+  // hold every optimal path: a state on one has estimate <= the optimum, so it was settled with
+  // its exact cost.
+  struct Tight {
+    std::uint32_t to;
+    StepKind kind;
+    DimList group;
+  };
+  const std::uint32_t s_id = ctx.intern(ctx.src), d_id = ctx.intern(ctx.dst);
+  const auto& C = all.cost_ps;
+  const std::size_t n = C.size();
+  std::vector<std::vector<Tight>> tight(n);
+  for (std::uint32_t u = 0; u < n; ++u) {
+    if (C[u] < 0 || u == d_id) continue;
+    for (auto& e : ctx.edges_of(u)) {
+      if (e.to >= n || C[e.to] < C[u]) continue;
+      ctx.cost_edge(u, e);
+      if (budget >= 0 && e.peak_bytes > budget) continue;
+      if (C[u] + quantise(e.cost_us) == C[e.to]) tight[u].push_back({e.to, e.kind, e.group});
+    }
+    if (edges == EdgeSet::all && direct_allowed(ctx, ctx.table.states[u]) &&
+        C[u] + quantise_bound(direct_floor_us(ctx, u)) <= all.optimum_ps) {
+      const Step& d = ctx.direct_step(u);
+      if ((budget < 0 || d.peak_bytes <= budget) && C[u] + quantise(d.cost_us) == all.optimum_ps)
+        tight[u].push_back({d_id, StepKind::direct, {}});
+    }
+  }
+  // fewest tight steps from each state to the target (a backward BFS)
+  constexpr std::int32_t kFar = std::numeric_limits<std::int32_t>::max();
+  std::vector<std::vector<std::uint32_t>> back(n);
+  for (std::uint32_t u = 0; u < n; ++u)
+    for (const auto& t : tight[u]) back[t.to].push_back(u);
+  std::vector<std::int32_t> to_dst(n, kFar);
+  std::vector<std::uint32_t> queue{d_id};
+  to_dst[d_id] = 0;
+  for (std::size_t q = 0; q < queue.size(); ++q)
+    for (auto u : back[queue[q]])
+      if (to_dst[u] == kFar) {
+        to_dst[u] = to_dst[queue[q]] + 1;
+        queue.push_back(u);
+      }
+  // Every tight path of at most the plan's step count, depth first in the edge order (each edge
+  // taken reaches the target within the steps left, so every branch ends in a plan).
+  std::vector<const Tight*> path;
+  auto emit = [&] {
+    Found f;
+    std::uint32_t at = s_id;
+    for (const Tight* t : path) {
+      f.steps.push_back(make_step(ctx, t->kind, t->group.span(), ctx.table.states[at], ctx.table.states[t->to], true));
+      f.total_cost_us += f.steps.back().cost_us;
+      at = t->to;
+    }
+    bool same = f.steps.size() == out.front().steps.size();
+    for (std::size_t k = 0; same && k < f.steps.size(); ++k) {
+      const Step& a = f.steps[k];
+      const Step& b = out.front().steps[k];
+      same = a.kind == b.kind && a.mesh_dims == b.mesh_dims && a.to == b.to;
+    }
+    if (!same) out.push_back(plan_of(src, dst, cost, edges, std::move(f)));
+  };
+  auto dfs = [&](auto&& self, std::uint32_t u, std::int32_t left) -> void {
+    if (out.size() >= max_plans) return;
+    if (u == d_id) {
+      emit();
+      return;
+    }
+    for (const auto& t : tight[u]) {
+      if (to_dst[t.to] == kFar || to_dst[t.to] + 1 > left) continue;
+      path.push_back(&t);
+      self(self, t.to, left - 1);
+      path.pop_back();
+      if (out.size() >= max_plans) return;
+    }
+  };
+  if (to_dst[s_id] != kFar) dfs(dfs, s_id, static_cast<std::int32_t>(own_steps));
+  return out;
 }
 
 }  // namespace dtensor
