@@ -787,8 +787,19 @@ def redistribute_many(xs: Sequence[DTensor], placements_list: Sequence, *, shard
     """Each of `xs` redistributed to its placements in `placements_list`, as one batch
     (docs/batch.md): every tensor on its own optimal plan, small tensors' collectives coalesced
     into one where the cost model says it pays. All tensors on one DeviceMesh and device. torch has
-    no batched redistribute; the results equal `redistribute` on each. Not differentiable."""
+    no batched redistribute; the results equal `redistribute` on each.
+
+    Differentiable with `redistribute`'s rule, tensor by tensor: when any of `xs` requires grad
+    (and grad mode is on) the backward redistributes the gradients that arrive, again as one batch,
+    to their sources' layouts (a Partial source dim becoming Replicate where the gradient is not
+    Partial); results of tensors that do not require grad do not either."""
     xs = list(xs)
+    if any(isinstance(x, DTensor) and x.requires_grad for x in xs) and torch.is_grad_enabled():
+        return list(_RedistributeMany.apply((list(placements_list), shard_orders, cost_model), *xs))
+    return _redistribute_many(xs, placements_list, shard_orders, cost_model)
+
+
+def _redistribute_many(xs: list, placements_list, shard_orders, cost_model) -> list:
     batch = plan_many(xs, placements_list, shard_orders=shard_orders, cost_model=cost_model)
     mesh = xs[0].device_mesh
     device = xs[0]._local_tensor.device
@@ -801,7 +812,7 @@ def redistribute_many(xs: Sequence[DTensor], placements_list: Sequence, *, shard
     locals_, outs, wss = [], [], []
     for i, (x, p) in enumerate(zip(xs, batch.plans)):
         local = x._local_tensor if x._local_tensor.is_contiguous() else x._local_tensor.contiguous()
-        locals_.append(local)
+        locals_.append(local.detach())
         outs.append(torch.empty(p.dst.local_shape(rank), dtype=x.dtype, device=device))
         wss.append(torch.empty(max(ex.workspace_bytes(i), 0), dtype=torch.uint8, device=device))
     staging = torch.empty(max(ex.staging_bytes, 0), dtype=torch.uint8, device=device)
@@ -815,6 +826,38 @@ def redistribute_many(xs: Sequence[DTensor], placements_list: Sequence, *, shard
             runner.impl.buffers = ()
             runner.impl.views = None
     return [DTensor(o, _spec_of(mesh, p.dst), requires_grad=False) for o, p in zip(outs, batch.plans)]
+
+
+class _RedistributeMany(torch.autograd.Function):
+    """redistribute_many with `_Redistribute`'s gradient rule for each tensor; the backward moves
+    the gradients that arrive as one batch."""
+
+    @staticmethod
+    def forward(ctx, args, *xs):  # noqa: D102
+        placements_list, shard_orders, cost_model = args
+        ctx.sources = [(x._spec.placements, None if x._spec.use_strided_shard_as_shard_order else x._spec.shard_order)
+                       for x in xs]
+        ctx.cost_model = cost_model
+        outs = _redistribute_many(list(xs), placements_list, shard_orders, cost_model)
+        ctx.mark_non_differentiable(*(o for o, x in zip(outs, xs) if not x.requires_grad))
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, *grads):  # noqa: D102
+        live = [i for i, g in enumerate(grads) if g is not None and ctx.needs_input_grad[i + 1]]
+        for i in live:
+            if not isinstance(grads[i], DTensor):
+                raise RuntimeError(f"dtensor.torch.redistribute_many backward: expected a DTensor gradient for "
+                                   f"xs[{i}], got {type(grads[i]).__name__}")
+        out = [None] * len(grads)
+        if live:
+            targets = [tuple(Replicate() if p.is_partial() and not g.is_partial() else p
+                             for g, p in zip(grads[i]._spec.placements, ctx.sources[i][0])) for i in live]
+            moved = redistribute_many([grads[i] for i in live], targets,
+                                      shard_orders=[ctx.sources[i][1] for i in live], cost_model=ctx.cost_model)
+            for i, m in zip(live, moved):
+                out[i] = m
+        return (None, *out)
 
 
 # ---------------------------------------------------------------- cross-mesh
