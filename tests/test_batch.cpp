@@ -50,6 +50,16 @@ CostModel coalescing_model() {
   return m;
 }
 
+// A profile under which packing never pays (copies dear) but launches do: the tests exercise
+// grouped stages (the members' own collectives launched together) on small tensors.
+CostModel grouping_model() {
+  CostModel m = CostModel::default_model();
+  m.name = "grouping";
+  m.copy_bw_GBps = 1e-3;
+  m.intra.alpha_us = m.inter.alpha_us = 1000;
+  return m;
+}
+
 std::vector<std::string> layouts_of(const Mesh& mesh, const std::vector<std::string>& options) {
   std::vector<std::string> out{""};
   for (int m = 0; m < mesh.ndim(); ++m) {
@@ -84,7 +94,7 @@ TEST_CASE("batch: an FSDP-style batch coalesces into one collective per stage an
 }
 
 TEST_CASE("batch: exhaustive pairs of tensors on meshes 2 and 2x2, uneven and empty shards, strided and Partial", "[batch]") {
-  std::int64_t batches = 0, coalesced = 0;
+  std::int64_t batches = 0, coalesced = 0, grouped = 0;
   // sanitizer builds take every stride-th pair (DTENSOR_EXHAUSTIVE_STRIDE)
   const auto stride = static_cast<std::size_t>(sample_stride());
   for (const char* mesh_text : {"2", "2x2"}) {
@@ -106,7 +116,7 @@ TEST_CASE("batch: exhaustive pairs of tensors on meshes 2 and 2x2, uneven and em
         } catch (const InputError&) {
           continue;  // a strided split beyond its dim
         }
-        for (const CostModel& cm : {CostModel::default_model(), coalescing_model()}) {
+        for (const CostModel& cm : {CostModel::default_model(), coalescing_model(), grouping_model()}) {
           const BatchPlan b = plan_batch(pairs, cm);
           INFO(mesh_text << " " << a_from << " -> " << a_to << " and " << b_from << " -> " << b_to << "\n" << explain(b));
           CHECK(b.total_cost_us <= b.separate_cost_us + 1e-9);
@@ -115,14 +125,18 @@ TEST_CASE("batch: exhaustive pairs of tensors on meshes 2 and 2x2, uneven and em
           const auto why = run_batch(b, &issued);
           CHECK(why == "");
           CHECK(issued == b.collectives());
-          for (const auto& st : b.stages) coalesced += st.coalesced ? 1 : 0;
+          for (const auto& st : b.stages) {
+            coalesced += st.coalesced ? 1 : 0;
+            grouped += st.grouped ? 1 : 0;
+          }
           ++batches;
         }
       }
   }
-  INFO("batches " << batches << ", coalesced stages " << coalesced);
+  INFO("batches " << batches << ", coalesced stages " << coalesced << ", grouped stages " << grouped);
   CHECK(batches * static_cast<std::int64_t>(stride) > 500);
   CHECK(coalesced * static_cast<std::int64_t>(stride) > 100);
+  CHECK(grouped * static_cast<std::int64_t>(stride) > 20);
 }
 
 TEST_CASE("batch: equal-cost plans are chosen to share stages, against brute force over every combination", "[batch]") {
@@ -284,6 +298,24 @@ TEST_CASE("batch: optimal_plans lists every optimal path, checked on the whole g
   CHECK(multi > 0);
 }
 
+TEST_CASE("batch: a group holds at most 2048 NCCL operations", "[batch]") {
+  const Mesh mesh = Mesh::parse("2");
+  std::vector<std::pair<Layout, Layout>> pairs;
+  for (int i = 0; i < 2100; ++i)
+    pairs.emplace_back(Layout::parse(mesh, {2, 3}, DType::f32, "S(0)"), Layout::parse(mesh, {2, 3}, DType::f32, "R"));
+  const BatchPlan b = plan_batch(pairs, grouping_model());
+  std::size_t largest = 0, in_groups = 0;
+  for (const auto& st : b.stages)
+    if (st.grouped) {
+      largest = std::max(largest, st.members.size());
+      in_groups += st.members.size();
+    }
+  CHECK(largest == 2048);
+  CHECK(in_groups == 2100);
+  CHECK(b.collectives() == 2);
+  CHECK(run_batch(b) == "");
+}
+
 TEST_CASE("batch: random batches of up to 64 tensors on 2x2x2", "[batch]") {
   const Mesh mesh = Mesh::parse("2x2x2");
   std::mt19937_64 rng(2024);
@@ -304,7 +336,7 @@ TEST_CASE("batch: random batches of up to 64 tensors on 2x2x2", "[batch]") {
       } catch (const InputError&) {
       }
     }
-    for (const CostModel& cm : {CostModel::default_model(), coalescing_model()}) {
+    for (const CostModel& cm : {CostModel::default_model(), coalescing_model(), grouping_model()}) {
       const BatchPlan b = plan_batch(pairs, cm);
       INFO("round " << round << "\n" << explain(b));
       CHECK(b.total_cost_us <= b.separate_cost_us + 1e-9);
@@ -327,7 +359,8 @@ TEST_CASE("batch: bad input gets one clear error naming the entry", "[batch]") {
   std::vector<std::pair<Layout, Layout>> dtypes{{Layout::parse(m4, {8}, DType::f32, "S(0)"), Layout::parse(m4, {8}, DType::f32, "R")},
                                                 {Layout::parse(m4, {8}, DType::f32, "S(0)"), Layout::parse(m4, {8}, DType::bf16, "R")}};
   CHECK_THROWS_WITH(plan_batch(dtypes, CostModel::default_model()), Contains("batch entry 1") && Contains("dtype"));
-  // memory: staging that does not fit the bound is not used (the stage runs member by member)
+  // memory: staging that does not fit the bound is not used (the members' own collectives run as
+  // one group, which needs no staging)
   std::vector<std::pair<Layout, Layout>> two{{Layout::parse(m4, {64, 8}, DType::f32, "S(0)"), Layout::parse(m4, {64, 8}, DType::f32, "R")},
                                              {Layout::parse(m4, {64, 8}, DType::f32, "S(0)"), Layout::parse(m4, {64, 8}, DType::f32, "R")}};
   PlanOptions gathers;
@@ -338,7 +371,10 @@ TEST_CASE("batch: bad input gets one clear error naming the entry", "[batch]") {
   PlanOptions tight = gathers;
   tight.max_peak_bytes = free_b.staging_bytes() - 1;
   const BatchPlan bound_b = plan_batch(two, coalescing_model(), tight);
-  CHECK(bound_b.collectives() == 2);
+  CHECK(bound_b.collectives() == 1);
+  REQUIRE(bound_b.stages.size() == 1);
+  CHECK(bound_b.stages[0].grouped);
+  CHECK(!bound_b.stages[0].coalesced);
   CHECK(bound_b.staging_bytes() == 0);
   CHECK(run_batch(bound_b) == "");
 }
@@ -378,8 +414,28 @@ TEST_CASE("batch: a batch plan read from JSON is checked like a plan", "[batch]"
   for (std::size_t k = 0; k < b.stages.size(); ++k)
     if (!b.stages[k].coalesced && b.stages[k].members.size() == 1 && b.stages[k].kind != StepKind::local_chunk) {
       CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"][k]["coalesced"] = true; })), Contains("two members"));
+      CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"][k]["grouped"] = true; })), Contains("two members"));
       break;
     }
+  // grouped stages: claimed on a coalesced stage as well, or with a non-boolean flag
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"][co]["grouped"] = true; })), Contains("not both"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"][co]["grouped"] = 1; })), Contains("grouped must be"));
+  // a grouped batch reads back equal, and refuses a group of local steps or another collective
+  const BatchPlan g = plan_batch(pairs, grouping_model());
+  std::size_t gk = 0;
+  while (gk < g.stages.size() && !g.stages[gk].grouped) ++gk;
+  REQUIRE(gk < g.stages.size());
+  const std::string gtext = g.to_json();
+  CHECK(BatchPlan::from_json(gtext) == g);
+  CHECK(BatchPlan::from_json(gtext).hash() == g.hash());
+  auto gedit = [&](const std::function<void(nlohmann::json&)>& edit) {
+    auto j = nlohmann::json::parse(gtext);
+    edit(j);
+    return j.dump();
+  };
+  CHECK_THROWS_WITH(BatchPlan::from_json(gedit([&](auto& j) { j["stages"][gk]["mesh_dims"] = {1}; })), Contains("mesh dims"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(gedit([&](auto& j) { j["stages"][gk]["cost_us"] = 1e9; })), Contains("cost"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(gedit([&](auto& j) { j["stages"][gk]["grouped"] = false; })), Contains("local steps only"));
 }
 
 TEST_CASE("batch: overlapping buffers are refused before anything moves", "[batch]") {

@@ -18,9 +18,10 @@
 namespace dtensor {
 
 // One stage: a step of each member tensor. `coalesced`: one collective over the members'
-// concatenated chunks (packed into and unpacked from the batch's staging buffer); otherwise each
-// member's step runs on its own (local steps, direct exchanges, a lone member, or a group whose
-// packing would cost more than the latencies it saves).
+// concatenated chunks (packed into and unpacked from the batch's staging buffer). `grouped`: the
+// members' own collectives, each on its own buffers (no staging, no packing), issued as one group
+// (Communicator::group_begin/group_end: one launch on NCCL). Otherwise each member's step runs on
+// its own (local steps, direct exchanges, a lone member).
 struct BatchStage {
   StepKind kind = StepKind::relabel;  // local stages: the first member's kind
   std::vector<int> mesh_dims;         // the collective's group (empty for local and direct stages)
@@ -31,6 +32,7 @@ struct BatchStage {
   };
   std::vector<Member> members;
   bool coalesced = false;
+  bool grouped = false;
   double cost_us = 0;
   friend bool operator==(const BatchStage&, const BatchStage&) = default;
 };
@@ -42,7 +44,8 @@ struct BatchPlan {
   double separate_cost_us = 0;  // the plans run one after another
   std::string cost_model;
 
-  // Collectives issued (a coalesced stage counts once), and without batching.
+  // Collectives issued (a coalesced stage counts once, a grouped stage as one launch), and without
+  // batching.
   [[nodiscard]] std::int64_t collectives() const;
   [[nodiscard]] std::int64_t separate_collectives() const;
   // Largest staging buffer one rank needs for the coalesced stages (bytes; rank-independent

@@ -69,6 +69,13 @@ class Communicator {
   virtual void send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) = 0;
   // Completes every operation issued so far.
   virtual void synchronize() = 0;
+  // Collectives issued between group_begin() and group_end() (same group of ranks, no local
+  // memory operation in between) may start together as one launch where the backend can (NCCL:
+  // ncclGroupStart/ncclGroupEnd); a backend that cannot runs them as issued (the default).
+  // Their results are ready after group_end() and synchronize(). Batch plans' grouped stages
+  // use it (docs/batch.md).
+  virtual void group_begin() {}
+  virtual void group_end() {}
 
   // Where this backend's buffers live; the executor's local operations run on it (host memory by
   // default; NCCL: the GPU's, ordered on the communicator's stream).

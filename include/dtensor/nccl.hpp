@@ -79,6 +79,8 @@ class NcclCommunicator final : public Communicator {
   void all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override;
   void send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) override;
   void synchronize() override;
+  void group_begin() override;  // ncclGroupStart: the collectives until group_end are one launch
+  void group_end() override;
   // The rank's GPU memory: allocations on its device, uploads and downloads that wait for the
   // stream, copies, fills and strided packing as kernels on the stream. No local reductions (the
   // backend reduces through NCCL): supports() is false for them and reduce() throws InputError.

@@ -67,7 +67,7 @@ struct SimulationResult {
 struct BatchSimulationResult {
   std::vector<std::string> mismatch;  // per tensor: "" when right
   bool verified = false;              // every tensor right
-  std::int64_t collectives = 0;       // issued by rank 0
+  std::int64_t collectives = 0;       // launched by rank 0 (a group of collectives once)
 };
 [[nodiscard]] BatchSimulationResult simulate(const BatchPlan& batch);
 // About the host memory simulate(batch) holds at once: every plan's, plus every rank's staging.

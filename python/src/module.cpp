@@ -509,6 +509,7 @@ NB_MODULE(_core, m) {
         return out;
       }, "(tensor, step) pairs")
       .def_ro("coalesced", &BatchStage::coalesced, "One collective over the members' concatenated chunks")
+      .def_ro("grouped", &BatchStage::grouped, "The members' own collectives launched as one group (no packing)")
       .def_ro("cost_us", &BatchStage::cost_us);
   nb::class_<BatchPlan>(m, "BatchPlan", "Many tensors' plans on one mesh, scheduled into stages.")
       .def_ro("plans", &BatchPlan::plans)

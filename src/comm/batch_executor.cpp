@@ -1,6 +1,7 @@
 // Runs a batch plan (docs/batch.md): every tensor's steps through its own prepared Executor, a
 // coalesced stage as one collective over the members' chunks packed into the staging buffer
-// (strided copies on the backend's memory) and unpacked from it.
+// (strided copies on the backend's memory) and unpacked from it, a grouped stage as the members'
+// own collectives between Communicator::group_begin and group_end.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@ struct BatchExecutor::Impl {
   std::vector<Executor> executors;
   struct Stage {
     bool coalesced = false;
+    bool grouped = false;
     Collective collective = Collective::all_reduce;
     Group group;
     ReduceOp op = ReduceOp::sum;
@@ -62,6 +64,7 @@ BatchExecutor::BatchExecutor(const BatchPlan& batch, Communicator& comm, Executo
   for (const auto& st : batch.stages) {
     Impl::Stage s;
     s.coalesced = st.coalesced;
+    s.grouped = st.grouped;
     s.members = st.members;
     if (st.coalesced) {
       const auto& first = ExecutorAccess::impl(I.executors[static_cast<std::size_t>(st.members.front().tensor)]);
@@ -188,13 +191,27 @@ void BatchExecutor::execute(std::span<const Buffers> buffers, std::span<std::byt
       I.comm->synchronize();
       move_chunks(false);
     } else {
+      // a grouped stage: every member's pre-step copies ran above, so nothing but the members'
+      // collectives sits between group_begin and group_end
+      if (st.grouped) I.comm->group_begin();
       bool issued = false;
-      for (const auto& m : st.members) {
-        const auto& e = impl_of(m.tensor);
-        if (!e.steps[static_cast<std::size_t>(m.step)].comm.collective) continue;
-        e.issue(buffers[static_cast<std::size_t>(m.tensor)], static_cast<std::size_t>(m.step));
-        issued = true;
+      try {
+        for (const auto& m : st.members) {
+          const auto& e = impl_of(m.tensor);
+          if (!e.steps[static_cast<std::size_t>(m.step)].comm.collective) continue;
+          e.issue(buffers[static_cast<std::size_t>(m.tensor)], static_cast<std::size_t>(m.step));
+          issued = true;
+        }
+      } catch (...) {
+        if (st.grouped) {  // close the group (NCCL's is per thread) before the error leaves
+          try {
+            I.comm->group_end();
+          } catch (...) {  // the first error is the one to report
+          }
+        }
+        throw;
       }
+      if (st.grouped) I.comm->group_end();
       if (issued) I.comm->synchronize();
     }
     for (const auto& m : st.members) impl_of(m.tensor).run(buffers[static_cast<std::size_t>(m.tensor)], impl_of(m.tensor).steps[static_cast<std::size_t>(m.step)].post);

@@ -21,6 +21,8 @@ namespace {
 using nlohmann::json;
 using ordered = nlohmann::ordered_json;
 
+constexpr std::size_t kMaxGroupOps = 2048;  // NCCL operations in one group call, at most
+
 bool is_local(StepKind k) { return k == StepKind::local_chunk || k == StepKind::local_fill || k == StepKind::relabel; }
 bool is_collective(StepKind k) {
   return k == StepKind::all_gather || k == StepKind::reduce_scatter || k == StepKind::all_reduce || k == StepKind::all_to_all;
@@ -135,6 +137,26 @@ double members_cost(const Plans& P, const BatchStage& st) {
   return c;
 }
 
+// The members' own collectives launched as one group: each still pays its own wire time, copies
+// and ring hops, and the group pays the link's base latency (the launch) once instead of once per
+// member (docs/batch.md: an assumption about NCCL's grouped launch, not a measurement).
+template <class Plans>
+double grouped_cost(const CostModel& cost, const Plans& P, const BatchStage& st) {
+  const Step& s0 = P[static_cast<std::size_t>(st.members.front().tensor)].steps[static_cast<std::size_t>(st.members.front().step)];
+  const double base = (s0.inter_host ? cost.inter : cost.intra).alpha_us;
+  double c = 0, shared = 0;
+  for (const auto& m : st.members) {
+    const Step& step = P[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)];
+    c += step.cost_us;
+    shared += std::max(0.0, std::min(base, step.alpha_us));
+  }
+  // every member's launch but one is saved: at most the smallest launch share stays paid
+  double keep = base;
+  for (const auto& m : st.members)
+    keep = std::min(keep, std::max(0.0, std::min(base, P[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)].alpha_us)));
+  return c - (shared - keep);
+}
+
 bool close(double a, double b) { return std::abs(a - b) <= 1e-6 + 1e-9 * std::max(std::abs(a), std::abs(b)); }
 
 }  // namespace
@@ -142,7 +164,7 @@ bool close(double a, double b) { return std::abs(a - b) <= 1e-6 + 1e-9 * std::ma
 std::int64_t BatchPlan::collectives() const {
   std::int64_t n = 0;
   for (const auto& st : stages) {
-    if (st.coalesced) {
+    if (st.coalesced || st.grouped) {
       ++n;
       continue;
     }
@@ -248,6 +270,15 @@ double schedule(const PlanList& P, std::vector<BatchStage>& stages, const CostMo
     std::stable_sort(cands.begin(), cands.end(), [&](std::size_t x, std::size_t y) {
       return std::max(step_at(x).bytes_sent, step_at(x).bytes_received) < std::max(step_at(y).bytes_sent, step_at(y).bytes_received);
     });
+    // NCCL takes at most 2048 operations in one group (an all_to_all is a send and a receive per
+    // member): the smallest that fit are this round's candidates, the others wait for the next
+    if (is_collective(step_at(best_t).kind)) {
+      const std::size_t per = step_at(best_t).kind == StepKind::all_to_all
+                                  ? static_cast<std::size_t>(2 * group_size(P[best_t].mesh(), k.mesh_dims))
+                                  : 1;
+      const std::size_t cap = std::max<std::size_t>(2, kMaxGroupOps / per);
+      if (cands.size() > cap) cands.resize(cap);
+    }
     BatchStage st;
     st.kind = step_at(best_t).kind;
     st.mesh_dims = k.mesh_dims;
@@ -274,14 +305,68 @@ double schedule(const PlanList& P, std::vector<BatchStage>& stages, const CostMo
     }
     if (st.members.size() < 2) {
       alone.push_back(static_cast<std::size_t>(st.members.front().tensor));
-    } else {
-      std::sort(st.members.begin(), st.members.end(), [](const auto& x, const auto& y) { return x.tensor < y.tensor; });
-      st.cost_us = group_cost;
-      for (const auto& m : st.members) ++next[static_cast<std::size_t>(m.tensor)];
-      left -= st.members.size();
-      stages.push_back(std::move(st));
+      st.members.clear();
     }
     std::sort(alone.begin(), alone.end());
+    // Grouping (ring formulas, collectives): the members' own collectives launched together, no
+    // packing. Three ways to run the candidates, the cheapest taken (ties: fewer launches, then the
+    // earlier way): A the packed group and the rest alone; B every candidate in one group; C the
+    // packed group and the rest in one group.
+    auto as_group = [&](const std::vector<std::size_t>& who) {
+      BatchStage g;
+      g.kind = st.kind;
+      g.mesh_dims = k.mesh_dims;
+      g.grouped = true;
+      for (std::size_t u : who) g.members.push_back({static_cast<std::int32_t>(u), static_cast<std::int32_t>(next[u])});
+      std::sort(g.members.begin(), g.members.end(), [](const auto& x, const auto& y) { return x.tensor < y.tensor; });
+      g.cost_us = grouped_cost(cost, P, g);
+      return g;
+    };
+    double alone_cost = 0;
+    for (std::size_t u : alone) alone_cost += step_at(u).cost_us;
+    const double packed_cost = st.members.empty() ? 0.0 : group_cost;
+    enum class Way { a, b, c } way = Way::a;
+    std::optional<BatchStage> grouped;
+    if (cost.formula == CostModel::Formula::ring && is_collective(st.kind) && cands.size() >= 2) {
+      const double cost_a = packed_cost + alone_cost;
+      const auto launches_a = static_cast<double>((st.members.empty() ? 0 : 1) + alone.size());
+      double best_cost = cost_a, best_launches = launches_a;
+      auto better = [&](double c, double launches) {
+        return c < best_cost && !close(c, best_cost) ? true : close(c, best_cost) && launches < best_launches;
+      };
+      BatchStage all_of = as_group(cands);
+      if (better(all_of.cost_us, 1)) {
+        way = Way::b;
+        best_cost = all_of.cost_us;
+        best_launches = 1;
+        grouped = std::move(all_of);
+      }
+      if (!st.members.empty() && alone.size() >= 2) {
+        BatchStage rest = as_group(alone);
+        if (better(packed_cost + rest.cost_us, 2)) {
+          way = Way::c;
+          grouped = std::move(rest);
+        }
+      }
+    }
+    auto take = [&](BatchStage stage) {
+      for (const auto& m : stage.members) ++next[static_cast<std::size_t>(m.tensor)];
+      left -= stage.members.size();
+      stages.push_back(std::move(stage));
+    };
+    if (way == Way::b) {
+      take(std::move(*grouped));
+      continue;
+    }
+    if (!st.members.empty()) {
+      std::sort(st.members.begin(), st.members.end(), [](const auto& x, const auto& y) { return x.tensor < y.tensor; });
+      st.cost_us = group_cost;
+      take(std::move(st));
+    }
+    if (way == Way::c) {
+      take(std::move(*grouped));
+      continue;
+    }
     for (std::size_t u : alone) {
       push_single(u);
       ++next[u];
@@ -471,7 +556,20 @@ void validate_batch_plan(const BatchPlan& b) {
     const auto& f = b.plans[static_cast<std::size_t>(st.members.front().tensor)];
     const Step& s0 = f.steps[static_cast<std::size_t>(st.members.front().step)];
     if (st.kind != s0.kind) throw bad(fmt::format("kind {} but its first member's step is {}", to_string(st.kind), to_string(s0.kind)));
-    if (st.coalesced) {
+    if (st.coalesced && st.grouped) throw bad("a stage is coalesced or grouped, not both");
+    if (st.grouped) {
+      if (st.members.size() < 2) throw bad("a grouped stage needs two members or more");
+      if (!is_collective(st.kind)) throw bad(fmt::format("{} steps do not group", to_string(st.kind)));
+      const Key k = key_of(f, s0);
+      if (st.mesh_dims != k.mesh_dims) throw bad("its mesh dims are not its members'");
+      for (const auto& m : st.members) {
+        const Plan& p = b.plans[static_cast<std::size_t>(m.tensor)];
+        if (!(key_of(p, p.steps[static_cast<std::size_t>(m.step)]) == k))
+          throw bad(fmt::format("tensor {}'s step is not the same collective (kind, mesh dims, dtype, reduce op)", m.tensor));
+      }
+      if (st.cost_us > members_cost(PlanList(b.plans), st) * (1 + 1e-9) + 1e-6)
+        throw bad(fmt::format("grouped cost {} above its members' {}", st.cost_us, members_cost(PlanList(b.plans), st)));
+    } else if (st.coalesced) {
       if (st.members.size() < 2) throw bad("a coalesced stage needs two members or more");
       if (!coalescible(st.kind)) throw bad(fmt::format("{} steps do not coalesce", to_string(st.kind)));
       const Key k = key_of(f, s0);
@@ -487,7 +585,7 @@ void validate_batch_plan(const BatchPlan& b) {
       if (st.members.size() > 1)
         for (const auto& m : st.members)
           if (!is_local(b.plans[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)].kind))
-            throw bad(fmt::format("tensor {}'s step communicates: a stage of several members that is not coalesced runs local steps only", m.tensor));
+            throw bad(fmt::format("tensor {}'s step communicates: a stage of several members that is neither coalesced nor grouped runs local steps only", m.tensor));
       const std::vector<int> dims = st.members.size() == 1 && is_collective(s0.kind) ? s0.mesh_dims : std::vector<int>{};
       if (st.mesh_dims != dims) throw bad("its mesh dims are not its member's");
       if (!close(st.cost_us, members_cost(PlanList(b.plans), st)))
@@ -506,7 +604,7 @@ std::uint64_t BatchPlan::hash() const {
   std::string canon = fmt::format("batch|{}|{}", cost_model, plans.size());
   for (const auto& p : plans) canon += fmt::format("|{:016x}", p.hash());
   for (const auto& st : stages) {
-    canon += fmt::format(";{}:{}:{}:{}", to_string(st.kind), fmt::join(st.mesh_dims, ","), st.coalesced ? 1 : 0,
+    canon += fmt::format(";{}:{}:{}:{}", to_string(st.kind), fmt::join(st.mesh_dims, ","), st.coalesced ? 1 : st.grouped ? 2 : 0,
                          std::llround(st.cost_us * 1e6));
     for (const auto& m : st.members) canon += fmt::format(",{}.{}", m.tensor, m.step);
   }
@@ -531,6 +629,7 @@ std::string BatchPlan::to_json(int indent) const {
     s["kind"] = std::string(to_string(st.kind));
     s["mesh_dims"] = st.mesh_dims;
     s["coalesced"] = st.coalesced;
+    if (st.grouped) s["grouped"] = true;  // absent: false (files written before grouping read the same)
     s["cost_us"] = st.cost_us;
     ordered members = ordered::array();
     for (const auto& m : st.members) members.push_back({m.tensor, m.step});
@@ -597,6 +696,11 @@ BatchPlan BatchPlan::from_json(std::string_view text) {
     const json& co = field(s, "coalesced");
     if (!co.is_boolean()) throw InputError(fmt::format("batch plan JSON stages[{}].coalesced must be true or false", k));
     st.coalesced = co.get<bool>();
+    if (s.contains("grouped")) {
+      const json& gr = s["grouped"];
+      if (!gr.is_boolean()) throw InputError(fmt::format("batch plan JSON stages[{}].grouped must be true or false", k));
+      st.grouped = gr.get<bool>();
+    }
     st.cost_us = number(s, "cost_us");
     const json& members = field(s, "members");
     if (!members.is_array() || members.empty() || members.size() > b.plans.size())
@@ -664,6 +768,7 @@ std::string explain(const BatchPlan& b) {
     std::vector<std::string> who;
     for (const auto& m : st.members) who.push_back(fmt::format("{}.{}", m.tensor, m.step));
     const std::string how = st.coalesced ? "one collective over the members' concatenated chunks"
+                            : st.grouped  ? "the members' own collectives launched as one group"
                             : is_local(st.kind) ? "local copies, no communication"
                                                 : "the member's own step";
     out += fmt::format(" {:>3}  {:<15} {:<9} {:>7} {:>14.3f}  {} (tensor.step: {})\n", k + 1, to_string(st.kind),

@@ -91,7 +91,8 @@ SimulationResult simulate(const Plan& plan, bool threads) {
 
 
 namespace {
-// Counts the collectives a rank issues (forwarding everything to the backend).
+// Counts the launches a rank issues (forwarding everything to the backend): each collective on
+// its own, and a group (group_begin .. group_end) of collectives once.
 class CountingCommunicator final : public Communicator {
  public:
   explicit CountingCommunicator(Communicator& c) : c_(c) {}
@@ -101,31 +102,47 @@ class CountingCommunicator final : public Communicator {
   std::vector<std::uint64_t> exchange(std::uint64_t v) override { return c_.exchange(v); }
   void prepare(std::span<const Group> g) override { c_.prepare(g); }
   void all_gather(const Group& g, const void* s, void* r, std::int64_t n, DType d) override {
-    ++count;
+    launch();
     c_.all_gather(g, s, r, n, d);
   }
   void reduce_scatter(const Group& g, const void* s, void* r, std::int64_t n, DType d, ReduceOp o) override {
-    ++count;
+    launch();
     c_.reduce_scatter(g, s, r, n, d, o);
   }
   void all_reduce(const Group& g, const void* s, void* r, std::int64_t n, DType d, ReduceOp o) override {
-    ++count;
+    launch();
     c_.all_reduce(g, s, r, n, d, o);
   }
   void all_to_all(const Group& g, const void* s, void* r, std::int64_t n, DType d) override {
-    ++count;
+    launch();
     c_.all_to_all(g, s, r, n, d);
   }
   void send_recv(std::span<const Transfer> s, std::span<const Transfer> r, DType d) override {
-    ++count;
+    launch();
     c_.send_recv(s, r, d);
   }
   void synchronize() override { c_.synchronize(); }
+  void group_begin() override {
+    if (depth_++ == 0) in_group_ = 0;
+    c_.group_begin();
+  }
+  void group_end() override {
+    c_.group_end();
+    if (depth_ > 0 && --depth_ == 0 && in_group_ > 0) ++count;
+  }
   Memory& memory() override { return c_.memory(); }
   std::int64_t count = 0;
 
  private:
+  void launch() {
+    if (depth_ > 0)
+      ++in_group_;
+    else
+      ++count;
+  }
   Communicator& c_;
+  int depth_ = 0;
+  std::int64_t in_group_ = 0;
 };
 }  // namespace
 

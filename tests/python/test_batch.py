@@ -79,3 +79,18 @@ def test_batch_plan_cache():
         dtensor.BatchPlanCache(0)
     cache.clear()
     assert cache.stats()["size"] == 0
+
+
+def test_large_tensors_run_as_one_grouped_stage():
+    # packing 4 MB shards would cost more than the launches it saves: the members' own all_gathers
+    # are launched as one group (no staging), and every tensor is exact
+    mesh = dtensor.Mesh("2")
+    pairs = [(dtensor.Layout(mesh, [2048, 1024 + 64 * i], "S(0)", dtype="bf16"),
+              dtensor.Layout(mesh, [2048, 1024 + 64 * i], "R", dtype="bf16")) for i in range(3)]
+    b = dtensor.plan_batch(pairs)
+    assert [(s.grouped, s.coalesced, len(s.members)) for s in b.stages] == [(True, False, 3)]
+    assert b.collectives == 1 and b.separate_collectives == 3 and b.staging_bytes == 0
+    assert "launched as one group" in b.explain()
+    res = dtensor.simulate(b)
+    assert res.verified and res.collectives == 1
+    assert dtensor.BatchPlan.from_json(b.to_json()) == b

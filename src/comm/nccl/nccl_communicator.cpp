@@ -103,6 +103,8 @@ struct NcclCommunicator::State {
   bool borrowed = false;  // the world communicator is the caller's: never destroyed or aborted here
   std::map<std::vector<int>, nv::Comm> groups;
   std::vector<nv::Comm> all;  // world and groups, for the watchdog (no allocation while waiting)
+  int group_depth = 0;             // group_begin() calls not yet ended
+  std::vector<nv::Comm> in_group;  // the communicators the open group's collectives ran on
   int device = 0;
   int cc_major = 0;
   const char* last_kind = nullptr;  // the last collective issued, for the watchdog's message
@@ -437,6 +439,8 @@ bool NcclCommunicator::supports(Collective c, DType dtype, ReduceOp op) const {
 void NcclCommunicator::all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) {
   nv::Comm c = group_comm(g, "all_gather");
   note("all_gather", g, count, dtype);
+  if (state_->group_depth > 0 && std::find(state_->in_group.begin(), state_->in_group.end(), c) == state_->in_group.end())
+    state_->in_group.push_back(c);
   after(V().all_gather(send, recv, static_cast<std::size_t>(count), nccl_type(dtype), c, stream_), c, options_.timeout,
         [&] { return last_op(); }, [this] { abort(); });
 }
@@ -445,6 +449,8 @@ void NcclCommunicator::reduce_scatter(const Group& g, const void* send, void* re
                                       ReduceOp op) {
   nv::Comm c = group_comm(g, "reduce_scatter");
   note("reduce_scatter", g, count, dtype);
+  if (state_->group_depth > 0 && std::find(state_->in_group.begin(), state_->in_group.end(), c) == state_->in_group.end())
+    state_->in_group.push_back(c);
   after(V().reduce_scatter(send, recv, static_cast<std::size_t>(count), nccl_type(dtype), nccl_op(op, dtype), c, stream_),
         c, options_.timeout, [&] { return last_op() + fmt::format(" op {}", to_string(op)); }, [this] { abort(); });
 }
@@ -453,6 +459,8 @@ void NcclCommunicator::all_reduce(const Group& g, const void* send, void* recv, 
                                   ReduceOp op) {
   nv::Comm c = group_comm(g, "all_reduce");
   note("all_reduce", g, count, dtype);
+  if (state_->group_depth > 0 && std::find(state_->in_group.begin(), state_->in_group.end(), c) == state_->in_group.end())
+    state_->in_group.push_back(c);
   after(V().all_reduce(send, recv, static_cast<std::size_t>(count), nccl_type(dtype), nccl_op(op, dtype), c, stream_), c,
         options_.timeout, [&] { return last_op() + fmt::format(" op {}", to_string(op)); }, [this] { abort(); });
 }
@@ -460,6 +468,8 @@ void NcclCommunicator::all_reduce(const Group& g, const void* send, void* recv, 
 void NcclCommunicator::all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) {
   nv::Comm c = group_comm(g, "all_to_all");
   note("all_to_all", g, count, dtype);
+  if (state_->group_depth > 0 && std::find(state_->in_group.begin(), state_->in_group.end(), c) == state_->in_group.end())
+    state_->in_group.push_back(c);
   int n = 0;
   V().comm_count(c, &n);
   const auto bytes = count * static_cast<std::int64_t>(itemsize(dtype));
@@ -491,6 +501,28 @@ void NcclCommunicator::send_recv(std::span<const Transfer> sends, std::span<cons
     after(V().recv(r.buffer, static_cast<std::size_t>(r.count), nccl_type(dtype), static_cast<int>(r.peer), c, stream_), c,
           options_.timeout, what, on_timeout);
   after(V().group_end(), c, options_.timeout, what, on_timeout);
+}
+
+void NcclCommunicator::group_begin() {
+  if (!state_->world) throw BackendError("group_begin: the communicator was aborted");
+  after(V().group_start(), state_->world, options_.timeout, [&] { return fmt::format("ncclGroupStart on rank {}", rank_); },
+        [this] { abort(); });
+  ++state_->group_depth;
+}
+
+void NcclCommunicator::group_end() {
+  if (state_->group_depth == 0) throw InputError("group_end without group_begin");
+  const nv::Result r = V().group_end();
+  if (--state_->group_depth > 0) {
+    if (r != nv::kSuccess && r != nv::kInProgress) throw_nccl(r, state_->world, "ncclGroupEnd (nested)");
+    return;
+  }
+  // the group's collectives start now: wait until every communicator they ran on is past them
+  std::vector<nv::Comm> comms;
+  comms.swap(state_->in_group);
+  if (comms.empty()) comms.push_back(state_->world);
+  const auto what = [&] { return fmt::format("grouped collectives on rank {} (last: {})", rank_, last_op()); };
+  for (nv::Comm c : comms) after(r, c, options_.timeout, what, [this] { abort(); });
 }
 
 void NcclCommunicator::synchronize() {
