@@ -557,9 +557,12 @@ void validate_batch_plan(const BatchPlan& b) {
     const Step& s0 = f.steps[static_cast<std::size_t>(st.members.front().step)];
     if (st.kind != s0.kind) throw bad(fmt::format("kind {} but its first member's step is {}", to_string(st.kind), to_string(s0.kind)));
     if (st.coalesced && st.grouped) throw bad("a stage is coalesced or grouped, not both");
-    if (st.grouped) {
-      if (st.members.size() < 2) throw bad("a grouped stage needs two members or more");
-      if (!is_collective(st.kind)) throw bad(fmt::format("{} steps do not group", to_string(st.kind)));
+    if (st.grouped || st.coalesced) {
+      // one launch for several members: each member's step must be the same collective
+      const char* what = st.grouped ? "grouped" : "coalesced";
+      if (st.members.size() < 2) throw bad(fmt::format("a {} stage needs two members or more", what));
+      if (st.grouped ? !is_collective(st.kind) : !coalescible(st.kind))
+        throw bad(fmt::format("{} steps do not {}", to_string(st.kind), st.grouped ? "group" : "coalesce"));
       const Key k = key_of(f, s0);
       if (st.mesh_dims != k.mesh_dims) throw bad("its mesh dims are not its members'");
       for (const auto& m : st.members) {
@@ -568,19 +571,7 @@ void validate_batch_plan(const BatchPlan& b) {
           throw bad(fmt::format("tensor {}'s step is not the same collective (kind, mesh dims, dtype, reduce op)", m.tensor));
       }
       if (st.cost_us > members_cost(PlanList(b.plans), st) * (1 + 1e-9) + 1e-6)
-        throw bad(fmt::format("grouped cost {} above its members' {}", st.cost_us, members_cost(PlanList(b.plans), st)));
-    } else if (st.coalesced) {
-      if (st.members.size() < 2) throw bad("a coalesced stage needs two members or more");
-      if (!coalescible(st.kind)) throw bad(fmt::format("{} steps do not coalesce", to_string(st.kind)));
-      const Key k = key_of(f, s0);
-      if (st.mesh_dims != k.mesh_dims) throw bad("its mesh dims are not its members'");
-      for (const auto& m : st.members) {
-        const Plan& p = b.plans[static_cast<std::size_t>(m.tensor)];
-        if (!(key_of(p, p.steps[static_cast<std::size_t>(m.step)]) == k))
-          throw bad(fmt::format("tensor {}'s step is not the same collective (kind, mesh dims, dtype, reduce op)", m.tensor));
-      }
-      if (st.cost_us > members_cost(PlanList(b.plans), st) * (1 + 1e-9) + 1e-6)
-        throw bad(fmt::format("coalesced cost {} above its members' {}", st.cost_us, members_cost(PlanList(b.plans), st)));
+        throw bad(fmt::format("{} cost {} above its members' {}", what, st.cost_us, members_cost(PlanList(b.plans), st)));
     } else {
       if (st.members.size() > 1)
         for (const auto& m : st.members)
