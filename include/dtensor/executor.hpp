@@ -51,6 +51,12 @@ class Executor {
   [[nodiscard]] std::int64_t workspace_bytes() const noexcept;  // == plan.peak_bytes
   [[nodiscard]] std::int64_t input_bytes() const noexcept;
   [[nodiscard]] std::int64_t output_bytes() const noexcept;
+  // Collectives this rank issues per execute() (each followed by Communicator::synchronize()).
+  [[nodiscard]] std::int64_t collectives() const noexcept;
+  // Whether the last thing execute() does is a collective (no local copy after its synchronize()):
+  // then a backend may leave that collective in flight when execute() returns and complete it later
+  // (dtensor.torch's async_op on CPU).
+  [[nodiscard]] bool ends_with_collective() const noexcept;
   // Runs every step of this rank; every rank of the mesh executes concurrently.
   void execute(const Buffers& buffers) const;
 

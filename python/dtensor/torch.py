@@ -248,6 +248,27 @@ class _TorchComm:
         self.whole = None
         self.buffers: tuple = ()
         self.views: Optional[list] = None
+        # async_op on CPU: collectives issued with async_op=True, their works waited at the next
+        # synchronize() except the `defer`-th (0-based), the call's last, left in flight
+        self.defer = -1
+        self.syncs = 0
+        self.pending: list = []
+
+    def begin_async(self, last: int) -> None:
+        self.defer, self.syncs, self.pending = last, 0, []
+
+    def end_async(self):
+        """The one work left in flight by the call, or None (anything else is waited for)."""
+        pending, self.pending, self.defer = self.pending, [], -1
+        if len(pending) == 1:
+            return pending[0]
+        for w in pending:
+            w.wait()
+        return None
+
+    def _issued(self, work) -> None:
+        if work is not None:
+            self.pending.append(work)
 
     # -- buffers
     def set_buffers(self, *tensors: torch.Tensor) -> None:
@@ -346,11 +367,11 @@ class _TorchComm:
         """Runs `collective(out, send, group=pg)`, whose output is in process-group rank order, and
         leaves it in `recv` in dtensor's member order (perm[j]: the member position of group rank j)."""
         if perm is None:
-            collective(recv, send, group=pg)
-            return
+            return collective(recv, send, group=pg)
         tmp = torch.empty_like(recv)
-        collective(tmp, send, group=pg)
+        collective(tmp, send, group=pg)  # synchronous: the reorder below reads it
         recv.view(n, width)[perm] = tmp.view(n, width)
+        return None
 
     def all_gather(self, mesh_dims, send, recv, count, dtype) -> None:
         pg, n, perm, _ = self._group(mesh_dims)
@@ -360,7 +381,7 @@ class _TorchComm:
             return
         if self._overlaps(s, r):
             s = s.clone()
-        self._into_members(dist.all_gather_into_tensor, r, s, n, nb, perm, pg)
+        self._issued(self._into_members(self._op(dist.all_gather_into_tensor), r, s, n, nb, perm, pg))
 
     def reduce_scatter(self, mesh_dims, send, recv, count, dtype, op) -> None:
         pg, n, perm, _ = self._group(mesh_dims)
@@ -371,7 +392,7 @@ class _TorchComm:
             s = s.view(n, count)[perm].reshape(-1)
         elif self._overlaps(s, r):
             s = s.clone()
-        dist.reduce_scatter_tensor(r, s, op=_REDUCE_OPS[op], group=pg)
+        self._issued(dist.reduce_scatter_tensor(r, s, op=_REDUCE_OPS[op], group=pg, async_op=self.defer >= 0))
 
     def all_reduce(self, mesh_dims, send, recv, count, dtype, op) -> None:
         pg, _, _, _ = self._group(mesh_dims)
@@ -380,7 +401,7 @@ class _TorchComm:
         s, r = self._typed(send, count, dtype), self._typed(recv, count, dtype)
         if s.data_ptr() != r.data_ptr():
             r.copy_(s)
-        dist.all_reduce(r, op=_REDUCE_OPS[op], group=pg)
+        self._issued(dist.all_reduce(r, op=_REDUCE_OPS[op], group=pg, async_op=self.defer >= 0))
 
     def all_to_all(self, mesh_dims, send, recv, count, dtype) -> None:
         pg, n, perm, _ = self._group(mesh_dims)
@@ -392,7 +413,7 @@ class _TorchComm:
             s = s.view(n, nb)[perm].reshape(-1)
         elif self._overlaps(s, r):
             s = s.clone()
-        self._into_members(dist.all_to_all_single, r, s, n, nb, perm, pg)
+        self._issued(self._into_members(self._op(dist.all_to_all_single), r, s, n, nb, perm, pg))
 
     def send_recv(self, sends, recvs, dtype) -> None:
         size = _core.itemsize(dtype)
@@ -410,11 +431,30 @@ class _TorchComm:
             elif count:
                 ops.append(dist.P2POp(dist.irecv, v, self.info.torch_ranks[peer]))
         if ops:
-            for req in dist.batch_isend_irecv(ops):
-                req.wait()
+            reqs = dist.batch_isend_irecv(ops)
+            if self.defer >= 0:
+                self.pending.extend(reqs)
+            else:
+                for req in reqs:
+                    req.wait()
+
+    def _op(self, collective):
+        """`collective`, issued with async_op=True while an async call is running."""
+        if self.defer < 0:
+            return collective
+        return lambda out, inp, group: collective(out, inp, group=group, async_op=True)
 
     def synchronize(self) -> None:
-        pass  # collectives above are issued synchronously (CPU) or ordered on the current stream (GPU)
+        # Otherwise the collectives above are issued synchronously (CPU) or ordered on the current
+        # stream (GPU): nothing to wait for.
+        if self.defer < 0:
+            return
+        k, self.syncs = self.syncs, self.syncs + 1
+        if k == self.defer:
+            return  # the call's last collective: left in flight
+        pending, self.pending = self.pending, []
+        for w in pending:
+            w.wait()
 
     # -- device-memory copies (CPU buffers are copied in C++)
     def copy(self, dst, src, nbytes) -> None:
@@ -492,6 +532,7 @@ class _Runner:
         self.device = device
         self.world = _default_group()
         self.workspaces: dict = {}  # stream (GPU) or None (CPU) -> uint8 tensor
+        self.in_flight = None  # an async_op call's last collective (CPU), waited before the next run
 
     def executor(self, plan: _core.Plan):
         every_call = _plan_check == "every_call"
@@ -528,17 +569,34 @@ class _Runner:
             self.workspaces[stream] = ws
         return ws
 
-    def run(self, ex, local: torch.Tensor, out: torch.Tensor) -> None:
+    def drain(self) -> None:
+        """Waits for the collective an async_op call left in flight (it may read the workspace)."""
+        w, self.in_flight = self.in_flight, None
+        if w is not None:
+            w.wait()
+
+    def run(self, ex, local: torch.Tensor, out: torch.Tensor, async_op: bool = False):
+        """Runs `ex`; with async_op on CPU, returns the work of its last collective left in flight
+        (None when everything completed)."""
         with self.lock:
+            self.drain()
             need = ex.workspace_bytes
             ws = self._workspace(need)
             self.impl.set_buffers(local, out) if ws is None else self.impl.set_buffers(local, out, ws)
+            defer = async_op and self.device.type == "cpu" and ex.ends_with_collective
+            if defer:
+                self.impl.begin_async(ex.collectives - 1)
+            work = None
             try:
                 ex.execute(local.data_ptr(), local.numel() * local.element_size(), out.data_ptr(),
                            out.numel() * out.element_size(), 0 if ws is None else ws.data_ptr(), max(need, 0))
             finally:
+                if defer:
+                    work = self.impl.end_async()
                 self.impl.buffers = ()
                 self.impl.views = None
+            self.in_flight = work
+            return work
 
 
 def _default_group():
@@ -571,7 +629,7 @@ class _Call:
         self.shared = self.runner.info.mesh.num_ranks > 1  # peers whose plan must agree
         self.spec = None
 
-    def run(self, local: torch.Tensor) -> torch.Tensor:
+    def run(self, local: torch.Tensor, async_op: bool = False) -> torch.Tensor:
         if local.shape != self.src_shape:
             raise ValueError(f"rank {dist.get_rank()}: local tensor of shape {list(local.shape)}, but the layout "
                              f"{self.src} gives this rank {list(self.src_shape)}")
@@ -584,8 +642,13 @@ class _Call:
         if not local.is_contiguous():
             local = local.contiguous()
         out = torch.empty(self.out_shape, dtype=local.dtype, device=local.device)
-        self.runner.run(self.ex, local, out)
-        return out
+        work = self.runner.run(self.ex, local, out, async_op)
+        if work is None:
+            return out
+        # as torch's funcol does: the tensor waits for its collective on first use
+        from torch.distributed._functional_collectives import AsyncCollectiveTensor
+        torch._C._distributed_c10d._register_work(out, work)
+        return AsyncCollectiveTensor(out)
 
 
 # redistributions by (source spec, target, cost model, device): the per-call path is one lookup
@@ -739,16 +802,21 @@ def redistribute(x: DTensor, placements: Sequence, *, shard_order=None, cost_mod
     Differentiable as torch's `DTensor.redistribute` is: when `x` requires grad (and grad mode is
     on) the backward redistributes the gradient to x's layout. Otherwise no autograd node is
     made. Equivalent layouts return a DTensor over the same local tensor, as torch does.
-    `async_op`: accepted for torch's signature; on a GPU the collectives are ordered on the
-    current stream (the call returns once they are queued), on CPU they finish before it returns.
+    `async_op`: as torch's. On a GPU the collectives are ordered on the current stream (the call
+    returns once they are queued). On CPU, when the plan ends with a collective, that collective
+    is left in flight and the result's local tensor is an AsyncCollectiveTensor that waits for it
+    on first use (torch's funcol); the earlier steps, which the later ones read, complete first.
+    Under autograd the call is synchronous.
     """
     if not isinstance(x, DTensor):
         raise ValueError(f"expected a torch DTensor, got {type(x).__name__}")
+    if not isinstance(async_op, bool):
+        raise TypeError(f"async_op: expected True or False, got {type(async_op).__name__}")
     placements = _placements_arg(placements)
     if x.requires_grad and torch.is_grad_enabled():
         return _Redistribute.apply(x, placements, shard_order, cost_model, cache)
     call = _call_for(x, placements, shard_order, cost_model, cache)
-    return DTensor(call.run(x._local_tensor), call.spec, requires_grad=False)
+    return DTensor(call.run(x._local_tensor, async_op), call.spec, requires_grad=False)
 
 
 # ---------------------------------------------------------------- many tensors at once
@@ -1140,7 +1208,7 @@ def _routed(local_tensor, current_spec, target_spec, *, async_op=False, use_grap
             if local_tensor.shape == call.src_shape:
                 _stats["routed"] += 1
                 try:
-                    return call.run(local_tensor)
+                    return call.run(local_tensor, bool(async_op))
                 except Exception as e:
                     raise _named(e, current_spec, target_spec) from e
             reason = "uneven local shape"  # e.g. DTensor.from_local with shapes torch's rules do not give

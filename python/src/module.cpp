@@ -729,6 +729,9 @@ NB_MODULE(_core, m) {
       .def_prop_ro("workspace_bytes", &Executor::workspace_bytes)
       .def_prop_ro("input_bytes", &Executor::input_bytes)
       .def_prop_ro("output_bytes", &Executor::output_bytes)
+      .def_prop_ro("collectives", &Executor::collectives, "Collectives this rank issues per execute()")
+      .def_prop_ro("ends_with_collective", &Executor::ends_with_collective,
+                   "Whether execute() ends with a collective (no local copy after it)")
       .def(
           "execute",
           [](const Executor& e, std::uintptr_t in, std::int64_t in_bytes, std::uintptr_t out, std::int64_t out_bytes,

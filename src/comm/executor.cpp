@@ -555,6 +555,20 @@ void Executor::Impl::issue(const Buffers& b, std::size_t k) const {
   comm->send_recv(send_list, recv_list, dtype);
 }
 
+std::int64_t Executor::collectives() const noexcept {
+  std::int64_t n = 0;
+  for (const auto& st : impl_->steps) n += st.comm.collective ? 1 : 0;
+  return n;
+}
+
+bool Executor::ends_with_collective() const noexcept {
+  for (auto it = impl_->steps.rbegin(); it != impl_->steps.rend(); ++it) {
+    if (it->comm.collective) return it->post.empty();
+    if (!it->pre.empty() || !it->post.empty()) return false;
+  }
+  return false;
+}
+
 void Executor::execute(const Buffers& b) const {
   const Impl& I = *impl_;
   I.check(b);
