@@ -7,6 +7,8 @@
 #include "dtensor/error.hpp"
 
 #include <algorithm>
+
+#include <fmt/ranges.h>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -33,10 +35,9 @@ std::vector<Layout> states_of(const Plan& plan) {
 }
 
 std::string step_title(const Plan& plan, const Step& s) {
-  std::string dims;
-  for (std::size_t i = 0; i < s.mesh_dims.size(); ++i) dims += (i ? "," : "") + std::to_string(s.mesh_dims[i]);
   (void)plan;
-  return fmt::format("{}{}", to_string(s.kind), dims.empty() ? "" : " mesh " + dims);
+  if (s.mesh_dims.empty()) return std::string(to_string(s.kind));
+  return fmt::format("{} mesh {}", to_string(s.kind), fmt::join(s.mesh_dims, ","));
 }
 
 }  // namespace
