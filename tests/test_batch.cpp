@@ -136,7 +136,7 @@ TEST_CASE("batch: exhaustive pairs of tensors on meshes 2 and 2x2, uneven and em
   INFO("batches " << batches << ", coalesced stages " << coalesced << ", grouped stages " << grouped);
   CHECK(batches * static_cast<std::int64_t>(stride) > 500);
   CHECK(coalesced * static_cast<std::int64_t>(stride) > 100);
-  CHECK(grouped * static_cast<std::int64_t>(stride) > 20);
+  CHECK(grouped > (stride > 1 ? 0 : 20));  // sampled runs (sanitizers) see a twentieth of them
 }
 
 TEST_CASE("batch: equal-cost plans are chosen to share stages, against brute force over every combination", "[batch]") {
@@ -204,7 +204,20 @@ TEST_CASE("batch: equal-cost plans are chosen to share stages, against brute for
   }
   INFO("batches " << batches << ", combinations " << combos_seen << ", improved by the choice " << improved);
   CHECK(batches >= 36);
-  CHECK(improved > 0);  // the choice matters on some of them
+  if (stride == 1) CHECK(improved > 0);  // the choice matters on some of them
+  // and on this one by construction (docs/batch.md): gathering mesh dim 1 first lets the large
+  // tensor share its first all_gather with the two small ones
+  const Mesh m22 = Mesh::parse("2x2");
+  std::vector<std::pair<Layout, Layout>> shared{
+      {Layout::parse(m22, {256, 256}, DType::bf16, "S(0)S(1)"), Layout::parse(m22, {256, 256}, DType::bf16, "RR")},
+      {Layout::parse(m22, {256, 64}, DType::bf16, "RS(1)"), Layout::parse(m22, {256, 64}, DType::bf16, "RR")},
+      {Layout::parse(m22, {512}, DType::bf16, "RS(0)"), Layout::parse(m22, {512}, DType::bf16, "RR")}};
+  const BatchPlan chosen = plan_batch(shared, CostModel::pytorch());
+  INFO(explain(chosen));
+  CHECK(chosen.stages.size() == 2);
+  CHECK(chosen.collectives() == 2);
+  CHECK(chosen.plans[0].steps.front().mesh_dims == std::vector<int>{1});
+  CHECK(run_batch(chosen) == "");
 }
 
 TEST_CASE("batch: optimal_plans lists every optimal path, checked on the whole graph", "[batch]") {
@@ -294,8 +307,8 @@ TEST_CASE("batch: optimal_plans lists every optimal path, checked on the whole g
         }
   }
   INFO("requests " << checked << ", with several optimal plans " << multi);
-  CHECK(checked > 10);
-  CHECK(multi > 0);
+  CHECK(checked > (stride > 1 ? 5 : 100));
+  if (stride == 1) CHECK(multi > 10);
 }
 
 TEST_CASE("batch: a group holds at most 2048 NCCL operations", "[batch]") {
