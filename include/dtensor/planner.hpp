@@ -28,8 +28,8 @@ struct PlanOptions {
                                        const PlanOptions& options = {});
 
 // Every plan of the optimal cost (equal in the planner's integer picoseconds) with at most as
-// many steps as the planner's own, up to `max_plans`: the planner's own plan first (as
-// plan_redistribution returns it, without the runner-up), then the others in the search's
+// many steps as the planner's own, up to `max_plans`: the planner's own plan first (exactly as
+// plan_redistribution returns it, runner-up included when asked), then the others in the search's
 // deterministic edge order. The batch planner chooses among them the paths that share the most
 // collectives (docs/batch.md). Same errors as plan_redistribution.
 [[nodiscard]] std::vector<Plan> optimal_plans(const Layout& src, const Layout& dst, const CostModel& cost,

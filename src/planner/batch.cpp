@@ -14,6 +14,7 @@
 #include "graph.hpp"
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
+#include "placement/odometer.hpp"
 
 namespace dtensor {
 namespace {
@@ -144,16 +145,15 @@ template <class Plans>
 double grouped_cost(const CostModel& cost, const Plans& P, const BatchStage& st) {
   const Step& s0 = P[static_cast<std::size_t>(st.members.front().tensor)].steps[static_cast<std::size_t>(st.members.front().step)];
   const double base = (s0.inter_host ? cost.inter : cost.intra).alpha_us;
-  double c = 0, shared = 0;
+  // every member's launch share but one is saved: the smallest stays paid
+  double c = 0, shared = 0, keep = base;
   for (const auto& m : st.members) {
     const Step& step = P[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)];
+    const double share = std::max(0.0, std::min(base, step.alpha_us));
     c += step.cost_us;
-    shared += std::max(0.0, std::min(base, step.alpha_us));
+    shared += share;
+    keep = std::min(keep, share);
   }
-  // every member's launch but one is saved: at most the smallest launch share stays paid
-  double keep = base;
-  for (const auto& m : st.members)
-    keep = std::min(keep, std::max(0.0, std::min(base, P[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)].alpha_us)));
   return c - (shared - keep);
 }
 
@@ -378,9 +378,7 @@ double schedule(const PlanList& P, std::vector<BatchStage>& stages, const CostMo
   return total;
 }
 
-
-
-constexpr std::size_t kMaxAlternatives = 8;       // optimal plans kept per distinct pair
+constexpr std::size_t kMaxAlternatives = 8;       // optimal plans kept per distinct pair, its own included
 constexpr std::size_t kChoiceSchedules = 256;      // schedules tried per batch, at most
 constexpr std::size_t kChoiceTensorSteps = 1 << 16;  // ... and at most this many tensors scheduled in all
 
@@ -424,12 +422,7 @@ void choose_alternatives(BatchPlan& b, const std::vector<std::vector<Plan>>& alt
   };
   if (per_tensor || combos_per_class <= static_cast<double>(budget)) {
     // every combination, the last variable fastest (the all-zero one is the schedule already made)
-    while (true) {
-      std::size_t v = V;
-      while (v > 0 && ++choice[v - 1] == options_of(v - 1)) choice[--v] = 0;
-      if (v == 0) break;
-      keep_if_lower(evaluate());
-    }
+    while (detail::next_digits(V, [&](std::size_t v) -> auto& { return choice[v]; }, options_of)) keep_if_lower(evaluate());
   } else {
     for (std::size_t v = 0; v < V && used < budget; ++v) {
       std::size_t keep = 0;
@@ -502,12 +495,11 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
       klass.push_back(klass[it->second]);
     } else {
       try {
-        b.plans.push_back(plan_redistribution(src, dst, cost, options));
-        PlanOptions o = options;
-        o.runner_up = false;
-        auto more = optimal_plans(src, dst, cost, o, kMaxAlternatives);
-        more.erase(more.begin());  // the planner's own, which b.plans holds with its runner-up
-        alternatives.push_back(std::move(more));
+        // the planner's own plan (with its runner-up when asked) first, then the other optimal ones
+        auto all = optimal_plans(src, dst, cost, options, kMaxAlternatives);
+        b.plans.push_back(std::move(all.front()));
+        all.erase(all.begin());
+        alternatives.push_back(std::move(all));
       } catch (const InputError& e) {
         throw InputError(fmt::format("batch entry {}: {}", i, e.what()));
       }

@@ -377,12 +377,10 @@ Plan plan_of(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSe
   return plan;
 }
 
-}  // namespace
-
-Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options) {
-  const EdgeSet edges = edge_set_of(cost, options);
-  GraphContext ctx(src, dst, cost, edges);
-  const std::int64_t budget = apply_options(ctx, options);
+// The optimal plan on `ctx` and, when asked, its runner-up (the same search with the chosen first
+// step forbidden): what plan_redistribution returns.
+Plan plan_on(const GraphContext& ctx, std::int64_t budget, const Layout& src, const Layout& dst, const CostModel& cost,
+             EdgeSet edges, const PlanOptions& options) {
   auto best = search(ctx, budget, nullptr);
   if (!best) refuse(ctx, budget, src, dst, edges);
   Plan plan = plan_of(src, dst, cost, edges, std::move(*best));
@@ -402,19 +400,29 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
   return plan;
 }
 
+}  // namespace
+
+Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options) {
+  const EdgeSet edges = edge_set_of(cost, options);
+  GraphContext ctx(src, dst, cost, edges);
+  const std::int64_t budget = apply_options(ctx, options);
+  return plan_on(ctx, budget, src, dst, cost, edges, options);
+}
+
 std::vector<Plan> optimal_plans(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options,
                                 std::size_t max_plans) {
   if (max_plans == 0) throw InputError("max_plans must be at least 1");
   const EdgeSet edges = edge_set_of(cost, options);
   GraphContext ctx(src, dst, cost, edges);
   const std::int64_t budget = apply_options(ctx, options);
-  Settled all;
-  auto best = search(ctx, budget, nullptr, &all);
-  if (!best) refuse(ctx, budget, src, dst, edges);
   std::vector<Plan> out;
-  out.push_back(plan_of(src, dst, cost, edges, std::move(*best)));
+  out.push_back(plan_on(ctx, budget, src, dst, cost, edges, options));
   const std::size_t own_steps = out.front().steps.size();
   if (max_plans == 1 || own_steps == 0) return out;
+  // Every state whose estimate is at most the optimum, settled with its exact cost (on the same
+  // context: the states, bounds and costed edges the first search made are reused).
+  Settled all;
+  (void)search(ctx, budget, nullptr, &all);
 
   // The tight edges: (u, v) with cost(u) + step == cost(v), both settled, within the budget. They
   // hold every optimal path: a state on one has estimate <= the optimum, so it was settled with
