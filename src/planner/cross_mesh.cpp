@@ -454,7 +454,7 @@ CrossMeshPlan plan_cross_mesh(const Layout& src, std::span<const std::int64_t> s
   // A floor of each part's cost without planning it: the part's A* bound at its source (admissible:
   // at most the optimal plan's cost; docs/planner.md), less 0.1 ns and a relative 1e-9: the bound may be
   // exact in quantised picoseconds while a plan's total sums unquantised step costs.
-  const EdgeSet part_edges = inner.edges.value_or(cost.defaults_to_pytorch_edges() ? EdgeSet::pytorch : EdgeSet::all);
+  const EdgeSet part_edges = edge_set_of(cost, inner);
   auto part_floor = [&](const Layout& from, const Layout& to) {
     if (from.sharding() == to.sharding()) return 0.0;
     try {

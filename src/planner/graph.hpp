@@ -328,6 +328,12 @@ using TransitionSink = std::function<void(const Sharding& to, StepKind kind, con
 void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const TransitionSink& sink, bool with_direct);
 // Whether the `direct` edge from `from` to the target exists (edge set all, no Partial on a
 // mesh dim whose placement changes).
+// The edge set a request plans with: the options', else the cost profile's own (pytorch for the
+// pytorch profile, all otherwise).
+[[nodiscard]] inline EdgeSet edge_set_of(const CostModel& cost, const PlanOptions& options) {
+  return options.edges.value_or(cost.defaults_to_pytorch_edges() ? EdgeSet::pytorch : EdgeSet::all);
+}
+
 [[nodiscard]] bool direct_allowed(const GraphContext& ctx, const Sharding& from);
 [[nodiscard]] bool direct_allowed(const EdgeScope& scope, const Sharding& from);
 // Whether `kind` over `group` (in group order) is an edge from `from` to `to` (direct excluded).

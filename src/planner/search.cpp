@@ -341,10 +341,6 @@ const Step& GraphContext::direct_step(std::uint32_t id) const {
 
 namespace {
 
-EdgeSet edge_set_of(const CostModel& cost, const PlanOptions& options) {
-  return options.edges.value_or(cost.defaults_to_pytorch_edges() ? EdgeSet::pytorch : EdgeSet::all);
-}
-
 // The options' bounds on the context; returns the memory budget (< 0: none).
 std::int64_t apply_options(GraphContext& ctx, const PlanOptions& options) {
   if (options.max_search_bytes <= 0)

@@ -105,6 +105,10 @@ struct NcclCommunicator::State {
   std::vector<nv::Comm> all;  // world and groups, for the watchdog (no allocation while waiting)
   int group_depth = 0;             // group_begin() calls not yet ended
   std::vector<nv::Comm> in_group;  // the communicators the open group's collectives ran on
+  // Inside an open group, notes that a collective runs on `c` (group_end waits on each).
+  void grouped_on(nv::Comm c) {
+    if (group_depth > 0 && std::find(in_group.begin(), in_group.end(), c) == in_group.end()) in_group.push_back(c);
+  }
   int device = 0;
   int cc_major = 0;
   const char* last_kind = nullptr;  // the last collective issued, for the watchdog's message
@@ -439,8 +443,7 @@ bool NcclCommunicator::supports(Collective c, DType dtype, ReduceOp op) const {
 void NcclCommunicator::all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) {
   nv::Comm c = group_comm(g, "all_gather");
   note("all_gather", g, count, dtype);
-  if (state_->group_depth > 0 && std::find(state_->in_group.begin(), state_->in_group.end(), c) == state_->in_group.end())
-    state_->in_group.push_back(c);
+  state_->grouped_on(c);
   after(V().all_gather(send, recv, static_cast<std::size_t>(count), nccl_type(dtype), c, stream_), c, options_.timeout,
         [&] { return last_op(); }, [this] { abort(); });
 }
@@ -449,8 +452,7 @@ void NcclCommunicator::reduce_scatter(const Group& g, const void* send, void* re
                                       ReduceOp op) {
   nv::Comm c = group_comm(g, "reduce_scatter");
   note("reduce_scatter", g, count, dtype);
-  if (state_->group_depth > 0 && std::find(state_->in_group.begin(), state_->in_group.end(), c) == state_->in_group.end())
-    state_->in_group.push_back(c);
+  state_->grouped_on(c);
   after(V().reduce_scatter(send, recv, static_cast<std::size_t>(count), nccl_type(dtype), nccl_op(op, dtype), c, stream_),
         c, options_.timeout, [&] { return last_op() + fmt::format(" op {}", to_string(op)); }, [this] { abort(); });
 }
@@ -459,8 +461,7 @@ void NcclCommunicator::all_reduce(const Group& g, const void* send, void* recv, 
                                   ReduceOp op) {
   nv::Comm c = group_comm(g, "all_reduce");
   note("all_reduce", g, count, dtype);
-  if (state_->group_depth > 0 && std::find(state_->in_group.begin(), state_->in_group.end(), c) == state_->in_group.end())
-    state_->in_group.push_back(c);
+  state_->grouped_on(c);
   after(V().all_reduce(send, recv, static_cast<std::size_t>(count), nccl_type(dtype), nccl_op(op, dtype), c, stream_), c,
         options_.timeout, [&] { return last_op() + fmt::format(" op {}", to_string(op)); }, [this] { abort(); });
 }
@@ -468,8 +469,7 @@ void NcclCommunicator::all_reduce(const Group& g, const void* send, void* recv, 
 void NcclCommunicator::all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) {
   nv::Comm c = group_comm(g, "all_to_all");
   note("all_to_all", g, count, dtype);
-  if (state_->group_depth > 0 && std::find(state_->in_group.begin(), state_->in_group.end(), c) == state_->in_group.end())
-    state_->in_group.push_back(c);
+  state_->grouped_on(c);
   int n = 0;
   V().comm_count(c, &n);
   const auto bytes = count * static_cast<std::int64_t>(itemsize(dtype));
