@@ -369,7 +369,9 @@ class _TorchComm:
         if perm is None:
             return collective(recv, send, group=pg)
         tmp = torch.empty_like(recv)
-        collective(tmp, send, group=pg)  # synchronous: the reorder below reads it
+        work = collective(tmp, send, group=pg)
+        if work is not None:  # issued async (an async_op call): the reorder below reads it
+            work.wait()
         recv.view(n, width)[perm] = tmp.view(n, width)
         return None
 
