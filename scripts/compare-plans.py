@@ -2,18 +2,23 @@
 """Plans the same random requests with two builds of the dtensor CLI and compares the outputs
 byte for byte (a refactor must not change any plan, cost or refusal).
 
-  scripts/compare-plans.py OLD/dtensor NEW/dtensor [--count 400] [--seed 7] [--cross-mesh]
+  scripts/compare-plans.py OLD/dtensor NEW/dtensor [--count 400] [--seed 7] [--cross-mesh | --batch] [--max-memory]
 
 --cross-mesh plans cross-mesh requests instead (a second mesh, identical, overlapping or disjoint
-world ranks).
+world ranks); --batch plans batch files of 2-6 pairs on one mesh (`plan --batch`); --max-memory
+gives every request a random workspace budget (`--max-memory`, 4 KiB to 64 MiB: some plans
+change, some requests are refused with the smallest budget that admits a plan).
 
 Prints the number of requests planned and one digest per CLI; exits 1 when they differ, naming
 the first request whose outputs differ."""
 import argparse
 import hashlib
+import json
+import os
 import random
 import subprocess
 import sys
+import tempfile
 
 MESHES = ["4", "2x4", "2x2x2", "3x2", "8", "2x3x2", "4x4"]
 
@@ -40,25 +45,50 @@ def ranks_of(mesh):
     return n
 
 
-def requests(count, seed, cross_mesh):
+def batch_request(rng, folder, k):
+    mesh = rng.choice(MESHES)
+    nm = mesh.count("x") + 1
+    pairs = []
+    for _ in range(rng.randint(2, 6)):
+        nd = rng.randint(1, 3)
+        shape = [rng.choice([1, 3, 7, 8, 16, 64, 100, 1024]) for _ in range(nd)]
+        pairs.append({"shape": shape, "dtype": rng.choice(["f32", "bf16"]), "from": placements(rng, nm, nd),
+                      "to": placements(rng, nm, nd)})
+    path = os.path.join(folder, f"batch{k}.json")
+    with open(path, "w") as f:
+        json.dump({"version": 1, "mesh": [int(x) for x in mesh.split("x")], "pairs": pairs}, f)
+    return ["plan", "--batch", path]
+
+
+def requests(count, seed, cross_mesh, batch, max_memory, folder):
     rng = random.Random(seed)
-    for _ in range(count):
-        mesh = rng.choice(MESHES)
-        nm, nd = mesh.count("x") + 1, rng.randint(1, 3)
-        shape = "x".join(str(rng.choice([1, 3, 7, 8, 16, 64, 100, 1024])) for _ in range(nd))
-        args = ["plan", "--mesh", mesh, "--shape", shape, "--from", placements(rng, nm, nd)]
-        if cross_mesh:
-            to_mesh = rng.choice(MESHES)
-            n, m = ranks_of(mesh), ranks_of(to_mesh)
-            start = rng.choice([0, n // 2, n])  # overlapping from rank 0, from the middle, or disjoint
-            to_ranks = list(range(start, start + m))
-            if rng.random() < 0.3:
-                rng.shuffle(to_ranks)
-            args += ["--to-mesh", to_mesh, "--to-ranks", ",".join(map(str, to_ranks)),
-                     "--to", placements(rng, to_mesh.count("x") + 1, nd).replace("P(avg)", "R")]
+    for k in range(count):
+        if batch:
+            args = batch_request(rng, folder, k)
         else:
-            args += ["--to", placements(rng, nm, nd)]
+            args = single_request(rng, cross_mesh)
+        if max_memory:
+            args += ["--max-memory", str(rng.choice([1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 26]))]
         yield args + ["--cost-model", rng.choice(["default", "pytorch"]), "--format", "json"]
+
+
+def single_request(rng, cross_mesh):
+    mesh = rng.choice(MESHES)
+    nm, nd = mesh.count("x") + 1, rng.randint(1, 3)
+    shape = "x".join(str(rng.choice([1, 3, 7, 8, 16, 64, 100, 1024])) for _ in range(nd))
+    args = ["plan", "--mesh", mesh, "--shape", shape, "--from", placements(rng, nm, nd)]
+    if cross_mesh:
+        to_mesh = rng.choice(MESHES)
+        n, m = ranks_of(mesh), ranks_of(to_mesh)
+        start = rng.choice([0, n // 2, n])  # overlapping from rank 0, from the middle, or disjoint
+        to_ranks = list(range(start, start + m))
+        if rng.random() < 0.3:
+            rng.shuffle(to_ranks)
+        args += ["--to-mesh", to_mesh, "--to-ranks", ",".join(map(str, to_ranks)),
+                 "--to", placements(rng, to_mesh.count("x") + 1, nd).replace("P(avg)", "R")]
+    else:
+        args += ["--to", placements(rng, nm, nd)]
+    return args
 
 
 def main():
@@ -68,12 +98,17 @@ def main():
     ap.add_argument("--count", type=int, default=400)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--cross-mesh", action="store_true")
+    ap.add_argument("--batch", action="store_true")
+    ap.add_argument("--max-memory", action="store_true")
     a = ap.parse_args()
     if a.count < 1:
         ap.error(f"--count {a.count} must be positive")
+    if a.cross_mesh and a.batch:
+        ap.error("--cross-mesh and --batch do not combine")
     digests = [hashlib.sha256(), hashlib.sha256()]
     planned = 0
-    for args in requests(a.count, a.seed, a.cross_mesh):
+    folder = tempfile.TemporaryDirectory()
+    for args in requests(a.count, a.seed, a.cross_mesh, a.batch, a.max_memory, folder.name):
         outs = []
         for cli, d in zip((a.old, a.new), digests):
             r = subprocess.run([cli] + args, capture_output=True, text=True)

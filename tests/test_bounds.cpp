@@ -76,7 +76,65 @@ void check_bounds(const Mesh& mesh, const std::vector<std::int64_t>& shape, cons
   }
 }
 
+// The search's edge floors (Bounds::edge_floor_us: what it defers costing an edge with) are at
+// most the edge's cost, on every edge out of every layout.
+struct FloorTally {
+  std::int64_t edges = 0, bad = 0, inflated = 0, exact = 0;
+};
+
+void check_floors(const Mesh& mesh, const std::vector<std::int64_t>& shape, const CostModel& cm, EdgeSet es, FloorTally& t) {
+  const auto layouts = graph_oracle::all_layouts(mesh, static_cast<int>(shape.size()));
+  const GraphContext ctx(Layout(mesh, shape, DType::f32, layouts[0]), Layout(mesh, shape, DType::f32, layouts.back()), cm, es);
+  std::vector<Edge> out;
+  for (const auto& from : layouts) {
+    enumerate_edges(ctx, from, out);
+    const auto from_max = ctx.geo.numel_stats(from).max;
+    for (const auto& e : out) {
+      const double floor = ctx.bounds.edge_floor_us(e.kind, e.group.span(), from, from_max);
+      const double cost = e.step.cost_us;
+      ++t.edges;
+      if (floor > cost + 1e-6 + 1e-9 * cost) {
+        ++t.bad;
+        FAIL_CHECK("edge floor above the cost: " << mesh.str() << " " << shape_str(shape) << " " << cm.name << " "
+                                                 << to_string(e.kind) << " " << from.str() << " -> " << e.to.str() << ": floor "
+                                                 << floor << " > cost " << cost);
+      }
+      if (1.3 * floor > cost + 1e-6) ++t.inflated;
+      if (cost > 0 && std::abs(floor - cost) <= 1e-9 * cost) ++t.exact;
+    }
+  }
+}
+
 }  // namespace
+
+TEST_CASE("edge floors are at most the edge's cost on every edge", "[bounds]") {
+  CostModel two = CostModel::default_model();
+  two.devices_per_host = 2;
+  CostModel fitted = two;
+  fitted.name = "fitted";
+  fitted.inter = {1.0, 0.1, 2000, 2500};
+  for (bool inter : {false, true})
+    for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all,
+                         Collective::send_recv})
+      fitted.curves.push_back({c, inter, 4, {{1 << 20, 2.5, 20}, {1 << 26, 1.0 + static_cast<int>(c), 900}, {1e18, 30, 5000}}});
+  CostModel torch = CostModel::pytorch();
+  torch.devices_per_host = 2;
+  FloorTally ring, exact;
+  for (const char* mesh_text : {"4", "2x2", "2x4", "2x2x2"})
+    for (const auto& shape : {std::vector<std::int64_t>{1 << 14, 1 << 12}, std::vector<std::int64_t>{10007, 3001}, std::vector<std::int64_t>{9, 5}}) {
+      for (const CostModel* cm : {&two, &fitted}) check_floors(Mesh::parse(mesh_text), shape, *cm, EdgeSet::all, ring);
+      check_floors(Mesh::parse(mesh_text), shape, torch, EdgeSet::pytorch, exact);
+    }
+  INFO("ring: edges " << ring.edges << ", 1.3x the floor above the cost " << ring.inflated << "; pytorch formula: edges "
+                      << exact.edges << ", floor = cost " << exact.exact);
+  CHECK(ring.bad == 0);
+  CHECK(exact.bad == 0);
+  CHECK(ring.edges > 5000);
+  // the check has teeth: floors 1.3x too high are caught
+  CHECK(ring.inflated > ring.edges / 10);
+  // under PyTorch's formula a collective's floor is its cost (local steps cost nothing)
+  CHECK(exact.exact > exact.edges / 4);
+}
 
 TEST_CASE("lower bounds are admissible and consistent on whole graphs, across hosts", "[bounds]") {
   CostModel two = CostModel::default_model();

@@ -501,4 +501,43 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   return {std::max({relaxed, std::max(steps, alpha) + wire, block}), worst};
 }
 
+double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sharding& from, std::int64_t from_max) const {
+  const auto s = geo.itemsize();
+  std::int64_t n = 1;
+  Traffic t;
+  for (int m : group) {
+    n *= mesh.size(m);
+    t.inter_host = t.inter_host || cost.is_inter_host(mesh.shape(), m);
+  }
+  t.group = n;
+  switch (kind) {
+    case StepKind::relabel:
+    case StepKind::direct:
+      return 0;
+    case StepKind::local_chunk:
+    case StepKind::local_fill:
+      // both write the target's largest shard: a fill keeps or grows every rank's shard, a
+      // chunk splits it n ways (one of the parts holds at least 1/n of the largest)
+      t.kind = Traffic::Kind::local;
+      t.copy_bytes = static_cast<double>((kind == StepKind::local_fill ? from_max : (from_max + n - 1) / n) * s);
+      return cost.time(t).total_us();
+    default:
+      break;
+  }
+  t.collective = collective_of(kind);
+  // PyTorch's count, exactly as make_step takes it: the formula's collective time depends on
+  // nothing else, so there the floor is the step's cost
+  double num_shards = 1;
+  for (int d = 0; d < from.tensor_ndim(); ++d)
+    for (const auto& e : from.entries(d)) num_shards *= static_cast<double>(mesh.size(e.mesh_dim));
+  t.shard_bytes = numel * static_cast<double>(s) / num_shards;
+  // The nccl-tests size: an all_gather's n chunks hold at least the largest source shard each,
+  // an all_reduce runs on the source shard; a reduce_scatter or all_to_all splits every source
+  // shard into its n chunks, so n chunks of the largest hold at least the largest source shard.
+  t.bytes = static_cast<double>((kind == StepKind::all_gather ? n * from_max : from_max) * s);
+  // an all_to_all packs its source; the others may run on the caller's buffers
+  t.copy_bytes = kind == StepKind::all_to_all ? static_cast<double>(from_max * s) : 0.0;
+  return (cost.formula == CostModel::Formula::pytorch ? cost : optimistic_).time(t).total_us();
+}
+
 }  // namespace dtensor

@@ -147,6 +147,8 @@ struct SearchEdge {
   StepKind kind;
   DimList group;
   bool costed = false;  // cost and peak are filled in when a search first needs them
+  bool met = false;     // some search met it (costed it, or deferred it with its floor)
+  double floor_us = -1;  // Bounds::edge_floor_us, once a search deferred it (< 0: not yet)
   double cost_us = 0;
   std::int64_t peak_bytes = 0;
 };
@@ -197,6 +199,11 @@ class Bounds {
   [[nodiscard]] double direct_copy_floor_us(std::int64_t missing) const noexcept {
     return static_cast<double>((missing + dst_max_numel_) * geo.itemsize()) / (cost.copy_bw_GBps * 1e3);
   }
+  // A floor of the cost of a `kind` step over `group` out of `from`, whatever state it leads to,
+  // from what `from` fixes (`from_max`: its largest local shard, elements). The search costs an
+  // edge only once this floor could still be on a plan within reach (search.cpp). Direct: 0.
+  [[nodiscard]] double edge_floor_us(StepKind kind, std::span<const int> group, const Sharding& from,
+                                     std::int64_t from_max) const;
   // The cost model with bound_link's constants on both links and no curves (what bounds price with).
   [[nodiscard]] const CostModel& optimistic() const noexcept { return optimistic_; }
 

@@ -32,8 +32,14 @@ struct Dist {
   std::int32_t steps = 0;
   std::uint32_t id = 0;
   std::int32_t f_steps = 0;  // steps so far plus the bound's steps still to take
+  // Which relaxation set it: (the settle index of its predecessor, the edge's index there).
+  // Among equal (cost, steps) the lowest wins: the first found when every edge is relaxed as
+  // its source is settled, whatever order deferred edges are costed in.
+  std::uint64_t relaxed_by = 0;
   [[nodiscard]] bool better_than(const Dist& o) const {
-    return cost_ps != o.cost_ps ? cost_ps < o.cost_ps : steps < o.steps;
+    if (cost_ps != o.cost_ps) return cost_ps < o.cost_ps;
+    if (steps != o.steps) return steps < o.steps;
+    return relaxed_by < o.relaxed_by;
   }
 };
 struct DistLess {
@@ -152,12 +158,48 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   using Heap = boost::d_ary_heap_indirect<std::size_t, 4, HeapIndexMap, DistMap, DistLess>;
   Heap heap(DistMap{&dist}, HeapIndexMap{&heap_pos});
   heap.push(src);
+  // Deferred edges (docs/planner.md): an edge out of a settled state into a state other than the
+  // target is costed only when its floor estimate (cost so far + the edge's floor + the next
+  // state's bound) is at most the estimate of the next state to settle, since before that
+  // it cannot change which state settles next nor any settled state's cost. With a memory
+  // budget every edge is costed at once (its peak decides whether it is taken at all).
+  struct Deferred {
+    std::int64_t key;
+    std::uint64_t relaxed_by;
+    std::uint32_t from, index;
+    bool operator>(const Deferred& o) const { return key != o.key ? key > o.key : relaxed_by > o.relaxed_by; }
+  };
+  std::priority_queue<Deferred, std::vector<Deferred>, std::greater<>> deferred;
+  const bool defer = budget < 0;
+  std::uint32_t settle_index = 0;
+  auto relax = [&](std::size_t u, std::uint32_t v, StepKind kind, const DimList& group, double cost_us,
+                   std::uint64_t relaxed_by) {
+    if (settled[v]) return;
+    const Dist& du = dist[u];
+    const std::int64_t g = du.cost_ps + quantise(cost_us);
+    Dist nd{g, g + bound_ps(ctx.table.bound[v]), du.steps + 1, disc[v], du.steps + 1 + ctx.table.bound[v].steps, relaxed_by};
+    if (!nd.better_than(dist[v])) return;
+    dist[v] = nd;
+    pred[v] = static_cast<std::int64_t>(u);
+    pred_edge[v] = {kind, group};
+    heap.push_or_update(v);
+  };
   std::optional<Found> found;
-  while (!heap.empty()) {
+  while (true) {
+    while (!deferred.empty() && (heap.empty() || deferred.top().key <= dist[heap.top()].f_ps)) {
+      const Deferred d = deferred.top();
+      deferred.pop();
+      auto& e = ctx.table.edge_list[d.from][d.index];
+      if (settled[e.to]) continue;
+      ctx.cost_edge(d.from, e);
+      relax(d.from, e.to, e.kind, e.group, e.cost_us, d.relaxed_by);
+    }
+    if (heap.empty()) break;
     const std::size_t u = heap.top();
     if (found && dist[u].f_ps > all->optimum_ps) break;
     heap.pop();
     settled[u] = 1;
+    const std::uint64_t settled_as = static_cast<std::uint64_t>(settle_index++) << 32;
     if (u == dst && !found) {
       std::vector<std::size_t> path;
       for (auto v = static_cast<std::int64_t>(u); v >= 0; v = pred[static_cast<std::size_t>(v)])
@@ -182,34 +224,48 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     // plus v's bound already exceeds it cannot be on a plan at most that costly, so it is not
     // costed (nor discovered: no plan this search returns passes through it).
     auto cutoff = [&] { return disc[dst] != kUnseen ? dist[dst].cost_ps : std::numeric_limits<std::int64_t>::max(); };
-    auto relax = [&](std::uint32_t v, StepKind kind, const DimList& group, double cost_us, std::int64_t peak) {
-      if (budget >= 0 && peak > budget) return;
-      if (u == src && forbidden && forbidden->matches(kind, group, ctx.table.states[v])) return;
+    // The edges are met in their order: met means discovered (a discovery index for the settle
+    // order's last tie-break) and relaxed now, or deferred with its floor estimate.
+    auto meet = [&](std::uint32_t v, StepKind kind, const DimList& group) {
+      if (u == src && forbidden && forbidden->matches(kind, group, ctx.table.states[v])) return false;
       if (disc[v] == kUnseen) {
         disc[v] = discovered++;
-        dist[v] = Dist{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max(), 0, disc[v], 0};
+        dist[v] = Dist{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max(), 0, disc[v], 0,
+                       std::numeric_limits<std::uint64_t>::max()};
       }
-      if (settled[v]) return;
-      const std::int64_t g = du.cost_ps + quantise(cost_us);
-      Dist nd{g, g + bound_ps(ctx.table.bound[v]), du.steps + 1, disc[v], du.steps + 1 + ctx.table.bound[v].steps};
-      if (!nd.better_than(dist[v])) return;
-      dist[v] = nd;
-      pred[v] = static_cast<std::int64_t>(u);
-      pred_edge[v] = {kind, group};
-      heap.push_or_update(v);
+      return !settled[v];
     };
-    for (auto& e : out) {
+    std::int64_t from_max = -1;  // the state's largest local shard, once a floor needs it
+    for (std::uint32_t k = 0; k < out.size(); ++k) {
+      auto& e = out[k];
       if (settled[e.to]) continue;
-      if (!e.costed && du.cost_ps > cutoff() - bound_ps(ctx.table.bound[e.to])) continue;
+      // (an edge a search met once is met by the searches after it on this context)
+      if (!e.met && du.cost_ps > cutoff() - bound_ps(ctx.table.bound[e.to])) continue;
+      e.met = true;
+      if (budget >= 0) {
+        ctx.cost_edge(static_cast<std::uint32_t>(u), e);
+        if (e.peak_bytes > budget) continue;
+      }
+      if (!meet(e.to, e.kind, e.group)) continue;
+      if (defer && !e.costed && e.to != dst) {
+        if (e.floor_us < 0) {
+          if (from_max < 0) from_max = ctx.geo.numel_stats(ctx.table.states[u]).max;
+          e.floor_us = ctx.bounds.edge_floor_us(e.kind, e.group.span(), ctx.table.states[u], from_max);
+        }
+        deferred.push({du.cost_ps + quantise_bound(e.floor_us) + bound_ps(ctx.table.bound[e.to]), settled_as | k,
+                       static_cast<std::uint32_t>(u), k});
+        continue;
+      }
       ctx.cost_edge(static_cast<std::uint32_t>(u), e);
-      relax(e.to, e.kind, e.group, e.cost_us, e.peak_bytes);
+      relax(u, e.to, e.kind, e.group, e.cost_us, settled_as | k);
     }
     // direct is the most expensive edge to cost: skip it when even its lower bound (one peer,
     // the bytes this state still lacks at p2p bandwidth) cannot beat the target's current cost.
     if (with_direct && direct_allowed(ctx, ctx.table.states[u])) {
       if (du.cost_ps + quantise_bound(direct_floor_us(ctx, static_cast<std::uint32_t>(u))) <= cutoff()) {
         const Step& d = ctx.direct_step(static_cast<std::uint32_t>(u));
-        relax(dst, StepKind::direct, {}, d.cost_us, d.peak_bytes);
+        if ((budget < 0 || d.peak_bytes <= budget) && meet(dst, StepKind::direct, {}))
+          relax(u, dst, StepKind::direct, {}, d.cost_us, settled_as | out.size());
       }
     }
   }
