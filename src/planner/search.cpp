@@ -158,11 +158,12 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   using Heap = boost::d_ary_heap_indirect<std::size_t, 4, HeapIndexMap, DistMap, DistLess>;
   Heap heap(DistMap{&dist}, HeapIndexMap{&heap_pos});
   heap.push(src);
-  // Deferred edges (docs/planner.md): an edge out of a settled state into a state other than the
-  // target is costed only when its floor estimate (cost so far + the edge's floor + the next
-  // state's bound) is at most the estimate of the next state to settle, since before that
-  // it cannot change which state settles next nor any settled state's cost. With a memory
-  // budget every edge is costed at once (its peak decides whether it is taken at all).
+  // Deferred edges (docs/planner.md): an edge out of a settled state is costed only when its
+  // floor estimate (cost so far + the edge's floor + the next state's bound; a direct step's
+  // floor from what the state lacks) is at most the estimate of the next state to settle: before
+  // that it can change neither which state settles next nor any settled state's cost. With a
+  // memory budget the search costs every edge when it meets it (its peak decides whether it is
+  // taken at all) and does not cost edges that cannot beat the best plan found so far.
   struct Deferred {
     std::int64_t key;
     std::uint64_t relaxed_by;
@@ -171,6 +172,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   };
   std::priority_queue<Deferred, std::vector<Deferred>, std::greater<>> deferred;
   const bool defer = budget < 0;
+  constexpr std::uint32_t kDirect = std::numeric_limits<std::uint32_t>::max();
   std::uint32_t settle_index = 0;
   auto relax = [&](std::size_t u, std::uint32_t v, StepKind kind, const DimList& group, double cost_us,
                    std::uint64_t relaxed_by) {
@@ -189,6 +191,12 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     while (!deferred.empty() && (heap.empty() || deferred.top().key <= dist[heap.top()].f_ps)) {
       const Deferred d = deferred.top();
       deferred.pop();
+      if (d.index == kDirect) {
+        if (settled[dst]) continue;
+        const Step& st = ctx.direct_step(d.from);
+        relax(d.from, dst, StepKind::direct, {}, st.cost_us, d.relaxed_by);
+        continue;
+      }
       auto& e = ctx.table.edge_list[d.from][d.index];
       if (settled[e.to]) continue;
       ctx.cost_edge(d.from, e);
@@ -220,12 +228,12 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     auto& out = ctx.edges_of(static_cast<std::uint32_t>(u));
     grow();  // new states were interned
     const Dist du = dist[u];
-    // The cost of the best path to the target found so far: an edge into v whose cost so far
-    // plus v's bound already exceeds it cannot be on a plan at most that costly, so it is not
-    // costed (nor discovered: no plan this search returns passes through it).
+    // (memory budget) The cost of the best path to the target found so far: an edge into v whose
+    // cost so far plus v's bound already exceeds it cannot be on a plan at most that costly, so it
+    // is not costed (nor discovered: no plan this search returns passes through it).
     auto cutoff = [&] { return disc[dst] != kUnseen ? dist[dst].cost_ps : std::numeric_limits<std::int64_t>::max(); };
     // The edges are met in their order: met means discovered (a discovery index for the settle
-    // order's last tie-break) and relaxed now, or deferred with its floor estimate.
+    // order's last tie-break), then relaxed, or deferred with its floor estimate.
     auto meet = [&](std::uint32_t v, StepKind kind, const DimList& group) {
       if (u == src && forbidden && forbidden->matches(kind, group, ctx.table.states[v])) return false;
       if (disc[v] == kUnseen) {
@@ -239,33 +247,36 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     for (std::uint32_t k = 0; k < out.size(); ++k) {
       auto& e = out[k];
       if (settled[e.to]) continue;
-      // (an edge a search met once is met by the searches after it on this context)
-      if (!e.met && du.cost_ps > cutoff() - bound_ps(ctx.table.bound[e.to])) continue;
-      e.met = true;
-      if (budget >= 0) {
+      if (!defer) {
+        // (an edge a search met once is met by the searches after it on this context)
+        if (!e.met && du.cost_ps > cutoff() - bound_ps(ctx.table.bound[e.to])) continue;
+        e.met = true;
         ctx.cost_edge(static_cast<std::uint32_t>(u), e);
-        if (e.peak_bytes > budget) continue;
-      }
-      if (!meet(e.to, e.kind, e.group)) continue;
-      if (defer && !e.costed && e.to != dst) {
-        if (e.floor_us < 0) {
-          if (from_max < 0) from_max = ctx.geo.numel_stats(ctx.table.states[u]).max;
-          e.floor_us = ctx.bounds.edge_floor_us(e.kind, e.group.span(), ctx.table.states[u], from_max);
-        }
-        deferred.push({du.cost_ps + quantise_bound(e.floor_us) + bound_ps(ctx.table.bound[e.to]), settled_as | k,
-                       static_cast<std::uint32_t>(u), k});
+        if (e.peak_bytes <= budget && meet(e.to, e.kind, e.group)) relax(u, e.to, e.kind, e.group, e.cost_us, settled_as | k);
         continue;
       }
-      ctx.cost_edge(static_cast<std::uint32_t>(u), e);
-      relax(u, e.to, e.kind, e.group, e.cost_us, settled_as | k);
+      if (!meet(e.to, e.kind, e.group)) continue;
+      if (e.costed) {  // by an earlier search on this context
+        relax(u, e.to, e.kind, e.group, e.cost_us, settled_as | k);
+        continue;
+      }
+      if (e.floor_us < 0) {
+        if (from_max < 0) from_max = ctx.geo.numel_stats(ctx.table.states[u]).max;
+        e.floor_us = ctx.bounds.edge_floor_us(e.kind, e.group.span(), ctx.table.states[u], from_max);
+      }
+      deferred.push({du.cost_ps + quantise_bound(e.floor_us) + bound_ps(ctx.table.bound[e.to]), settled_as | k,
+                     static_cast<std::uint32_t>(u), k});
     }
-    // direct is the most expensive edge to cost: skip it when even its lower bound (one peer,
-    // the bytes this state still lacks at p2p bandwidth) cannot beat the target's current cost.
+    // direct is the most expensive edge to cost (every rank's transfers): deferred with its
+    // floor (one peer, the bytes this state still lacks at p2p bandwidth, the copies), or with a
+    // budget skipped when even that floor cannot beat the target's current cost.
     if (with_direct && direct_allowed(ctx, ctx.table.states[u])) {
-      if (du.cost_ps + quantise_bound(direct_floor_us(ctx, static_cast<std::uint32_t>(u))) <= cutoff()) {
+      const std::int64_t floor = du.cost_ps + quantise_bound(direct_floor_us(ctx, static_cast<std::uint32_t>(u)));
+      if (defer) {
+        if (meet(dst, StepKind::direct, {})) deferred.push({floor, settled_as | out.size(), static_cast<std::uint32_t>(u), kDirect});
+      } else if (floor <= cutoff()) {
         const Step& d = ctx.direct_step(static_cast<std::uint32_t>(u));
-        if ((budget < 0 || d.peak_bytes <= budget) && meet(dst, StepKind::direct, {}))
-          relax(u, dst, StepKind::direct, {}, d.cost_us, settled_as | out.size());
+        if (d.peak_bytes <= budget && meet(dst, StepKind::direct, {})) relax(u, dst, StepKind::direct, {}, d.cost_us, settled_as | out.size());
       }
     }
   }
