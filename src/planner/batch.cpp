@@ -72,63 +72,98 @@ struct PlanList {
   [[nodiscard]] std::size_t size() const noexcept { return p.size(); }
 };
 
+// A coalesced stage's traffic summed member by member, in member order: coalesced_cost folds a
+// stage's members, the scheduler adds its candidates one at a time (the same sums either way).
+struct CoalescedSum {
+  StepKind kind = StepKind::direct;
+  const Mesh* mesh = nullptr;
+  std::int64_t n = 1;      // group size
+  std::int64_t item = 1;   // bytes per element
+  Traffic t;               // without the staging copies
+  std::int64_t C = 0;      // the members' counts (collectives)
+  std::int64_t peers = 0;  // the members' peers (direct)
+};
+
+// The sums of a stage of `kind` over `mesh_dims` whose first member is `first`, before any member.
 template <class Plans>
-std::int64_t stage_staging_bytes(const Plans& P, const BatchStage& st) {
-  if (!st.coalesced || st.kind == StepKind::direct) return 0;  // a grouped send/recv reads and writes in place
-  const Plan& p0 = P[static_cast<std::size_t>(st.members.front().tensor)];
-  std::int64_t C = 0;
-  for (const auto& m : st.members) C += member_count(P[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)]);
-  return staging_layout(collective_of(st.kind), group_size(p0.mesh(), st.mesh_dims), C, static_cast<std::int64_t>(itemsize(p0.dtype())))
-      .bytes;
+CoalescedSum coalesced_start(const Plans& P, StepKind kind, const std::vector<int>& mesh_dims, const BatchStage::Member& first) {
+  const Plan& p0 = P[static_cast<std::size_t>(first.tensor)];
+  CoalescedSum a;
+  a.kind = kind;
+  a.mesh = &p0.mesh();
+  a.item = static_cast<std::int64_t>(itemsize(p0.dtype()));
+  if (kind == StepKind::direct) {
+    a.t.kind = Traffic::Kind::direct;
+    return a;
+  }
+  a.n = group_size(p0.mesh(), mesh_dims);
+  a.t.kind = Traffic::Kind::collective;
+  a.t.collective = collective_of(kind);
+  a.t.group = a.n;
+  a.t.inter_host = p0.steps[static_cast<std::size_t>(first.step)].inter_host;
+  return a;
+}
+
+template <class Plans>
+void coalesced_add(CoalescedSum& a, const Plans& P, const BatchStage::Member& m) {
+  const Plan& p = P[static_cast<std::size_t>(m.tensor)];
+  const Step& step = p.steps[static_cast<std::size_t>(m.step)];
+  if (a.kind == StepKind::direct) {
+    // One grouped send/recv: at most every member's peers and the sum of the busiest ranks'
+    // bytes (an upper bound: the busiest rank of the union sends and receives no more).
+    a.peers += step.peers;
+    a.t.bytes += static_cast<double>(std::max(step.bytes_sent, step.bytes_received));
+    a.t.copy_bytes += static_cast<double>(step.copy_bytes);
+    a.t.inter_host = a.t.inter_host || step.inter_host;
+    return;
+  }
+  const auto s = static_cast<double>(a.item);
+  const std::int64_t c = member_count(step);
+  a.C += c;
+  a.t.bytes += static_cast<double>(a.kind == StepKind::all_reduce ? c : a.n * c) * s;
+  double numel = 1, shards = 1;
+  for (auto x : p.shape()) numel *= static_cast<double>(x);
+  for (int d = 0; d < step.from.tensor_ndim(); ++d)
+    for (const auto& e : step.from.entries(d)) shards *= static_cast<double>(a.mesh->size(e.mesh_dim));
+  a.t.shard_bytes += numel * s / shards;
+  a.t.copy_bytes += static_cast<double>(step.copy_bytes);
+}
+
+// The staging buffer a coalesced collective needs (a grouped send/recv reads and writes in place).
+std::int64_t coalesced_staging(const CoalescedSum& a) {
+  if (a.kind == StepKind::direct) return 0;
+  return staging_layout(a.t.collective, a.n, a.C, a.item).bytes;
 }
 
 // One collective over the members' concatenated chunks: one latency, the combined bytes on the
 // wire, the members' own copies plus packing into and unpacking from the staging buffer.
-template <class Plans>
-double coalesced_cost(const CostModel& cost, const Plans& P, const BatchStage& st) {
-  const Plan& p0 = P[static_cast<std::size_t>(st.members.front().tensor)];
-  if (st.kind == StepKind::direct) {
-    // One grouped send/recv: at most every member's peers and the sum of the busiest ranks'
-    // bytes (an upper bound: the busiest rank of the union sends and receives no more).
-    Traffic t;
-    t.kind = Traffic::Kind::direct;
-    std::int64_t peers = 0;
-    for (const auto& m : st.members) {
-      const Step& step = P[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)];
-      peers += step.peers;
-      t.bytes += static_cast<double>(std::max(step.bytes_sent, step.bytes_received));
-      t.copy_bytes += static_cast<double>(step.copy_bytes);
-      t.inter_host = t.inter_host || step.inter_host;
-    }
-    t.peers = std::min(peers, p0.mesh().num_ranks() - 1);
+double coalesced_total(const CostModel& cost, const CoalescedSum& a) {
+  Traffic t = a.t;
+  if (a.kind == StepKind::direct) {
+    t.peers = std::min(a.peers, a.mesh->num_ranks() - 1);
     return cost.time(t).total_us();
   }
-  const Step& s0 = p0.steps[static_cast<std::size_t>(st.members.front().step)];
-  const Mesh& mesh = p0.mesh();
-  const auto s = static_cast<double>(itemsize(p0.dtype()));
-  const std::int64_t n = group_size(mesh, st.mesh_dims);
-  Traffic t;
-  t.kind = Traffic::Kind::collective;
-  t.collective = collective_of(st.kind);
-  t.group = n;
-  t.inter_host = s0.inter_host;
-  std::int64_t C = 0;
-  for (const auto& m : st.members) {
-    const Plan& p = P[static_cast<std::size_t>(m.tensor)];
-    const Step& step = p.steps[static_cast<std::size_t>(m.step)];
-    const std::int64_t c = member_count(step);
-    C += c;
-    t.bytes += static_cast<double>(st.kind == StepKind::all_reduce ? c : n * c) * s;
-    double numel = 1, shards = 1;
-    for (auto x : p.shape()) numel *= static_cast<double>(x);
-    for (int d = 0; d < step.from.tensor_ndim(); ++d)
-      for (const auto& e : step.from.entries(d)) shards *= static_cast<double>(mesh.size(e.mesh_dim));
-    t.shard_bytes += numel * s / shards;
-    t.copy_bytes += static_cast<double>(step.copy_bytes);
-  }
-  const auto staged = staging_layout(t.collective, n, C, static_cast<std::int64_t>(s));
-  t.copy_bytes += static_cast<double>(staged.send_elems + staged.recv_elems) * s;
+  const auto staged = staging_layout(t.collective, a.n, a.C, a.item);
+  t.copy_bytes += static_cast<double>(staged.send_elems + staged.recv_elems) * static_cast<double>(a.item);
   return cost.time(t).total_us();
+}
+
+template <class Plans>
+CoalescedSum coalesced_sum(const Plans& P, const BatchStage& st) {
+  CoalescedSum a = coalesced_start(P, st.kind, st.mesh_dims, st.members.front());
+  for (const auto& m : st.members) coalesced_add(a, P, m);
+  return a;
+}
+
+template <class Plans>
+std::int64_t stage_staging_bytes(const Plans& P, const BatchStage& st) {
+  if (!st.coalesced) return 0;
+  return coalesced_staging(coalesced_sum(P, st));
+}
+
+template <class Plans>
+double coalesced_cost(const CostModel& cost, const Plans& P, const BatchStage& st) {
+  return coalesced_total(cost, coalesced_sum(P, st));
 }
 
 template <class Plans>
@@ -285,19 +320,24 @@ double schedule(const PlanList& P, std::vector<BatchStage>& stages, const CostMo
     st.coalesced = true;
     double group_cost = 0;
     std::vector<std::size_t> alone;
+    CoalescedSum sum;  // the group's traffic so far
     for (std::size_t u : cands) {
       const double own = step_at(u).cost_us;
+      const BatchStage::Member member{static_cast<std::int32_t>(u), static_cast<std::int32_t>(next[u])};
       if (st.members.empty()) {
-        st.members.push_back({static_cast<std::int32_t>(u), static_cast<std::int32_t>(next[u])});
+        st.members.push_back(member);
+        sum = coalesced_start(P, st.kind, st.mesh_dims, member);
+        coalesced_add(sum, P, member);
         group_cost = own;
         continue;
       }
-      BatchStage trial = st;
-      trial.members.push_back({static_cast<std::int32_t>(u), static_cast<std::int32_t>(next[u])});
-      const double together = coalesced_cost(cost, P, trial);
-      const bool fits = !options.max_peak_bytes || stage_staging_bytes(P, trial) <= *options.max_peak_bytes;
+      CoalescedSum with = sum;
+      coalesced_add(with, P, member);
+      const double together = coalesced_total(cost, with);
+      const bool fits = !options.max_peak_bytes || coalesced_staging(with) <= *options.max_peak_bytes;
       if (fits && together < group_cost + own) {
-        st = std::move(trial);
+        st.members.push_back(member);
+        sum = with;
         group_cost = together;
       } else {
         alone.push_back(u);
@@ -378,9 +418,11 @@ double schedule(const PlanList& P, std::vector<BatchStage>& stages, const CostMo
   return total;
 }
 
-constexpr std::size_t kMaxAlternatives = 8;       // optimal plans kept per distinct pair, its own included
+constexpr std::size_t kMaxAlternatives = 8;       // candidate plans kept per distinct pair, its own included
+
+
 constexpr std::size_t kChoiceSchedules = 256;      // schedules tried per batch, at most
-constexpr std::size_t kChoiceTensorSteps = 1 << 16;  // ... and at most this many tensors scheduled in all
+constexpr std::size_t kChoiceTensorSteps = 1 << 14;  // ... and at most this many tensors scheduled in all
 
 // Among each tensor's optimal plans (all of equal cost), the combination whose stages cost least:
 // every combination when there are few enough (per tensor, or per distinct pair when per tensor
@@ -449,6 +491,27 @@ void choose_alternatives(BatchPlan& b, const std::vector<std::vector<Plan>>& alt
 
 }  // namespace
 
+// The most one step can save by sharing a launch with others: a coalesced member saves its step's
+// latency, a grouped one the link's base latency, never more than the latency of a collective
+// (or grouped send/recv) over every rank of the mesh on the dearer link. A plan dearer than the
+// optimum by more than its steps times this cannot be made up for by sharing its steps' launches.
+double latency_per_step_us(const Mesh& mesh, const CostModel& cost) {
+  double most = 0;
+  for (bool inter : {false, true}) {
+    Traffic t;
+    t.inter_host = inter;
+    t.group = mesh.num_ranks();
+    for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all}) {
+      t.collective = c;
+      most = std::max(most, cost.time(t).alpha_us);
+    }
+    t.kind = Traffic::Kind::direct;
+    t.peers = mesh.num_ranks() - 1;
+    most = std::max(most, cost.time(t).alpha_us);
+  }
+  return most;
+}
+
 BatchPlan plan_batch_from(std::vector<Plan> plans, const CostModel& cost, const PlanOptions& options) {
   if (plans.empty()) throw InputError("a batch needs at least one plan");
   if (plans.size() > kMaxBatchTensors)
@@ -480,7 +543,8 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
   // A model's tensors repeat a few shapes and layouts: each distinct pair is planned once.
   std::unordered_map<std::string, std::size_t> planned;
   b.plans.reserve(pairs.size());
-  // Per distinct pair, its other optimal plans (equal cost); per tensor, its distinct pair.
+  const double slack_per_step = latency_per_step_us(mesh, cost);
+  // Per distinct pair, its other candidate plans; per tensor, its distinct pair.
   std::vector<std::vector<Plan>> alternatives;
   std::vector<std::size_t> klass;
   for (std::size_t i = 0; i < pairs.size(); ++i) {
@@ -496,7 +560,7 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
     } else {
       try {
         // the planner's own plan (with its runner-up when asked) first, then the other optimal ones
-        auto all = optimal_plans(src, dst, cost, options, kMaxAlternatives);
+        auto all = near_optimal_plans(src, dst, cost, options, kMaxAlternatives, 0, slack_per_step);
         b.plans.push_back(std::move(all.front()));
         all.erase(all.begin());
         alternatives.push_back(std::move(all));

@@ -81,11 +81,24 @@ struct Found {
   double total_cost_us = 0;
 };
 
+// optimal_plans with a slack: at most this many states settled beyond the optimum's estimate,
+// and at most this many arcs tried while listing the paths (counts: every rank stops alike).
+constexpr std::size_t kMaxSlackStates = 4096;
+constexpr std::size_t kMaxPathVisits = 1 << 16;
+
 // What a search leaves behind for optimal_plans: every state settled with its exact cost so far
 // (picoseconds), once the loop has settled every state whose estimate is at most the optimum.
+//
+// With `slack_ps`, every state whose estimate is at most the optimum + slack, as long as at most
+// `max_extra` states beyond the optimum's are settled (a count, so every rank stops alike);
+// past it `complete` is false and the states up to the optimum are still all settled.
 struct Settled {
   std::vector<std::int64_t> cost_ps;  // per state id; -1: not settled
   std::int64_t optimum_ps = -1;
+  std::int64_t slack_ps = 0;
+  std::size_t max_extra = std::numeric_limits<std::size_t>::max();
+  bool complete = true;
+  [[nodiscard]] std::int64_t limit_ps() const { return complete ? optimum_ps + slack_ps : optimum_ps; }
 };
 
 struct FirstEdge {
@@ -187,6 +200,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     heap.push_or_update(v);
   };
   std::optional<Found> found;
+  std::size_t extra = 0;  // states settled beyond the optimum's estimate (with `all`)
   while (true) {
     while (!deferred.empty() && (heap.empty() || deferred.top().key <= dist[heap.top()].f_ps)) {
       const Deferred d = deferred.top();
@@ -204,7 +218,11 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     }
     if (heap.empty()) break;
     const std::size_t u = heap.top();
-    if (found && dist[u].f_ps > all->optimum_ps) break;
+    if (found && dist[u].f_ps > all->limit_ps()) break;
+    if (found && dist[u].f_ps > all->optimum_ps && extra++ >= all->max_extra) {
+      all->complete = false;
+      break;
+    }
     heap.pop();
     settled[u] = 1;
     const std::uint64_t settled_as = static_cast<std::uint64_t>(settle_index++) << 32;
@@ -473,8 +491,15 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
 }
 
 std::vector<Plan> optimal_plans(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options,
-                                std::size_t max_plans) {
+                                std::size_t max_plans, double slack_us) {
+  return near_optimal_plans(src, dst, cost, options, max_plans, slack_us, 0);
+}
+
+std::vector<Plan> near_optimal_plans(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options,
+                                     std::size_t max_plans, double slack_us, double slack_per_step_us) {
   if (max_plans == 0) throw InputError("max_plans must be at least 1");
+  for (double x : {slack_us, slack_per_step_us})
+    if (!std::isfinite(x) || x < 0 || x > 1e9) throw InputError(fmt::format("slack {} us must be a time from 0 to 1e9 us", x));
   const EdgeSet edges = edge_set_of(cost, options);
   GraphContext ctx(src, dst, cost, edges);
   const std::int64_t budget = apply_options(ctx, options);
@@ -482,86 +507,124 @@ std::vector<Plan> optimal_plans(const Layout& src, const Layout& dst, const Cost
   out.push_back(plan_on(ctx, budget, src, dst, cost, edges, options));
   const std::size_t own_steps = out.front().steps.size();
   if (max_plans == 1 || own_steps == 0) return out;
-  // Every state whose estimate is at most the optimum, settled with its exact cost (on the same
-  // context: the states, bounds and costed edges the first search made are reused).
+  // Every state whose estimate is at most the optimum (+ slack), settled with its exact cost (on
+  // the same context: the states, bounds and costed edges the first search made are reused).
   Settled all;
+  all.slack_ps = quantise(slack_us + static_cast<double>(own_steps) * slack_per_step_us);
+  if (all.slack_ps > 0) all.max_extra = kMaxSlackStates;
   (void)search(ctx, budget, nullptr, &all);
+  const std::int64_t limit = all.limit_ps();
 
-  // The tight edges: (u, v) with cost(u) + step == cost(v), both settled, within the budget. They
-  // hold every optimal path: a state on one has estimate <= the optimum, so it was settled with
-  // its exact cost.
-  struct Tight {
+  // The arcs a plan within the limit can take: (u, v) both settled (a state on such a plan has an
+  // estimate at most the limit, so it was settled with its exact cost), within the budget, and
+  // cost(u) + step within the limit. With no slack these are the tight edges, cost(u) + step ==
+  // cost(v): they hold every optimal path.
+  struct Arc {
     std::uint32_t to;
     StepKind kind;
     DimList group;
+    std::int64_t cost_ps;
   };
   const std::uint32_t s_id = ctx.intern(ctx.src), d_id = ctx.intern(ctx.dst);
   const auto& C = all.cost_ps;
   const std::size_t n = C.size();
-  std::vector<std::vector<Tight>> tight(n);
+  std::vector<std::vector<Arc>> arcs(n);
   for (std::uint32_t u = 0; u < n; ++u) {
     if (C[u] < 0 || u == d_id) continue;
     for (auto& e : ctx.edges_of(u)) {
-      if (e.to >= n || C[e.to] < C[u]) continue;
+      if (e.to >= n || C[e.to] < 0) continue;
       ctx.cost_edge(u, e);
       if (budget >= 0 && e.peak_bytes > budget) continue;
-      if (C[u] + quantise(e.cost_us) == C[e.to]) tight[u].push_back({e.to, e.kind, e.group});
+      const std::int64_t c = quantise(e.cost_us);
+      if (C[u] + c <= limit && (all.slack_ps > 0 || C[u] + c == C[e.to])) arcs[u].push_back({e.to, e.kind, e.group, c});
     }
     if (edges == EdgeSet::all && direct_allowed(ctx, ctx.table.states[u]) &&
-        C[u] + quantise_bound(direct_floor_us(ctx, u)) <= all.optimum_ps) {
+        C[u] + quantise_bound(direct_floor_us(ctx, u)) <= limit) {
       const Step& d = ctx.direct_step(u);
-      if ((budget < 0 || d.peak_bytes <= budget) && C[u] + quantise(d.cost_us) == all.optimum_ps)
-        tight[u].push_back({d_id, StepKind::direct, {}});
+      const std::int64_t c = quantise(d.cost_us);
+      if ((budget < 0 || d.peak_bytes <= budget) && C[u] + c <= limit && (all.slack_ps > 0 || C[u] + c == all.optimum_ps))
+        arcs[u].push_back({d_id, StepKind::direct, {}, c});
     }
   }
-  // fewest tight steps from each state to the target (a backward BFS)
-  constexpr std::int32_t kFar = std::numeric_limits<std::int32_t>::max();
-  std::vector<std::vector<std::uint32_t>> back(n);
+  // From each state: the least cost to the target over these arcs (exact: a plan within the
+  // limit uses only them) and the fewest arcs to it (a backward Dijkstra and a backward BFS).
+  constexpr std::int64_t kFar = std::numeric_limits<std::int64_t>::max();
+  std::vector<std::vector<std::pair<std::uint32_t, std::int64_t>>> back(n);
   for (std::uint32_t u = 0; u < n; ++u)
-    for (const auto& t : tight[u]) back[t.to].push_back(u);
-  std::vector<std::int32_t> to_dst(n, kFar);
-  std::vector<std::uint32_t> queue{d_id};
-  to_dst[d_id] = 0;
-  for (std::size_t q = 0; q < queue.size(); ++q)
-    for (auto u : back[queue[q]])
-      if (to_dst[u] == kFar) {
-        to_dst[u] = to_dst[queue[q]] + 1;
-        queue.push_back(u);
-      }
-  // Every tight path of at most the plan's step count, depth first in the edge order (each edge
-  // taken reaches the target within the steps left, so every branch ends in a plan).
-  std::vector<const Tight*> path;
-  auto emit = [&] {
+    for (const auto& a : arcs[u]) back[a.to].emplace_back(u, a.cost_ps);
+  std::vector<std::int64_t> rest(n, kFar), hops(n, kFar);
+  {
+    using Item = std::pair<std::int64_t, std::uint32_t>;
+    std::priority_queue<Item, std::vector<Item>, std::greater<>> pq;
+    rest[d_id] = 0;
+    pq.push({0, d_id});
+    while (!pq.empty()) {
+      const auto [r, v] = pq.top();
+      pq.pop();
+      if (r > rest[v]) continue;
+      for (const auto& [u, c] : back[v])
+        if (r + c < rest[u]) {
+          rest[u] = r + c;
+          pq.push({rest[u], u});
+        }
+    }
+    std::vector<std::uint32_t> queue{d_id};
+    hops[d_id] = 0;
+    for (std::size_t q = 0; q < queue.size(); ++q)
+      for (const auto& [u, c] : back[queue[q]])
+        if (hops[u] == kFar) {
+          hops[u] = hops[queue[q]] + 1;
+          queue.push_back(u);
+        }
+  }
+  // Every path within the limit of at most the plan's step count that visits no state twice,
+  // depth first in the edge order
+  // (an arc is taken only when the target stays within reach in cost and steps), at most
+  // kMaxPathVisits arcs tried; then the cheapest first (ties: the order found), the planner's own
+  // plan skipped.
+  struct Candidate {
+    std::int64_t cost_ps;
+    std::vector<const Arc*> path;
+  };
+  std::vector<Candidate> found;
+  std::vector<const Arc*> path;
+  std::vector<char> on_path(n, 0);  // paths visit a state once (a plan never returns to a layout)
+  std::size_t visits = 0;
+  auto dfs = [&](auto&& self, std::uint32_t u, std::int64_t g, std::int64_t left) -> void {
+    if (u == d_id) {
+      found.push_back({g, path});
+      return;
+    }
+    on_path[u] = 1;
+    for (const auto& a : arcs[u]) {
+      if (visits >= kMaxPathVisits || (all.slack_ps == 0 && found.size() > max_plans)) break;
+      if (on_path[a.to] || rest[a.to] == kFar || g + a.cost_ps + rest[a.to] > limit || hops[a.to] + 1 > left) continue;
+      ++visits;
+      path.push_back(&a);
+      self(self, a.to, g + a.cost_ps, left - 1);
+      path.pop_back();
+    }
+    on_path[u] = 0;
+  };
+  if (rest[s_id] != kFar) dfs(dfs, s_id, 0, static_cast<std::int64_t>(own_steps));
+  std::stable_sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) { return a.cost_ps < b.cost_ps; });
+  for (const auto& cand : found) {
+    if (out.size() >= max_plans) break;
     Found f;
     std::uint32_t at = s_id;
-    for (const Tight* t : path) {
-      f.steps.push_back(make_step(ctx, t->kind, t->group.span(), ctx.table.states[at], ctx.table.states[t->to], true));
+    for (const Arc* a : cand.path) {
+      f.steps.push_back(make_step(ctx, a->kind, a->group.span(), ctx.table.states[at], ctx.table.states[a->to], true));
       f.total_cost_us += f.steps.back().cost_us;
-      at = t->to;
+      at = a->to;
     }
     bool same = f.steps.size() == out.front().steps.size();
     for (std::size_t k = 0; same && k < f.steps.size(); ++k) {
-      const Step& a = f.steps[k];
-      const Step& b = out.front().steps[k];
-      same = a.kind == b.kind && a.mesh_dims == b.mesh_dims && a.to == b.to;
+      const Step& x = f.steps[k];
+      const Step& y = out.front().steps[k];
+      same = x.kind == y.kind && x.mesh_dims == y.mesh_dims && x.to == y.to;
     }
     if (!same) out.push_back(plan_of(src, dst, cost, edges, std::move(f)));
-  };
-  auto dfs = [&](auto&& self, std::uint32_t u, std::int32_t left) -> void {
-    if (out.size() >= max_plans) return;
-    if (u == d_id) {
-      emit();
-      return;
-    }
-    for (const auto& t : tight[u]) {
-      if (to_dst[t.to] == kFar || to_dst[t.to] + 1 > left) continue;
-      path.push_back(&t);
-      self(self, t.to, left - 1);
-      path.pop_back();
-      if (out.size() >= max_plans) return;
-    }
-  };
-  if (to_dst[s_id] != kFar) dfs(dfs, s_id, static_cast<std::int32_t>(own_steps));
+  }
   return out;
 }
 
