@@ -31,9 +31,10 @@ struct PlanOptions {
 // many steps as the planner's own, up to `max_plans`: the planner's own plan first (exactly as
 // plan_redistribution returns it, runner-up included when asked), then the others in the search's
 // deterministic edge order. With `slack_us` > 0 also the plans that cost at most that much more
-// (same step limit), cheapest first (ties: that order); the search settles at most 4096 states
-// beyond the optimum's for them (past that, only the optimal plans are listed) and tries at most
-// 65,536 steps while listing them, counts that every rank meets alike. The batch planner chooses
+// (same step limit, no layout twice), cheapest first (ties: that order); the search settles at
+// most as many states beyond the optimum's as it met for the plan (at least 64, at most 4096;
+// past that, only the optimal plans are listed) and tries at most 65,536 steps while listing
+// them: counts, which every rank meets alike. The batch planner chooses
 // among them the paths that share the most collectives (docs/batch.md). Same errors as
 // plan_redistribution, and InputError for a slack that is not a time from 0 to 1e9 us.
 [[nodiscard]] std::vector<Plan> optimal_plans(const Layout& src, const Layout& dst, const CostModel& cost,

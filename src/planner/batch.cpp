@@ -491,27 +491,6 @@ void choose_alternatives(BatchPlan& b, const std::vector<std::vector<Plan>>& alt
 
 }  // namespace
 
-// The most one step can save by sharing a launch with others: a coalesced member saves its step's
-// latency, a grouped one the link's base latency, never more than the latency of a collective
-// (or grouped send/recv) over every rank of the mesh on the dearer link. A plan dearer than the
-// optimum by more than its steps times this cannot be made up for by sharing its steps' launches.
-double latency_per_step_us(const Mesh& mesh, const CostModel& cost) {
-  double most = 0;
-  for (bool inter : {false, true}) {
-    Traffic t;
-    t.inter_host = inter;
-    t.group = mesh.num_ranks();
-    for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all}) {
-      t.collective = c;
-      most = std::max(most, cost.time(t).alpha_us);
-    }
-    t.kind = Traffic::Kind::direct;
-    t.peers = mesh.num_ranks() - 1;
-    most = std::max(most, cost.time(t).alpha_us);
-  }
-  return most;
-}
-
 BatchPlan plan_batch_from(std::vector<Plan> plans, const CostModel& cost, const PlanOptions& options) {
   if (plans.empty()) throw InputError("a batch needs at least one plan");
   if (plans.size() > kMaxBatchTensors)
@@ -543,7 +522,6 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
   // A model's tensors repeat a few shapes and layouts: each distinct pair is planned once.
   std::unordered_map<std::string, std::size_t> planned;
   b.plans.reserve(pairs.size());
-  const double slack_per_step = latency_per_step_us(mesh, cost);
   // Per distinct pair, its other candidate plans; per tensor, its distinct pair.
   std::vector<std::vector<Plan>> alternatives;
   std::vector<std::size_t> klass;
@@ -560,7 +538,9 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
     } else {
       try {
         // the planner's own plan (with its runner-up when asked) first, then the other optimal ones
-        auto all = near_optimal_plans(src, dst, cost, options, kMaxAlternatives, 0, slack_per_step);
+        // candidates: the optimal plans, and those dearer by at most the latency of the planner's
+        // own plan's steps (what sharing every launch could save it)
+        auto all = near_optimal_plans(src, dst, cost, options, kMaxAlternatives, 0, 1.0);
         b.plans.push_back(std::move(all.front()));
         all.erase(all.begin());
         alternatives.push_back(std::move(all));

@@ -341,13 +341,11 @@ void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const 
   return options.edges.value_or(cost.defaults_to_pytorch_edges() ? EdgeSet::pytorch : EdgeSet::all);
 }
 
-// The most one step can save by sharing a launch with other tensors' steps (batch.cpp).
-[[nodiscard]] double latency_per_step_us(const Mesh& mesh, const CostModel& cost);
-// optimal_plans with a slack of `slack_us` plus `slack_per_step_us` per step of the planner's own
-// plan (the batch planner's candidates: docs/batch.md).
+// optimal_plans with a slack of `slack_us` plus `latency_share` times the latency (α) of the
+// planner's own plan's steps: the batch planner's candidates (docs/batch.md).
 [[nodiscard]] std::vector<Plan> near_optimal_plans(const Layout& src, const Layout& dst, const CostModel& cost,
                                                    const PlanOptions& options, std::size_t max_plans, double slack_us,
-                                                   double slack_per_step_us);
+                                                   double latency_share);
 
 [[nodiscard]] bool direct_allowed(const GraphContext& ctx, const Sharding& from);
 [[nodiscard]] bool direct_allowed(const EdgeScope& scope, const Sharding& from);

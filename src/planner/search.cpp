@@ -492,14 +492,16 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
 
 std::vector<Plan> optimal_plans(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options,
                                 std::size_t max_plans, double slack_us) {
-  return near_optimal_plans(src, dst, cost, options, max_plans, slack_us, 0);
+  return near_optimal_plans(src, dst, cost, options, max_plans, slack_us, 0.0);
 }
 
 std::vector<Plan> near_optimal_plans(const Layout& src, const Layout& dst, const CostModel& cost, const PlanOptions& options,
-                                     std::size_t max_plans, double slack_us, double slack_per_step_us) {
+                                     std::size_t max_plans, double slack_us, double latency_share) {
   if (max_plans == 0) throw InputError("max_plans must be at least 1");
-  for (double x : {slack_us, slack_per_step_us})
-    if (!std::isfinite(x) || x < 0 || x > 1e9) throw InputError(fmt::format("slack {} us must be a time from 0 to 1e9 us", x));
+  if (!std::isfinite(slack_us) || slack_us < 0 || slack_us > 1e9)
+    throw InputError(fmt::format("slack {} us must be a time from 0 to 1e9 us", slack_us));
+  if (!std::isfinite(latency_share) || latency_share < 0 || latency_share > 1e3)
+    throw InputError(fmt::format("latency share {} must be from 0 to 1000", latency_share));
   const EdgeSet edges = edge_set_of(cost, options);
   GraphContext ctx(src, dst, cost, edges);
   const std::int64_t budget = apply_options(ctx, options);
@@ -510,8 +512,12 @@ std::vector<Plan> near_optimal_plans(const Layout& src, const Layout& dst, const
   // Every state whose estimate is at most the optimum (+ slack), settled with its exact cost (on
   // the same context: the states, bounds and costed edges the first search made are reused).
   Settled all;
-  all.slack_ps = quantise(slack_us + static_cast<double>(own_steps) * slack_per_step_us);
-  if (all.slack_ps > 0) all.max_extra = kMaxSlackStates;
+  double own_latency = 0;
+  for (const auto& st : out.front().steps) own_latency += st.alpha_us;
+  all.slack_ps = quantise(slack_us + latency_share * own_latency);
+  // beyond the optimum's states, at most as many more as the plan's search met (at least 64, at
+  // most 4096): the slack about doubles the search at most
+  if (all.slack_ps > 0) all.max_extra = std::min(kMaxSlackStates, std::max<std::size_t>(64, ctx.table.states.size()));
   (void)search(ctx, budget, nullptr, &all);
   const std::int64_t limit = all.limit_ps();
 
@@ -531,8 +537,16 @@ std::vector<Plan> near_optimal_plans(const Layout& src, const Layout& dst, const
   std::vector<std::vector<Arc>> arcs(n);
   for (std::uint32_t u = 0; u < n; ++u) {
     if (C[u] < 0 || u == d_id) continue;
+    std::int64_t from_max = -1;
     for (auto& e : ctx.edges_of(u)) {
       if (e.to >= n || C[e.to] < 0) continue;
+      if (!e.costed) {  // not costed when even its floor and the next state's bound pass the limit
+        if (e.floor_us < 0) {
+          if (from_max < 0) from_max = ctx.geo.numel_stats(ctx.table.states[u]).max;
+          e.floor_us = ctx.bounds.edge_floor_us(e.kind, e.group.span(), ctx.table.states[u], from_max);
+        }
+        if (C[u] + quantise_bound(e.floor_us) + bound_ps(ctx.table.bound[e.to]) > limit) continue;
+      }
       ctx.cost_edge(u, e);
       if (budget >= 0 && e.peak_bytes > budget) continue;
       const std::int64_t c = quantise(e.cost_us);
