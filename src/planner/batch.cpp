@@ -422,7 +422,7 @@ constexpr std::size_t kMaxAlternatives = 8;       // candidate plans kept per di
 
 
 constexpr std::size_t kChoiceSchedules = 256;      // schedules tried per batch, at most
-constexpr std::size_t kChoiceTensorSteps = 1 << 14;  // ... and at most this many tensors scheduled in all
+constexpr std::size_t kChoiceTensorSteps = 1 << 16;  // ... and at most this many tensors scheduled in all
 
 // Among each tensor's optimal plans (all of equal cost), the combination whose stages cost least:
 // every combination when there are few enough (per tensor, or per distinct pair when per tensor
