@@ -3,6 +3,7 @@
 // (tests/test_bounds.cpp checks both on every edge of small graphs), so the search's result is
 // exactly Dijkstra's optimum.
 #include <algorithm>
+#include <boost/container/small_vector.hpp>
 #include <cmath>
 #include <limits>
 #include <queue>
@@ -71,9 +72,6 @@ std::uint64_t entries_key(int d, Entries e) {
     key = (key ^ (static_cast<std::uint64_t>(x.mesh_dim) | (static_cast<std::uint64_t>(x.split_factor) << 8) |
                   (x.strided ? 1ULL << 7 : 0))) * 0x100000001b3ULL + 0x51;
   return key;
-}
-bool same_entries(const std::vector<ShardEntry>& kept, Entries e) {
-  return kept.size() == e.size() && std::equal(kept.begin(), kept.end(), e.begin());
 }
 // At most this many ranks per block are enumerated to build the block unions.
 constexpr std::int64_t kMaxBlockRanks = 256;
@@ -171,7 +169,7 @@ IndexSet Bounds::block_union(int d, Entries e, std::vector<std::int64_t> coord) 
 
 const Bounds::BlockHeld& Bounds::block_held(int d, Entries e) const {
   const std::uint64_t key = entries_key(d, e);
-  if (auto it = block_memo_.find(key); it != block_memo_.end() && same_entries(it->second.first, e)) return it->second.second;
+  if (auto it = block_memo_.find(key); it != block_memo_.end() && it->second.first.same(e)) return it->second.second;
   const Blocks& b = *blocks_;
   BlockHeld held;
   held.block.resize(b.coords.size());
@@ -181,7 +179,7 @@ const Bounds::BlockHeld& Bounds::block_held(int d, Entries e) const {
   // Both counts depend on the block only through its coordinates on the mesh dims of e and of
   // the target's entries (the sampled member's intra-host coordinates are 0): computed once per
   // distinct such coordinate.
-  std::vector<std::pair<std::uint64_t, std::size_t>> seen;  // (coordinate key, first block)
+  boost::container::small_vector<std::pair<std::uint64_t, std::size_t>, 32> seen;  // (coordinate key, first block)
   for (std::size_t k = 0; k < b.coords.size(); ++k) {
     const IndexSet& need = b.need[static_cast<std::size_t>(d)][k];
     if (same) {
@@ -207,7 +205,7 @@ const Bounds::BlockHeld& Bounds::block_held(int d, Entries e) const {
     held.rank[k] = owned_overlap(e, b.coords[k], want, b.coords[k], shape[static_cast<std::size_t>(d)], mesh.shape());
   }
   auto& slot = block_memo_[key];
-  slot = {std::vector<ShardEntry>(e.begin(), e.end()), std::move(held)};
+  slot = {KeptEntries(e), std::move(held)};
   return slot.second;
 }
 
@@ -274,14 +272,13 @@ double Bounds::block_bound_us(const Sharding& s) const {
 // held[rank position] = how many of the target's elements along dim d the rank holds under `e`.
 const std::vector<std::int64_t>& Bounds::held_table(int d, Entries e) const {
   const std::uint64_t key = entries_key(d, e);
-  if (auto it = held_memo_.find(key); it != held_memo_.end() && same_entries(it->second.first, e)) return it->second.second;
+  if (auto it = held_memo_.find(key); it != held_memo_.end() && it->second.first.same(e)) return it->second.second;
   const auto& ms = mesh.shape();
   const auto len = shape[static_cast<std::size_t>(d)];
   const auto dst_e = dst.entries(d);
   std::vector<std::int64_t> held(coords_.size());
   // ranks with the same pair of variants hold the same count: each pair computed once
-  std::vector<std::pair<std::int64_t, std::size_t>> seen;  // (variant pair, first rank position)
-  seen.reserve(coords_.size());
+  boost::container::small_vector<std::pair<std::int64_t, std::size_t>, 32> seen;  // (variant pair, first rank position)
   for (std::size_t p = 0; p < coords_.size(); ++p) {
     const std::int64_t v = geo.variant_of(e, coords_[p]);
     const std::int64_t pair = v * 1000003 + dst_tables_[static_cast<std::size_t>(d)].variant[p];
@@ -294,7 +291,7 @@ const std::vector<std::int64_t>& Bounds::held_table(int d, Entries e) const {
     held[p] = e == dst_e ? owned_count(e, len, ms, coords_[p]) : owned_overlap(e, coords_[p], dst_e, coords_[p], len, ms);
   }
   auto& slot = held_memo_[key];
-  slot = {std::vector<ShardEntry>(e.begin(), e.end()), std::move(held)};
+  slot = {KeptEntries(e), std::move(held)};
   return slot.second;
 }
 

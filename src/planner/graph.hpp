@@ -272,11 +272,19 @@ class Bounds {
   void build_blocks();
   [[nodiscard]] IndexSet block_union(int d, Entries e, std::vector<std::int64_t> coord) const;
   // [block]: how many of the block's needed elements along dim d its ranks hold under `e`
-  mutable std::unordered_map<std::uint64_t, std::pair<std::vector<ShardEntry>, BlockHeld>> block_memo_;
+  // a memo's copy of the entries it was made for (no heap: at most one per mesh dim)
+  struct KeptEntries {
+    std::array<ShardEntry, Sharding::kMaxMeshDims> v{};
+    std::size_t n = 0;
+    KeptEntries() = default;
+    explicit KeptEntries(Entries e) : n(e.size()) { std::copy(e.begin(), e.end(), v.begin()); }
+    [[nodiscard]] bool same(Entries e) const { return n == e.size() && std::equal(e.begin(), e.end(), v.begin()); }
+  };
+  mutable std::unordered_map<std::uint64_t, std::pair<KeptEntries, BlockHeld>> block_memo_;
   [[nodiscard]] const BlockHeld& block_held(int d, Entries e) const;
   [[nodiscard]] double block_bound_us(const Sharding& s) const;
   // keyed by (dim, entries) hash; the entries are kept to rule out collisions
-  mutable std::unordered_map<std::uint64_t, std::pair<std::vector<ShardEntry>, std::vector<std::int64_t>>> held_memo_;
+  mutable std::unordered_map<std::uint64_t, std::pair<KeptEntries, std::vector<std::int64_t>>> held_memo_;
   [[nodiscard]] const std::vector<std::int64_t>& held_table(int d, Entries e) const;
 };
 
