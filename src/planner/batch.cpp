@@ -121,11 +121,9 @@ void coalesced_add(CoalescedSum& a, const Plans& P, const BatchStage::Member& m)
   const std::int64_t c = member_count(step);
   a.C += c;
   a.t.bytes += static_cast<double>(a.kind == StepKind::all_reduce ? c : a.n * c) * s;
-  double numel = 1, shards = 1;
+  double numel = 1;
   for (auto x : p.shape()) numel *= static_cast<double>(x);
-  for (int d = 0; d < step.from.tensor_ndim(); ++d)
-    for (const auto& e : step.from.entries(d)) shards *= static_cast<double>(a.mesh->size(e.mesh_dim));
-  a.t.shard_bytes += numel * s / shards;
+  a.t.shard_bytes += shard_bytes(numel, a.item, a.mesh->shape(), step.from);
   a.t.copy_bytes += static_cast<double>(step.copy_bytes);
 }
 
@@ -419,13 +417,11 @@ double schedule(const PlanList& P, std::vector<BatchStage>& stages, const CostMo
 }
 
 constexpr std::size_t kMaxAlternatives = 8;       // candidate plans kept per distinct pair, its own included
-
-
 constexpr std::size_t kChoiceSchedules = 256;      // schedules tried per batch, at most
 constexpr std::size_t kChoiceTensorSteps = 1 << 16;  // ... and at most this many tensors scheduled in all
 
-// Among each tensor's optimal plans (all of equal cost), the combination whose stages cost least:
-// every combination when there are few enough (per tensor, or per distinct pair when per tensor
+// Among each tensor's candidate plans (its optimal plans and those within its slack), the
+// combination whose stages cost least: every combination when there are few enough (per tensor, or per distinct pair when per tensor
 // there are too many); otherwise coordinate descent over the distinct pairs in order, each trying
 // its plans and keeping one only when the total drops, while the budget lasts. The budget is a
 // count of schedules, never wall time, so every rank makes the same choice; ties keep the
@@ -537,9 +533,9 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
       klass.push_back(klass[it->second]);
     } else {
       try {
-        // the planner's own plan (with its runner-up when asked) first, then the other optimal ones
-        // candidates: the optimal plans, and those dearer by at most the latency of the planner's
-        // own plan's steps (what sharing every launch could save it)
+        // the planner's own plan (with its runner-up when asked) first, then the other candidates:
+        // the optimal plans, and those dearer by at most the latency of the planner's own plan's
+        // steps (what sharing every launch could save it)
         auto all = near_optimal_plans(src, dst, cost, options, kMaxAlternatives, 0, 1.0);
         b.plans.push_back(std::move(all.front()));
         all.erase(all.begin());

@@ -524,10 +524,7 @@ double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sh
   t.collective = collective_of(kind);
   // PyTorch's count, exactly as make_step takes it: the formula's collective time depends on
   // nothing else, so there the floor is the step's cost
-  double num_shards = 1;
-  for (int d = 0; d < from.tensor_ndim(); ++d)
-    for (const auto& e : from.entries(d)) num_shards *= static_cast<double>(mesh.size(e.mesh_dim));
-  t.shard_bytes = numel * static_cast<double>(s) / num_shards;
+  t.shard_bytes = shard_bytes(numel, s, mesh.shape(), from);
   // The nccl-tests size: an all_gather's n chunks hold at least the largest source shard each,
   // an all_reduce runs on the source shard; a reduce_scatter or all_to_all splits every source
   // shard into its n chunks, so n chunks of the largest hold at least the largest source shard.

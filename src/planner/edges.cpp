@@ -157,12 +157,8 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> grou
   Traffic t;
   t.inter_host = st.inter_host;
   t.group = n;
-  // Bytes as PyTorch 2.15 counts them: numel * itemsize / (product of the sizes of the mesh dims
-  // holding Shard or _StridedShard: its _is_shard_like)
-  double num_shards = 1;
-  for (int d = 0; d < from.tensor_ndim(); ++d)
-    for (const auto& e : from.entries(d)) num_shards *= static_cast<double>(mesh_shape[static_cast<std::size_t>(e.mesh_dim)]);
-  t.shard_bytes = ctx.numel * static_cast<double>(s) / num_shards;
+  // Bytes as PyTorch 2.15 counts them
+  t.shard_bytes = shard_bytes(ctx.numel, s, mesh_shape, from);
   switch (kind) {
     case StepKind::all_gather:
     case StepKind::reduce_scatter:

@@ -41,6 +41,17 @@ struct DimList {
   }
 };
 
+// PyTorch's byte count of a step out of `from`: the tensor's bytes over the product of the sizes of
+// the mesh dims holding Shard or _StridedShard (its _is_shard_like). One computation for the step
+// records, the search's edge floors and coalesced stages, so they agree to the bit.
+[[nodiscard]] inline double shard_bytes(double numel, std::int64_t itemsize, std::span<const std::int64_t> mesh_shape,
+                                        const Sharding& from) {
+  double num_shards = 1;
+  for (int d = 0; d < from.tensor_ndim(); ++d)
+    for (const auto& e : from.entries(d)) num_shards *= static_cast<double>(mesh_shape[static_cast<std::size_t>(e.mesh_dim)]);
+  return numel * static_cast<double>(itemsize) / num_shards;
+}
+
 // The collective a communication step runs (direct: grouped send/recv).
 [[nodiscard]] inline Collective collective_of(StepKind k) noexcept {
   switch (k) {
@@ -315,6 +326,9 @@ struct GraphContext : Query {
   std::vector<SearchEdge>& edges_of(std::uint32_t id) const;
   // Costs edge `e` out of state `from` (once; the searches share the record).
   void cost_edge(std::uint32_t from, SearchEdge& e) const;
+  // Bounds::edge_floor_us of edge `e` out of state `from` (once; kept in the record). `from_max`
+  // caches the state's largest local shard across its edges (< 0: not computed yet).
+  double edge_floor(std::uint32_t from, SearchEdge& e, std::int64_t& from_max) const;
   const Step& direct_step(std::uint32_t id) const;
   // Adds to table.search_bytes; throws past table.max_search_bytes.
   void charge(std::int64_t bytes) const;
@@ -341,8 +355,6 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSi
 // edge later, when it may still matter.
 using TransitionSink = std::function<void(const Sharding& to, StepKind kind, const DimList& group)>;
 void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const TransitionSink& sink, bool with_direct);
-// Whether the `direct` edge from `from` to the target exists (edge set all, no Partial on a
-// mesh dim whose placement changes).
 // The edge set a request plans with: the options', else the cost profile's own (pytorch for the
 // pytorch profile, all otherwise).
 [[nodiscard]] inline EdgeSet edge_set_of(const CostModel& cost, const PlanOptions& options) {
@@ -355,6 +367,8 @@ void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const 
                                                    const PlanOptions& options, std::size_t max_plans, double slack_us,
                                                    double latency_share);
 
+// Whether the `direct` edge from `from` to the target exists (edge set all, no Partial on a
+// mesh dim whose placement changes).
 [[nodiscard]] bool direct_allowed(const GraphContext& ctx, const Sharding& from);
 [[nodiscard]] bool direct_allowed(const EdgeScope& scope, const Sharding& from);
 // Whether `kind` over `group` (in group order) is an edge from `from` to `to` (direct excluded).

@@ -278,11 +278,8 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
         relax(u, e.to, e.kind, e.group, e.cost_us, settled_as | k);
         continue;
       }
-      if (e.floor_us < 0) {
-        if (from_max < 0) from_max = ctx.geo.numel_stats(ctx.table.states[u]).max;
-        e.floor_us = ctx.bounds.edge_floor_us(e.kind, e.group.span(), ctx.table.states[u], from_max);
-      }
-      deferred.push({du.cost_ps + quantise_bound(e.floor_us) + bound_ps(ctx.table.bound[e.to]), settled_as | k,
+      const double floor = ctx.edge_floor(static_cast<std::uint32_t>(u), e, from_max);
+      deferred.push({du.cost_ps + quantise_bound(floor) + bound_ps(ctx.table.bound[e.to]), settled_as | k,
                      static_cast<std::uint32_t>(u), k});
     }
     // direct is the most expensive edge to cost (every rank's transfers): deferred with its
@@ -414,6 +411,14 @@ void GraphContext::cost_edge(std::uint32_t from, SearchEdge& e) const {
   e.costed = true;
 }
 
+double GraphContext::edge_floor(std::uint32_t from, SearchEdge& e, std::int64_t& from_max) const {
+  if (e.floor_us < 0) {
+    if (from_max < 0) from_max = geo.numel_stats(table.states[from]).max;
+    e.floor_us = bounds.edge_floor_us(e.kind, e.group.span(), table.states[from], from_max);
+  }
+  return e.floor_us;
+}
+
 const Step& GraphContext::direct_step(std::uint32_t id) const {
   auto& T = table;
   if (T.direct_at[id] < 0) {
@@ -540,13 +545,9 @@ std::vector<Plan> near_optimal_plans(const Layout& src, const Layout& dst, const
     std::int64_t from_max = -1;
     for (auto& e : ctx.edges_of(u)) {
       if (e.to >= n || C[e.to] < 0) continue;
-      if (!e.costed) {  // not costed when even its floor and the next state's bound pass the limit
-        if (e.floor_us < 0) {
-          if (from_max < 0) from_max = ctx.geo.numel_stats(ctx.table.states[u]).max;
-          e.floor_us = ctx.bounds.edge_floor_us(e.kind, e.group.span(), ctx.table.states[u], from_max);
-        }
-        if (C[u] + quantise_bound(e.floor_us) + bound_ps(ctx.table.bound[e.to]) > limit) continue;
-      }
+      // not costed when even its floor and the next state's bound pass the limit
+      if (!e.costed && C[u] + quantise_bound(ctx.edge_floor(u, e, from_max)) + bound_ps(ctx.table.bound[e.to]) > limit)
+        continue;
       ctx.cost_edge(u, e);
       if (budget >= 0 && e.peak_bytes > budget) continue;
       const std::int64_t c = quantise(e.cost_us);
@@ -592,10 +593,9 @@ std::vector<Plan> near_optimal_plans(const Layout& src, const Layout& dst, const
         }
   }
   // Every path within the limit of at most the plan's step count that visits no state twice,
-  // depth first in the edge order
-  // (an arc is taken only when the target stays within reach in cost and steps), at most
-  // kMaxPathVisits arcs tried; then the cheapest first (ties: the order found), the planner's own
-  // plan skipped.
+  // depth first in the edge order (an arc is taken only when the target stays within reach in cost
+  // and steps), at most kMaxPathVisits arcs tried; then the cheapest first (ties: the order
+  // found), the planner's own plan skipped.
   struct Candidate {
     std::int64_t cost_ps;
     std::vector<const Arc*> path;
