@@ -11,6 +11,8 @@ Three tables (cached plans; every case runs once before timing):
    x.redistribute under dtensor.torch.enabled(). Targets: dt/torch <= 0.5, enabled/torch <= 1.0.
 2. Real traffic, world 4 on a 2x2 mesh, 64x64 f32, dt, torch and enabled timed interleaved (one
    call of each per iteration, barriers between). Target: dt/torch and enabled/torch <= 1.05.
+   `checked` is dt with set_plan_check("every_call") (the plan hashes exchanged on every call),
+   interleaved with the others; it has no target (docs/python.md says what it costs and why).
 3. Bandwidth, the same cases at --big x --big f32: dt against the raw torch.distributed
    collective(s) its plan runs, the raw call allocating its output as a redistribute does.
    Target: dt/raw <= 1.05.
@@ -93,10 +95,21 @@ def on_2x2(n, row):
     return [row(f"{name} (2x2)", dt.distribute(g, mesh, src), mesh, dst) for name, src, dst in CASES]
 
 
+@contextlib.contextmanager
+def every_call():
+    """dtensor.torch's plan-hash exchange on every call (set_plan_check), for one call."""
+    dt.set_plan_check("every_call")
+    try:
+        yield
+    finally:
+        dt.set_plan_check("first_use")
+
+
 def real_traffic(iters, n):
     def row(name, x, mesh, dst):
         return (name, *timed([lambda: dt.redistribute(x, dst), lambda: x.redistribute(mesh, dst),
-                              (lambda: x.redistribute(mesh, dst), dt.enabled)], iters))
+                              (lambda: x.redistribute(mesh, dst), dt.enabled),
+                              (lambda: dt.redistribute(x, dst), every_call)], iters))
     return on_2x2(n, row)
 
 
@@ -157,9 +170,10 @@ def main():
     for name, a, b, c in host_overhead(rank, args.iters):
         say(f"{name:<28} {a:8.1f} {b:8.1f} {c:8.1f} {ratio(a, b)} {ratio(c, b)}")
     say("\n2. real traffic, 2x2 mesh, 64x64 f32 (interleaved)")
-    say(f"{'case':<28} {'dt':>8} {'torch':>8} {'enabled':>8} {'dt/torch':>8} {'en/torch':>8}")
-    for name, a, b, c in real_traffic(args.iters, 64):
-        say(f"{name:<28} {a:8.1f} {b:8.1f} {c:8.1f} {ratio(a, b)} {ratio(c, b)}")
+    say(f"{'case':<28} {'dt':>8} {'torch':>8} {'enabled':>8} {'dt/torch':>8} {'en/torch':>8} {'checked':>8} "
+        f"{'chk/torch':>9}")
+    for name, a, b, c, d in real_traffic(args.iters, 64):
+        say(f"{name:<28} {a:8.1f} {b:8.1f} {c:8.1f} {ratio(a, b)} {ratio(c, b)} {d:8.1f} {ratio(d, b):>9}")
     say(f"\n3. bandwidth, 2x2 mesh, {args.big}x{args.big} f32: dt against the raw collective(s) of its plan")
     say(f"{'case':<28} {'dt':>8} {'raw':>8} {'dt/raw':>8}  plan")
     for name, a, b, trace in bandwidth(args.big_iters, args.big):

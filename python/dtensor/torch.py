@@ -349,10 +349,14 @@ class _TorchComm:
             else:
                 self.whole = dist.new_group(self.info.torch_ranks, use_local_synchronization=True,
                                             timeout=_timeout_of(dist.group.WORLD, self.device))
-        t = torch.tensor([value], dtype=torch.int64, device=self.device)
-        out = torch.empty(n, dtype=torch.int64, device=self.device)
-        dist.all_gather_into_tensor(out, t, group=self.whole)
-        return [int(v) for v in out.cpu().tolist()]  # group rank order == ascending torch rank == dense id
+        # Every rank's value as a sum: each writes its own slot (group rank order == ascending torch
+        # rank == dense id), zeros elsewhere, so the int64 sum is exact. An all_reduce, not an
+        # all_gather: gloo's all_gather of 8 bytes over 4 ranks took 2.4 ms on the development
+        # machine, its all_reduce of 4 int64 0.6 ms (docs/python.md).
+        t = torch.zeros(n, dtype=torch.int64, device=self.device)
+        t[dist.get_rank(self.whole)] = value
+        dist.all_reduce(t, group=self.whole)
+        return [int(v) for v in t.cpu().tolist()]
 
     # -- collectives
     @staticmethod
@@ -492,10 +496,12 @@ class _TorchComm:
 
 
 # When the ranks' plans are compared: "first_use" (the default: once per plan and process group,
-# when its executor is made) or "every_call" (also one 8-byte all_gather over the mesh at the start
-# of every redistribution, so a rank that asks for another target than its peers after both plans
-# were cached fails on every rank with the plan-hash message; on gloo that exchange costs about
-# as much as a small collective, see docs/python.md). DTENSOR_PLAN_CHECK sets it for a process.
+# when its executor is made) or "every_call" (also one exchange of plan hashes over the mesh, an
+# all_reduce of one int64 per rank, at the start of every redistribution, so a rank that asks for
+# another target than its peers after both plans were cached fails on every rank with the
+# plan-hash message; on gloo that exchange costs about as much as a small collective, see
+# docs/python.md). DTENSOR_PLAN_CHECK sets it for a process; set_plan_check takes effect on the
+# next call, cached calls included.
 _PLAN_CHECKS = ("first_use", "every_call")
 
 
@@ -504,11 +510,7 @@ def set_plan_check(mode: str) -> None:
     global _plan_check
     if mode not in _PLAN_CHECKS:
         raise ValueError(f"plan check {mode!r}: expected \"first_use\" or \"every_call\"")
-    if mode != _plan_check:
-        # cached calls hold executors made for the old mode
-        _calls.clear()
-        _routes.clear()
-    _plan_check = mode
+    _plan_check = mode  # read on every call: cached calls take it at once
 
 
 _plan_check = os.environ.get("DTENSOR_PLAN_CHECK") or "first_use"
@@ -537,9 +539,10 @@ class _Runner:
         self.in_flight = None  # an async_op call's last collective (CPU), waited before the next run
 
     def executor(self, plan: _core.Plan):
-        every_call = _plan_check == "every_call"
-        key = (plan.hash, str(plan.src), str(plan.dst), plan.cost_model, every_call)
-        return self._cached(key, lambda: _core._Executor(plan, self.comm, True, every_call))
+        """The executor of `plan` on this runner, made (a collective: the plan hashes are compared)
+        on its first use only; the every_call check is made per call by run()."""
+        key = (plan.hash, str(plan.src), str(plan.dst), plan.cost_model)
+        return self._cached(key, lambda: _core._Executor(plan, self.comm, True, False))
 
     def batch_executor(self, batch: _core.BatchPlan):
         """The batch executor of `batch` on this runner, made (a collective: the batch hashes are
@@ -577,11 +580,13 @@ class _Runner:
         if w is not None:
             w.wait()
 
-    def run(self, ex, local: torch.Tensor, out: torch.Tensor, async_op: bool = False):
+    def run(self, ex, local: torch.Tensor, out: torch.Tensor, async_op: bool = False, check: Optional[int] = None):
         """Runs `ex`; with async_op on CPU, returns the work of its last collective left in flight
-        (None when everything completed)."""
+        (None when everything completed). `check`: a plan hash compared over the mesh first."""
         with self.lock:
             self.drain()
+            if check is not None:  # before anything moves
+                self.comm.check_plans_agree(check)
             need = ex.workspace_bytes
             ws = self._workspace(need)
             self.impl.set_buffers(local, out) if ws is None else self.impl.set_buffers(local, out, ws)
@@ -644,7 +649,8 @@ class _Call:
         if not local.is_contiguous():
             local = local.contiguous()
         out = torch.empty(self.out_shape, dtype=local.dtype, device=local.device)
-        work = self.runner.run(self.ex, local, out, async_op)
+        work = self.runner.run(self.ex, local, out, async_op,
+                               self.plan_hash if self.shared and _plan_check == "every_call" else None)
         if work is None:
             return out
         # as torch's funcol does: the tensor waits for its collective on first use
