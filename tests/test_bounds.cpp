@@ -80,6 +80,9 @@ void check_bounds(const Mesh& mesh, const std::vector<std::int64_t>& shape, cons
 // most the edge's cost, on every edge out of every layout.
 struct FloorTally {
   std::int64_t edges = 0, bad = 0, inflated = 0, exact = 0;
+  // the missing-bytes term's rate: every step delivers what a rank receives at most at
+  // CostModel::receive_bw_floor_GBps (wire_floor_us of the bytes received is at most its cost)
+  std::int64_t receiving = 0, receive_inflated = 0;
 };
 
 void check_floors(const Mesh& mesh, const std::vector<std::int64_t>& shape, const CostModel& cm, EdgeSet es, FloorTally& t) {
@@ -101,6 +104,17 @@ void check_floors(const Mesh& mesh, const std::vector<std::int64_t>& shape, cons
       }
       if (1.3 * floor > cost + 1e-6) ++t.inflated;
       if (cost > 0 && std::abs(floor - cost) <= 1e-9 * cost) ++t.exact;
+      if (e.step.bytes_received > 0 && !cm.prices_by_shard_count()) {
+        const double rf = cm.wire_floor_us(static_cast<double>(e.step.bytes_received));
+        ++t.receiving;
+        if (rf > cost + 1e-6 + 1e-9 * cost) {
+          ++t.bad;
+          FAIL_CHECK("receive floor above the cost: " << mesh.str() << " " << shape_str(shape) << " " << cm.name << " "
+                                                      << to_string(e.kind) << " " << from.str() << " -> " << e.to.str()
+                                                      << ": " << rf << " > cost " << cost);
+        }
+        if (1.3 * rf > cost + 1e-6) ++t.receive_inflated;
+      }
     }
   }
 }
@@ -126,7 +140,8 @@ TEST_CASE("edge floors are at most the edge's cost on every edge", "[bounds]") {
       check_floors(Mesh::parse(mesh_text), shape, torch, EdgeSet::pytorch, exact);
     }
   INFO("ring: edges " << ring.edges << ", 1.3x the floor above the cost " << ring.inflated << "; pytorch formula: edges "
-                      << exact.edges << ", floor = cost " << exact.exact);
+                      << exact.edges << ", floor = cost " << exact.exact << "; receiving edges " << ring.receiving
+                      << ", 1.3x the receive floor above the cost " << ring.receive_inflated);
   CHECK(ring.bad == 0);
   CHECK(exact.bad == 0);
   CHECK(ring.edges > 5000);
@@ -134,6 +149,9 @@ TEST_CASE("edge floors are at most the edge's cost on every edge", "[bounds]") {
   CHECK(ring.inflated > ring.edges / 10);
   // under PyTorch's formula a collective's floor is its cost (local steps cost nothing)
   CHECK(exact.exact > exact.edges / 4);
+  // the receive rate is tight on some steps: 1.3x it is caught
+  CHECK(ring.receiving > 2000);
+  CHECK(ring.receive_inflated > 0);
 }
 
 TEST_CASE("lower bounds are admissible and consistent on whole graphs, across hosts", "[bounds]") {

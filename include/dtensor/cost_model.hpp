@@ -91,9 +91,13 @@ struct CostModel {
   // Whether plans under this profile default to PyTorch's own transitions (the `pytorch` edge
   // set) rather than every edge: true for the profile that reproduces torch's planner.
   [[nodiscard]] bool defaults_to_pytorch_edges() const noexcept { return formula == Formula::pytorch; }
-  // A lower bound on the wire time of moving `bytes` between ranks: over the fastest link any
-  // step could use (collective or point-to-point; `direct_only`: point-to-point), 0 when
-  // prices_by_shard_count().
+  // The fastest rate (GB/s) at which any step on that link class delivers the bytes a rank
+  // receives, from bound_link: a collective's bus bandwidth, or a direct step's point-to-point
+  // bandwidth with the copy it makes of every element it receives (ring formulas charge it).
+  [[nodiscard]] double receive_bw_floor_GBps(bool inter_host) const noexcept;
+  // A lower bound on the time of the steps that deliver `bytes` to one rank: at the fastest
+  // receive rate of either link (`direct_only`: a direct step's wire time alone, at the fastest
+  // point-to-point bandwidth), 0 when prices_by_shard_count().
   [[nodiscard]] double wire_floor_us(double bytes, bool direct_only = false) const noexcept;
 
   [[nodiscard]] static CostModel default_model();

@@ -116,9 +116,9 @@ void Bounds::build_blocks() {
     B.coords.push_back(std::move(c));
   }
   B.alpha_us = optimistic_.inter.alpha_us;
-  B.bw_GBps = std::max(optimistic_.inter.bw_GBps, optimistic_.inter.p2p_bw_GBps);
+  B.bw_GBps = optimistic_.receive_bw_floor_GBps(true);
   B.intra_alpha_us = optimistic_.intra.alpha_us;
-  B.intra_bw_GBps = std::max(optimistic_.intra.bw_GBps, optimistic_.intra.p2p_bw_GBps);
+  B.intra_bw_GBps = optimistic_.receive_bw_floor_GBps(false);
   blocks_ = std::move(B);
   Blocks& b = *blocks_;
   b.need_numel.assign(b.coords.size(), 1.0);

@@ -262,12 +262,18 @@ LinkParams CostModel::bound_link(bool inter_host) const noexcept {
   return b;
 }
 
+double CostModel::receive_bw_floor_GBps(bool inter_host) const noexcept {
+  const LinkParams l = bound_link(inter_host);
+  // a direct step's Step::copy_bytes counts the busiest rank's sent + received elements: per
+  // byte received it takes at least 1/p2p + 1/copy
+  const double direct = copy_bw_GBps > 0 ? 1.0 / (1.0 / l.p2p_bw_GBps + 1.0 / copy_bw_GBps) : l.p2p_bw_GBps;
+  return std::max(l.bw_GBps, direct);
+}
+
 double CostModel::wire_floor_us(double bytes, bool direct_only) const noexcept {
   if (prices_by_shard_count() || bytes <= 0) return 0;
-  const LinkParams bi = bound_link(false), bx = bound_link(true);
-  const double bw = direct_only ? std::max(bi.p2p_bw_GBps, bx.p2p_bw_GBps)
-                                : std::max({bi.bw_GBps, bi.p2p_bw_GBps, bx.bw_GBps, bx.p2p_bw_GBps});
-  return bytes / (bw * 1e3);
+  if (direct_only) return bytes / (std::max(bound_link(false).p2p_bw_GBps, bound_link(true).p2p_bw_GBps) * 1e3);
+  return bytes / (std::max(receive_bw_floor_GBps(false), receive_bw_floor_GBps(true)) * 1e3);
 }
 
 CostModel CostModel::default_model() { return CostModel{}; }
