@@ -129,7 +129,7 @@ std::string why_of(const GraphContext& ctx, StepKind kind, const std::vector<int
 }  // namespace
 
 Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> group, const Sharding& from,
-               const Sharding& to, bool full) {
+               const Sharding& to, bool full, DimList* crossed) {
   const Geometry& g = ctx.geo;
   Step st;
   st.kind = kind;
@@ -213,11 +213,24 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> grou
   st.copy_us = time.copy_us;
   st.cost_us = st.alpha_us + st.wire_us + st.copy_us;
   st.peak_bytes = step_peak_bytes(g, b, from == ctx.src, to == ctx.dst);
+  if (crossed && kind == StepKind::direct) *crossed = dims;
   if (full) {
     st.mesh_dims.assign(mesh_dims.begin(), mesh_dims.end());
     st.tensor_dims.assign(tensor_dims.begin(), tensor_dims.end());
     st.why = why_of(ctx, kind, st.mesh_dims, from, to);
   }
+  return st;
+}
+
+Step complete_direct_step(const GraphContext& ctx, Step st, const DimList& crossed, const Sharding& from,
+                          const Sharding& to) {
+  std::array<int, Sharding::kMaxTensorDims> td{};
+  const auto n = changed_tensor_dims(from, to, td);
+  st.from = from;
+  st.to = to;
+  st.mesh_dims.assign(crossed.span().begin(), crossed.span().end());
+  st.tensor_dims.assign(td.begin(), td.begin() + static_cast<std::ptrdiff_t>(n));
+  st.why = why_of(ctx, StepKind::direct, st.mesh_dims, from, to);
   return st;
 }
 

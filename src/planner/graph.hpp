@@ -310,6 +310,7 @@ struct StateTable {
   std::vector<char> edges_done;
   std::vector<std::int32_t> direct_at;
   std::vector<Step> direct_steps;
+  std::vector<DimList> direct_dims;  // per cached direct step: the mesh dims its transfers cross
   std::int64_t search_bytes = 0;  // approximate bytes held by the table and the searches' queues
   std::int64_t max_states = 2'000'000;
   std::int64_t max_search_bytes = std::int64_t{1} << 30;
@@ -375,7 +376,12 @@ void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const 
 [[nodiscard]] bool is_edge(const EdgeScope& scope, const Sharding& from, StepKind kind, std::span<const int> group,
                            const Sharding& to);
 // The step record (bytes, peak, cost breakdown and, when `full`, states and why) of a transition.
+// `crossed` (direct only): receives the mesh dims its transfers cross.
 [[nodiscard]] Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> mesh_dims,
-                             const Sharding& from, const Sharding& to, bool full = true);
+                             const Sharding& from, const Sharding& to, bool full = true, DimList* crossed = nullptr);
+// A direct step as make_step(..., false, &crossed) costed it, completed into the record
+// make_step(..., true) gives: states, mesh dims, tensor dims and reason.
+[[nodiscard]] Step complete_direct_step(const GraphContext& ctx, Step costed, const DimList& crossed, const Sharding& from,
+                                        const Sharding& to);
 
 }  // namespace dtensor

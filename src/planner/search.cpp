@@ -234,7 +234,13 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       Found f;
       for (std::size_t k = 1; k < path.size(); ++k) {
         const auto& [kind, group] = pred_edge[path[k]];
-        f.steps.push_back(make_step(ctx, kind, group.span(), ctx.table.states[path[k - 1]], ctx.table.states[path[k]], true));
+        const auto from = path[k - 1];
+        if (kind == StepKind::direct && ctx.table.direct_at[from] >= 0)  // costed already: reuse its transfers' counts
+          f.steps.push_back(complete_direct_step(ctx, ctx.direct_step(static_cast<std::uint32_t>(from)),
+                                                 ctx.table.direct_dims[static_cast<std::size_t>(ctx.table.direct_at[from])],
+                                                 ctx.table.states[from], ctx.table.states[path[k]]));
+        else
+          f.steps.push_back(make_step(ctx, kind, group.span(), ctx.table.states[from], ctx.table.states[path[k]], true));
         f.total_cost_us += f.steps.back().cost_us;
       }
       if (!all) return f;
@@ -422,9 +428,11 @@ double GraphContext::edge_floor(std::uint32_t from, SearchEdge& e, std::int64_t&
 const Step& GraphContext::direct_step(std::uint32_t id) const {
   auto& T = table;
   if (T.direct_at[id] < 0) {
-    charge(static_cast<std::int64_t>(sizeof(Step) + 64));
+    charge(static_cast<std::int64_t>(sizeof(Step) + sizeof(DimList) + 64));
     T.direct_at[id] = static_cast<std::int32_t>(T.direct_steps.size());
-    T.direct_steps.push_back(make_step(*this, StepKind::direct, {}, T.states[id], dst, false));
+    DimList crossed;
+    T.direct_steps.push_back(make_step(*this, StepKind::direct, {}, T.states[id], dst, false, &crossed));
+    T.direct_dims.push_back(crossed);
   }
   return T.direct_steps[static_cast<std::size_t>(T.direct_at[id])];
 }
