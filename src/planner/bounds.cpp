@@ -465,11 +465,20 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   // Any state can get there: a state holding the target's P(sum) reaches one that lacks it in a
   // step (e.g. a reduce_scatter), so a missing count taken only from states holding it would
   // drop by more than that step costs (an inconsistent bound: tests/test_bounds.cpp).
+  // Reductions still to make (ring formulas): every element has as many contributions as the
+  // ranks over the state's Partial mesh dims (they do not split the tensor), c_s, and the target
+  // keeps c_t. Only a reduction lowers that count, and it receives, summed over all ranks, at
+  // least the contributions it combines (an all_reduce over n ranks: 2(n-1)/n of every rank's
+  // shard; a reduce_scatter: (n-1)/n of its input), so the ranks must still receive at least
+  // numel * (c_s - c_t) elements in all and the busiest at least 1/R of that, at the fastest
+  // receive rate, plus one step's latency. Relabel, copies, gathers, all_to_all and direct
+  // steps keep every element's count; a local fill raises it.
+  const double reduce_us = reduction_bound_us(s);
   bool reduce = false;
   for (int m = 0; m < mesh.ndim(); ++m) {
     if (mesh.size(m) == 1) continue;  // a Partial over one rank is already its value (relabel)
     const auto have = s.partial(m), want = dst.partial(m);
-    if (want == ReduceOp::sum) return {std::max(relaxed, steps), 0};
+    if (want == ReduceOp::sum) return {std::max({relaxed, steps, reduce_us}), 0};
     if (have && have != want) reduce = true;  // every needed element must still be reduced
   }
   // With a per-dim sum under the PyTorch formula, the missing count adds nothing: skip it.
@@ -491,11 +500,25 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   }
   // what must cross between host blocks, at the inter link's rate (0 unless built)
   const double block = block_bound_us(s);
-  if (worst == 0) return {std::max({relaxed, steps, block}), 0};
+  if (worst == 0) return {std::max({relaxed, steps, block, reduce_us}), 0};
   // optimistic_ holds bound_link's constants and no curves: no per-call scan of the curves
   const double wire = optimistic_.wire_floor_us(static_cast<double>(worst * geo.itemsize()));
   const double alpha = std::min(optimistic_.intra.alpha_us, optimistic_.inter.alpha_us);
-  return {std::max({relaxed, std::max(steps, alpha) + wire, block}), worst};
+  return {std::max({relaxed, std::max(steps, alpha) + wire, block, reduce_us}), worst};
+}
+
+double Bounds::reduction_bound_us(const Sharding& s) const {
+  if (cost.prices_by_shard_count() || empty_tensor_) return 0;
+  double cs = 1, ct = 1;  // contributions per element in the state and in the target
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    if (mesh.size(m) < 2) continue;
+    if (s.partial(m)) cs *= static_cast<double>(mesh.size(m));
+    if (dst.partial(m)) ct *= static_cast<double>(mesh.size(m));
+  }
+  if (cs <= ct) return 0;
+  const double busiest = numel * (cs - ct) / static_cast<double>(mesh.num_ranks());
+  return std::min(optimistic_.intra.alpha_us, optimistic_.inter.alpha_us) +
+         optimistic_.wire_floor_us(busiest * static_cast<double>(geo.itemsize()));
 }
 
 double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sharding& from, std::int64_t from_max) const {

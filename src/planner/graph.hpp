@@ -205,6 +205,10 @@ class Bounds {
   // elements one rank still lacks in `s`.
   using Bound = SearchBound;
   [[nodiscard]] Bound lower_bound(const Sharding& s) const;
+  // One of its terms (ring formulas; 0 otherwise): the reductions `s` still needs, as the
+  // busiest rank's share of the contributions the ranks must receive to combine every
+  // element's down to the target's count, at the fastest receive rate, plus one latency.
+  [[nodiscard]] double reduction_bound_us(const Sharding& s) const;
   // The least copy time of a direct step into the target from a state lacking `missing`
   // elements on some rank: it unpacks at least those and writes the target's largest shard.
   [[nodiscard]] double direct_copy_floor_us(std::int64_t missing) const noexcept {
