@@ -304,6 +304,30 @@ TEST_CASE("profiles: v1 loads, v2 round-trips, default and pytorch unchanged, ba
   CHECK(t == Approx(40 + 64.0 * (1 << 20) * 7 / 8 / 300e3).epsilon(1e-12));
 }
 
+TEST_CASE("a profile fitted from tune measure's logs keeps the mesh's devices per host", "[tune]") {
+  // tune measure writes the inter link's logs over one rank per host (the members of the
+  // inter-host group); the intra logs show the host's ranks
+  auto truth = std::make_shared<CostModel>(CostModel::default_model());
+  for (int devices : {2, 4}) {
+    truth->devices_per_host = devices;
+    tune::MeasureOptions mo;
+    mo.min_bytes = 1024;
+    mo.max_bytes = 1 << 16;
+    mo.iters = 1;
+    mo.devices_per_host = devices;
+    const auto logs = tune::measure_on_virtual_clock(Mesh::parse(devices == 2 ? "4x2" : "2x4"), *truth, 0.0, mo);
+    std::vector<tune::Log> parsed;
+    for (const auto& l : logs) parsed.push_back(tune::parse_nccl_log(l.text, l.name));
+    std::int64_t inter_logs = 0;
+    for (const auto& l : parsed) inter_logs += l.ranks_per_node < l.ranks ? 1 : 0;
+    CHECK(inter_logs == 5);  // each with one rank per host
+    const auto fit = tune::fit_profile(parsed, CostModel::default_model());
+    CHECK(fit.model.devices_per_host == devices);  // was 1: every mesh dim inter-host
+    CHECK_FALSE(fit.model.is_inter_host(std::vector<std::int64_t>{2, devices}, 1));
+    CHECK(fit.model.is_inter_host(std::vector<std::int64_t>{2, devices}, 0));
+  }
+}
+
 TEST_CASE("measure -> fit closed loop on the virtual clock recovers the truth within 3%", "[tune]") {
   // the truth: a profile with curves of three bands (latency steps up at each protocol switch)
   // for every collective on both links

@@ -70,7 +70,9 @@ struct Fit {
                             int max_bands = 4);
 
 // Fits every log (one per collective and link class) into a profile: `base`'s links and copy
-// bandwidth plus one curve per log, `devices_per_host` from the inter-node logs' ranks per node.
+// bandwidth plus one curve per log; when there are inter-node logs, `devices_per_host` is the
+// most ranks any log puts on one host (the inter-node logs' ranks per node, an intra-node log's
+// ranks: `tune measure` measures the inter link over one rank per host).
 // Throws InputError for two logs of the same collective and link, inter-node logs that disagree
 // on ranks per node, or a pytorch-formula base. The result is checked by loading it back.
 struct LogFit {

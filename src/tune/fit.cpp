@@ -269,8 +269,10 @@ ProfileFit fit_profile(std::span<const Log> logs, const CostModel& base) {
   out.model.name = "fitted";
   out.model.curves.clear();
   std::optional<std::int64_t> per_node;
+  std::int64_t on_one_host = 0;  // the most ranks any log puts on one host
   for (const auto& log : logs) {
     const bool inter = log.ranks_per_node < log.ranks;
+    on_one_host = std::max(on_one_host, log.ranks_per_node);
     if (out.model.curve(log.collective, inter))
       throw InputError(fmt::format("two logs measure {} on the {} link (the second: {}); fit them separately",
                                    to_string(log.collective), inter ? "inter-node" : "intra-node", quote_input(log.name)));
@@ -286,7 +288,9 @@ ProfileFit fit_profile(std::span<const Log> logs, const CostModel& base) {
     out.model.curves.push_back(lf.fit.curve);
     out.logs.push_back(std::move(lf));
   }
-  if (per_node) out.model.devices_per_host = *per_node;
+  // A host holds at least as many devices as any log shows on one: an inter-node log measured
+  // over one rank per host (as `tune measure` writes them) says nothing about the rest of it.
+  if (per_node) out.model.devices_per_host = std::max(*per_node, on_one_host);
   // what a fit produces must load back: validated through the reader
   (void)CostModel::from_json(out.model.to_json());
   return out;
