@@ -503,8 +503,7 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   if (worst == 0) return {std::max({relaxed, steps, block, reduce_us}), 0};
   // optimistic_ holds bound_link's constants and no curves: no per-call scan of the curves
   const double wire = optimistic_.wire_floor_us(static_cast<double>(worst * geo.itemsize()));
-  const double alpha = std::min(optimistic_.intra.alpha_us, optimistic_.inter.alpha_us);
-  return {std::max({relaxed, std::max(steps, alpha) + wire, block, reduce_us}), worst};
+  return {std::max({relaxed, std::max(steps, alpha_floor_us()) + wire, block, reduce_us}), worst};
 }
 
 double Bounds::reduction_bound_us(const Sharding& s) const {
@@ -517,8 +516,7 @@ double Bounds::reduction_bound_us(const Sharding& s) const {
   }
   if (cs <= ct) return 0;
   const double busiest = numel * (cs - ct) / static_cast<double>(mesh.num_ranks());
-  return std::min(optimistic_.intra.alpha_us, optimistic_.inter.alpha_us) +
-         optimistic_.wire_floor_us(busiest * static_cast<double>(geo.itemsize()));
+  return alpha_floor_us() + optimistic_.wire_floor_us(busiest * static_cast<double>(geo.itemsize()));
 }
 
 double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sharding& from, std::int64_t from_max) const {

@@ -126,6 +126,16 @@ std::string why_of(const GraphContext& ctx, StepKind kind, const std::vector<int
   return "";
 }
 
+// What a full step record adds to a costed one: its states, mesh and tensor dims, and reason.
+void fill_record(const GraphContext& ctx, Step& st, std::span<const int> mesh_dims, std::span<const int> tensor_dims,
+                 const Sharding& from, const Sharding& to) {
+  st.from = from;
+  st.to = to;
+  st.mesh_dims.assign(mesh_dims.begin(), mesh_dims.end());
+  st.tensor_dims.assign(tensor_dims.begin(), tensor_dims.end());
+  st.why = why_of(ctx, st.kind, st.mesh_dims, from, to);
+}
+
 }  // namespace
 
 Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> group, const Sharding& from,
@@ -133,10 +143,6 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> grou
   const Geometry& g = ctx.geo;
   Step st;
   st.kind = kind;
-  if (full) {
-    st.from = from;
-    st.to = to;
-  }
   // no heap on the search's path: dims live in fixed arrays, copied into the record when full
   std::array<int, Sharding::kMaxTensorDims> td{};
   const std::span<const int> tensor_dims(td.data(), changed_tensor_dims(from, to, td));
@@ -214,23 +220,14 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> grou
   st.cost_us = st.alpha_us + st.wire_us + st.copy_us;
   st.peak_bytes = step_peak_bytes(g, b, from == ctx.src, to == ctx.dst);
   if (crossed && kind == StepKind::direct) *crossed = dims;
-  if (full) {
-    st.mesh_dims.assign(mesh_dims.begin(), mesh_dims.end());
-    st.tensor_dims.assign(tensor_dims.begin(), tensor_dims.end());
-    st.why = why_of(ctx, kind, st.mesh_dims, from, to);
-  }
+  if (full) fill_record(ctx, st, mesh_dims, tensor_dims, from, to);
   return st;
 }
 
 Step complete_direct_step(const GraphContext& ctx, Step st, const DimList& crossed, const Sharding& from,
                           const Sharding& to) {
   std::array<int, Sharding::kMaxTensorDims> td{};
-  const auto n = changed_tensor_dims(from, to, td);
-  st.from = from;
-  st.to = to;
-  st.mesh_dims.assign(crossed.span().begin(), crossed.span().end());
-  st.tensor_dims.assign(td.begin(), td.begin() + static_cast<std::ptrdiff_t>(n));
-  st.why = why_of(ctx, StepKind::direct, st.mesh_dims, from, to);
+  fill_record(ctx, st, crossed.span(), std::span<const int>(td.data(), changed_tensor_dims(from, to, td)), from, to);
   return st;
 }
 

@@ -238,6 +238,10 @@ class Bounds {
     std::vector<std::int64_t> need;     // per target variant: owned size
   };
   void init_bounds();  // the tables below (bounds.cpp)
+  // The least latency any communication step pays, on either link.
+  [[nodiscard]] double alpha_floor_us() const noexcept {
+    return std::min(optimistic_.intra.alpha_us, optimistic_.inter.alpha_us);
+  }
   std::vector<DimTable> dst_tables_;
   std::int64_t dst_max_numel_ = 0;  // the target's largest local shard (elements)
   // pytorch edge set: the least a communication step over mesh dim m alone can cost (0 for a
