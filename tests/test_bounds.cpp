@@ -32,6 +32,7 @@ Graph closure(const GraphContext& ctx, const std::vector<Sharding>& starts) {
 struct Tally {
   std::int64_t states = 0, edges = 0, bad = 0, bad_inflated = 0;
   std::int64_t reduce_inflated = 0;  // states where 1.3x the reduction term alone exceeds the cost
+  std::int64_t last_inflated = 0;    // where 1.3x the last-step term alone does
   double tightest = 0;  // largest bound / true remaining cost over states with a positive cost
 };
 
@@ -64,6 +65,9 @@ void check_bounds(const Mesh& mesh, const std::vector<std::int64_t>& shape, cons
       }
       if (1.3 * h[u] > dist[u] + tol(dist[u])) ++t.bad_inflated;
       if (1.3 * ctx.bounds.reduction_bound_us(G.states[u]) > dist[u] + tol(dist[u])) ++t.reduce_inflated;
+      if (!equivalent(G.states[u], dst, mesh.shape(), shape) &&
+          1.3 * ctx.bounds.last_step_bound_us(G.states[u], ctx.bounds.lower_bound(G.states[u]).missing) > dist[u] + tol(dist[u]))
+        ++t.last_inflated;
       if (dist[u] > 0) t.tightest = std::max(t.tightest, h[u] / dist[u]);
     }
     for (const auto& e : G.edges) {
@@ -180,7 +184,8 @@ TEST_CASE("lower bounds are admissible and consistent on whole graphs, across ho
           // the pytorch edge set checks every (source, target) pair: on the smaller meshes only
           if (es == EdgeSet::all || Mesh::parse(mesh_text).num_ranks() <= 4) check_bounds(Mesh::parse(mesh_text), shape, *cm, es, t);
   INFO("states " << t.states << ", edges " << t.edges << ", tightest bound/cost " << t.tightest << ", states where 1.3x the bound "
-                 "exceeds the cost " << t.bad_inflated << ", where 1.3x the reduction term alone does " << t.reduce_inflated);
+                 "exceeds the cost " << t.bad_inflated << ", where 1.3x the reduction term alone does " << t.reduce_inflated
+                 << ", the last-step term " << t.last_inflated);
   CHECK(t.bad == 0);
   CHECK(t.states > 10000);
   // the check has teeth: a bound 1.3x too high is caught
@@ -188,4 +193,6 @@ TEST_CASE("lower bounds are admissible and consistent on whole graphs, across ho
   CHECK(t.tightest > 0.9);
   // and so is the reduction term on its own (it is tight where the plan is one reduce_scatter)
   CHECK(t.reduce_inflated > 0);
+  // and the last-step term (tight where the plan is one local step or one zero-copy collective)
+  CHECK(t.last_inflated > 0);
 }

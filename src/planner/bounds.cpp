@@ -61,6 +61,11 @@ void Bounds::init_bounds() {
     dst_tables_.push_back(std::move(t));
   }
   dst_max_numel_ = geo.numel_stats(dst).max;
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    if (mesh.size(m) < 2) continue;
+    if (dst.shard_dim_of(m) >= 0) dst_shards_ = true;
+    else if (!dst.partial(m) && (dst_replicate_min_ == 0 || mesh.size(m) < dst_replicate_min_)) dst_replicate_min_ = mesh.size(m);
+  }
   build_blocks();
 }
 
@@ -474,11 +479,22 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   // receive rate, plus one step's latency. Relabel, copies, gathers, all_to_all and direct
   // steps keep every element's count; a local fill raises it.
   const double reduce_us = reduction_bound_us(s);
+  // the last step's term, where it says more than the others (it asks whether `s` is equivalent
+  // to the target, so it is computed last)
+  auto with_last = [&](double others, std::int64_t missing) {
+    Bound b{others, missing};
+    const double last = last_step_bound_us(s, missing);
+    if (last > others && !equivalent(s, dst, mesh.shape(), shape)) {
+      b.us = last;
+      b.before_last_us = others;
+    }
+    return b;
+  };
   bool reduce = false;
   for (int m = 0; m < mesh.ndim(); ++m) {
     if (mesh.size(m) == 1) continue;  // a Partial over one rank is already its value (relabel)
     const auto have = s.partial(m), want = dst.partial(m);
-    if (want == ReduceOp::sum) return {std::max({relaxed, steps, reduce_us}), 0};
+    if (want == ReduceOp::sum) return with_last(std::max({relaxed, steps, reduce_us}), 0);
     if (have && have != want) reduce = true;  // every needed element must still be reduced
   }
   // With a per-dim sum under the PyTorch formula, the missing count adds nothing: skip it.
@@ -500,10 +516,35 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   }
   // what must cross between host blocks, at the inter link's rate (0 unless built)
   const double block = block_bound_us(s);
-  if (worst == 0) return {std::max({relaxed, steps, block, reduce_us}), 0};
+  if (worst == 0) return with_last(std::max({relaxed, steps, block, reduce_us}), 0);
   // optimistic_ holds bound_link's constants and no curves: no per-call scan of the curves
   const double wire = optimistic_.wire_floor_us(static_cast<double>(worst * geo.itemsize()));
-  return {std::max({relaxed, std::max(steps, alpha_floor_us()) + wire, block, reduce_us}), worst};
+  return with_last(std::max({relaxed, std::max(steps, alpha_floor_us()) + wire, block, reduce_us}), worst);
+}
+
+// The last step of any path from a state not equivalent to the target (a relabel only leaves
+// such states) writes the target's buffer, at least its largest shard T, and is one of:
+// - a copying step (local_chunk, local_fill, all_to_all, direct): it copies at least T, and the
+//   M elements the busiest rank lacks arrive in steps before it or in it (an all_to_all or a
+//   direct step receives them), at least one latency and M at the fastest receive rate;
+// - an all_gather or all_reduce over mesh dims the target replicates over, n ranks or more:
+//   the busiest rank receives at least (n-1)/n T (an all_gather's n chunks hold T; an
+//   all_reduce receives 2(n-1)/n of its T) and over the whole path at least M;
+// - a reduce_scatter over mesh dims the target shards over: it receives (n-1) chunks of T.
+// The least of the kinds the target admits. Consistent: each kind's term drops along a step by
+// at most what the step receives at that rate, and a step that receives pays a latency.
+double Bounds::last_step_bound_us(const Sharding& s, std::int64_t missing) const {
+  if (cost.prices_by_shard_count() || empty_tensor_ || s == dst) return 0;
+  const double item = static_cast<double>(geo.itemsize());
+  const double T = static_cast<double>(dst_max_numel_) * item, M = static_cast<double>(missing) * item;
+  const double alpha = alpha_floor_us();
+  double best = (M > 0 ? alpha + optimistic_.wire_floor_us(M) : 0) + T / (cost.copy_bw_GBps * 1e3);
+  if (dst_replicate_min_ > 0) {
+    const double n = static_cast<double>(dst_replicate_min_);
+    best = std::min(best, alpha + optimistic_.wire_floor_us(std::max(M, (n - 1) / n * T)));
+  }
+  if (dst_shards_) best = std::min(best, alpha + optimistic_.wire_floor_us(std::max(M, T)));
+  return best;
 }
 
 double Bounds::reduction_bound_us(const Sharding& s) const {

@@ -150,6 +150,9 @@ struct SearchBound {
   // the fewest steps of a relaxed path of that cost, a bound on the steps still to take.
   std::int64_t exact_ps = -1;
   std::int32_t steps = 0;
+  // The bound without its last-step term (Bounds::last_step_bound_us), which charges the target
+  // buffer's copy: a direct step's floor adds that copy to this (< 0: the same as `us`).
+  double before_last_us = -1;
 };
 
 // One edge as the searches keep it: the target's state id, how the edge was generated, its cost.
@@ -209,6 +212,9 @@ class Bounds {
   // busiest rank's share of the contributions the ranks must receive to combine every
   // element's down to the target's count, at the fastest receive rate, plus one latency.
   [[nodiscard]] double reduction_bound_us(const Sharding& s) const;
+  // Another (ring formulas; 0 otherwise): what the last step into the target must cost, from a
+  // state not equivalent to it whose busiest rank lacks `missing` of the target's elements.
+  [[nodiscard]] double last_step_bound_us(const Sharding& s, std::int64_t missing) const;
   // The least copy time of a direct step into the target from a state lacking `missing`
   // elements on some rank: it unpacks at least those and writes the target's largest shard.
   [[nodiscard]] double direct_copy_floor_us(std::int64_t missing) const noexcept {
@@ -244,6 +250,10 @@ class Bounds {
   }
   std::vector<DimTable> dst_tables_;
   std::int64_t dst_max_numel_ = 0;  // the target's largest local shard (elements)
+  // last_step_bound_us: the fewest ranks of a mesh dim (two or more) the target replicates over
+  // (0: none), and whether it shards over a mesh dim of two or more ranks
+  std::int64_t dst_replicate_min_ = 0;
+  bool dst_shards_ = false;
   // pytorch edge set: the least a communication step over mesh dim m alone can cost (0 for a
   // mesh dim of one rank), and whether the tensor has any element
   std::vector<double> comm_floor_us_;

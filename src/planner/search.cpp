@@ -123,8 +123,11 @@ double direct_floor_us(const GraphContext& ctx, std::uint32_t u) {
                                 ctx.bounds.optimistic().wire_floor_us(static_cast<double>(bu.missing * ctx.geo.itemsize()), true);
   // The state's bound covers the step's latency and wire time (under the ring formulas it
   // has no copy term), and a direct step also packs what it receives and unpacks the target.
-  return ctx.cost.formula == CostModel::Formula::pytorch ? comm
-                                                         : std::max(comm, bu.us) + ctx.bounds.direct_copy_floor_us(bu.missing);
+  // (A bound with the last-step term already charges the target's copy: the step costs at least
+  // that bound, and the term-free bound plus the copies.)
+  if (ctx.cost.formula == CostModel::Formula::pytorch) return comm;
+  const double before_last = bu.before_last_us >= 0 ? bu.before_last_us : bu.us;
+  return std::max(std::max(comm, before_last) + ctx.bounds.direct_copy_floor_us(bu.missing), bu.us);
 }
 
 // Cheapest path under `budget` (< 0: unbounded), optionally never starting with `forbidden`.
@@ -528,9 +531,10 @@ std::vector<Plan> near_optimal_plans(const Layout& src, const Layout& dst, const
   double own_latency = 0;
   for (const auto& st : out.front().steps) own_latency += st.alpha_us;
   all.slack_ps = quantise(slack_us + latency_share * own_latency);
-  // beyond the optimum's states, at most as many more as the plan's search met (at least 64, at
-  // most 4096): the slack about doubles the search at most
-  if (all.slack_ps > 0) all.max_extra = std::min(kMaxSlackStates, std::max<std::size_t>(64, ctx.table.states.size()));
+  // beyond the optimum's states, at most as many more as the plan's search met (at least 512, at
+  // most 4096): the slack about doubles the search at most. The floor keeps a tight bound (a
+  // search that meets few states) from starving the slack search of the states it must settle.
+  if (all.slack_ps > 0) all.max_extra = std::min(kMaxSlackStates, std::max<std::size_t>(512, ctx.table.states.size()));
   (void)search(ctx, budget, nullptr, &all);
   const std::int64_t limit = all.limit_ps();
 
