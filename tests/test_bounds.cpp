@@ -5,6 +5,7 @@
 // terms are what is tested, and meshes span hosts (devices_per_host below the mesh size), so
 // the host-block term is too. The same check run on the bound times 1.3 must find violations:
 // the bounds are tight enough somewhere that the check can fail.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <unordered_map>
@@ -195,4 +196,25 @@ TEST_CASE("lower bounds are admissible and consistent on whole graphs, across ho
   CHECK(t.reduce_inflated > 0);
   // and the last-step term (tight where the plan is one local step or one zero-copy collective)
   CHECK(t.last_inflated > 0);
+}
+
+// GraphContext::intern's open-addressed index: every layout of a small mesh gets one id, the
+// same on every lookup, across the index's growth.
+TEST_CASE("interning gives each layout one stable id", "[planner]") {
+  const Mesh mesh = Mesh::parse("2x2x2x2");
+  const std::vector<std::int64_t> shape{16, 12, 8};
+  const auto layouts = graph_oracle::all_layouts(mesh, 3);
+  REQUIRE(layouts.size() > 500);  // past the index's first growth (at 128)
+  const GraphContext ctx(Layout(mesh, shape, DType::f32, layouts[0]), Layout(mesh, shape, DType::f32, layouts[1]),
+                         CostModel::default_model(), EdgeSet::all);
+  std::vector<std::uint32_t> ids;
+  for (const auto& s : layouts) ids.push_back(ctx.intern(s));
+  std::vector<std::uint32_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());  // distinct layouts, distinct ids
+  CHECK(ctx.table.states.size() == layouts.size());
+  for (std::size_t k = layouts.size(); k-- > 0;) {  // again, in reverse: the same ids
+    CHECK(ctx.intern(layouts[k]) == ids[k]);
+    CHECK(ctx.table.states[ids[k]] == layouts[k]);
+  }
 }

@@ -25,6 +25,9 @@ void Bounds::init_bounds() {
   optimistic_.intra = cost.bound_link(false);
   optimistic_.inter = cost.bound_link(true);
   optimistic_.curves.clear();
+  // wire_floor_us's rate, once (CostModel::wire_floor_us derives it from both links per call)
+  recv_floor_bytes_per_us_ = cost.prices_by_shard_count() ? 0.0
+                             : std::max(optimistic_.receive_bw_floor_GBps(false), optimistic_.receive_bw_floor_GBps(true)) * 1e3;
   // Per mesh dim, the cheapest communication step over it alone: a reduce_scatter of nothing
   // (every collective kind pays at least its latency), whose PyTorch-formula bytes are counted
   // over at most every mesh dim's shards.
@@ -484,7 +487,8 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   auto with_last = [&](double others, std::int64_t missing) {
     Bound b{others, missing};
     const double last = last_step_bound_us(s, missing);
-    if (last > others && !equivalent(s, dst, mesh.shape(), shape)) {
+    // (an equivalent state owns what the target does: one that lacks anything is not)
+    if (last > others && (missing > 0 || !equivalent(s, dst, mesh.shape(), shape))) {
       b.us = last;
       b.before_last_us = others;
     }
@@ -500,7 +504,7 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   // With a per-dim sum under the PyTorch formula, the missing count adds nothing: skip it.
   if (steps > 0 && cost.prices_by_shard_count()) return {steps, 1};
   const int nd = static_cast<int>(shape.size());
-  std::vector<const std::vector<std::int64_t>*> held(static_cast<std::size_t>(nd));
+  std::array<const std::vector<std::int64_t>*, Sharding::kMaxTensorDims> held{};
   for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &held_table(d, s.entries(d));
   // The PyTorch formula's bound only asks whether anything is missing: stop at the first rank.
   const bool any_only = cost.prices_by_shard_count();
@@ -518,7 +522,7 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   const double block = block_bound_us(s);
   if (worst == 0) return with_last(std::max({relaxed, steps, block, reduce_us}), 0);
   // optimistic_ holds bound_link's constants and no curves: no per-call scan of the curves
-  const double wire = optimistic_.wire_floor_us(static_cast<double>(worst * geo.itemsize()));
+  const double wire = wire_floor_us(static_cast<double>(worst * geo.itemsize()));
   return with_last(std::max({relaxed, std::max(steps, alpha_floor_us()) + wire, block, reduce_us}), worst);
 }
 
@@ -538,12 +542,12 @@ double Bounds::last_step_bound_us(const Sharding& s, std::int64_t missing) const
   const double item = static_cast<double>(geo.itemsize());
   const double T = static_cast<double>(dst_max_numel_) * item, M = static_cast<double>(missing) * item;
   const double alpha = alpha_floor_us();
-  double best = (M > 0 ? alpha + optimistic_.wire_floor_us(M) : 0) + T / (cost.copy_bw_GBps * 1e3);
+  double best = (M > 0 ? alpha + wire_floor_us(M) : 0) + T / (cost.copy_bw_GBps * 1e3);
   if (dst_replicate_min_ > 0) {
     const double n = static_cast<double>(dst_replicate_min_);
-    best = std::min(best, alpha + optimistic_.wire_floor_us(std::max(M, (n - 1) / n * T)));
+    best = std::min(best, alpha + wire_floor_us(std::max(M, (n - 1) / n * T)));
   }
-  if (dst_shards_) best = std::min(best, alpha + optimistic_.wire_floor_us(std::max(M, T)));
+  if (dst_shards_) best = std::min(best, alpha + wire_floor_us(std::max(M, T)));
   return best;
 }
 
@@ -557,7 +561,7 @@ double Bounds::reduction_bound_us(const Sharding& s) const {
   }
   if (cs <= ct) return 0;
   const double busiest = numel * (cs - ct) / static_cast<double>(mesh.num_ranks());
-  return alpha_floor_us() + optimistic_.wire_floor_us(busiest * static_cast<double>(geo.itemsize()));
+  return alpha_floor_us() + wire_floor_us(busiest * static_cast<double>(geo.itemsize()));
 }
 
 double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sharding& from, std::int64_t from_max) const {

@@ -244,6 +244,12 @@ class Bounds {
     std::vector<std::int64_t> need;     // per target variant: owned size
   };
   void init_bounds();  // the tables below (bounds.cpp)
+  // optimistic_.wire_floor_us(bytes) at its rate computed once: the least time of the steps that
+  // deliver `bytes` to one rank (0 under the PyTorch formula)
+  [[nodiscard]] double wire_floor_us(double bytes) const noexcept {
+    return recv_floor_bytes_per_us_ > 0 && bytes > 0 ? bytes / recv_floor_bytes_per_us_ : 0.0;
+  }
+  double recv_floor_bytes_per_us_ = 0;
   // The least latency any communication step pays, on either link.
   [[nodiscard]] double alpha_floor_us() const noexcept {
     return std::min(optimistic_.intra.alpha_us, optimistic_.inter.alpha_us);
@@ -320,9 +326,57 @@ class Bounds {
 // The search state of one query, shared by its plan and runner-up searches: the states met so
 // far as small integer ids (first met first), their lower bounds, their edge lists once
 // enumerated (direct excluded) and their direct steps once costed, with the limits on them.
+// The ids of a table's states by value: open addressing over their hashes (linear probing, at
+// most half full), no node per state.
+class StateIndex {
+ public:
+  // The id of a state equal to `s` among `states` (hash `h`), or -1; `slot` is where it would go.
+  [[nodiscard]] std::int64_t find(const Sharding& s, std::uint64_t h, const std::vector<Sharding>& states,
+                                  std::size_t& slot) const {
+    if (slots_.empty()) return -1;
+    for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const std::uint32_t v = slots_[i];
+      if (v == 0) {
+        slot = i;
+        return -1;
+      }
+      if (hashes_[v - 1] == h && states[v - 1] == s) return v - 1;
+    }
+  }
+  // Records id (the next one, hash `h`) at `slot` from find, growing when half full.
+  void insert(std::uint32_t id, std::uint64_t h, std::size_t slot) {
+    hashes_.push_back(h);
+    if (2 * (hashes_.size() + 1) > slots_.size()) {
+      rehash(std::max<std::size_t>(128, 4 * hashes_.size()));
+      return;
+    }
+    slots_[slot] = id + 1;
+  }
+  void reserve(std::size_t n) {
+    hashes_.reserve(n);
+    rehash(std::max<std::size_t>(128, 4 * n));
+  }
+
+ private:
+  void rehash(std::size_t cap) {
+    std::size_t c = 1;
+    while (c < cap) c <<= 1;
+    slots_.assign(c, 0);
+    mask_ = c - 1;
+    for (std::uint32_t id = 0; id < hashes_.size(); ++id) {
+      std::size_t i = hashes_[id] & mask_;
+      while (slots_[i] != 0) i = (i + 1) & mask_;
+      slots_[i] = id + 1;
+    }
+  }
+  std::vector<std::uint32_t> slots_;  // id + 1; 0: empty
+  std::vector<std::uint64_t> hashes_;  // per id
+  std::size_t mask_ = 0;
+};
+
 struct StateTable {
   std::vector<Sharding> states;
-  std::unordered_map<Sharding, std::uint32_t> state_ids;
+  StateIndex state_ids;
   std::vector<SearchBound> bound;
   std::vector<std::vector<SearchEdge>> edge_list;
   std::vector<char> edges_done;

@@ -379,34 +379,40 @@ void GraphContext::charge(std::int64_t bytes) const {
 
 std::uint32_t GraphContext::intern(const Sharding& s) const {
   auto& T = table;
-  auto [it, fresh] = T.state_ids.try_emplace(s, static_cast<std::uint32_t>(T.states.size()));
-  if (fresh) {
+  // hash_value mixed so that its low bits (the index's slot) depend on all of it
+  const std::uint64_t h = (static_cast<std::uint64_t>(hash_value(s)) * 0x9e3779b97f4a7c15ULL) >> 17;
+  std::size_t slot = 0;
+  if (const std::int64_t id = T.state_ids.find(s, h, T.states, slot); id >= 0) return static_cast<std::uint32_t>(id);
+  {
     if (static_cast<std::int64_t>(T.states.size()) >= T.max_states) {
-      T.state_ids.erase(it);
       throw InputError(fmt::format("planning {} -> {} explored more than {} states (PlanOptions::max_states, CLI --max-states); the "
                                    "mesh and tensor have too many intermediate layouts to search exhaustively",
                                    src.str(), dst.str(), T.max_states));
     }
     charge(static_cast<std::int64_t>(2 * sizeof(Sharding) + sizeof(SearchBound) + 160));
-    T.states.push_back(s);
+    const auto id = static_cast<std::uint32_t>(T.states.size());
     T.bound.push_back(bounds.lower_bound(s));
+    T.states.push_back(s);
     T.edge_list.emplace_back();
     T.edges_done.push_back(0);
     T.direct_at.push_back(-1);
+    T.state_ids.insert(id, h, slot);
+    return id;
   }
-  return it->second;
 }
 
 std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
   auto& T = table;
   if (!T.edges_done[id]) {
-    std::vector<SearchEdge> out;
+    // collected in a reused scratch list, then copied once at its final size (no regrowth)
+    thread_local std::vector<SearchEdge> scratch;
+    scratch.clear();
     const Sharding from = T.states[id];  // interning may grow `states`
     enumerate_transitions(
-        *this, from, [&](const Sharding& to, StepKind kind, const DimList& group) { out.push_back({intern(to), kind, group}); },
+        *this, from, [&](const Sharding& to, StepKind kind, const DimList& group) { scratch.push_back({intern(to), kind, group}); },
         false);
-    charge(static_cast<std::int64_t>(out.size() * sizeof(SearchEdge) + 64));
-    T.edge_list[id] = std::move(out);
+    charge(static_cast<std::int64_t>(scratch.size() * sizeof(SearchEdge) + 64));
+    T.edge_list[id].assign(scratch.begin(), scratch.end());
     T.edges_done[id] = 1;
   }
   return T.edge_list[id];
