@@ -85,45 +85,55 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
 
 namespace {
 
-std::string describe_group(const Mesh& mesh, const std::vector<int>& dims) {
-  // fmt rather than string concatenation: GCC 12's -Wrestrict misfires on `"..." + std::string`
-  if (dims.size() == 1) return fmt::format("mesh dim {}", mesh.describe_dim(dims[0]));
-  return fmt::format("flattened mesh dims {}", fmt::join(dims, ","));
-}
-
+// Why a step is taken, in one buffer (a plan's records are built per query: no string per part).
 std::string why_of(const GraphContext& ctx, StepKind kind, const std::vector<int>& mesh_dims, const Sharding& from,
                    const Sharding& to) {
-  const auto& dst = ctx.dst;
-  std::string target_note;
-  for (int m : mesh_dims) {
-    if (to.placement(m) == dst.placement(m) && to.position_of(m) == dst.position_of(m))
-      target_note += fmt::format("; mesh dim {} reaches its target {}", m, dst.placement(m).str());
-    else if (from.placement(m) != dst.placement(m))
-      target_note += fmt::format("; mesh dim {} is on its way from {} to {}", m, from.placement(m).str(),
-                                 dst.placement(m).str());
-  }
-  const auto group = describe_group(ctx.mesh, mesh_dims);
   switch (kind) {
-    case StepKind::all_gather:
-      return fmt::format("un-shard over {} (the last split of its tensor dim, so the gather is exact){}", group, target_note);
-    case StepKind::reduce_scatter:
-      return fmt::format("reduce the Partial over {} and keep only this rank's shard{}", group, target_note);
-    case StepKind::all_reduce:
-      return fmt::format("reduce the Partial over {} to a full value{}", group, target_note);
-    case StepKind::all_to_all:
-      return fmt::format("move the split over {} from tensor dim {} to tensor dim {}{}", group,
-                         from.shard_dim_of(mesh_dims[0]), to.shard_dim_of(mesh_dims[0]), target_note);
-    case StepKind::local_chunk:
-      return fmt::format("each rank keeps its chunk of replicated data over {} (no communication){}", group, target_note);
-    case StepKind::local_fill:
-      return fmt::format("make a Partial over {} locally: one rank keeps the value, the others the op's identity{}",
-                         group, target_note);
     case StepKind::direct:
       return "one grouped send/recv moves exactly the elements each rank lacks for the target";
     case StepKind::relabel:
       return "the layouts are equivalent for this shape: every rank already holds its target data";
+    default:
+      break;
   }
-  return "";
+  fmt::memory_buffer b;
+  auto out = std::back_inserter(b);
+  auto text = [&](std::string_view t) { b.append(t.data(), t.data() + t.size()); };
+  auto group = [&] {
+    if (mesh_dims.size() == 1) fmt::format_to(out, "mesh dim {}", ctx.mesh.describe_dim(mesh_dims[0]));
+    else fmt::format_to(out, "flattened mesh dims {}", fmt::join(mesh_dims, ","));
+  };
+  switch (kind) {
+    case StepKind::all_gather:
+      text("un-shard over "), group(), text(" (the last split of its tensor dim, so the gather is exact)");
+      break;
+    case StepKind::reduce_scatter:
+      text("reduce the Partial over "), group(), text(" and keep only this rank's shard");
+      break;
+    case StepKind::all_reduce:
+      text("reduce the Partial over "), group(), text(" to a full value");
+      break;
+    case StepKind::all_to_all:
+      text("move the split over "), group();
+      fmt::format_to(out, " from tensor dim {} to tensor dim {}", from.shard_dim_of(mesh_dims[0]), to.shard_dim_of(mesh_dims[0]));
+      break;
+    case StepKind::local_chunk:
+      text("each rank keeps its chunk of replicated data over "), group(), text(" (no communication)");
+      break;
+    case StepKind::local_fill:
+      text("make a Partial over "), group(), text(" locally: one rank keeps the value, the others the op's identity");
+      break;
+    default:
+      break;
+  }
+  const auto& dst = ctx.dst;
+  for (int m : mesh_dims) {
+    if (to.placement(m) == dst.placement(m) && to.position_of(m) == dst.position_of(m))
+      fmt::format_to(out, "; mesh dim {} reaches its target {}", m, dst.placement(m).str());
+    else if (from.placement(m) != dst.placement(m))
+      fmt::format_to(out, "; mesh dim {} is on its way from {} to {}", m, from.placement(m).str(), dst.placement(m).str());
+  }
+  return fmt::to_string(b);
 }
 
 // What a full step record adds to a costed one: its states, mesh and tensor dims, and reason.
