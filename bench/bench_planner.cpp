@@ -342,6 +342,15 @@ int main(int argc, char** argv) {
       if (i + 1 < argc && argv[i + 1][0] != '-') cases = argv[++i];
     } else if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
+    } else if (std::strcmp(argv[i], "--write-fitted") == 0 && i + 1 < argc) {
+      // the fitted profile as a JSON file, to plan with it elsewhere (`dtensor plan --cost-model FILE`)
+      std::ofstream out(argv[++i]);
+      out << fitted_model().to_json() << "\n";
+      if (!out) {
+        std::cerr << "error: cannot write " << argv[i] << "\n";
+        return 2;
+      }
+      return 0;
     } else {
       rest.push_back(argv[i]);
     }

@@ -3,6 +3,7 @@
 // of it a search explores. Planning needs none of this (planner.hpp).
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "dtensor/planner.hpp"
@@ -30,6 +31,7 @@ class RedistributionGraph {
 
  private:
   friend Plan plan_redistribution(const Layout&, const Layout&, const CostModel&, const PlanOptions&);
+  std::unique_ptr<const CostModel> cost_;  // the graph's own copy (the context refers to it)
   GraphContext* ctx_;
 };
 

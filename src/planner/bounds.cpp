@@ -21,10 +21,12 @@ Bounds::Bounds(const Query& q)
 }
 
 void Bounds::init_bounds() {
-  optimistic_ = cost;
+  // every field but the name and the curves (a fitted profile's curves are the bulk of a copy)
+  optimistic_.formula = cost.formula;
+  optimistic_.devices_per_host = cost.devices_per_host;
+  optimistic_.copy_bw_GBps = cost.copy_bw_GBps;
   optimistic_.intra = cost.bound_link(false);
   optimistic_.inter = cost.bound_link(true);
-  optimistic_.curves.clear();
   // wire_floor_us's rate, once (CostModel::wire_floor_us derives it from both links per call)
   recv_floor_bytes_per_us_ = cost.prices_by_shard_count() ? 0.0
                              : std::max(optimistic_.receive_bw_floor_GBps(false), optimistic_.receive_bw_floor_GBps(true)) * 1e3;

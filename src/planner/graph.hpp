@@ -187,7 +187,7 @@ struct Query {
   Mesh mesh;
   std::vector<std::int64_t> shape;
   DType dtype;
-  CostModel cost;
+  const CostModel& cost;  // the caller's: it outlives the query (RedistributionGraph keeps a copy)
   EdgeSet edges;
   Sharding src, dst;
   std::vector<int> play_dims;                               // tensor dims that may be sharded

@@ -346,7 +346,7 @@ std::int64_t smallest_feasible_budget(const GraphContext& ctx) {
 }  // namespace
 
 RedistributionGraph::RedistributionGraph(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges)
-    : ctx_(new GraphContext(src, dst, cost, edges)) {}
+    : cost_(std::make_unique<const CostModel>(cost)), ctx_(new GraphContext(src, dst, *cost_, edges)) {}
 RedistributionGraph::~RedistributionGraph() { delete ctx_; }
 std::vector<GraphEdge> RedistributionGraph::edges(const Sharding& from, bool records) const {
   std::vector<Edge> raw;
