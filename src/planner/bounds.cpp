@@ -53,8 +53,18 @@ void Bounds::init_bounds() {
   // most 16 ranks, spread over the mesh (with the first and last), to keep it cheap.
   const std::int64_t R = mesh.num_ranks();
   const std::int64_t step = std::max<std::int64_t>(1, R / 16);
-  for (std::int64_t p = 0; p < R; p += step) coords_.push_back(mesh.coord_at(p));
-  if (R > 1 && (R - 1) % step != 0) coords_.push_back(mesh.coord_at(R - 1));
+  coords_.ndim = static_cast<std::size_t>(mesh.ndim());
+  auto sample = [&](std::int64_t p) {  // row-major coordinates of rank position p
+    const std::size_t at = coords_.flat.size();
+    coords_.flat.resize(at + coords_.ndim);
+    for (std::size_t d = coords_.ndim; d-- > 0;) {
+      coords_.flat[at + d] = p % mesh.size(static_cast<int>(d));
+      p /= mesh.size(static_cast<int>(d));
+    }
+  };
+  coords_.flat.reserve(coords_.ndim * 17);
+  for (std::int64_t p = 0; p < R; p += step) sample(p);
+  if (R > 1 && (R - 1) % step != 0) sample(R - 1);
   for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
     DimTable t;
     const auto es = dst.entries(d);
@@ -62,7 +72,7 @@ void Bounds::init_bounds() {
       for (const auto& r : ranges) t.need.push_back(r.size());
     else
       for (const auto& set : geo.variant_sets(es, shape[static_cast<std::size_t>(d)])) t.need.push_back(set.size());
-    for (const auto& c : coords_) t.variant.push_back(static_cast<std::int32_t>(geo.variant_of(es, c)));
+    for (std::size_t p = 0; p < coords_.size(); ++p) t.variant.push_back(static_cast<std::int32_t>(geo.variant_of(es, coords_[p])));
     dst_tables_.push_back(std::move(t));
   }
   dst_max_numel_ = geo.numel_stats(dst).max;

@@ -69,6 +69,9 @@ std::vector<Interval> Geometry::variant_ranges(Entries es, std::int64_t len) con
   for (const auto& e : es)
     if (e.split_factor != 1) return {};
   std::vector<Interval> out;
+  std::size_t count = 1;  // one per coordinate of the entries' mesh dims
+  for (const auto& e : es) count *= static_cast<std::size_t>(mesh_shape_[static_cast<std::size_t>(e.mesh_dim)]);
+  out.reserve(count);
   for_each_variant(es, mesh_shape_, [&](std::span<const std::int64_t> c) { out.push_back(*owned_range(es, len, mesh_shape_, c)); });
   return out;
 }

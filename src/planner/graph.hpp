@@ -283,7 +283,16 @@ class Bounds {
   std::optional<Abstraction> abstraction_;
   void build_abstraction();
   [[nodiscard]] int class_of(const Sharding& s, int m) const noexcept;
-  std::vector<std::vector<std::int64_t>> coords_;  // the ranks the bound looks at
+  // the ranks the bound looks at: their mesh coordinates, one after another (no list per rank)
+  struct SampledCoords {
+    std::vector<std::int64_t> flat;
+    std::size_t ndim = 0;
+    [[nodiscard]] std::size_t size() const noexcept { return ndim == 0 ? 0 : flat.size() / ndim; }
+    [[nodiscard]] std::span<const std::int64_t> operator[](std::size_t p) const noexcept {
+      return std::span<const std::int64_t>(flat).subspan(p * ndim, ndim);
+    }
+  };
+  SampledCoords coords_;
   // Host blocks: the ranks that share their coordinates on every inter-host mesh dim. Only a step
   // over an inter-host mesh dim moves data between blocks, and every such step pays the inter
   // link, so the elements a block needs and none of its ranks holds bound the inter-host wire

@@ -130,6 +130,40 @@ double direct_floor_us(const GraphContext& ctx, std::uint32_t u) {
   return std::max(std::max(comm, before_last) + ctx.bounds.direct_copy_floor_us(bu.missing), bu.us);
 }
 
+// A search's per-state arrays. Use marks them busy and, when done, empties them (keeping their
+// capacity unless it grew past a million states).
+struct SearchScratch {
+  std::vector<Dist> dist;
+  std::vector<std::size_t> heap_pos;
+  std::vector<std::int64_t> pred;
+  std::vector<std::pair<StepKind, DimList>> pred_edge;
+  std::vector<char> settled;
+  std::vector<std::uint32_t> disc;
+  bool busy = false;
+  struct Use {
+    SearchScratch& s;
+    explicit Use(SearchScratch& x) : s(x) {
+      s.busy = true;
+      s.clear();
+    }
+    ~Use() {
+      s.clear();
+      if (s.dist.capacity() > (std::size_t{1} << 20)) s = SearchScratch{};
+      s.busy = false;
+    }
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+  };
+  void clear() {
+    dist.clear();
+    heap_pos.clear();
+    pred.clear();
+    pred_edge.clear();
+    settled.clear();
+    disc.clear();
+  }
+};
+
 // Cheapest path under `budget` (< 0: unbounded), optionally never starting with `forbidden`.
 // States are the context's interned ids (shared with the other search of the same query, with
 // their bounds and edge lists); ties still break by this search's own discovery order.
@@ -141,12 +175,18 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
                             Settled* all = nullptr) {
   constexpr std::uint32_t kUnseen = std::numeric_limits<std::uint32_t>::max();
   const std::uint32_t src = ctx.intern(ctx.src), dst = ctx.intern(ctx.dst);
-  std::vector<Dist> dist;
-  std::vector<std::size_t> heap_pos;
-  std::vector<std::int64_t> pred;
-  std::vector<std::pair<StepKind, DimList>> pred_edge;
-  std::vector<char> settled;
-  std::vector<std::uint32_t> disc;  // this search's discovery index per state id
+  // The per-state arrays live in this thread's scratch, reused across searches (a query runs two;
+  // a search on a context made inside another, if ever, gets its own).
+  thread_local SearchScratch shared;
+  SearchScratch own;
+  SearchScratch& S = shared.busy ? own : shared;
+  const SearchScratch::Use use(S);
+  auto& dist = S.dist;
+  auto& heap_pos = S.heap_pos;
+  auto& pred = S.pred;
+  auto& pred_edge = S.pred_edge;
+  auto& settled = S.settled;
+  auto& disc = S.disc;  // this search's discovery index per state id
   std::uint32_t discovered = 0;
   auto grow = [&] {
     const std::size_t n = ctx.table.states.size();
