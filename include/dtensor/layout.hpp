@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -110,6 +111,7 @@ class Sharding {
   std::uint8_t mesh_ndim_ = 0;
   std::uint8_t tensor_ndim_ = 0;
   [[nodiscard]] int entry_count() const noexcept { return start_[tensor_ndim_]; }
+  [[nodiscard]] std::pair<int, int> locate(int mesh_dim) const noexcept;  // (tensor dim, position) or (-1, -1)
 };
 
 [[nodiscard]] std::size_t hash_value(const Sharding& s) noexcept;

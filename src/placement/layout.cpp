@@ -145,21 +145,22 @@ bool Sharding::has_partial() const noexcept {
   return false;
 }
 
-int Sharding::shard_dim_of(int mesh_dim) const noexcept {
-  for (int d = 0; d < tensor_ndim_; ++d)
-    for (const auto& e : entries(d))
-      if (e.mesh_dim == mesh_dim) return d;
-  return -1;
+// The entry over `mesh_dim` in the flat list (grouped by tensor dim): its tensor dim and its
+// index within that dim's entries, or (-1, -1). The planner asks this for every state it meets.
+std::pair<int, int> Sharding::locate(int mesh_dim) const noexcept {
+  const int n = entry_count();
+  for (int k = 0; k < n; ++k)
+    if (entries_[static_cast<std::size_t>(k)].mesh_dim == mesh_dim) {
+      int d = 0;
+      while (start_[static_cast<std::size_t>(d) + 1] <= k) ++d;
+      return {d, k - start_[static_cast<std::size_t>(d)]};
+    }
+  return {-1, -1};
 }
 
-int Sharding::position_of(int mesh_dim) const noexcept {
-  for (int d = 0; d < tensor_ndim_; ++d) {
-    const auto es = entries(d);
-    for (std::size_t k = 0; k < es.size(); ++k)
-      if (es[k].mesh_dim == mesh_dim) return static_cast<int>(k);
-  }
-  return -1;
-}
+int Sharding::shard_dim_of(int mesh_dim) const noexcept { return locate(mesh_dim).first; }
+
+int Sharding::position_of(int mesh_dim) const noexcept { return locate(mesh_dim).second; }
 
 bool Sharding::is_last_in_order(int mesh_dim) const noexcept {
   for (int d = 0; d < tensor_ndim_; ++d) {

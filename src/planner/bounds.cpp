@@ -375,13 +375,44 @@ void Bounds::build_abstraction() {
   using Item = std::tuple<double, std::int64_t, std::int32_t, std::int64_t>;  // us, ps, steps, state
   std::priority_queue<Item, std::vector<Item>, std::greater<>> pq;
   pq.push({0.0, 0, 0, goal});
-  std::vector<int> y(static_cast<std::size_t>(K)), x(static_cast<std::size_t>(K));
+  std::vector<int> y(static_cast<std::size_t>(K));
+  // a relaxed step's cost by (relaxed dim, collective kind, the relaxed dims holding a shard)
+  std::vector<double> step_memo(static_cast<std::size_t>(K) * 4 * (std::size_t{1} << K), -1.0);
+  // The step as traffic, priced by the optimistic model: PyTorch's bytes are exact (they depend
+  // on the shard count alone); for the ring formulas the collective's per-member count is at
+  // least the average share of the state it reads (the source's shards; reduce_scatter: the
+  // target's, one more split by n; all_to_all: a source shard split n ways), and copies cost at
+  // least nothing.
+  auto relaxed_step_us = [&](int m, StepKind kind, double shards) {
+    const std::int64_t n = mesh.size(m);
+    const double nn = static_cast<double>(n);
+    Traffic t;
+    t.collective = collective_of(kind);
+    t.group = n;
+    t.inter_host = cost.is_inter_host(mesh.shape(), m);
+    t.shard_bytes = numel * s / shards;
+    const bool split = kind == StepKind::reduce_scatter || kind == StepKind::all_to_all;
+    const double chunk = std::ceil(numel / (split ? shards * nn : shards));
+    t.bytes = (kind == StepKind::all_reduce ? chunk : chunk * nn) * s;  // nccl-tests sizes
+    return optimistic_.time(t).total_us();
+  };
+  auto kind_slot = [](StepKind k) -> std::size_t {
+    switch (k) {
+      case StepKind::all_gather: return 0;
+      case StepKind::all_to_all: return 1;
+      case StepKind::all_reduce: return 2;
+      default: return 3;  // reduce_scatter
+    }
+  };
   while (!pq.empty()) {
     const auto [d_us, d_ps, d_steps, yi] = pq.top();
     pq.pop();
     const auto yu = static_cast<std::size_t>(yi);
     if (exact ? (d_ps != A.dist_ps[yu] || d_steps != A.steps[yu]) : d_us > A.dist[yu]) continue;
     digits(yi, y);
+    std::uint32_t ymask = 0;  // the relaxed dims holding a shard in y
+    for (int j = 0; j < K; ++j)
+      if (y[static_cast<std::size_t>(j)] == 1 || y[static_cast<std::size_t>(j)] == 2) ymask |= 1u << j;
     // every predecessor differs from y on one dim k: class v -> y[k] by one step over mesh dim m
     for (int k = 0; k < K; ++k) {
       const int m = A.dims[static_cast<std::size_t>(k)];
@@ -398,30 +429,18 @@ void Bounds::build_abstraction() {
         else if (v_partial && to == 0) kind = StepKind::all_reduce;
         else if (v_partial && (to == 1 || to == 2)) kind = StepKind::reduce_scatter;
         if (!kind && !local) continue;
-        x = y;
-        x[static_cast<std::size_t>(k)] = v;
         double c = 0;
         if (kind) {
-          double shards = 1;
-          for (int j = 0; j < K; ++j)
-            if (x[static_cast<std::size_t>(j)] == 1 || x[static_cast<std::size_t>(j)] == 2)
-              shards *= static_cast<double>(mesh.size(A.dims[static_cast<std::size_t>(j)]));
-          const std::int64_t n = mesh.size(m);
-          const double nn = static_cast<double>(n);
-          // The step as traffic, priced by the optimistic model: PyTorch's bytes are exact (they
-          // depend on the shard count alone); for the ring formulas the collective's per-member
-          // count is at least the average share of the state it reads (the source's shards;
-          // reduce_scatter: the target's, one more split by n; all_to_all: a source shard split
-          // n ways), and copies cost at least nothing.
-          Traffic t;
-          t.collective = collective_of(*kind);
-          t.group = n;
-          t.inter_host = cost.is_inter_host(mesh.shape(), m);
-          t.shard_bytes = numel * s / shards;
-          const bool split = *kind == StepKind::reduce_scatter || *kind == StepKind::all_to_all;
-          const double chunk = std::ceil(numel / (split ? shards * nn : shards));
-          t.bytes = (*kind == StepKind::all_reduce ? chunk : chunk * nn) * s;  // nccl-tests sizes
-          c = optimistic_.time(t).total_us();
+          // the cost depends on (k, kind, which relaxed dims hold a shard in x = y with v at k): memoised
+          const std::uint32_t mask = (ymask & ~(1u << k)) | (v_shard ? 1u << k : 0u);
+          const std::size_t memo_at = (static_cast<std::size_t>(k) * 4 + kind_slot(*kind)) * (std::size_t{1} << K) + mask;
+          if (step_memo[memo_at] < 0) {
+            double shards = 1;
+            for (int j = 0; j < K; ++j)
+              if (mask & (1u << j)) shards *= static_cast<double>(mesh.size(A.dims[static_cast<std::size_t>(j)]));
+            step_memo[memo_at] = relaxed_step_us(m, *kind, shards);
+          }
+          c = step_memo[memo_at];
         }
         std::int64_t xi = yi + (A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(v)] -
                                 A.code[static_cast<std::size_t>(k)][static_cast<std::size_t>(to)]) *
