@@ -102,7 +102,18 @@ class Sharding {
   [[nodiscard]] Sharding with_partial(int mesh_dim, ReduceOp op) const noexcept;
 
   // Unused slots are always zero, so member-wise equality is value equality.
-  friend bool operator==(const Sharding&, const Sharding&) = default;
+  // Field by field over the used entries and offsets (what the default comparison of the whole
+  // arrays also decides: unused slots are kept canonical), then the Partial slots.
+  friend bool operator==(const Sharding& a, const Sharding& b) noexcept {
+    if (a.tensor_ndim_ != b.tensor_ndim_ || a.mesh_ndim_ != b.mesh_ndim_ || a.partial_ != b.partial_) return false;
+    for (int d = 1; d <= a.tensor_ndim_; ++d)
+      if (a.start_[static_cast<std::size_t>(d)] != b.start_[static_cast<std::size_t>(d)]) return false;
+    for (int k = 0, n = a.entry_count(); k < n; ++k)
+      if (!(a.entries_[static_cast<std::size_t>(k)] == b.entries_[static_cast<std::size_t>(k)])) return false;
+    return true;
+  }
+  // What hash_value returns: over what operator== compares.
+  [[nodiscard]] std::size_t hash() const noexcept;
 
  private:
   std::array<ShardEntry, kMaxMeshDims> entries_{};  // grouped by tensor dim, in shard order

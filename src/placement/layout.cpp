@@ -235,22 +235,29 @@ Sharding Sharding::with_partial(int mesh_dim, ReduceOp op) const noexcept {
   return s;
 }
 
-std::size_t hash_value(const Sharding& s) noexcept {
-  // one multiply-xor per field: the planner hashes every state it meets
-  std::uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<std::uint64_t>(s.tensor_ndim());
+std::size_t Sharding::hash() const noexcept {
+  // one multiply-xor per used entry and per 8 offsets, the Partial slots as one word: the planner
+  // hashes every state it meets
+  std::uint64_t h = 0xcbf29ce484222325ULL ^ (static_cast<std::uint64_t>(tensor_ndim_) | static_cast<std::uint64_t>(mesh_ndim_) << 8);
   auto add = [&h](std::uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; };
-  for (int d = 0; d < s.tensor_ndim(); ++d) {
-    add(0xd1);
-    for (const auto& e : s.entries(d))
-      add(static_cast<std::uint64_t>(e.mesh_dim) | static_cast<std::uint64_t>(e.split_factor) << 8 |
-          (e.strided ? 1ULL << 7 : 0));
+  const int n = entry_count();
+  for (int k = 0; k < n; ++k) {
+    const auto& e = entries_[static_cast<std::size_t>(k)];
+    add(static_cast<std::uint64_t>(e.mesh_dim) | static_cast<std::uint64_t>(e.split_factor) << 8 | (e.strided ? 1ULL << 7 : 0));
   }
-  for (int m = 0; m < s.mesh_ndim(); ++m) {
-    const auto p = s.partial(m);
-    add(p ? static_cast<std::uint64_t>(*p) + 1 : 0);
+  std::uint64_t word = 0;
+  for (int d = 1; d <= tensor_ndim_; ++d) {
+    word = word << 8 | start_[static_cast<std::size_t>(d)];
+    if (d % 8 == 0) add(word), word = 0;
   }
+  add(word);
+  std::uint64_t partial = 0;
+  for (std::size_t m = 0; m < partial_.size(); ++m) partial |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(partial_[m])) << (8 * m);
+  add(partial);
   return static_cast<std::size_t>(detail::mix64(h));
 }
+
+std::size_t hash_value(const Sharding& s) noexcept { return s.hash(); }
 
 std::ostream& operator<<(std::ostream& os, const Sharding& s) { return os << s.str(); }
 

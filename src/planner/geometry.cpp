@@ -97,7 +97,7 @@ SizeStats Geometry::dim_stats(int d, Entries entries) const {
     fast |= static_cast<std::uint64_t>((e.mesh_dim << 12) | (e.strided << 11) | e.split_factor) << (16 * k);
   }
   if (fast) {
-    if (auto it = dim_fast_memo_.find(fast); it != dim_fast_memo_.end()) return it->second;
+    if (const SizeStats* hit = dim_fast_memo_.find(fast)) return *hit;
   }
   std::string key;
   if (!fast) {
@@ -135,7 +135,7 @@ SizeStats Geometry::dim_stats(int d, Entries entries) const {
     sizes.swap(next);
   }
   const SizeStats s{sizes.back(), sizes.front()};
-  if (fast) dim_fast_memo_.emplace(fast, s);
+  if (fast) dim_fast_memo_.insert(fast, s);
   else dim_memo_.emplace(std::move(key), s);
   return s;
 }

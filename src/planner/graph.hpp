@@ -106,7 +106,34 @@ class Geometry {
   std::vector<std::int64_t> mesh_shape_;
   std::vector<std::int64_t> shape_;
   std::int64_t itemsize_;
-  mutable std::unordered_map<std::uint64_t, SizeStats> dim_fast_memo_;
+  // dim_stats by its packed key (nonzero): open addressing, at most half full
+  struct FastMemo {
+    std::vector<std::pair<std::uint64_t, SizeStats>> slots;  // key 0: empty
+    std::size_t used = 0;
+    [[nodiscard]] const SizeStats* find(std::uint64_t key) const noexcept {
+      if (slots.empty()) return nullptr;
+      const std::size_t mask = slots.size() - 1;
+      for (std::size_t i = (key * 0x9e3779b97f4a7c15ULL) >> 40 & mask;; i = (i + 1) & mask) {
+        if (slots[i].first == key) return &slots[i].second;
+        if (slots[i].first == 0) return nullptr;
+      }
+    }
+    void insert(std::uint64_t key, SizeStats v) {
+      if (2 * (used + 1) > slots.size()) {
+        std::vector<std::pair<std::uint64_t, SizeStats>> old(std::max<std::size_t>(64, 2 * slots.size()));
+        old.swap(slots);
+        used = 0;
+        for (const auto& [k, x] : old)
+          if (k != 0) insert(k, x);
+      }
+      const std::size_t mask = slots.size() - 1;
+      std::size_t i = (key * 0x9e3779b97f4a7c15ULL) >> 40 & mask;
+      while (slots[i].first != 0 && slots[i].first != key) i = (i + 1) & mask;
+      if (slots[i].first == 0) ++used;
+      slots[i] = {key, v};
+    }
+  };
+  mutable FastMemo dim_fast_memo_;
   mutable Sharding remembered_;
   mutable std::array<SizeStats, Sharding::kMaxTensorDims> remembered_dims_{};
   mutable bool has_remembered_ = false;
