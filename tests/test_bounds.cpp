@@ -205,8 +205,9 @@ TEST_CASE("interning gives each layout one stable id", "[planner]") {
   const std::vector<std::int64_t> shape{16, 12, 8};
   const auto layouts = graph_oracle::all_layouts(mesh, 3);
   REQUIRE(layouts.size() > 500);  // past the index's first growth (at 128)
-  const GraphContext ctx(Layout(mesh, shape, DType::f32, layouts[0]), Layout(mesh, shape, DType::f32, layouts[1]),
-                         CostModel::default_model(), EdgeSet::all);
+  const CostModel cm = CostModel::default_model();
+  const GraphContext ctx(Layout(mesh, shape, DType::f32, layouts[0]), Layout(mesh, shape, DType::f32, layouts[1]), cm,
+                         EdgeSet::all);
   std::vector<std::uint32_t> ids;
   for (const auto& s : layouts) ids.push_back(ctx.intern(s));
   std::vector<std::uint32_t> sorted = ids;

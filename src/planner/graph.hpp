@@ -211,6 +211,7 @@ struct EdgeScope {
 // cost model and edge set, the source and target, and what every step derives from them.
 struct Query {
   Query(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges);
+  Query(const Layout&, const Layout&, CostModel&&, EdgeSet) = delete;  // it keeps a reference
   Mesh mesh;
   std::vector<std::int64_t> shape;
   DType dtype;
@@ -428,6 +429,7 @@ struct StateTable {
 // the search state (the only thing a search changes).
 struct GraphContext : Query {
   GraphContext(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges);
+  GraphContext(const Layout&, const Layout&, CostModel&&, EdgeSet) = delete;  // it keeps a reference
   Bounds bounds;
   mutable StateTable table;
   // The id of `s`, interning it (and computing its bound) when new; throws past table.max_states.
