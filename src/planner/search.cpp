@@ -423,22 +423,20 @@ std::uint32_t GraphContext::intern(const Sharding& s) const {
   const std::uint64_t h = (static_cast<std::uint64_t>(hash_value(s)) * 0x9e3779b97f4a7c15ULL) >> 17;
   std::size_t slot = 0;
   if (const std::int64_t id = T.state_ids.find(s, h, T.states, slot); id >= 0) return static_cast<std::uint32_t>(id);
-  {
-    if (static_cast<std::int64_t>(T.states.size()) >= T.max_states) {
-      throw InputError(fmt::format("planning {} -> {} explored more than {} states (PlanOptions::max_states, CLI --max-states); the "
-                                   "mesh and tensor have too many intermediate layouts to search exhaustively",
-                                   src.str(), dst.str(), T.max_states));
-    }
-    charge(static_cast<std::int64_t>(2 * sizeof(Sharding) + sizeof(SearchBound) + 160));
-    const auto id = static_cast<std::uint32_t>(T.states.size());
-    T.bound.push_back(bounds.lower_bound(s));
-    T.states.push_back(s);
-    T.edge_list.emplace_back();
-    T.edges_done.push_back(0);
-    T.direct_at.push_back(-1);
-    T.state_ids.insert(id, h, slot);
-    return id;
+  if (static_cast<std::int64_t>(T.states.size()) >= T.max_states) {
+    throw InputError(fmt::format("planning {} -> {} explored more than {} states (PlanOptions::max_states, CLI --max-states); the "
+                                 "mesh and tensor have too many intermediate layouts to search exhaustively",
+                                 src.str(), dst.str(), T.max_states));
   }
+  charge(static_cast<std::int64_t>(2 * sizeof(Sharding) + sizeof(SearchBound) + 160));
+  const auto id = static_cast<std::uint32_t>(T.states.size());
+  T.bound.push_back(bounds.lower_bound(s));
+  T.states.push_back(s);
+  T.edge_list.emplace_back();
+  T.edges_done.push_back(0);
+  T.direct_at.push_back(-1);
+  T.state_ids.insert(id, h, slot);
+  return id;
 }
 
 std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
