@@ -99,6 +99,8 @@ struct CostModel {
   // receive rate of either link (`direct_only`: a direct step's wire time alone, at the fastest
   // point-to-point bandwidth), 0 when prices_by_shard_count().
   [[nodiscard]] double wire_floor_us(double bytes, bool direct_only = false) const noexcept;
+  // wire_floor_us's rate (bytes per µs, either link), for callers that price many byte counts.
+  [[nodiscard]] double receive_floor_bytes_per_us() const noexcept;
 
   [[nodiscard]] static CostModel default_model();
   [[nodiscard]] static CostModel pytorch();

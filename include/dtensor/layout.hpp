@@ -101,9 +101,8 @@ class Sharding {
   [[nodiscard]] Sharding with_shard_appended(int tensor_dim, ShardEntry entry) const noexcept;
   [[nodiscard]] Sharding with_partial(int mesh_dim, ReduceOp op) const noexcept;
 
-  // Unused slots are always zero, so member-wise equality is value equality.
-  // Field by field over the used entries and offsets (what the default comparison of the whole
-  // arrays also decides: unused slots are kept canonical), then the Partial slots.
+  // Value equality, field by field over the used entries and offsets and the Partial slots (the
+  // unused slots are kept canonical, so comparing them too would decide the same).
   friend bool operator==(const Sharding& a, const Sharding& b) noexcept {
     if (a.tensor_ndim_ != b.tensor_ndim_ || a.mesh_ndim_ != b.mesh_ndim_ || a.partial_ != b.partial_) return false;
     for (int d = 1; d <= a.tensor_ndim_; ++d)

@@ -28,8 +28,7 @@ void Bounds::init_bounds() {
   optimistic_.intra = cost.bound_link(false);
   optimistic_.inter = cost.bound_link(true);
   // wire_floor_us's rate, once (CostModel::wire_floor_us derives it from both links per call)
-  recv_floor_bytes_per_us_ = cost.prices_by_shard_count() ? 0.0
-                             : std::max(optimistic_.receive_bw_floor_GBps(false), optimistic_.receive_bw_floor_GBps(true)) * 1e3;
+  recv_floor_bytes_per_us_ = cost.prices_by_shard_count() ? 0.0 : optimistic_.receive_floor_bytes_per_us();
   // Per mesh dim, the cheapest communication step over it alone: a reduce_scatter of nothing
   // (every collective kind pays at least its latency), whose PyTorch-formula bytes are counted
   // over at most every mesh dim's shards.

@@ -273,7 +273,11 @@ double CostModel::receive_bw_floor_GBps(bool inter_host) const noexcept {
 double CostModel::wire_floor_us(double bytes, bool direct_only) const noexcept {
   if (prices_by_shard_count() || bytes <= 0) return 0;
   if (direct_only) return bytes / (std::max(bound_link(false).p2p_bw_GBps, bound_link(true).p2p_bw_GBps) * 1e3);
-  return bytes / (std::max(receive_bw_floor_GBps(false), receive_bw_floor_GBps(true)) * 1e3);
+  return bytes / receive_floor_bytes_per_us();
+}
+
+double CostModel::receive_floor_bytes_per_us() const noexcept {
+  return std::max(receive_bw_floor_GBps(false), receive_bw_floor_GBps(true)) * 1e3;
 }
 
 CostModel CostModel::default_model() { return CostModel{}; }

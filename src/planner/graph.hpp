@@ -360,9 +360,6 @@ class Bounds {
   [[nodiscard]] const std::vector<std::int64_t>& held_table(int d, Entries e) const;
 };
 
-// The search state of one query, shared by its plan and runner-up searches: the states met so
-// far as small integer ids (first met first), their lower bounds, their edge lists once
-// enumerated (direct excluded) and their direct steps once costed, with the limits on them.
 // The ids of a table's states by value: open addressing over their hashes (linear probing, at
 // most half full), no node per state.
 class StateIndex {
@@ -411,6 +408,9 @@ class StateIndex {
   std::size_t mask_ = 0;
 };
 
+// The search state of one query, shared by its plan and runner-up searches: the states met so
+// far as small integer ids (first met first), their lower bounds, their edge lists once
+// enumerated (direct excluded) and their direct steps once costed, with the limits on them.
 struct StateTable {
   std::vector<Sharding> states;
   StateIndex state_ids;
