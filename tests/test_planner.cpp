@@ -217,9 +217,57 @@ TEST_CASE("triangle inequality of planner costs (property)", "[planner]") {
 
 #include "planner/graph.hpp"
 
+namespace {
+// brute force: every receiver j takes from the holder i of each source box that shares j's
+// coordinates off the source's sharded mesh dims
+Geometry::DirectStats explicit_direct_stats(const Mesh& mesh, const Layout& a, const Layout& b) {
+  const int nd = a.sharding().tensor_ndim();
+  std::vector<int> sharded;
+  for (int d = 0; d < nd; ++d)
+    for (const auto& e : a.sharding().entries(d)) sharded.push_back(e.mesh_dim);
+  const auto R = mesh.num_ranks();
+  std::vector<std::int64_t> sent(static_cast<std::size_t>(R)), recv(static_cast<std::size_t>(R)),
+      send_peers(static_cast<std::size_t>(R)), recv_peers(static_cast<std::size_t>(R));
+  Geometry::DirectStats out;
+  for (std::int64_t j = 0; j < R; ++j) {
+    const auto cj = mesh.coord_of_rank(j);
+    for (std::int64_t i = 0; i < R; ++i) {
+      const auto ci = mesh.coord_of_rank(i);
+      bool same_group = i != j;
+      for (int m = 0; m < mesh.ndim(); ++m)
+        if (std::find(sharded.begin(), sharded.end(), m) == sharded.end() && ci[static_cast<std::size_t>(m)] != cj[static_cast<std::size_t>(m)])
+          same_group = false;
+      if (!same_group) continue;
+      const auto n = box_numel(overlap(a, ci, b, cj));
+      if (n == 0) continue;
+      sent[static_cast<std::size_t>(i)] += n;
+      recv[static_cast<std::size_t>(j)] += n;
+      ++send_peers[static_cast<std::size_t>(i)];
+      ++recv_peers[static_cast<std::size_t>(j)];
+      for (int m = 0; m < mesh.ndim(); ++m)
+        if (ci[static_cast<std::size_t>(m)] != cj[static_cast<std::size_t>(m)]) out.crossed_mesh_dims |= 1u << m;
+    }
+  }
+  for (std::int64_t r = 0; r < R; ++r) {
+    const auto k = static_cast<std::size_t>(r);
+    out.max_sent = std::max(out.max_sent, sent[k]);
+    out.max_received = std::max(out.max_received, recv[k]);
+    out.max_traffic = std::max(out.max_traffic, sent[k] + recv[k]);
+    out.max_peers = std::max({out.max_peers, send_peers[k], recv_peers[k]});
+  }
+  return out;
+}
+
+void check_direct_stats(const Geometry::DirectStats& got, const Geometry::DirectStats& want) {
+  CHECK(got.max_sent == want.max_sent);
+  CHECK(got.max_received == want.max_received);
+  CHECK(got.max_traffic == want.max_traffic);
+  CHECK(got.max_peers == want.max_peers);
+  CHECK(got.crossed_mesh_dims == want.crossed_mesh_dims);
+}
+}  // namespace
+
 TEST_CASE("direct-step statistics: factored sums equal explicit pairs", "[planner]") {
-  // brute force: every receiver j takes from the holder i of each source box that shares j's
-  // coordinates off the source's sharded mesh dims
   std::mt19937_64 rng(31);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const char* meshes[] = {"4", "2x3", "2x2x2", "3x2x2"};
@@ -229,66 +277,71 @@ TEST_CASE("direct-step statistics: factored sums equal explicit pairs", "[planne
     const int nd = uni(1, 3);
     std::vector<std::int64_t> shape;
     for (int d = 0; d < nd; ++d) shape.push_back(uni(0, 11));
-    auto random_text = [&](bool partial_ok, const std::string& keep) {
+    auto random_text = [&]() {
       std::string t;
       for (int m = 0; m < mesh.ndim(); ++m) {
-        if (!keep.empty() && keep[static_cast<std::size_t>(m)] == 'P') { t += "P"; continue; }
-        const int k = uni(0, partial_ok ? 3 : 2);
+        const int k = uni(0, 2);
         if (k == 0) t += "R";
         else if (k == 1) t += "S(" + std::to_string(uni(0, nd - 1)) + ")";
-        else if (k == 2) t += "_S(" + std::to_string(uni(0, nd - 1)) + ", " + std::to_string(uni(2, 3)) + ")";
-        else t += "P";
+        else t += "_S(" + std::to_string(uni(0, nd - 1)) + ", " + std::to_string(uni(2, 3)) + ")";
       }
       return t;
     };
-    const Layout a = Layout::parse(mesh, shape, DType::f32, random_text(false, ""));
-    const Layout b = Layout::parse(mesh, shape, DType::f32, random_text(false, ""));
+    const Layout a = Layout::parse(mesh, shape, DType::f32, random_text());
+    const Layout b = Layout::parse(mesh, shape, DType::f32, random_text());
     const Geometry g(mesh.shape(), shape, 4);
-    const auto got = g.direct_stats(a.sharding(), b.sharding());
-    std::vector<int> sharded;
-    for (int d = 0; d < nd; ++d)
-      for (const auto& e : a.sharding().entries(d)) sharded.push_back(e.mesh_dim);
-    const auto R = mesh.num_ranks();
-    std::vector<std::int64_t> sent(static_cast<std::size_t>(R)), recv(static_cast<std::size_t>(R)),
-        send_peers(static_cast<std::size_t>(R)), recv_peers(static_cast<std::size_t>(R));
-    std::uint32_t crossed = 0;
-    for (std::int64_t j = 0; j < R; ++j) {
-      const auto cj = mesh.coord_of_rank(j);
-      const auto need = b.indices(cj);
-      for (std::int64_t i = 0; i < R; ++i) {
-        const auto ci = mesh.coord_of_rank(i);
-        bool same_group = i != j;
-        for (int m = 0; m < mesh.ndim(); ++m)
-          if (std::find(sharded.begin(), sharded.end(), m) == sharded.end() && ci[static_cast<std::size_t>(m)] != cj[static_cast<std::size_t>(m)])
-            same_group = false;
-        if (!same_group) continue;
-        const auto n = box_numel(overlap(a, ci, b, cj));
-        if (n == 0) continue;
-        sent[static_cast<std::size_t>(i)] += n;
-        recv[static_cast<std::size_t>(j)] += n;
-        ++send_peers[static_cast<std::size_t>(i)];
-        ++recv_peers[static_cast<std::size_t>(j)];
-        for (int m = 0; m < mesh.ndim(); ++m)
-          if (ci[static_cast<std::size_t>(m)] != cj[static_cast<std::size_t>(m)]) crossed |= 1u << m;
-      }
-    }
-    std::int64_t ms = 0, mr = 0, mt = 0, mp = 0;
-    for (std::int64_t r = 0; r < R; ++r) {
-      const auto k = static_cast<std::size_t>(r);
-      ms = std::max(ms, sent[k]);
-      mr = std::max(mr, recv[k]);
-      mt = std::max(mt, sent[k] + recv[k]);
-      mp = std::max({mp, send_peers[k], recv_peers[k]});
-    }
     INFO(mesh.str() << " " << shape_str(shape) << " " << a.placements_str() << " -> " << b.placements_str());
-    CHECK(got.max_sent == ms);
-    CHECK(got.max_received == mr);
-    CHECK(got.max_traffic == mt);
-    CHECK(got.max_peers == mp);
-    CHECK(got.crossed_mesh_dims == crossed);
+    check_direct_stats(g.direct_stats(a.sharding(), b.sharding()), explicit_direct_stats(mesh, a, b));
     ++checked;
   }
   CHECK(checked == 400);
+}
+
+// One Geometry answers a whole search's sources against one target: its per tensor dim tables
+// are kept across calls (per source entries and which target mesh dims the source uses), or
+// built per call where large (4x4x4x4's 256 x 256 variant pairs).
+TEST_CASE("direct-step statistics: tables kept across calls give each call's own answer", "[planner]") {
+  std::mt19937_64 rng(57);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  struct Case {
+    const char* mesh;
+    std::vector<std::int64_t> shape;
+    const char* target;
+    int sources;
+  };
+  const Case cases[] = {{"2x2x2", {8, 6, 3}, "S(0)S(1)S(0)", 150},
+                        {"3x2x2", {7, 5}, "RS(0)S(1)", 150},
+                        {"2x2x2x2", {16, 5}, "S(1)S(0)RS(0)", 120},
+                        {"4x4x4x4", {64, 4}, "S(0)S(0)S(0)S(0)", 12}};
+  int checked = 0;
+  for (const auto& c : cases) {
+    const Mesh mesh = Mesh::parse(c.mesh);
+    const int nd = static_cast<int>(c.shape.size());
+    const Layout b = Layout::parse(mesh, c.shape, DType::f32, c.target);
+    const Geometry shared(mesh.shape(), c.shape, 4);
+    for (int it = 0; it < c.sources; ++it) {
+      std::string t;
+      for (int m = 0; m < mesh.ndim(); ++m) {
+        const int k = uni(0, 3);
+        if (k == 0) t += "R";
+        else if (k == 3) t += "_S(" + std::to_string(uni(0, nd - 1)) + ", 2)";
+        else t += "S(" + std::to_string(uni(0, nd - 1)) + ")";
+      }
+      const Layout a = Layout::parse(mesh, c.shape, DType::f32, t);
+      INFO(mesh.str() << " " << a.placements_str() << " -> " << b.placements_str());
+      const auto got = shared.direct_stats(a.sharding(), b.sharding());
+      check_direct_stats(got, Geometry(mesh.shape(), c.shape, 4).direct_stats(a.sharding(), b.sharding()));
+      if (mesh.num_ranks() <= 16) check_direct_stats(got, explicit_direct_stats(mesh, a, b));
+      ++checked;
+    }
+    // the all-sharded source against the 4x4x4x4 target: the per-call path (no kept table)
+    if (mesh.num_ranks() > 16) {
+      const Layout a = Layout::parse(mesh, c.shape, DType::f32, "S(1)S(0)S(0)S(0)");
+      check_direct_stats(shared.direct_stats(a.sharding(), b.sharding()), explicit_direct_stats(mesh, a, b));
+      ++checked;
+    }
+  }
+  CHECK(checked == 433);
 }
 
 TEST_CASE("local-size extrema equal the enumeration of every rank", "[planner]") {

@@ -242,7 +242,7 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
     }
   // intersection tables, memoised across states (the target side rarely changes); a tensor
   // dim whose entries are the same on both sides and empty needs none (one variant, all of it)
-  std::array<const OverlapTable*, Sharding::kMaxTensorDims> tables{};
+  std::array<OverlapTable*, Sharding::kMaxTensorDims> tables{};
   thread_local std::string key;
   for (int d = 0; d < nd; ++d) {
     key.assign(1, static_cast<char>(d));
@@ -281,85 +281,161 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
   for (int d = 0; d < nd; ++d)
     for (const auto& e : to.entries(d))
       if (in_s[static_cast<std::size_t>(e.mesh_dim)]) free_of[static_cast<std::size_t>(d)][nfree[static_cast<std::size_t>(d)]++] = e.mesh_dim;
-  std::array<std::int64_t, Sharding::kMaxMeshDims> c{}, q{};
-  std::array<std::uint32_t, Sharding::kMaxTensorDims> dim_cross{};
-  struct GroupSums {
-    bool done = false;
-    std::int64_t sum = 0, cnt = 0;
-    std::array<std::int8_t, Sharding::kMaxMeshDims> distinct{};  // per free dim: 0, 1 or 2+ values among nonzero peers
-    std::array<std::int64_t, Sharding::kMaxMeshDims> first_value{};
-  };
-  // The sums of a rank's group depend on (source variant, the target variant's fixed part):
-  // one flat table per tensor dim (source variants x target variants entries).
-  thread_local std::vector<GroupSums> group_memo;
-  std::array<std::size_t, Sharding::kMaxTensorDims> memo_at{};
+  // A rank's variants are mixed-radix numbers over its coordinates (variant_of): per tensor dim
+  // and mesh dim, the stride of that coordinate in the source and target variant (0: not used),
+  // so the rank loop below keeps every variant up to date as the odometer turns.
+  std::array<std::array<std::int64_t, Sharding::kMaxMeshDims>, Sharding::kMaxTensorDims> fstride{}, tstride{};
+  for (int d = 0; d < nd; ++d) {
+    std::int64_t f = 1, t = 1;
+    const auto fe = from.entries(d), te = to.entries(d);
+    for (std::size_t k = fe.size(); k-- > 0;) {
+      fstride[static_cast<std::size_t>(d)][static_cast<std::size_t>(fe[k].mesh_dim)] = f;
+      f *= size_of(fe[k].mesh_dim);
+    }
+    for (std::size_t k = te.size(); k-- > 0;) {
+      tstride[static_cast<std::size_t>(d)][static_cast<std::size_t>(te[k].mesh_dim)] = t;
+      t *= size_of(te[k].mesh_dim);
+    }
+  }
+  // What a rank contributes along tensor dim d depends only on its (source, target) variants
+  // there (PairStats). Per tensor dim, the pair and group tables: the table's own (kept across
+  // calls) where small, else hash maps of the pairs and groups this call meets.
+  std::array<PairStats*, Sharding::kMaxTensorDims> pair_tab{};
+  std::array<GroupSums*, Sharding::kMaxTensorDims> group_tab{};
+  std::array<std::size_t, Sharding::kMaxTensorDims> memo_at{};  // a dim's offset in the maps' keys
+  thread_local std::unordered_map<std::size_t, PairStats> pair_map;
+  thread_local std::unordered_map<std::size_t, GroupSums> group_map;
+  pair_map.clear();
+  group_map.clear();
   std::size_t memo_size = 0;
   for (int d = 0; d < nd; ++d) {
+    auto& t = *tables[static_cast<std::size_t>(d)];
+    const auto n = static_cast<std::size_t>(t.nfv * t.ntv);
     memo_at[static_cast<std::size_t>(d)] = memo_size;
-    memo_size += static_cast<std::size_t>(tables[static_cast<std::size_t>(d)]->nfv * tables[static_cast<std::size_t>(d)]->ntv);
+    memo_size += n;
+    if (t.nfv * t.ntv > kMaxCachedPairs) continue;
+    const auto es = to.entries(d);
+    std::size_t mask = 0;
+    for (std::size_t k = 0; k < es.size(); ++k)
+      if (in_s[static_cast<std::size_t>(es[k].mesh_dim)]) mask |= std::size_t{1} << k;
+    if (t.pairs_by_mask.empty()) {
+      t.pairs_by_mask.resize(std::size_t{1} << es.size());
+      t.groups_by_mask.resize(std::size_t{1} << es.size());
+    }
+    auto& pv = t.pairs_by_mask[mask];
+    auto& gv = t.groups_by_mask[mask];
+    if (pv.empty()) {
+      pv.resize(n);
+      gv.resize(n);
+    }
+    pair_tab[static_cast<std::size_t>(d)] = pv.data();
+    group_tab[static_cast<std::size_t>(d)] = gv.data();
   }
-  // past a flat table's worth (huge meshes), a hash map of the groups actually met
-  const bool flat = memo_size <= std::max<std::size_t>(4096, 4 * static_cast<std::size_t>(R));
-  thread_local std::unordered_map<std::size_t, GroupSums> group_map;
-  if (flat) group_memo.assign(memo_size, GroupSums{});
-  else group_map.clear();
-  for (std::int64_t p = 0; p < R; ++p) {
-    std::int64_t own = 1, need = 1, sent_all = mult, send_hits = mult, recv_hits = 1;
-    bool others_nonzero = true;  // per-dim: does any target variant overlap (for crossings)
-    std::uint32_t crossed_here = 0;
-    dim_cross.fill(0u);
-    for (int d = 0; d < nd; ++d) {
-      const auto& t = *tables[static_cast<std::size_t>(d)];
-      const std::int64_t fv = variant_of(from.entries(d), c), tv = variant_of(to.entries(d), c);
-      own *= t.inter[static_cast<std::size_t>(fv * t.ntv + tv)];
-      need *= t.need[static_cast<std::size_t>(tv)];
-      recv_hits *= t.src_hits[static_cast<std::size_t>(tv)];
-      // peers q of this rank's group: their target variants along d (source dims vary, others
-      // fixed). The sums depend only on (source variant, the fixed part): memoised per dim.
-      const auto es = to.entries(d);
-      const auto& free_dims = free_of[static_cast<std::size_t>(d)];
-      const std::size_t nf = nfree[static_cast<std::size_t>(d)];
-      std::int64_t base_tv = 0;
-      for (const auto& e : es)
-        base_tv = base_tv * size_of(e.mesh_dim) + (in_s[static_cast<std::size_t>(e.mesh_dim)] ? 0 : c[static_cast<std::size_t>(e.mesh_dim)]);
-      const std::size_t slot = memo_at[static_cast<std::size_t>(d)] + static_cast<std::size_t>(fv * t.ntv + base_tv);
-      GroupSums& gs = flat ? group_memo[slot] : group_map[slot];
-      if (!gs.done) {
-        gs.done = true;
-        gs.first_value.fill(-1);
-        q = c;
-        for (std::size_t k = 0; k < nf; ++k) q[static_cast<std::size_t>(free_dims[k])] = 0;
-        while (true) {
-          std::int64_t qtv = 0;
-          for (const auto& e : es) qtv = qtv * size_of(e.mesh_dim) + q[static_cast<std::size_t>(e.mesh_dim)];
-          const auto n = t.inter[static_cast<std::size_t>(fv * t.ntv + qtv)];
-          gs.sum += n;
-          if (n > 0) {
-            ++gs.cnt;
-            for (std::size_t k = 0; k < nf; ++k) {
-              const auto v = q[static_cast<std::size_t>(free_dims[k])];
-              if (gs.distinct[k] == 0) {
-                gs.distinct[k] = 1;
-                gs.first_value[k] = v;
-              } else if (gs.distinct[k] == 1 && gs.first_value[k] != v) {
-                gs.distinct[k] = 2;
-              }
+  std::array<std::int64_t, Sharding::kMaxMeshDims> q{};
+  auto pair_stats = [&](int d, std::int64_t fv, std::int64_t tv) -> const PairStats& {
+    const auto& t = *tables[static_cast<std::size_t>(d)];
+    const auto at = static_cast<std::size_t>(fv * t.ntv + tv);
+    PairStats& ps = pair_tab[static_cast<std::size_t>(d)] ? pair_tab[static_cast<std::size_t>(d)][at]
+                                                          : pair_map[memo_at[static_cast<std::size_t>(d)] + at];
+    if (ps.done) return ps;
+    ps.done = true;
+    ps.own = t.inter[static_cast<std::size_t>(fv * t.ntv + tv)];
+    ps.need = t.need[static_cast<std::size_t>(tv)];
+    ps.recv_hits = t.src_hits[static_cast<std::size_t>(tv)];
+    // the target entries' coordinates of this variant (its digits)
+    const auto es = to.entries(d);
+    std::array<std::int64_t, Sharding::kMaxMeshDims> c{};
+    for (std::int64_t v = tv, k = static_cast<std::int64_t>(es.size()); k-- > 0;) {
+      const auto m = es[static_cast<std::size_t>(k)].mesh_dim;
+      c[static_cast<std::size_t>(m)] = v % size_of(m);
+      v /= size_of(m);
+    }
+    const auto& free_dims = free_of[static_cast<std::size_t>(d)];
+    const std::size_t nf = nfree[static_cast<std::size_t>(d)];
+    // the group's sums depend on (source variant, the target variant's fixed part)
+    std::int64_t base_tv = 0;
+    for (const auto& e : es)
+      base_tv = base_tv * size_of(e.mesh_dim) + (in_s[static_cast<std::size_t>(e.mesh_dim)] ? 0 : c[static_cast<std::size_t>(e.mesh_dim)]);
+    const auto gat = static_cast<std::size_t>(fv * t.ntv + base_tv);
+    GroupSums& gs = group_tab[static_cast<std::size_t>(d)] ? group_tab[static_cast<std::size_t>(d)][gat]
+                                                           : group_map[memo_at[static_cast<std::size_t>(d)] + gat];
+    if (!gs.done) {
+      gs.done = true;
+      gs.first_value.fill(-1);
+      q = c;
+      for (std::size_t k = 0; k < nf; ++k) q[static_cast<std::size_t>(free_dims[k])] = 0;
+      while (true) {
+        std::int64_t qtv = 0;
+        for (const auto& e : es) qtv = qtv * size_of(e.mesh_dim) + q[static_cast<std::size_t>(e.mesh_dim)];
+        const auto n = t.inter[static_cast<std::size_t>(fv * t.ntv + qtv)];
+        gs.sum += n;
+        if (n > 0) {
+          ++gs.cnt;
+          for (std::size_t k = 0; k < nf; ++k) {
+            const auto v = q[static_cast<std::size_t>(free_dims[k])];
+            if (gs.distinct[k] == 0) {
+              gs.distinct[k] = 1;
+              gs.first_value[k] = v;
+            } else if (gs.distinct[k] == 1 && gs.first_value[k] != v) {
+              gs.distinct[k] = 2;
             }
           }
-          if (!detail::next_digits(
-                  nf, [&](std::size_t k) -> auto& { return q[static_cast<std::size_t>(free_dims[k])]; },
-                  [&](std::size_t k) { return size_of(free_dims[k]); }))
-            break;
         }
+        if (!detail::next_digits(
+                nf, [&](std::size_t k) -> auto& { return q[static_cast<std::size_t>(free_dims[k])]; },
+                [&](std::size_t k) { return size_of(free_dims[k]); }))
+          break;
       }
-      // a nonzero peer differs from this rank on m unless all of them sit at this rank's value
-      for (std::size_t k = 0; k < nf; ++k)
-        if (gs.distinct[k] == 2 || (gs.distinct[k] == 1 && gs.first_value[k] != c[static_cast<std::size_t>(free_dims[k])]))
-          dim_cross[static_cast<std::size_t>(d)] |= 1u << free_dims[k];
-      const std::int64_t sum = gs.sum, cnt = gs.cnt;
-      sent_all *= sum;
-      send_hits *= cnt;
-      others_nonzero = others_nonzero && cnt > 0;
+    }
+    ps.sum = gs.sum;
+    ps.cnt = gs.cnt;
+    // a nonzero peer differs from this rank on m unless all of them sit at this rank's value
+    for (std::size_t k = 0; k < nf; ++k)
+      if (gs.distinct[k] == 2 || (gs.distinct[k] == 1 && gs.first_value[k] != c[static_cast<std::size_t>(free_dims[k])]))
+        ps.cross |= 1u << free_dims[k];
+    return ps;
+  };
+  std::uint32_t free_cross = 0;  // source mesh dims no target entry uses, of two or more ranks
+  if (free_crossable)
+    for (int m = 0; m < md; ++m)
+      if (in_s[static_cast<std::size_t>(m)] && !in_dst[static_cast<std::size_t>(m)] && size_of(m) > 1) free_cross |= 1u << m;
+  // Tensor dims with no entries on either side give every rank the same (one variant each side):
+  // their factors are constants. The others are looked up per rank.
+  std::array<int, Sharding::kMaxTensorDims> active{};
+  int nactive = 0;
+  std::int64_t own0 = 1, need0 = 1, sent0 = mult, send_hits0 = mult, recv_hits0 = 1;
+  bool nonzero0 = true;
+  for (int d = 0; d < nd; ++d) {
+    if (!from.entries(d).empty() || !to.entries(d).empty()) {
+      active[static_cast<std::size_t>(nactive++)] = d;
+      continue;
+    }
+    const PairStats& ps = pair_stats(d, 0, 0);
+    own0 *= ps.own;
+    need0 *= ps.need;
+    recv_hits0 *= ps.recv_hits;
+    sent0 *= ps.sum;
+    send_hits0 *= ps.cnt;
+    nonzero0 = nonzero0 && ps.cnt > 0;
+  }
+  // every rank, row-major, its variants kept by the strides
+  std::array<std::int64_t, Sharding::kMaxMeshDims> c{};
+  std::array<std::int64_t, Sharding::kMaxTensorDims> fv{}, tv{};
+  for (std::int64_t p = 0; p < R; ++p) {
+    std::int64_t own = own0, need = need0, sent_all = sent0, send_hits = send_hits0, recv_hits = recv_hits0;
+    bool others_nonzero = nonzero0;  // per-dim: does any target variant overlap (for crossings)
+    std::uint32_t cross = 0;
+    for (int a = 0; a < nactive; ++a) {
+      const auto d = static_cast<std::size_t>(active[static_cast<std::size_t>(a)]);
+      const PairStats* ps = pair_tab[d] ? pair_tab[d] + static_cast<std::size_t>(fv[d] * tables[d]->ntv + tv[d]) : nullptr;
+      if (ps == nullptr || !ps->done) ps = &pair_stats(static_cast<int>(d), fv[d], tv[d]);
+      own *= ps->own;
+      need *= ps->need;
+      recv_hits *= ps->recv_hits;
+      sent_all *= ps->sum;
+      send_hits *= ps->cnt;
+      others_nonzero = others_nonzero && ps->cnt > 0;
+      cross |= ps->cross;
     }
     const std::int64_t self = own > 0 ? 1 : 0;
     const std::int64_t received = need - own, sent = sent_all - own;
@@ -369,16 +445,25 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
     out.max_peers = std::max({out.max_peers, send_hits - self, recv_hits - self});
     // a transfer from this rank crosses mesh dim m when some receiver with another coordinate on
     // m needs part of its box: m free (no target entry) or varied within its tensor dim's target
-    if (others_nonzero) {
-      if (free_crossable)
-        for (int m = 0; m < md; ++m)
-          if (in_s[static_cast<std::size_t>(m)] && !in_dst[static_cast<std::size_t>(m)] && size_of(m) > 1) crossed_here |= 1u << m;
-      for (int d = 0; d < nd; ++d) crossed_here |= dim_cross[static_cast<std::size_t>(d)];
+    if (others_nonzero) out.crossed_mesh_dims |= free_cross | cross;
+    // next rank: the last mesh dim turns fastest
+    for (int m = md; m-- > 0;) {
+      const auto mu = static_cast<std::size_t>(m);
+      if (++c[mu] < size_of(m)) {
+        for (int a = 0; a < nactive; ++a) {
+          const auto d = static_cast<std::size_t>(active[static_cast<std::size_t>(a)]);
+          fv[d] += fstride[d][mu];
+          tv[d] += tstride[d][mu];
+        }
+        break;
+      }
+      for (int a = 0; a < nactive; ++a) {
+        const auto d = static_cast<std::size_t>(active[static_cast<std::size_t>(a)]);
+        fv[d] -= (c[mu] - 1) * fstride[d][mu];
+        tv[d] -= (c[mu] - 1) * tstride[d][mu];
+      }
+      c[mu] = 0;
     }
-    out.crossed_mesh_dims |= crossed_here;
-    (void)detail::next_digits(
-        static_cast<std::size_t>(md), [&](std::size_t m) -> auto& { return c[m]; },
-        [&](std::size_t m) { return size_of(static_cast<int>(m)); });
   }
   return out;
 }

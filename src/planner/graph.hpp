@@ -139,12 +139,36 @@ class Geometry {
   mutable bool has_remembered_ = false;
   mutable std::unordered_map<std::string, SizeStats> dim_memo_;
   mutable std::unordered_map<std::string, std::int64_t> a2a_memo_;
+  // direct_stats's per tensor dim facts of a rank with (source variant, target variant): the
+  // overlap, the target's size, the source variants holding part of it, and over its group (its
+  // peers: the source's mesh dims vary, the others stay) the elements they need of its box, how
+  // many need any, and the target's mesh dims on which they differ from it (a bit mask).
+  struct PairStats {
+    bool done = false;
+    std::int64_t own = 0, need = 0, recv_hits = 0, sum = 0, cnt = 0;
+    std::uint32_t cross = 0;
+  };
+  // A group's sums, per (source variant, the target variant's digits on mesh dims the source
+  // does not use); per free dim (target mesh dims the source uses): 0, 1 or 2+ values among the
+  // peers that need something, and the first.
+  struct GroupSums {
+    bool done = false;
+    std::int64_t sum = 0, cnt = 0;
+    std::array<std::int8_t, Sharding::kMaxMeshDims> distinct{};
+    std::array<std::int64_t, Sharding::kMaxMeshDims> first_value{};
+  };
   struct OverlapTable {
     std::int64_t ntv = 0, nfv = 0;  // target and source variants
     std::vector<std::int64_t> inter;     // [source variant * ntv + target variant]
     std::vector<std::int64_t> need;      // [target variant]: owned size
     std::vector<std::int64_t> src_hits;  // [target variant]: source variants overlapping it
+    // The pair and group tables (nfv x ntv each, filled as met) depend also on which target
+    // entries' mesh dims the whole source uses: per such mask (bit k: the k-th target entry),
+    // kept across calls when small enough (kMaxCachedPairs).
+    std::vector<std::vector<PairStats>> pairs_by_mask;
+    std::vector<std::vector<GroupSums>> groups_by_mask;
   };
+  static constexpr std::int64_t kMaxCachedPairs = 1024;
   mutable std::unordered_map<std::string, OverlapTable> overlap_memo_;
 };
 
