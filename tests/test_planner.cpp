@@ -411,3 +411,31 @@ TEST_CASE("explore: the graph within the plan's cost holds the plan's path, dete
   REQUIRE(again.nodes.size() == g.nodes.size());
   for (std::size_t k = 0; k < g.nodes.size(); ++k) CHECK(again.nodes[k].state == g.nodes[k].state);
 }
+
+#include "graph_oracle.hpp"
+
+// Sharding::str writes the text in place; it must say what the placements and the printed order
+// say (Placement::str, "[k]" where a tensor dim has two or more splits), and parse back.
+TEST_CASE("layout text: every layout of small meshes prints its placements and order", "[planner]") {
+  int checked = 0;
+  for (const char* m : {"2x2x2x2", "2x2x2", "2x3", "4"}) {
+    const Mesh mesh = Mesh::parse(m);
+    for (const auto& s : graph_oracle::all_layouts(mesh, 2)) {
+      std::string want;
+      const auto order = s.printed_order();
+      for (int d = 0; d < mesh.ndim(); ++d) {
+        want += s.placement(d).str();
+        if (order[static_cast<std::size_t>(d)] >= 0) want += "[" + std::to_string(order[static_cast<std::size_t>(d)]) + "]";
+      }
+      CHECK(s.str() == want);
+      CHECK(Sharding::parse(s.str(), mesh.ndim(), 2) == s);
+      ++checked;
+    }
+  }
+  for (const char* text : {"_S(1, 3)S(0)P(avg)", "P(max)_S(0, 2)[1]_S(0, 12)[0]", "S(1)[2]S(1)[0]S(1)[1]"}) {
+    const auto s = Sharding::parse(text, 3, 2);
+    CHECK(s.str() == text);
+    ++checked;
+  }
+  CHECK(checked == 979);
+}

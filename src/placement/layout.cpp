@@ -3,6 +3,7 @@
 #include "dtensor/layout.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <ostream>
 
 #include "dtensor/error.hpp"
@@ -195,11 +196,40 @@ std::vector<int> Sharding::printed_order() const {
 }
 
 std::string Sharding::str() const {
+  // Placement::str per mesh dim and the printed order, written in place (plans print every
+  // state of their trace: no temporary strings)
   std::string s;
-  const auto order = printed_order();
-  for (int m = 0; m < mesh_ndim(); ++m) {
-    s += placement(m).str();
-    if (order[static_cast<std::size_t>(m)] >= 0) s += fmt::format("[{}]", order[static_cast<std::size_t>(m)]);
+  s.reserve(static_cast<std::size_t>(mesh_ndim_) * 8);
+  char buf[24];
+  auto number = [&](std::int64_t v) {
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    s.append(buf, r.ptr);
+  };
+  for (int m = 0; m < mesh_ndim_; ++m) {
+    const auto [d, k] = locate(m);
+    if (d < 0) {
+      if (const auto p = partial(m)) {
+        s += "P(";
+        s += to_string(*p);
+        s += ')';
+      } else {
+        s += 'R';
+      }
+      continue;
+    }
+    const auto& e = entries_[static_cast<std::size_t>(start_[static_cast<std::size_t>(d)] + k)];
+    s += e.strided ? "_S(" : "S(";
+    number(d);
+    if (e.strided) {
+      s += ", ";
+      number(e.split_factor);
+    }
+    s += ')';
+    if (entries(d).size() >= 2) {  // the printed order: the entry's position in its dim's order
+      s += '[';
+      number(k);
+      s += ']';
+    }
   }
   return s;
 }
