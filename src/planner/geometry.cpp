@@ -86,15 +86,20 @@ std::int64_t Geometry::variant_of(Entries es, std::span<const std::int64_t> coor
 SizeStats Geometry::dim_stats(int d, Entries entries) const {
   const auto len = shape_[static_cast<std::size_t>(d)];
   if (entries.empty()) return {len, len};
-  // Fast key: up to 3 entries with small mesh dims and split factors pack into 64 bits.
-  std::uint64_t fast = entries.size() <= 3 && d < 256 ? (static_cast<std::uint64_t>(d) << 52) | (entries.size() << 48) : 0;
-  for (std::size_t k = 0; fast && k < entries.size(); ++k) {
-    const auto& e = entries[k];
-    if (e.mesh_dim >= 16 || e.split_factor >= 2048) {
-      fast = 0;
-      break;
+  // Fast key: up to 4 entries with split factors below 2048 pack into 64 bits, 15 per entry
+  // (mesh dim, strided, split factor; never 0, so the count needs no bits) and the tensor dim.
+  static_assert(Sharding::kMaxMeshDims <= 8 && Sharding::kMaxTensorDims <= 16);
+  std::uint64_t fast = 0;  // 0: no fast key
+  if (entries.size() <= 4) {
+    fast = static_cast<std::uint64_t>(d) << 60;
+    for (std::size_t k = 0; k < entries.size(); ++k) {
+      const auto& e = entries[k];
+      if (e.split_factor >= 2048) {
+        fast = 0;
+        break;
+      }
+      fast |= static_cast<std::uint64_t>((e.mesh_dim << 12) | (e.strided << 11) | e.split_factor) << (15 * k);
     }
-    fast |= static_cast<std::uint64_t>((e.mesh_dim << 12) | (e.strided << 11) | e.split_factor) << (16 * k);
   }
   if (fast) {
     if (const SizeStats* hit = dim_fast_memo_.find(fast)) return *hit;
