@@ -90,6 +90,8 @@ struct FloorTally {
   // the missing-bytes term's rate: every step delivers what a rank receives at most at
   // CostModel::receive_bw_floor_GBps (wire_floor_us of the bytes received is at most its cost)
   std::int64_t receiving = 0, receive_inflated = 0;
+  // the direct step's own floor (GraphContext::direct_floor_us: the search defers it with that)
+  std::int64_t direct = 0, direct_inflated = 0;
 };
 
 void check_floors(const Mesh& mesh, const std::vector<std::int64_t>& shape, const CostModel& cm, EdgeSet es, FloorTally& t) {
@@ -100,8 +102,18 @@ void check_floors(const Mesh& mesh, const std::vector<std::int64_t>& shape, cons
     enumerate_edges(ctx, from, out);
     const auto from_max = ctx.geo.numel_stats(from).max;
     for (const auto& e : out) {
-      const double floor = ctx.bounds.edge_floor_us(e.kind, e.group.span(), from, from_max);
       const double cost = e.step.cost_us;
+      if (e.kind == StepKind::direct) {
+        const double df = ctx.direct_floor_us(ctx.intern(from));
+        ++t.direct;
+        if (df > cost + 1e-6 + 1e-9 * cost) {
+          ++t.bad;
+          FAIL_CHECK("direct floor above the cost: " << mesh.str() << " " << shape_str(shape) << " " << cm.name << " "
+                                                     << from.str() << " -> " << e.to.str() << ": " << df << " > cost " << cost);
+        }
+        if (1.3 * df > cost + 1e-6) ++t.direct_inflated;
+      }
+      const double floor = ctx.bounds.edge_floor_us(e.kind, e.group.span(), from, from_max);
       ++t.edges;
       if (floor > cost + 1e-6 + 1e-9 * cost) {
         ++t.bad;
@@ -159,6 +171,10 @@ TEST_CASE("edge floors are at most the edge's cost on every edge", "[bounds]") {
   // the receive rate is tight on some steps: 1.3x it is caught
   CHECK(ring.receiving > 2000);
   CHECK(ring.receive_inflated > 0);
+  // and the direct step's floor: at most its cost, and 1.3x it is caught
+  INFO("direct steps " << ring.direct << ", 1.3x their floor above the cost " << ring.direct_inflated);
+  CHECK(ring.direct > 400);
+  CHECK(ring.direct_inflated > ring.direct / 10);
 }
 
 TEST_CASE("lower bounds are admissible and consistent on whole graphs, across hosts", "[bounds]") {

@@ -538,7 +538,7 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &held_table(d, s.entries(d));
   // The PyTorch formula's bound only asks whether anything is missing: stop at the first rank.
   const bool any_only = cost.prices_by_shard_count();
-  std::int64_t worst = 0;
+  std::int64_t worst = 0, lacking = 0;
   for (std::size_t p = 0; p < coords_.size(); ++p) {
     std::int64_t need = 1, have = 1;
     for (int d = 0; d < nd; ++d) {
@@ -546,6 +546,7 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
       have *= (*held[static_cast<std::size_t>(d)])[p];
     }
     worst = std::max(worst, reduce ? need : need - have);
+    lacking += need - have;
     if (any_only && worst > 0) break;
   }
   // what must cross between host blocks, at the inter link's rate (0 unless built)
@@ -553,7 +554,15 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   if (worst == 0) return with_last(std::max({relaxed, steps, block, reduce_us}), 0);
   // optimistic_ holds bound_link's constants and no curves: no per-call scan of the curves
   const double wire = wire_floor_us(static_cast<double>(worst * geo.itemsize()));
-  return with_last(std::max({relaxed, std::max(steps, alpha_floor_us()) + wire, block, reduce_us}), worst);
+  Bound b = with_last(std::max({relaxed, std::max(steps, alpha_floor_us()) + wire, block, reduce_us}), worst);
+  // A direct step from here sends every element some rank lacks once (the ranks' received
+  // counts are exactly what they lack), so its busiest rank sends and receives at least twice
+  // the average lacking count: known when the sample is every rank and nothing is Partial.
+  b.traffic = worst;
+  if (!reduce && !any_only && static_cast<std::int64_t>(coords_.size()) == mesh.num_ranks() && !s.has_partial() &&
+      !dst.has_partial())
+    b.traffic = std::max(worst, (2 * lacking + mesh.num_ranks() - 1) / mesh.num_ranks());
+  return b;
 }
 
 // The last step of any path from a state not equivalent to the target (a relabel only leaves

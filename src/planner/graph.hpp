@@ -204,6 +204,9 @@ struct SearchBound {
   // The bound without its last-step term (Bounds::last_step_bound_us), which charges the target
   // buffer's copy: a direct step's floor adds that copy to this (< 0: the same as `us`).
   double before_last_us = -1;
+  // A floor of a direct step's busiest rank's sent + received elements from this state (the
+  // copies it makes): at least `missing` (docs/planner.md).
+  std::int64_t traffic = 0;
 };
 
 // One edge as the searches keep it: the target's state id, how the edge was generated, its cost.
@@ -267,10 +270,11 @@ class Bounds {
   // Another (ring formulas; 0 otherwise): what the last step into the target must cost, from a
   // state not equivalent to it whose busiest rank lacks `missing` of the target's elements.
   [[nodiscard]] double last_step_bound_us(const Sharding& s, std::int64_t missing) const;
-  // The least copy time of a direct step into the target from a state lacking `missing`
-  // elements on some rank: it unpacks at least those and writes the target's largest shard.
-  [[nodiscard]] double direct_copy_floor_us(std::int64_t missing) const noexcept {
-    return static_cast<double>((missing + dst_max_numel_) * geo.itemsize()) / (cost.copy_bw_GBps * 1e3);
+  // The least copy time of a direct step into the target whose busiest rank sends and receives
+  // at least `traffic` elements (at least what it lacks): it packs and unpacks those and writes
+  // the target's largest shard.
+  [[nodiscard]] double direct_copy_floor_us(std::int64_t traffic) const noexcept {
+    return static_cast<double>((traffic + dst_max_numel_) * geo.itemsize()) / (cost.copy_bw_GBps * 1e3);
   }
   // A floor of the cost of a `kind` step over `group` out of `from`, whatever state it leads to,
   // from what `from` fixes (`from_max`: its largest local shard, elements). The search costs an
@@ -465,6 +469,8 @@ struct GraphContext : Query {
   // caches the state's largest local shard across its edges (< 0: not computed yet).
   double edge_floor(std::uint32_t from, SearchEdge& e, std::int64_t& from_max) const;
   const Step& direct_step(std::uint32_t id) const;
+  // A floor of the direct step's cost from state `id` (the search defers the step with it).
+  double direct_floor_us(std::uint32_t id) const;
   // Adds to table.search_bytes; throws past table.max_search_bytes.
   void charge(std::int64_t bytes) const;
 };

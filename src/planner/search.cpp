@@ -110,25 +110,6 @@ struct FirstEdge {
   }
 };
 
-// A floor of the direct step's cost from state `u`: one peer, the bytes it still lacks at the
-// best p2p bandwidth, and (ring formulas) the copies every direct step makes.
-double direct_floor_us(const GraphContext& ctx, std::uint32_t u) {
-  const LinkParams& L = ctx.bounds.optimistic().intra;  // bound_link's constants, computed once per query
-  const LinkParams& X = ctx.bounds.optimistic().inter;
-  const auto& bu = ctx.table.bound[u];
-  // with nothing missing a direct step is local copies only (no peers, no latency)
-  const double comm = bu.missing == 0
-                          ? 0.0
-                          : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us) +
-                                ctx.bounds.optimistic().wire_floor_us(static_cast<double>(bu.missing * ctx.geo.itemsize()), true);
-  // The state's bound covers the step's latency and wire time (under the ring formulas it
-  // has no copy term), and a direct step also packs what it receives and unpacks the target.
-  // (A bound with the last-step term already charges the target's copy: the step costs at least
-  // that bound, and the term-free bound plus the copies.)
-  if (ctx.cost.formula == CostModel::Formula::pytorch) return comm;
-  const double before_last = bu.before_last_us >= 0 ? bu.before_last_us : bu.us;
-  return std::max(std::max(comm, before_last) + ctx.bounds.direct_copy_floor_us(bu.missing), bu.us);
-}
 
 // A search's per-state arrays. Use marks them busy and, when done, empties them (keeping their
 // capacity unless it grew past a million states).
@@ -335,7 +316,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     // floor (one peer, the bytes this state still lacks at p2p bandwidth, the copies), or with a
     // budget skipped when even that floor cannot beat the target's current cost.
     if (with_direct && direct_allowed(ctx, ctx.table.states[u])) {
-      const std::int64_t floor = du.cost_ps + quantise_bound(direct_floor_us(ctx, static_cast<std::uint32_t>(u)));
+      const std::int64_t floor = du.cost_ps + quantise_bound(ctx.direct_floor_us(static_cast<std::uint32_t>(u)));
       if (defer) {
         if (meet(dst, StepKind::direct, {})) deferred.push({floor, settled_as | out.size(), static_cast<std::uint32_t>(u), kDirect});
       } else if (floor <= cutoff()) {
@@ -470,6 +451,31 @@ double GraphContext::edge_floor(std::uint32_t from, SearchEdge& e, std::int64_t&
     e.floor_us = bounds.edge_floor_us(e.kind, e.group.span(), table.states[from], from_max);
   }
   return e.floor_us;
+}
+
+// A floor of the direct step's cost from state `u`. The step costs its latency (one peer at
+// least), its wire time (the busiest rank's bytes at its link's p2p bandwidth: at least what the
+// state lacks, `missing`, at the best), and (ring formulas) copies: it packs what its busiest
+// rank sends, unpacks what it receives (Bounds' `traffic`: at least `missing`) and writes the
+// target's largest shard. And it costs at least the state's bound, whose terms price received
+// bytes at the fastest receive rate, which for a direct step includes unpacking them: so also
+// at least the bound without its last-step term (which charges the target's copy) plus the
+// copies other than unpacking what the busiest rank lacks.
+double GraphContext::direct_floor_us(std::uint32_t u) const {
+  const GraphContext& ctx = *this;
+  const LinkParams& L = ctx.bounds.optimistic().intra;  // bound_link's constants, computed once per query
+  const LinkParams& X = ctx.bounds.optimistic().inter;
+  const auto& bu = ctx.table.bound[u];
+  // with nothing missing a direct step is local copies only (no peers, no latency)
+  const double comm = bu.missing == 0
+                          ? 0.0
+                          : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us) +
+                                ctx.bounds.optimistic().wire_floor_us(static_cast<double>(bu.missing * ctx.geo.itemsize()), true);
+  if (ctx.cost.formula == CostModel::Formula::pytorch) return comm;
+  const double copies = ctx.bounds.direct_copy_floor_us(std::max(bu.missing, bu.traffic));
+  const double unpack = ctx.bounds.direct_copy_floor_us(bu.missing) - ctx.bounds.direct_copy_floor_us(0);
+  const double before_last = bu.before_last_us >= 0 ? bu.before_last_us : bu.us;
+  return std::max({comm + copies, before_last + copies - unpack, bu.us});
 }
 
 const Step& GraphContext::direct_step(std::uint32_t id) const {
@@ -610,7 +616,7 @@ std::vector<Plan> near_optimal_plans(const Layout& src, const Layout& dst, const
       if (C[u] + c <= limit && (all.slack_ps > 0 || C[u] + c == C[e.to])) arcs[u].push_back({e.to, e.kind, e.group, c});
     }
     if (edges == EdgeSet::all && direct_allowed(ctx, ctx.table.states[u]) &&
-        C[u] + quantise_bound(direct_floor_us(ctx, u)) <= limit) {
+        C[u] + quantise_bound(ctx.direct_floor_us(u)) <= limit) {
       const Step& d = ctx.direct_step(u);
       const std::int64_t c = quantise(d.cost_us);
       if ((budget < 0 || d.peak_bytes <= budget) && C[u] + c <= limit && (all.slack_ps > 0 || C[u] + c == all.optimum_ps))
