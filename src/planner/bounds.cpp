@@ -238,7 +238,7 @@ const Bounds::BlockHeld& Bounds::block_held(int d, Entries e) const {
 // block's sampled rank must also receive every element it lacks: x of them in inter-host steps
 // (then those take at least x / inter bandwidth) and the rest within the block. The least total
 // over x (a piecewise-linear minimum: x at a's volume or x all it lacks) is the bound.
-double Bounds::block_bound_us(const Sharding& s) const {
+double Bounds::block_bound_us(const Sharding& s, bool* enters) const {
   if (!blocks_) return 0;
   const Blocks& b = *blocks_;
   bool reduce_inter = false, reduce_any = false;
@@ -262,6 +262,7 @@ double Bounds::block_bound_us(const Sharding& s) const {
       rank_have *= static_cast<double>(held[static_cast<std::size_t>(d)]->rank[k]);
     }
     const double entering = reduce_inter ? b.need_numel[k] : b.need_numel[k] - block_have;
+    if (enters != nullptr && entering > 0) *enters = true;
     const double lacking = (reduce_any ? b.rank_need_numel[k] : b.rank_need_numel[k] - rank_have) * item;
     const double a = std::max(0.0, entering) * item / static_cast<double>(b.ranks) / bx;
     // everything the rank lacks arrives in inter-host steps
@@ -550,7 +551,8 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
     if (any_only && worst > 0) break;
   }
   // what must cross between host blocks, at the inter link's rate (0 unless built)
-  const double block = block_bound_us(s);
+  bool enters = false;  // some sampled host block lacks elements none of its ranks holds
+  const double block = block_bound_us(s, &enters);
   if (worst == 0) return with_last(std::max({relaxed, steps, block, reduce_us}), 0);
   // optimistic_ holds bound_link's constants and no curves: no per-call scan of the curves
   const double wire = wire_floor_us(static_cast<double>(worst * geo.itemsize()));
@@ -558,10 +560,12 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   // A direct step from here sends every element some rank lacks once (the ranks' received
   // counts are exactly what they lack), so its busiest rank sends and receives at least twice
   // the average lacking count: known when the sample is every rank and nothing is Partial.
+  // (Counting it over every rank of a larger mesh cost more than the direct steps it spared.)
+  b.enters_host = enters;
   b.traffic = worst;
-  if (!reduce && !any_only && static_cast<std::int64_t>(coords_.size()) == mesh.num_ranks() && !s.has_partial() &&
-      !dst.has_partial())
-    b.traffic = std::max(worst, (2 * lacking + mesh.num_ranks() - 1) / mesh.num_ranks());
+  if (!reduce && !any_only && !s.has_partial() && !dst.has_partial() &&
+      static_cast<std::int64_t>(coords_.size()) == mesh.num_ranks())
+    b.traffic = direct_traffic_floor(worst, lacking);
   return b;
 }
 

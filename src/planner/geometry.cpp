@@ -226,27 +226,11 @@ std::int64_t Geometry::all_to_all_chunk(const Sharding& from, const Sharding& to
 // intersection tables T_d[source variant][target variant], the sums over a rank's group factor
 // per tensor dim (the mesh dims of different tensor dims are disjoint), so every statistic costs
 // O(ranks x dims x small enumerations) instead of O(ranks^2).
-Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Sharding& to) const {
+// Per tensor dim, the intersection table of `from`'s and `to`'s variants, memoised across
+// states (the target side rarely changes).
+std::array<Geometry::OverlapTable*, Sharding::kMaxTensorDims> Geometry::overlap_tables(const Sharding& from,
+                                                                                   const Sharding& to) const {
   const int nd = from.tensor_ndim();
-  const int md = static_cast<int>(mesh_shape_.size());
-  std::int64_t R = 1;
-  for (auto s : mesh_shape_) R *= s;
-  auto size_of = [&](int m) { return mesh_shape_[static_cast<std::size_t>(m)]; };
-  std::array<char, Sharding::kMaxMeshDims> in_s{}, in_dst{};
-  for (int d = 0; d < nd; ++d) {
-    for (const auto& e : from.entries(d)) in_s[static_cast<std::size_t>(e.mesh_dim)] = 1;
-    for (const auto& e : to.entries(d)) in_dst[static_cast<std::size_t>(e.mesh_dim)] = 1;
-  }
-  // source mesh dims no target entry uses: every value gives the same needs (a multiplicity)
-  std::int64_t mult = 1;
-  bool free_crossable = false;
-  for (int m = 0; m < md; ++m)
-    if (in_s[static_cast<std::size_t>(m)] && !in_dst[static_cast<std::size_t>(m)]) {
-      mult *= size_of(m);
-      free_crossable = free_crossable || size_of(m) > 1;
-    }
-  // intersection tables, memoised across states (the target side rarely changes); a tensor
-  // dim whose entries are the same on both sides and empty needs none (one variant, all of it)
   std::array<OverlapTable*, Sharding::kMaxTensorDims> tables{};
   thread_local std::string key;
   for (int d = 0; d < nd; ++d) {
@@ -279,6 +263,29 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
     }
     tables[static_cast<std::size_t>(d)] = &it->second;
   }
+  return tables;
+}
+
+Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Sharding& to) const {
+  const int nd = from.tensor_ndim();
+  const int md = static_cast<int>(mesh_shape_.size());
+  std::int64_t R = 1;
+  for (auto s : mesh_shape_) R *= s;
+  auto size_of = [&](int m) { return mesh_shape_[static_cast<std::size_t>(m)]; };
+  std::array<char, Sharding::kMaxMeshDims> in_s{}, in_dst{};
+  for (int d = 0; d < nd; ++d) {
+    for (const auto& e : from.entries(d)) in_s[static_cast<std::size_t>(e.mesh_dim)] = 1;
+    for (const auto& e : to.entries(d)) in_dst[static_cast<std::size_t>(e.mesh_dim)] = 1;
+  }
+  // source mesh dims no target entry uses: every value gives the same needs (a multiplicity)
+  std::int64_t mult = 1;
+  bool free_crossable = false;
+  for (int m = 0; m < md; ++m)
+    if (in_s[static_cast<std::size_t>(m)] && !in_dst[static_cast<std::size_t>(m)]) {
+      mult *= size_of(m);
+      free_crossable = free_crossable || size_of(m) > 1;
+    }
+  const auto tables = overlap_tables(from, to);
   DirectStats out;
   // per tensor dim: the target entries' mesh dims that vary within a rank's group
   std::array<std::array<int, Sharding::kMaxMeshDims>, Sharding::kMaxTensorDims> free_of{};

@@ -169,6 +169,8 @@ class Geometry {
     std::vector<std::vector<GroupSums>> groups_by_mask;
   };
   static constexpr std::int64_t kMaxCachedPairs = 1024;
+  [[nodiscard]] std::array<OverlapTable*, Sharding::kMaxTensorDims> overlap_tables(const Sharding& from,
+                                                                                 const Sharding& to) const;
   mutable std::unordered_map<std::string, OverlapTable> overlap_memo_;
 };
 
@@ -207,6 +209,9 @@ struct SearchBound {
   // A floor of a direct step's busiest rank's sent + received elements from this state (the
   // copies it makes): at least `missing` (docs/planner.md).
   std::int64_t traffic = 0;
+  // Some host block lacks elements none of its ranks holds: a direct step from here moves data
+  // between hosts, so it is priced on the inter-host link.
+  bool enters_host = false;
 };
 
 // One edge as the searches keep it: the target's state id, how the edge was generated, its cost.
@@ -273,6 +278,12 @@ class Bounds {
   // The least copy time of a direct step into the target whose busiest rank sends and receives
   // at least `traffic` elements (at least what it lacks): it packs and unpacks those and writes
   // the target's largest shard.
+  // The busiest rank's sent + received elements of a direct step, at least: what it lacks
+  // (`missing`), and twice the average of what the ranks lack (`lacking`: their sum), since
+  // every lacking element is sent once and received once.
+  [[nodiscard]] std::int64_t direct_traffic_floor(std::int64_t missing, std::int64_t lacking) const noexcept {
+    return std::max(missing, (2 * lacking + mesh.num_ranks() - 1) / mesh.num_ranks());
+  }
   [[nodiscard]] double direct_copy_floor_us(std::int64_t traffic) const noexcept {
     return static_cast<double>((traffic + dst_max_numel_) * geo.itemsize()) / (cost.copy_bw_GBps * 1e3);
   }
@@ -382,7 +393,8 @@ class Bounds {
   };
   mutable std::unordered_map<std::uint64_t, std::pair<KeptEntries, BlockHeld>> block_memo_;
   [[nodiscard]] const BlockHeld& block_held(int d, Entries e) const;
-  [[nodiscard]] double block_bound_us(const Sharding& s) const;
+  // `enters` (when given) is set when some sampled block lacks elements none of its ranks holds.
+  [[nodiscard]] double block_bound_us(const Sharding& s, bool* enters = nullptr) const;
   // keyed by (dim, entries) hash; the entries are kept to rule out collisions
   mutable std::unordered_map<std::uint64_t, std::pair<KeptEntries, std::vector<std::int64_t>>> held_memo_;
   [[nodiscard]] const std::vector<std::int64_t>& held_table(int d, Entries e) const;

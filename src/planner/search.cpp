@@ -467,10 +467,13 @@ double GraphContext::direct_floor_us(std::uint32_t u) const {
   const LinkParams& X = ctx.bounds.optimistic().inter;
   const auto& bu = ctx.table.bound[u];
   // with nothing missing a direct step is local copies only (no peers, no latency)
-  const double comm = bu.missing == 0
-                          ? 0.0
+  // (a step whose transfers cross a host boundary is priced on the inter-host link)
+  const double bytes = static_cast<double>(bu.missing * ctx.geo.itemsize());
+  const double comm = bu.missing == 0 ? 0.0
+                      : bu.enters_host
+                          ? X.alpha_us + X.alpha_per_peer_us + bytes / (X.p2p_bw_GBps * 1e3)
                           : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us) +
-                                ctx.bounds.optimistic().wire_floor_us(static_cast<double>(bu.missing * ctx.geo.itemsize()), true);
+                                ctx.bounds.optimistic().wire_floor_us(bytes, true);
   if (ctx.cost.formula == CostModel::Formula::pytorch) return comm;
   const double copies = ctx.bounds.direct_copy_floor_us(std::max(bu.missing, bu.traffic));
   const double unpack = ctx.bounds.direct_copy_floor_us(bu.missing) - ctx.bounds.direct_copy_floor_us(0);
