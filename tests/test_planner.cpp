@@ -297,10 +297,10 @@ TEST_CASE("direct-step statistics: factored sums equal explicit pairs", "[planne
   CHECK(checked == 400);
 }
 
-// One Geometry answers a whole search's sources against one target: its per tensor dim tables
-// are kept across calls (per source entries and which target mesh dims the source uses), or
-// built per call where large (4x4x4x4's 256 x 256 variant pairs).
-TEST_CASE("direct-step statistics: tables kept across calls give each call's own answer", "[planner]") {
+// One Geometry answers a whole search's sources against one target: its intersection tables are
+// kept across calls, and the per-call pair and group tables are per-thread flat tables reused
+// from call to call, or hash maps where large (4x4x4x4's 256 x 256 variant pairs).
+TEST_CASE("direct-step statistics: one Geometry over many sources gives each call's own answer", "[planner]") {
   std::mt19937_64 rng(57);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   struct Case {

@@ -310,38 +310,31 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
     }
   }
   // What a rank contributes along tensor dim d depends only on its (source, target) variants
-  // there (PairStats). Per tensor dim, the pair and group tables: the table's own (kept across
-  // calls) where small, else hash maps of the pairs and groups this call meets.
+  // there (PairStats). Per tensor dim, the pair and group tables, filled as met: flat per-thread
+  // tables reused across calls (source variants x target variants entries per dim), or past a
+  // flat table's worth (huge meshes) hash maps of the pairs and groups this call meets.
   std::array<PairStats*, Sharding::kMaxTensorDims> pair_tab{};
   std::array<GroupSums*, Sharding::kMaxTensorDims> group_tab{};
-  std::array<std::size_t, Sharding::kMaxTensorDims> memo_at{};  // a dim's offset in the maps' keys
-  thread_local std::unordered_map<std::size_t, PairStats> pair_map;
-  thread_local std::unordered_map<std::size_t, GroupSums> group_map;
-  pair_map.clear();
-  group_map.clear();
+  std::array<std::size_t, Sharding::kMaxTensorDims> memo_at{};  // a dim's offset in the tables
   std::size_t memo_size = 0;
   for (int d = 0; d < nd; ++d) {
-    auto& t = *tables[static_cast<std::size_t>(d)];
-    const auto n = static_cast<std::size_t>(t.nfv * t.ntv);
     memo_at[static_cast<std::size_t>(d)] = memo_size;
-    memo_size += n;
-    if (t.nfv * t.ntv > kMaxCachedPairs) continue;
-    const auto es = to.entries(d);
-    std::size_t mask = 0;
-    for (std::size_t k = 0; k < es.size(); ++k)
-      if (in_s[static_cast<std::size_t>(es[k].mesh_dim)]) mask |= std::size_t{1} << k;
-    if (t.pairs_by_mask.empty()) {
-      t.pairs_by_mask.resize(std::size_t{1} << es.size());
-      t.groups_by_mask.resize(std::size_t{1} << es.size());
+    memo_size += static_cast<std::size_t>(tables[static_cast<std::size_t>(d)]->nfv * tables[static_cast<std::size_t>(d)]->ntv);
+  }
+  thread_local std::vector<PairStats> pair_memo;
+  thread_local std::vector<GroupSums> group_memo;
+  thread_local std::unordered_map<std::size_t, PairStats> pair_map;
+  thread_local std::unordered_map<std::size_t, GroupSums> group_map;
+  if (memo_size <= std::max<std::size_t>(4096, 4 * static_cast<std::size_t>(R))) {
+    pair_memo.assign(memo_size, PairStats{});
+    group_memo.assign(memo_size, GroupSums{});
+    for (int d = 0; d < nd; ++d) {
+      pair_tab[static_cast<std::size_t>(d)] = pair_memo.data() + memo_at[static_cast<std::size_t>(d)];
+      group_tab[static_cast<std::size_t>(d)] = group_memo.data() + memo_at[static_cast<std::size_t>(d)];
     }
-    auto& pv = t.pairs_by_mask[mask];
-    auto& gv = t.groups_by_mask[mask];
-    if (pv.empty()) {
-      pv.resize(n);
-      gv.resize(n);
-    }
-    pair_tab[static_cast<std::size_t>(d)] = pv.data();
-    group_tab[static_cast<std::size_t>(d)] = gv.data();
+  } else {
+    pair_map.clear();
+    group_map.clear();
   }
   std::array<std::int64_t, Sharding::kMaxMeshDims> q{};
   auto pair_stats = [&](int d, std::int64_t fv, std::int64_t tv) -> const PairStats& {

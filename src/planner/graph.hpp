@@ -162,13 +162,7 @@ class Geometry {
     std::vector<std::int64_t> inter;     // [source variant * ntv + target variant]
     std::vector<std::int64_t> need;      // [target variant]: owned size
     std::vector<std::int64_t> src_hits;  // [target variant]: source variants overlapping it
-    // The pair and group tables (nfv x ntv each, filled as met) depend also on which target
-    // entries' mesh dims the whole source uses: per such mask (bit k: the k-th target entry),
-    // kept across calls when small enough (kMaxCachedPairs).
-    std::vector<std::vector<PairStats>> pairs_by_mask;
-    std::vector<std::vector<GroupSums>> groups_by_mask;
   };
-  static constexpr std::int64_t kMaxCachedPairs = 1024;
   [[nodiscard]] std::array<OverlapTable*, Sharding::kMaxTensorDims> overlap_tables(const Sharding& from,
                                                                                  const Sharding& to) const;
   mutable std::unordered_map<std::string, OverlapTable> overlap_memo_;
