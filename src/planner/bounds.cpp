@@ -158,8 +158,11 @@ void Bounds::build_blocks() {
 
 // The elements along dim d that some rank of `coord`'s block owns under `e` (the union over
 // the intra-host coordinates of e's mesh dims).
-IndexSet Bounds::block_union(int d, Entries e, std::vector<std::int64_t> coord) const {
+IndexSet Bounds::block_union(int d, Entries e, std::span<const std::int64_t> coord0) const {
   const auto& ms = mesh.shape();
+  std::array<std::int64_t, Sharding::kMaxMeshDims> buf{};  // the coordinates, the free ones turned
+  std::copy(coord0.begin(), coord0.end(), buf.begin());
+  const std::span<std::int64_t> coord(buf.data(), coord0.size());
   const auto len = shape[static_cast<std::size_t>(d)];
   std::array<int, Sharding::kMaxMeshDims> free{};
   std::size_t nfree = 0, first = e.size();
@@ -195,6 +198,9 @@ const Bounds::BlockHeld& Bounds::block_held(int d, Entries e) const {
   held.rank.resize(b.coords.size());
   const bool same = e == dst.entries(d);
   const Entries want = dst.entries(d);
+  std::uint32_t used = 0;  // the mesh dims of e and of the target's entries
+  for (const auto& x : e) used |= 1u << x.mesh_dim;
+  for (const auto& x : want) used |= 1u << x.mesh_dim;
   // Both counts depend on the block only through its coordinates on the mesh dims of e and of
   // the target's entries (the sampled member's intra-host coordinates are 0): computed once per
   // distinct such coordinate.
@@ -207,12 +213,9 @@ const Bounds::BlockHeld& Bounds::block_held(int d, Entries e) const {
       continue;
     }
     std::uint64_t at = 0;
-    for (int m = 0; m < mesh.ndim(); ++m) {
-      bool used = false;
-      for (const auto& x : e) used = used || x.mesh_dim == m;
-      for (const auto& x : want) used = used || x.mesh_dim == m;
-      at = at * static_cast<std::uint64_t>(mesh.size(m) + 1) + (used ? static_cast<std::uint64_t>(b.coords[k][static_cast<std::size_t>(m)]) : 0);
-    }
+    for (int m = 0; m < mesh.ndim(); ++m)
+      at = at * static_cast<std::uint64_t>(mesh.size(m) + 1) +
+           ((used >> m) & 1u ? static_cast<std::uint64_t>(b.coords[k][static_cast<std::size_t>(m)]) : 0);
     auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& x) { return x.first == at; });
     if (it != seen.end()) {
       held.block[k] = held.block[it->second];

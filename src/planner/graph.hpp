@@ -375,7 +375,7 @@ class Bounds {
   };
   std::optional<Blocks> blocks_;
   void build_blocks();
-  [[nodiscard]] IndexSet block_union(int d, Entries e, std::vector<std::int64_t> coord) const;
+  [[nodiscard]] IndexSet block_union(int d, Entries e, std::span<const std::int64_t> coord) const;
   // [block]: how many of the block's needed elements along dim d its ranks hold under `e`
   // a memo's copy of the entries it was made for (no heap: at most one per mesh dim)
   struct KeptEntries {
