@@ -3,11 +3,14 @@
 byte for byte (a refactor must not change any plan, cost or refusal).
 
   scripts/compare-plans.py OLD/dtensor NEW/dtensor [--count 400] [--seed 7] [--cross-mesh | --batch] [--max-memory]
+                           [--profile FILE]
 
 --cross-mesh plans cross-mesh requests instead (a second mesh, identical, overlapping or disjoint
 world ranks); --batch plans batch files of 2-6 pairs on one mesh (`plan --batch`); --max-memory
 gives every request a random workspace budget (`--max-memory`, 4 KiB to 64 MiB: some plans
-change, some requests are refused with the smallest budget that admits a plan).
+change, some requests are refused with the smallest budget that admits a plan); --profile FILE
+plans every request with that cost-model profile (e.g. a fitted one: `bench_planner
+--write-fitted FILE`) instead of a random choice of the default and PyTorch models.
 
 Prints the number of requests planned and one digest per CLI; exits 1 when they differ, naming
 the first request whose outputs differ."""
@@ -60,7 +63,7 @@ def batch_request(rng, folder, k):
     return ["plan", "--batch", path]
 
 
-def requests(count, seed, cross_mesh, batch, max_memory, folder):
+def requests(count, seed, cross_mesh, batch, max_memory, folder, profile=None):
     rng = random.Random(seed)
     for k in range(count):
         if batch:
@@ -69,7 +72,8 @@ def requests(count, seed, cross_mesh, batch, max_memory, folder):
             args = single_request(rng, cross_mesh)
         if max_memory:
             args += ["--max-memory", str(rng.choice([1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 26]))]
-        yield args + ["--cost-model", rng.choice(["default", "pytorch"]), "--format", "json"]
+        model = rng.choice(["default", "pytorch"])  # drawn either way: --profile keeps the same requests
+        yield args + ["--cost-model", profile or model, "--format", "json"]
 
 
 def single_request(rng, cross_mesh):
@@ -100,6 +104,7 @@ def main():
     ap.add_argument("--cross-mesh", action="store_true")
     ap.add_argument("--batch", action="store_true")
     ap.add_argument("--max-memory", action="store_true")
+    ap.add_argument("--profile", help="a cost-model profile (JSON) for every request")
     a = ap.parse_args()
     if a.count < 1:
         ap.error(f"--count {a.count} must be positive")
@@ -108,7 +113,7 @@ def main():
     digests = [hashlib.sha256(), hashlib.sha256()]
     planned = 0
     folder = tempfile.TemporaryDirectory()
-    for args in requests(a.count, a.seed, a.cross_mesh, a.batch, a.max_memory, folder.name):
+    for args in requests(a.count, a.seed, a.cross_mesh, a.batch, a.max_memory, folder.name, a.profile):
         outs = []
         for cli, d in zip((a.old, a.new), digests):
             r = subprocess.run([cli] + args, capture_output=True, text=True)

@@ -27,6 +27,7 @@ void Bounds::init_bounds() {
   optimistic_.copy_bw_GBps = cost.copy_bw_GBps;
   optimistic_.intra = cost.bound_link(false);
   optimistic_.inter = cost.bound_link(true);
+  p2p_curve_ = {cost.curve(Collective::send_recv, false), cost.curve(Collective::send_recv, true)};
   // wire_floor_us's rate, once (CostModel::wire_floor_us derives it from both links per call)
   recv_floor_bytes_per_us_ = cost.prices_by_shard_count() ? 0.0 : optimistic_.receive_floor_bytes_per_us();
   // Per mesh dim, the cheapest communication step over it alone: a reduce_scatter of nothing
@@ -610,6 +611,19 @@ double Bounds::reduction_bound_us(const Sharding& s) const {
   return alpha_floor_us() + wire_floor_us(busiest * static_cast<double>(geo.itemsize()));
 }
 
+// CostModel::time prices a direct step on one link: with a fitted send/recv curve for it, the
+// curve at the busiest rank's bytes (monotone in bytes) plus a latency per peer beyond the
+// first; else the link's latency, one per peer, and the bytes at its point-to-point rate.
+double Bounds::direct_comm_floor_us(double bytes, bool enters_host) const {
+  auto on = [&](bool inter) {
+    if (const auto* cv = p2p_curve_[inter ? 1 : 0]) return cv->time_us(2, bytes);
+    const LinkParams& l = cost.link(inter);
+    return l.alpha_us + l.alpha_per_peer_us + bytes / (l.p2p_bw_GBps * 1e3);
+  };
+  const double inter = on(true);
+  return enters_host ? inter : std::min(on(false), inter);
+}
+
 double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sharding& from, std::int64_t from_max) const {
   const auto s = geo.itemsize();
   std::int64_t n = 1;
@@ -643,7 +657,9 @@ double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sh
   t.bytes = static_cast<double>((kind == StepKind::all_gather ? n * from_max : from_max) * s);
   // an all_to_all packs its source; the others may run on the caller's buffers
   t.copy_bytes = kind == StepKind::all_to_all ? static_cast<double>(from_max * s) : 0.0;
-  return (cost.formula == CostModel::Formula::pytorch ? cost : optimistic_).time(t).total_us();
+  // Priced by the query's own model: the step's collective, group and link are these, and its
+  // time is monotone in bytes (a fitted curve too: CollectiveCurve::time_us)
+  return cost.time(t).total_us();
 }
 
 }  // namespace dtensor

@@ -269,18 +269,21 @@ class Bounds {
   // Another (ring formulas; 0 otherwise): what the last step into the target must cost, from a
   // state not equivalent to it whose busiest rank lacks `missing` of the target's elements.
   [[nodiscard]] double last_step_bound_us(const Sharding& s, std::int64_t missing) const;
-  // The least copy time of a direct step into the target whose busiest rank sends and receives
-  // at least `traffic` elements (at least what it lacks): it packs and unpacks those and writes
-  // the target's largest shard.
   // The busiest rank's sent + received elements of a direct step, at least: what it lacks
   // (`missing`), and twice the average of what the ranks lack (`lacking`: their sum), since
   // every lacking element is sent once and received once.
   [[nodiscard]] std::int64_t direct_traffic_floor(std::int64_t missing, std::int64_t lacking) const noexcept {
     return std::max(missing, (2 * lacking + mesh.num_ranks() - 1) / mesh.num_ranks());
   }
+  // The least copy time of a direct step into the target whose busiest rank sends and receives
+  // at least `traffic` elements (at least what it lacks): it packs and unpacks those and writes
+  // the target's largest shard.
   [[nodiscard]] double direct_copy_floor_us(std::int64_t traffic) const noexcept {
     return static_cast<double>((traffic + dst_max_numel_) * geo.itemsize()) / (cost.copy_bw_GBps * 1e3);
   }
+  // The least communication time of a direct step (ring formulas) whose busiest rank receives
+  // at least `bytes`: on the inter-host link when it must cross hosts, else on the cheaper link.
+  [[nodiscard]] double direct_comm_floor_us(double bytes, bool enters_host) const;
   // A floor of the cost of a `kind` step over `group` out of `from`, whatever state it leads to,
   // from what `from` fixes (`from_max`: its largest local shard, elements). The search costs an
   // edge only once this floor could still be on a plan within reach (search.cpp). Direct: 0.
@@ -328,6 +331,8 @@ class Bounds {
   // The cost model with its most optimistic constants (bound_link on both links, no curves):
   // what the lower bounds price their relaxed steps with, through CostModel::time.
   CostModel optimistic_;
+  // The profile's fitted send/recv curve per link (intra, inter), if any: what prices a direct step.
+  std::array<const CollectiveCurve*, 2> p2p_curve_{};
   // PyTorch formula with the pytorch edge set: exact distances to the target in a relaxed graph
   // whose states keep, per mesh dim of two or more ranks, only a class (R, Shard of the target's
   // tensor dim, Shard of another, Partial of the target's op, another Partial). A step's cost

@@ -454,8 +454,9 @@ double GraphContext::edge_floor(std::uint32_t from, SearchEdge& e, std::int64_t&
 }
 
 // A floor of the direct step's cost from state `u`. The step costs its latency (one peer at
-// least), its wire time (the busiest rank's bytes at its link's p2p bandwidth: at least what the
-// state lacks, `missing`, at the best), and (ring formulas) copies: it packs what its busiest
+// least) and wire time: the busiest rank's bytes, at least what the state lacks (`missing`), at
+// its link's p2p bandwidth or on a fitted send/recv curve (Bounds::direct_comm_floor_us; under
+// PyTorch's formula only the latency). And (ring formulas) it copies: it packs what its busiest
 // rank sends, unpacks what it receives (Bounds' `traffic`: at least `missing`) and writes the
 // target's largest shard. And it costs at least the state's bound, whose terms price received
 // bytes at the fastest receive rate, which for a direct step includes unpacking them: so also
@@ -469,12 +470,9 @@ double GraphContext::direct_floor_us(std::uint32_t u) const {
   // with nothing missing a direct step is local copies only (no peers, no latency)
   // (a step whose transfers cross a host boundary is priced on the inter-host link)
   const double bytes = static_cast<double>(bu.missing * ctx.geo.itemsize());
-  const double comm = bu.missing == 0 ? 0.0
-                      : bu.enters_host
-                          ? X.alpha_us + X.alpha_per_peer_us + bytes / (X.p2p_bw_GBps * 1e3)
-                          : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us) +
-                                ctx.bounds.optimistic().wire_floor_us(bytes, true);
-  if (ctx.cost.formula == CostModel::Formula::pytorch) return comm;
+  if (ctx.cost.formula == CostModel::Formula::pytorch)  // (its wire time is not a floor: PyTorch's bytes differ)
+    return bu.missing == 0 ? 0.0 : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us);
+  const double comm = bu.missing == 0 ? 0.0 : ctx.bounds.direct_comm_floor_us(bytes, bu.enters_host);
   const double copies = ctx.bounds.direct_copy_floor_us(std::max(bu.missing, bu.traffic));
   const double unpack = ctx.bounds.direct_copy_floor_us(bu.missing) - ctx.bounds.direct_copy_floor_us(0);
   const double before_last = bu.before_last_us >= 0 ? bu.before_last_us : bu.us;
