@@ -225,6 +225,48 @@ TEST_CASE("lower bounds are admissible and consistent on whole graphs, across ho
   CHECK(t.last_inflated > 0);
 }
 
+// The host-block term counts what a block holds by descending the entries (no union built):
+// the same count as the union of every member's indices, for every layout, tensor dim and
+// sampled block, uneven sizes and empty chunks included.
+TEST_CASE("host-block counts equal the union of the block's members", "[bounds]") {
+  struct Case {
+    const char* mesh;
+    std::int64_t per_host;
+    std::vector<std::int64_t> shape;
+  };
+  const std::vector<Case> cases{{"2x2x2", 2, {7, 10}}, {"4x2", 2, {9, 3}}, {"3x2x2", 4, {5, 11}},
+                                {"2x2x4", 4, {13, 2}}, {"2x4x2", 2, {6, 1}}, {"2x2x2x2", 4, {10, 7}}};
+  std::int64_t compared = 0, partial_holdings = 0;
+  for (const auto& c : cases) {
+    const Mesh mesh = Mesh::parse(c.mesh);
+    CostModel cm = CostModel::default_model();
+    cm.devices_per_host = c.per_host;
+    const auto layouts = graph_oracle::all_layouts(mesh, static_cast<int>(c.shape.size()));
+    std::vector<Sharding> targets;
+    for (const auto& s : layouts)
+      if (!s.has_partial()) targets.push_back(s);
+    for (std::size_t t = 0; t < targets.size(); t += 5) {
+      const GraphContext ctx(Layout(mesh, c.shape, DType::f32, layouts[0]), Layout(mesh, c.shape, DType::f32, targets[t]), cm,
+                             EdgeSet::all);
+      REQUIRE(ctx.bounds.sampled_blocks() > 0);
+      for (const auto& s : layouts)
+        for (int d = 0; d < static_cast<int>(c.shape.size()); ++d)
+          for (std::size_t k = 0; k < ctx.bounds.sampled_blocks(); ++k) {
+            const auto fast = ctx.bounds.block_count(d, s.entries(d), k, false);
+            const auto ref = ctx.bounds.block_count(d, s.entries(d), k, true);
+            if (fast != ref)
+              FAIL_CHECK(c.mesh << " " << c.per_host << " per host, target " << targets[t].str() << ", " << s.str() << " dim " << d
+                                << " block " << k << ": " << fast << " != " << ref);
+            ++compared;
+            partial_holdings += ref > 0 && ref < ctx.bounds.block_count(d, targets[t].entries(d), k, true);
+          }
+    }
+  }
+  INFO("compared " << compared << ", blocks holding part of their need " << partial_holdings);
+  CHECK(compared > 20000);
+  CHECK(partial_holdings > 1000);
+}
+
 // GraphContext::intern's open-addressed index: every layout of a small mesh gets one id, the
 // same on every lookup, across the index's growth.
 TEST_CASE("interning gives each layout one stable id", "[planner]") {

@@ -190,6 +190,55 @@ IndexSet Bounds::block_union(int d, Entries e, std::span<const std::int64_t> coo
   return IndexSet::union_of(std::move(runs));
 }
 
+// Without strided entries every rank owns one range along d, and a block's union is a list of
+// ranges found by descending the entries in order: a fixed coordinate narrows the range to its
+// chunk, an intra-host mesh dim (free within the block) takes each of its chunks in turn, and
+// where only free dims remain the whole range is owned. The ranges come out ascending and
+// disjoint (an earlier entry splits more coarsely), so they meet `need`'s runs in one pass.
+std::int64_t Bounds::block_overlap(int d, Entries e, std::span<const std::int64_t> coord, const IndexSet& need) const {
+  for (const auto& x : e)
+    if (x.split_factor != 1) return need.overlap(block_union(d, e, coord));
+  const auto& ms = mesh.shape();
+  const auto& intra = blocks_->intra;
+  // from position j on, only intra-host (free) mesh dims
+  std::array<char, Sharding::kMaxMeshDims + 1> free_tail{};
+  free_tail[e.size()] = 1;
+  for (std::size_t j = e.size(); j-- > 0;)
+    free_tail[j] = free_tail[j + 1] && intra[static_cast<std::size_t>(e[j].mesh_dim)];
+  const auto runs = need.runs();
+  std::size_t p = 0;  // the first of need's runs that may meet the next range
+  std::int64_t total = 0;
+  auto meet = [&](std::int64_t a, std::int64_t b) {
+    while (p < runs.size() && runs[p].stop <= a) ++p;
+    for (std::size_t q = p; q < runs.size() && runs[q].start < b; ++q)
+      total += std::min(b, runs[q].stop) - std::max(a, runs[q].start);
+  };
+  auto descend = [&](auto&& self, std::size_t j, std::int64_t start, std::int64_t len) -> void {
+    for (; !free_tail[j]; ++j) {
+      const auto m = static_cast<std::size_t>(e[j].mesh_dim);
+      if (intra[m]) {
+        for (std::int64_t i = 0; i < ms[m]; ++i) {
+          const auto c = chunk_bounds(len, ms[m], i);
+          if (c.end > c.begin) self(self, j + 1, start + c.begin, c.end - c.begin);
+        }
+        return;
+      }
+      const auto c = chunk_bounds(len, ms[m], coord[m]);
+      start += c.begin;
+      len = c.end - c.begin;
+    }
+    if (len > 0) meet(start, start + len);
+  };
+  descend(descend, 0, 0, shape[static_cast<std::size_t>(d)]);
+  return total;
+}
+
+std::int64_t Bounds::block_count(int d, Entries e, std::size_t k, bool reference) const {
+  const IndexSet& need = blocks_->need[static_cast<std::size_t>(d)][k];
+  const auto& coord = blocks_->coords[k];
+  return reference ? need.overlap(block_union(d, e, coord)) : block_overlap(d, e, coord, need);
+}
+
 const Bounds::BlockHeld& Bounds::block_held(int d, Entries e) const {
   const std::uint64_t key = entries_key(d, e);
   if (auto it = block_memo_.find(key); it != block_memo_.end() && it->second.first.same(e)) return it->second.second;
@@ -224,7 +273,7 @@ const Bounds::BlockHeld& Bounds::block_held(int d, Entries e) const {
       continue;
     }
     seen.emplace_back(at, k);
-    held.block[k] = need.overlap(block_union(d, e, b.coords[k]));
+    held.block[k] = block_overlap(d, e, b.coords[k], need);
     held.rank[k] = owned_overlap(e, b.coords[k], want, b.coords[k], shape[static_cast<std::size_t>(d)], mesh.shape());
   }
   auto& slot = block_memo_[key];

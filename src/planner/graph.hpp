@@ -291,6 +291,11 @@ class Bounds {
                                      std::int64_t from_max) const;
   // The cost model with bound_link's constants on both links and no curves (what bounds price with).
   [[nodiscard]] const CostModel& optimistic() const noexcept { return optimistic_; }
+  // (tests) The host-block term's sampled blocks (0 without the term), and block k's count of
+  // its needed elements along dim d that its ranks hold under `e`: as the bound counts it, or by
+  // the union of every member's indices (`reference`).
+  [[nodiscard]] std::size_t sampled_blocks() const noexcept { return blocks_ ? blocks_->coords.size() : 0; }
+  [[nodiscard]] std::int64_t block_count(int d, Entries e, std::size_t k, bool reference) const;
 
  private:
   // the query, by the names the bound code reads
@@ -381,7 +386,8 @@ class Bounds {
   std::optional<Blocks> blocks_;
   void build_blocks();
   [[nodiscard]] IndexSet block_union(int d, Entries e, std::span<const std::int64_t> coord) const;
-  // [block]: how many of the block's needed elements along dim d its ranks hold under `e`
+  // need.overlap(block_union(d, e, coord)), without building the union where `e` has no strided entry
+  [[nodiscard]] std::int64_t block_overlap(int d, Entries e, std::span<const std::int64_t> coord, const IndexSet& need) const;
   // a memo's copy of the entries it was made for (no heap: at most one per mesh dim)
   struct KeptEntries {
     std::array<ShardEntry, Sharding::kMaxMeshDims> v{};
@@ -391,6 +397,7 @@ class Bounds {
     [[nodiscard]] bool same(Entries e) const { return n == e.size() && std::equal(e.begin(), e.end(), v.begin()); }
   };
   mutable std::unordered_map<std::uint64_t, std::pair<KeptEntries, BlockHeld>> block_memo_;
+  // [block]: how many of the block's needed elements along dim d its ranks hold under `e`
   [[nodiscard]] const BlockHeld& block_held(int d, Entries e) const;
   // `enters` (when given) is set when some sampled block lacks elements none of its ranks holds.
   [[nodiscard]] double block_bound_us(const Sharding& s, bool* enters = nullptr) const;
