@@ -65,13 +65,17 @@ void Bounds::init_bounds() {
   coords_.flat.reserve(coords_.ndim * 17);
   for (std::int64_t p = 0; p < R; p += step) sample(p);
   if (R > 1 && (R - 1) % step != 0) sample(R - 1);
+  dst_tables_.reserve(shape.size());
   for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
     DimTable t;
     const auto es = dst.entries(d);
-    if (const auto ranges = geo.variant_ranges(es, shape[static_cast<std::size_t>(d)]); !ranges.empty())
+    if (const auto ranges = geo.variant_ranges(es, shape[static_cast<std::size_t>(d)]); !ranges.empty()) {
+      t.need.reserve(ranges.size());
       for (const auto& r : ranges) t.need.push_back(r.size());
-    else
+    } else {
       for (const auto& set : geo.variant_sets(es, shape[static_cast<std::size_t>(d)])) t.need.push_back(set.size());
+    }
+    t.variant.reserve(coords_.size());
     for (std::size_t p = 0; p < coords_.size(); ++p) t.variant.push_back(static_cast<std::int32_t>(geo.variant_of(es, coords_[p])));
     dst_tables_.push_back(std::move(t));
   }
