@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <limits>
 #include <random>
 
 #include "dtensor/layout.hpp"
@@ -106,6 +107,20 @@ TEST_CASE("SPEC §2 examples", "[ownership]") {
   CHECK(chunk_bounds(5, 4, 3).end - chunk_bounds(5, 4, 3).begin == 0);
   CHECK(chunk_bounds(6, 4, 2).end - chunk_bounds(6, 4, 2).begin == 2);
   CHECK(chunk_bounds(8, 16, 9).end - chunk_bounds(8, 16, 9).begin == 0);
+  // the 64-bit path (i < n, length and n below 2^62) agrees with the 128-bit one everywhere,
+  // at its edges included; past them chunk_bounds is the 128-bit one
+  const std::int64_t big = std::int64_t{1} << 62, top = std::numeric_limits<std::int64_t>::max();
+  std::int64_t compared = 0;
+  for (std::int64_t len : {std::int64_t{0}, std::int64_t{1}, std::int64_t{7}, std::int64_t{8}, std::int64_t{1000003}, big - 1, big, top})
+    for (std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{16}, std::int64_t{999983}, big - 1, big, top})
+      for (std::int64_t i : {std::int64_t{0}, std::int64_t{1}, n / 2, n - 1, n, n == top ? n : n + 1, top}) {
+        const auto a = chunk_bounds(len, n, i), b = chunk_bounds_wide(len, n, i);
+        CHECK((a.begin == b.begin && a.end == b.end));
+        INFO("length " << len << ", n " << n << ", i " << i << ": [" << a.begin << ", " << a.end << ")");
+        CHECK((0 <= a.begin && a.begin <= a.end && a.end <= len));
+        ++compared;
+      }
+  CHECK(compared == 8 * 8 * 7);
 }
 
 TEST_CASE("ownership matches the brute-force oracle: full set", "[ownership]") {

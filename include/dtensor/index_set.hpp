@@ -91,6 +91,14 @@ struct ChunkBounds {
   std::int64_t begin;
   std::int64_t end;
 };
-[[nodiscard]] ChunkBounds chunk_bounds(std::int64_t length, std::int64_t n, std::int64_t i) noexcept;
+// chunk_bounds for any length >= 0, n >= 1, i >= 0 (split factors up to INT64_MAX included).
+[[nodiscard]] ChunkBounds chunk_bounds_wide(std::int64_t length, std::int64_t n, std::int64_t i) noexcept;
+[[nodiscard]] inline ChunkBounds chunk_bounds(std::int64_t length, std::int64_t n, std::int64_t i) noexcept {
+  // In 64 bits when i < n and length, n < 2^62: (i + 1) * ceil(length / n) <= n * ceil(length / n) < length + n
+  constexpr std::int64_t kNarrow = std::int64_t{1} << 62;
+  if (i >= n || length >= kNarrow || n >= kNarrow) return chunk_bounds_wide(length, n, i);
+  const std::int64_t c = length / n + (length % n != 0 ? 1 : 0);
+  return {std::min(i * c, length), std::min((i + 1) * c, length)};
+}
 
 }  // namespace dtensor

@@ -7,7 +7,7 @@
 
 namespace dtensor {
 
-ChunkBounds chunk_bounds(std::int64_t length, std::int64_t n, std::int64_t i) noexcept {
+ChunkBounds chunk_bounds_wide(std::int64_t length, std::int64_t n, std::int64_t i) noexcept {
   // Overflow-safe for every length >= 0, n >= 1, i >= 0 (split factors up to INT64_MAX included):
   // no `length + n` and no `i * c` in 64 bits.
   __extension__ typedef __int128 wide;
