@@ -27,7 +27,6 @@ void Bounds::init_bounds() {
   optimistic_.copy_bw_GBps = cost.copy_bw_GBps;
   optimistic_.intra = cost.bound_link(false);
   optimistic_.inter = cost.bound_link(true);
-  p2p_curve_ = {cost.curve(Collective::send_recv, false), cost.curve(Collective::send_recv, true)};
   // wire_floor_us's rate, once (CostModel::wire_floor_us derives it from both links per call)
   recv_floor_bytes_per_us_ = cost.prices_by_shard_count() ? 0.0 : optimistic_.receive_floor_bytes_per_us();
   // Per mesh dim, the cheapest communication step over it alone: a reduce_scatter of nothing
@@ -664,17 +663,19 @@ double Bounds::reduction_bound_us(const Sharding& s) const {
   return alpha_floor_us() + wire_floor_us(busiest * static_cast<double>(geo.itemsize()));
 }
 
-// CostModel::time prices a direct step on one link: with a fitted send/recv curve for it, the
-// curve at the busiest rank's bytes (monotone in bytes) plus a latency per peer beyond the
-// first; else the link's latency, one per peer, and the bytes at its point-to-point rate.
+// CostModel::time prices a direct step on one link, monotone in the busiest rank's bytes and
+// in its peers (a fitted send/recv curve, or the link's constants): one peer and `bytes`, no
+// copies, is at most any direct step that receives that much on that link.
 double Bounds::direct_comm_floor_us(double bytes, bool enters_host) const {
-  auto on = [&](bool inter) {
-    if (const auto* cv = p2p_curve_[inter ? 1 : 0]) return cv->time_us(2, bytes);
-    const LinkParams& l = cost.link(inter);
-    return l.alpha_us + l.alpha_per_peer_us + bytes / (l.p2p_bw_GBps * 1e3);
-  };
-  const double inter = on(true);
-  return enters_host ? inter : std::min(on(false), inter);
+  Traffic t;
+  t.kind = Traffic::Kind::direct;
+  t.peers = 1;
+  t.bytes = bytes;
+  t.inter_host = true;
+  const double inter = cost.time(t).total_us();
+  if (enters_host) return inter;
+  t.inter_host = false;
+  return std::min(cost.time(t).total_us(), inter);
 }
 
 double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sharding& from, std::int64_t from_max) const {

@@ -336,8 +336,6 @@ class Bounds {
   // The cost model with its most optimistic constants (bound_link on both links, no curves):
   // what the lower bounds price their relaxed steps with, through CostModel::time.
   CostModel optimistic_;
-  // The profile's fitted send/recv curve per link (intra, inter), if any: what prices a direct step.
-  std::array<const CollectiveCurve*, 2> p2p_curve_{};
   // PyTorch formula with the pytorch edge set: exact distances to the target in a relaxed graph
   // whose states keep, per mesh dim of two or more ranks, only a class (R, Shard of the target's
   // tensor dim, Shard of another, Partial of the target's op, another Partial). A step's cost

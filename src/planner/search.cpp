@@ -470,7 +470,7 @@ double GraphContext::direct_floor_us(std::uint32_t u) const {
   // with nothing missing a direct step is local copies only (no peers, no latency)
   // (a step whose transfers cross a host boundary is priced on the inter-host link)
   const double bytes = static_cast<double>(bu.missing * ctx.geo.itemsize());
-  if (ctx.cost.formula == CostModel::Formula::pytorch)  // (its wire time is not a floor: PyTorch's bytes differ)
+  if (ctx.cost.formula == CostModel::Formula::pytorch)  // (latency only, as this floor always took there)
     return bu.missing == 0 ? 0.0 : std::min(L.alpha_us, X.alpha_us) + std::min(L.alpha_per_peer_us, X.alpha_per_peer_us);
   const double comm = bu.missing == 0 ? 0.0 : ctx.bounds.direct_comm_floor_us(bytes, bu.enters_host);
   const double copies = ctx.bounds.direct_copy_floor_us(std::max(bu.missing, bu.traffic));
