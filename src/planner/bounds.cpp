@@ -306,14 +306,17 @@ double Bounds::block_bound_us(const Sharding& s, bool* enters) const {
     contributions *= static_cast<double>(mesh.size(m));
   }
   const int nd = static_cast<int>(shape.size());
+  // With a Partial over an inter-host dim unreduced a block and its rank lack all they need:
+  // what they hold (the block tables) is then not asked.
   std::array<const BlockHeld*, Sharding::kMaxTensorDims> held{};
-  for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &block_held(d, s.entries(d));
+  if (!reduce_inter)
+    for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &block_held(d, s.entries(d));
   const double item = static_cast<double>(geo.itemsize());
   const double bx = b.bw_GBps * 1e3, by = b.intra_bw_GBps * 1e3;  // bytes per us
   double best = 0;
   for (std::size_t k = 0; k < b.coords.size(); ++k) {
     double block_have = 1, rank_have = 1;
-    for (int d = 0; d < nd; ++d) {
+    for (int d = 0; d < nd && !reduce_inter; ++d) {
       block_have *= static_cast<double>(held[static_cast<std::size_t>(d)]->block[k]);
       rank_have *= static_cast<double>(held[static_cast<std::size_t>(d)]->rank[k]);
     }
@@ -591,8 +594,11 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   // With a per-dim sum under the PyTorch formula, the missing count adds nothing: skip it.
   if (steps > 0 && cost.prices_by_shard_count()) return {steps, 1};
   const int nd = static_cast<int>(shape.size());
+  // With a reduction pending every needed element counts as missing: what the state holds
+  // (the held tables, the costly part of this bound) is then not asked.
   std::array<const std::vector<std::int64_t>*, Sharding::kMaxTensorDims> held{};
-  for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &held_table(d, s.entries(d));
+  if (!reduce)
+    for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &held_table(d, s.entries(d));
   // The PyTorch formula's bound only asks whether anything is missing: stop at the first rank.
   const bool any_only = cost.prices_by_shard_count();
   std::int64_t worst = 0, lacking = 0;
@@ -600,10 +606,10 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
     std::int64_t need = 1, have = 1;
     for (int d = 0; d < nd; ++d) {
       need *= dst_tables_[static_cast<std::size_t>(d)].need[static_cast<std::size_t>(dst_tables_[static_cast<std::size_t>(d)].variant[p])];
-      have *= (*held[static_cast<std::size_t>(d)])[p];
+      if (!reduce) have *= (*held[static_cast<std::size_t>(d)])[p];
     }
     worst = std::max(worst, reduce ? need : need - have);
-    lacking += need - have;
+    lacking += need - have;  // (read only without a reduction)
     if (any_only && worst > 0) break;
   }
   // what must cross between host blocks, at the inter link's rate (0 unless built)
