@@ -78,6 +78,9 @@ void Bounds::init_bounds() {
     for (std::size_t p = 0; p < coords_.size(); ++p) t.variant.push_back(static_cast<std::int32_t>(geo.variant_of(es, coords_[p])));
     dst_tables_.push_back(std::move(t));
   }
+  rank_need_.assign(coords_.size(), 1);
+  for (std::size_t p = 0; p < coords_.size(); ++p)
+    for (const auto& t : dst_tables_) rank_need_[p] *= t.need[static_cast<std::size_t>(t.variant[p])];
   dst_max_numel_ = geo.numel_stats(dst).max;
   for (int m = 0; m < mesh.ndim(); ++m) {
     if (mesh.size(m) < 2) continue;
@@ -603,11 +606,9 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   const bool any_only = cost.prices_by_shard_count();
   std::int64_t worst = 0, lacking = 0;
   for (std::size_t p = 0; p < coords_.size(); ++p) {
-    std::int64_t need = 1, have = 1;
-    for (int d = 0; d < nd; ++d) {
-      need *= dst_tables_[static_cast<std::size_t>(d)].need[static_cast<std::size_t>(dst_tables_[static_cast<std::size_t>(d)].variant[p])];
-      if (!reduce) have *= (*held[static_cast<std::size_t>(d)])[p];
-    }
+    const std::int64_t need = rank_need_[p];
+    std::int64_t have = 1;
+    for (int d = 0; d < nd && !reduce; ++d) have *= (*held[static_cast<std::size_t>(d)])[p];
     worst = std::max(worst, reduce ? need : need - have);
     lacking += need - have;  // (read only without a reduction)
     if (any_only && worst > 0) break;

@@ -324,6 +324,7 @@ class Bounds {
     return std::min(optimistic_.intra.alpha_us, optimistic_.inter.alpha_us);
   }
   std::vector<DimTable> dst_tables_;
+  std::vector<std::int64_t> rank_need_;  // per sampled rank position: its target shard's elements
   std::int64_t dst_max_numel_ = 0;  // the target's largest local shard (elements)
   // last_step_bound_us: the fewest ranks of a mesh dim (two or more) the target replicates over
   // (0: none), and whether it shards over a mesh dim of two or more ranks
