@@ -30,6 +30,8 @@ class Mesh {
   [[nodiscard]] std::int64_t num_ranks() const noexcept { return num_ranks_; }
   // Name of mesh dim `dim` for messages: "1 (tp, size 4)" or "1 (size 4)".
   [[nodiscard]] std::string describe_dim(int dim) const;
+  // The same text appended to `out` (no temporary string).
+  void append_dim_to(fmt::memory_buffer& out, int dim) const;
 
   // Row-major position of a coordinate, and back.
   [[nodiscard]] std::int64_t position(std::span<const std::int64_t> coord) const;

@@ -51,6 +51,8 @@ class Placement {
   }
   // "S(0)", "_S(0, 3)", "R", "P(sum)".
   [[nodiscard]] std::string str() const;
+  // The same text appended to `out` (no temporary string).
+  void append_to(fmt::memory_buffer& out) const;
   friend bool operator==(const Placement&, const Placement&) = default;
 
  private:

@@ -56,10 +56,17 @@ Mesh::Mesh(std::vector<std::int64_t> shape, std::vector<std::string> names, std:
   }
 }
 
-std::string Mesh::describe_dim(int dim) const {
+void Mesh::append_dim_to(fmt::memory_buffer& out, int dim) const {
   if (!names_.empty())
-    return fmt::format("{} ({}, size {})", dim, names_[static_cast<std::size_t>(dim)], size(dim));
-  return fmt::format("{} (size {})", dim, size(dim));
+    fmt::format_to(std::back_inserter(out), "{} ({}, size {})", dim, names_[static_cast<std::size_t>(dim)], size(dim));
+  else
+    fmt::format_to(std::back_inserter(out), "{} (size {})", dim, size(dim));
+}
+
+std::string Mesh::describe_dim(int dim) const {
+  fmt::memory_buffer b;
+  append_dim_to(b, dim);
+  return fmt::to_string(b);
 }
 
 std::int64_t Mesh::position(std::span<const std::int64_t> coord) const {

@@ -24,14 +24,21 @@ ReduceOp parse_reduce_op(std::string_view text) {
   throw InputError("unknown Partial op '" + std::string(text) + "' (expected sum, avg, max, min or product)");
 }
 
-std::string Placement::str() const {
+void Placement::append_to(fmt::memory_buffer& out) const {
+  auto it = std::back_inserter(out);
   switch (kind_) {
-    case Kind::replicate: return "R";
-    case Kind::shard: return fmt::format("S({})", dim_);
-    case Kind::strided_shard: return fmt::format("_S({}, {})", dim_, split_factor_);
-    case Kind::partial: return fmt::format("P({})", to_string(op_));
+    case Kind::replicate: out.push_back('R'); return;
+    case Kind::shard: fmt::format_to(it, "S({})", dim_); return;
+    case Kind::strided_shard: fmt::format_to(it, "_S({}, {})", dim_, split_factor_); return;
+    case Kind::partial: fmt::format_to(it, "P({})", to_string(op_)); return;
   }
-  return "?";
+  out.push_back('?');
+}
+
+std::string Placement::str() const {
+  fmt::memory_buffer b;
+  append_to(b);
+  return fmt::to_string(b);
 }
 
 std::ostream& operator<<(std::ostream& os, const Placement& p) { return os << p.str(); }

@@ -96,12 +96,17 @@ std::string why_of(const GraphContext& ctx, StepKind kind, const std::vector<int
     default:
       break;
   }
+  // written in place: no temporary strings (the plan's and the runner-up's steps each get one)
   fmt::memory_buffer b;
   auto out = std::back_inserter(b);
   auto text = [&](std::string_view t) { b.append(t.data(), t.data() + t.size()); };
   auto group = [&] {
-    if (mesh_dims.size() == 1) fmt::format_to(out, "mesh dim {}", ctx.mesh.describe_dim(mesh_dims[0]));
-    else fmt::format_to(out, "flattened mesh dims {}", fmt::join(mesh_dims, ","));
+    if (mesh_dims.size() == 1) {
+      text("mesh dim ");
+      ctx.mesh.append_dim_to(b, mesh_dims[0]);
+    } else {
+      fmt::format_to(out, "flattened mesh dims {}", fmt::join(mesh_dims, ","));
+    }
   };
   switch (kind) {
     case StepKind::all_gather:
@@ -128,10 +133,16 @@ std::string why_of(const GraphContext& ctx, StepKind kind, const std::vector<int
   }
   const auto& dst = ctx.dst;
   for (int m : mesh_dims) {
-    if (to.placement(m) == dst.placement(m) && to.position_of(m) == dst.position_of(m))
-      fmt::format_to(out, "; mesh dim {} reaches its target {}", m, dst.placement(m).str());
-    else if (from.placement(m) != dst.placement(m))
-      fmt::format_to(out, "; mesh dim {} is on its way from {} to {}", m, from.placement(m).str(), dst.placement(m).str());
+    const Placement want = dst.placement(m);
+    if (to.placement(m) == want && to.position_of(m) == dst.position_of(m)) {
+      fmt::format_to(out, "; mesh dim {} reaches its target ", m);
+      want.append_to(b);
+    } else if (const Placement have = from.placement(m); have != want) {
+      fmt::format_to(out, "; mesh dim {} is on its way from ", m);
+      have.append_to(b);
+      text(" to ");
+      want.append_to(b);
+    }
   }
   return fmt::to_string(b);
 }
