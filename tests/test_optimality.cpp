@@ -9,6 +9,7 @@
 #include "dtensor/explore.hpp"
 #include "dtensor/planner.hpp"
 #include "graph_oracle.hpp"
+#include "planner/graph.hpp"
 
 using namespace dtensor;
 
@@ -122,4 +123,92 @@ TEST_CASE("planner is optimal: seeded random pairs with strided shards", "[optim
     ++checked;
   }
   CHECK(checked == 150);
+}
+
+TEST_CASE("interchangeable mesh dims: plans are graph paths, plan and runner-up costs are the oracle's", "[optimality]") {
+  // Queries whose source and target stay the same when two mesh dims of one size (same side of
+  // the host boundary) trade places: the planner searches one layout per class of relabelings
+  // and relabels the steps back. Every step must be an edge of the full graph out of the layout
+  // before it (kind, mesh dims, next layout and cost), the plan's cost the shortest path's, and
+  // the runner-up's the cheapest path whose first step differs, computed here over the whole
+  // graph without ever returning to the source (as the search never does).
+  std::int64_t symmetric = 0, relabeled = 0;
+  CostModel hosts = CostModel::default_model();
+  hosts.devices_per_host = 2;
+  CostModel fitted = CostModel::default_model();
+  for (bool inter : {false, true})
+    for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all,
+                         Collective::send_recv})
+      fitted.curves.push_back({c, inter, 4, {{64, 2.5, 20}, {512, 1.0 + static_cast<int>(c), 900}, {1e18, 30, 5000}}});
+  for (const char* mesh_text : {"2x2", "2x2x2"}) {
+    const Mesh mesh = Mesh::parse(mesh_text);
+    const auto layouts = all_layouts(mesh, 2);
+    for (const auto& shape : {std::vector<std::int64_t>{8, 8}, std::vector<std::int64_t>{9, 5}}) {
+      for (const CostModel* cm : {&hosts, &fitted}) {
+        for (const auto& dst : layouts) {
+          const Layout dl(mesh, shape, DType::f32, dst);
+          const RedistributionGraph g(Layout(mesh, shape, DType::f32, layouts[0]), dl, *cm, EdgeSet::all);
+          Graph G;  // the graph, and the same without the edges out of each source (built per source below)
+          std::vector<std::vector<GraphEdge>> out_of;
+          G = graph_oracle::closure(layouts, [&](const Sharding& from) {
+            out_of.push_back(g.edges(from, true));
+            std::vector<std::pair<Sharding, double>> r;
+            for (const auto& e : out_of.back()) r.emplace_back(e.to, e.step.cost_us);
+            return r;
+          });
+          const auto dist = graph_oracle::distances_to(G, G.id.at(dst));
+          for (const auto& src : layouts) {
+            const Layout sl(mesh, shape, DType::f32, src);
+            GraphContext ctx(sl, dl, *cm, EdgeSet::all);
+            ctx.use_symmetry();
+            if (ctx.sym_classes.empty() || src == dst) continue;
+            ++symmetric;
+            const Plan plan = plan_redistribution(sl, dl, *cm);
+            const std::string what = std::string(mesh_text) + " " + src.str() + " -> " + dst.str();
+            const std::size_t s_id = G.id.at(src);
+            if (std::abs(plan.total_cost_us - dist[s_id]) > 1e-6 + 1e-12 * dist[s_id])
+              FAIL_CHECK(what << ": planner " << plan.total_cost_us << " oracle " << dist[s_id]);
+            Sharding cur = src;
+            for (const auto& st : plan.steps) {
+              REQUIRE(st.from == cur);
+              const auto& edges = out_of[G.id.at(cur)];
+              const bool found = std::any_of(edges.begin(), edges.end(), [&](const GraphEdge& e) {
+                return e.step.kind == st.kind && e.step.mesh_dims == st.mesh_dims && e.to == st.to &&
+                       std::abs(e.step.cost_us - st.cost_us) <= 1e-9 * (1 + st.cost_us);
+              });
+              if (!found) FAIL_CHECK(what << ": step " << to_string(st.kind) << " to " << st.to.str() << " is no edge");
+              cur = st.to;
+            }
+            CHECK(cur == dst);
+            if (plan.steps.size() > 1 || (plan.steps.size() == 1 && plan.steps[0].to != src)) ++relabeled;
+            // the runner-up: a first step other than the plan's, then a shortest path that does
+            // not come back to the source
+            Graph H = G;
+            H.edges.erase(std::remove_if(H.edges.begin(), H.edges.end(), [&](const Graph::E& e) { return e.u == s_id; }), H.edges.end());
+            const auto rest = graph_oracle::distances_to(H, H.id.at(dst));
+            double want = INFINITY;
+            for (const auto& e : out_of[s_id]) {
+              const auto& f = plan.steps.front();
+              if (e.step.kind == f.kind && e.step.mesh_dims == f.mesh_dims && e.to == f.to) continue;
+              want = std::min(want, e.step.cost_us + rest[G.id.at(e.to)]);
+            }
+            if (std::isfinite(want)) {
+              INFO(what);
+              REQUIRE(plan.runner_up.has_value());
+              REQUIRE(!plan.runner_up->steps.empty());
+              const auto& f = plan.runner_up->steps.front();
+              const auto& p0 = plan.steps.front();
+              CHECK((f.kind != p0.kind || f.mesh_dims != p0.mesh_dims || f.to != p0.to));
+              if (std::abs(plan.runner_up->total_cost_us - want) > 1e-6 + 1e-12 * want)
+                FAIL_CHECK(what << ": runner-up " << plan.runner_up->total_cost_us << " oracle " << want);
+            } else {
+              CHECK_FALSE(plan.runner_up.has_value());
+            }
+          }
+        }
+      }
+    }
+  }
+  INFO("symmetric queries " << symmetric << ", with steps " << relabeled);
+  CHECK(symmetric > 1000);
 }

@@ -100,6 +100,9 @@ class Sharding {
   [[nodiscard]] Sharding with_replicate(int mesh_dim) const noexcept;
   [[nodiscard]] Sharding with_shard_appended(int tensor_dim, ShardEntry entry) const noexcept;
   [[nodiscard]] Sharding with_partial(int mesh_dim, ReduceOp op) const noexcept;
+  // The same sharding with mesh dim m renamed to to[m] (a permutation of the mesh dims): each
+  // tensor dim keeps its entries' order, each Partial moves with its dim.
+  [[nodiscard]] Sharding with_mesh_dims_relabeled(std::span<const std::int8_t> to) const noexcept;
 
   // Value equality, field by field over the used entries and offsets and the Partial slots (the
   // unused slots are kept canonical, so comparing them too would decide the same).

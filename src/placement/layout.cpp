@@ -265,6 +265,16 @@ Sharding Sharding::with_partial(int mesh_dim, ReduceOp op) const noexcept {
   return s;
 }
 
+Sharding Sharding::with_mesh_dims_relabeled(std::span<const std::int8_t> to) const noexcept {
+  Sharding s = *this;
+  for (int m = 0; m < mesh_ndim_; ++m) s.partial_[static_cast<std::size_t>(to[static_cast<std::size_t>(m)])] = partial_[static_cast<std::size_t>(m)];
+  for (int k = 0, n = entry_count(); k < n; ++k) {
+    auto& e = s.entries_[static_cast<std::size_t>(k)];
+    e.mesh_dim = to[static_cast<std::size_t>(e.mesh_dim)];
+  }
+  return s;
+}
+
 std::size_t Sharding::hash() const noexcept {
   // one multiply-xor per used entry and per 8 offsets, the Partial slots as one word: the planner
   // hashes every state it meets

@@ -163,6 +163,26 @@ void Bounds::build_blocks() {
   }
 }
 
+bool Bounds::sample_invariant(int i, int j) const {
+  const auto ui = static_cast<std::size_t>(i), uj = static_cast<std::size_t>(j);
+  auto closed = [&](std::size_t n, auto at) {  // at(k): sampled coordinate k
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto c = at(k);
+      bool found = false;
+      for (std::size_t l = 0; l < n && !found; ++l) {
+        const auto o = at(l);
+        found = o[ui] == c[uj] && o[uj] == c[ui];
+        for (std::size_t m = 0; m < c.size() && found; ++m)
+          if (m != ui && m != uj) found = o[m] == c[m];
+      }
+      if (!found) return false;
+    }
+    return true;
+  };
+  if (!closed(coords_.size(), [&](std::size_t k) { return coords_[k]; })) return false;
+  return !blocks_ || closed(blocks_->coords.size(), [&](std::size_t k) { return std::span<const std::int64_t>(blocks_->coords[k]); });
+}
+
 // The elements along dim d that some rank of `coord`'s block owns under `e` (the union over
 // the intra-host coordinates of e's mesh dims).
 IndexSet Bounds::block_union(int d, Entries e, std::span<const std::int64_t> coord0) const {

@@ -208,11 +208,22 @@ struct SearchBound {
   bool enters_host = false;
 };
 
+// A relabeling of the mesh dims: dim m becomes dim p[m] (Sharding::with_mesh_dims_relabeled).
+using DimPerm = std::array<std::int8_t, Sharding::kMaxMeshDims>;
+[[nodiscard]] inline DimPerm identity_perm() noexcept {
+  DimPerm p{};
+  for (std::size_t m = 0; m < p.size(); ++m) p[m] = static_cast<std::int8_t>(m);
+  return p;
+}
+
 // One edge as the searches keep it: the target's state id, how the edge was generated, its cost.
+// With interchangeable mesh dims (GraphContext::use_symmetry) `to` is the canonical state of the
+// layout the edge reaches, `perm` the relabeling that made it (identity otherwise).
 struct SearchEdge {
   std::uint32_t to;
   StepKind kind;
   DimList group;
+  DimPerm perm = identity_perm();
   bool costed = false;  // cost and peak are filled in when a search first needs them
   bool met = false;     // some search met it (costed it, or deferred it with its floor)
   double floor_us = -1;  // Bounds::edge_floor_us, once a search deferred it (< 0: not yet)
@@ -289,6 +300,10 @@ class Bounds {
   // edge only once this floor could still be on a plan within reach (search.cpp). Direct: 0.
   [[nodiscard]] double edge_floor_us(StepKind kind, std::span<const int> group, const Sharding& from,
                                      std::int64_t from_max) const;
+  // Whether the ranks and host blocks the bounds sample map onto sampled ones when mesh dims i
+  // and j (of one size) trade coordinates: then every bound is the same for a state and for its
+  // relabeling that swaps i and j.
+  [[nodiscard]] bool sample_invariant(int i, int j) const;
   // The cost model with bound_link's constants on both links and no curves (what bounds price with).
   [[nodiscard]] const CostModel& optimistic() const noexcept { return optimistic_; }
   // (tests) The host-block term's sampled blocks (0 without the term), and block k's count of
@@ -488,6 +503,17 @@ struct GraphContext : Query {
   const Step& direct_step(std::uint32_t id) const;
   // A floor of the direct step's cost from state `id` (the search defers the step with it).
   double direct_floor_us(std::uint32_t id) const;
+  // Interchangeable mesh dims (docs/planner.md): dims of one size on the same side of the host
+  // boundary whose exchange leaves the source, the target and the bounds' samples as they are.
+  // Every step's cost and every bound is then the same for a layout and for its relabeling, so
+  // the searches intern one canonical layout per class of relabelings (a plan step out of a
+  // canonical state is relabeled back along the path). Call before searching; the edge set must
+  // be `all` (the PyTorch edge set's relaxed graph is not checked for it).
+  void use_symmetry();
+  // Classes of two or more interchangeable mesh dims, each ascending (empty: none, or not used).
+  std::vector<std::vector<int>> sym_classes;
+  // The canonical representative of `s` among its relabelings, and `p` with it == relabel(s, p).
+  [[nodiscard]] Sharding canonical(const Sharding& s, DimPerm& p) const;
   // Adds to table.search_bytes; throws past table.max_search_bytes.
   void charge(std::int64_t bytes) const;
 };

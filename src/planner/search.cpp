@@ -117,7 +117,12 @@ struct SearchScratch {
   std::vector<Dist> dist;
   std::vector<std::size_t> heap_pos;
   std::vector<std::int64_t> pred;
-  std::vector<std::pair<StepKind, DimList>> pred_edge;
+  struct PredEdge {
+    StepKind kind;
+    DimList group;
+    DimPerm perm;  // the relabeling that made the state canonical (identity without symmetry)
+  };
+  std::vector<PredEdge> pred_edge;
   std::vector<char> settled;
   std::vector<std::uint32_t> disc;
   bool busy = false;
@@ -211,7 +216,8 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   const bool defer = budget < 0;
   constexpr std::uint32_t kDirect = std::numeric_limits<std::uint32_t>::max();
   std::uint32_t settle_index = 0;
-  auto relax = [&](std::size_t u, std::uint32_t v, StepKind kind, const DimList& group, double cost_us,
+  const DimPerm same = identity_perm();
+  auto relax = [&](std::size_t u, std::uint32_t v, StepKind kind, const DimList& group, const DimPerm& perm, double cost_us,
                    std::uint64_t relaxed_by) {
     if (settled[v]) return;
     const Dist& du = dist[u];
@@ -220,7 +226,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     if (!nd.better_than(dist[v])) return;
     dist[v] = nd;
     pred[v] = static_cast<std::int64_t>(u);
-    pred_edge[v] = {kind, group};
+    pred_edge[v] = {kind, group, perm};
     heap.push_or_update(v);
   };
   std::optional<Found> found;
@@ -232,13 +238,13 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       if (d.index == kDirect) {
         if (settled[dst]) continue;
         const Step& st = ctx.direct_step(d.from);
-        relax(d.from, dst, StepKind::direct, {}, st.cost_us, d.relaxed_by);
+        relax(d.from, dst, StepKind::direct, {}, same, st.cost_us, d.relaxed_by);
         continue;
       }
       auto& e = ctx.table.edge_list[d.from][d.index];
       if (settled[e.to]) continue;
       ctx.cost_edge(d.from, e);
-      relax(d.from, e.to, e.kind, e.group, e.cost_us, d.relaxed_by);
+      relax(d.from, e.to, e.kind, e.group, e.perm, e.cost_us, d.relaxed_by);
     }
     if (heap.empty()) break;
     const std::size_t u = heap.top();
@@ -256,15 +262,39 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
         path.push_back(static_cast<std::size_t>(v));
       std::reverse(path.begin(), path.end());
       Found f;
+      // With interchangeable mesh dims the path's states are canonical: the plan's layout at each
+      // point is sigma(canonical state), and its step the canonical edge's kind over sigma(group).
+      DimPerm sigma = identity_perm();
+      bool relabeled = false;
+      Sharding real_from = ctx.table.states[path[0]];
       for (std::size_t k = 1; k < path.size(); ++k) {
-        const auto& [kind, group] = pred_edge[path[k]];
+        const auto& [kind, group, perm] = pred_edge[path[k]];
         const auto from = path[k - 1];
-        if (kind == StepKind::direct && ctx.table.direct_at[from] >= 0)  // costed already: reuse its transfers' counts
-          f.steps.push_back(complete_direct_step(ctx, ctx.direct_step(static_cast<std::uint32_t>(from)),
-                                                 ctx.table.direct_dims[static_cast<std::size_t>(ctx.table.direct_at[from])],
-                                                 ctx.table.states[from], ctx.table.states[path[k]]));
-        else
-          f.steps.push_back(make_step(ctx, kind, group.span(), ctx.table.states[from], ctx.table.states[path[k]], true));
+        if (!relabeled && perm == same) {
+          if (kind == StepKind::direct && ctx.table.direct_at[from] >= 0)  // costed already: reuse its transfers' counts
+            f.steps.push_back(complete_direct_step(ctx, ctx.direct_step(static_cast<std::uint32_t>(from)),
+                                                   ctx.table.direct_dims[static_cast<std::size_t>(ctx.table.direct_at[from])],
+                                                   ctx.table.states[from], ctx.table.states[path[k]]));
+          else
+            f.steps.push_back(make_step(ctx, kind, group.span(), ctx.table.states[from], ctx.table.states[path[k]], true));
+          real_from = ctx.table.states[path[k]];
+        } else {
+          // the edge reached perm(t) for the layout t it made from the canonical state: the plan
+          // reaches sigma(t), and sigma becomes sigma o perm^-1
+          DimPerm next = identity_perm();
+          for (int m = 0; m < ctx.mesh.ndim(); ++m) next[static_cast<std::size_t>(perm[static_cast<std::size_t>(m)])] = sigma[static_cast<std::size_t>(m)];
+          const Sharding real_to = ctx.table.states[path[k]].with_mesh_dims_relabeled(
+              std::span<const std::int8_t>(next.data(), static_cast<std::size_t>(ctx.mesh.ndim())));
+          DimList real_group;
+          for (int m : group.span()) real_group.push(sigma[static_cast<std::size_t>(m)]);
+          // a flattened all_reduce's dims are listed ascending (edges.cpp); its result does not
+          // depend on their order
+          if (kind == StepKind::all_reduce) std::sort(real_group.v.begin(), real_group.v.begin() + real_group.n);
+          f.steps.push_back(make_step(ctx, kind, real_group.span(), real_from, real_to, true));
+          real_from = real_to;
+          sigma = next;
+          relabeled = true;
+        }
         f.total_cost_us += f.steps.back().cost_us;
       }
       if (!all) return f;
@@ -300,12 +330,12 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
         if (!e.met && du.cost_ps > cutoff() - bound_ps(ctx.table.bound[e.to])) continue;
         e.met = true;
         ctx.cost_edge(static_cast<std::uint32_t>(u), e);
-        if (e.peak_bytes <= budget && meet(e.to, e.kind, e.group)) relax(u, e.to, e.kind, e.group, e.cost_us, settled_as | k);
+        if (e.peak_bytes <= budget && meet(e.to, e.kind, e.group)) relax(u, e.to, e.kind, e.group, e.perm, e.cost_us, settled_as | k);
         continue;
       }
       if (!meet(e.to, e.kind, e.group)) continue;
       if (e.costed) {  // by an earlier search on this context
-        relax(u, e.to, e.kind, e.group, e.cost_us, settled_as | k);
+        relax(u, e.to, e.kind, e.group, e.perm, e.cost_us, settled_as | k);
         continue;
       }
       const double floor = ctx.edge_floor(static_cast<std::uint32_t>(u), e, from_max);
@@ -321,7 +351,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
         if (meet(dst, StepKind::direct, {})) deferred.push({floor, settled_as | out.size(), static_cast<std::uint32_t>(u), kDirect});
       } else if (floor <= cutoff()) {
         const Step& d = ctx.direct_step(static_cast<std::uint32_t>(u));
-        if (d.peak_bytes <= budget && meet(dst, StepKind::direct, {})) relax(u, dst, StepKind::direct, {}, d.cost_us, settled_as | out.size());
+        if (d.peak_bytes <= budget && meet(dst, StepKind::direct, {})) relax(u, dst, StepKind::direct, {}, same, d.cost_us, settled_as | out.size());
       }
     }
   }
@@ -420,6 +450,80 @@ std::uint32_t GraphContext::intern(const Sharding& s) const {
   return id;
 }
 
+void GraphContext::use_symmetry() {
+  sym_classes.clear();
+  if (edges != EdgeSet::all) return;
+  const int md = mesh.ndim();
+  std::array<int, Sharding::kMaxMeshDims> root{};
+  for (int m = 0; m < md; ++m) root[static_cast<std::size_t>(m)] = m;
+  auto find = [&](int m) {
+    while (root[static_cast<std::size_t>(m)] != m) m = root[static_cast<std::size_t>(m)];
+    return m;
+  };
+  for (int i = 0; i < md; ++i)
+    for (int j = i + 1; j < md; ++j) {
+      if (mesh.size(i) < 2 || mesh.size(i) != mesh.size(j) ||
+          cost.is_inter_host(mesh.shape(), i) != cost.is_inter_host(mesh.shape(), j))
+        continue;
+      DimPerm swap = identity_perm();
+      swap[static_cast<std::size_t>(i)] = static_cast<std::int8_t>(j);
+      swap[static_cast<std::size_t>(j)] = static_cast<std::int8_t>(i);
+      const std::span<const std::int8_t> sw(swap.data(), static_cast<std::size_t>(md));
+      if (src.with_mesh_dims_relabeled(sw) != src || dst.with_mesh_dims_relabeled(sw) != dst) continue;
+      if (!bounds.sample_invariant(i, j)) continue;
+      root[static_cast<std::size_t>(find(j))] = find(i);  // transpositions that join generate every permutation of the class
+    }
+  for (int m = 0; m < md; ++m) {
+    const int r = find(m);
+    if (r == m) continue;
+    auto it = std::find_if(sym_classes.begin(), sym_classes.end(), [&](const auto& c) { return c.front() == r; });
+    if (it == sym_classes.end()) sym_classes.push_back({r, m});
+    else it->push_back(m);
+  }
+  for (auto& c : sym_classes) std::sort(c.begin(), c.end());
+}
+
+Sharding GraphContext::canonical(const Sharding& s, DimPerm& p) const {
+  p = identity_perm();
+  if (sym_classes.empty()) return s;
+  // A mesh dim's role in `s`: Replicate, Partial(op), or the entry it is (tensor dim, position
+  // in the shard order, split factor, strided). Relabelings within a class permute the roles
+  // among its dims; the canonical one gives them to the class's dims in ascending role order.
+  // Dims of equal roles (Replicate, one Partial op) give the same layout in either order.
+  struct Role {
+    int kind, a, b;
+    std::int64_t sf;
+    bool strided;
+    auto operator<=>(const Role&) const = default;
+  };
+  std::array<Role, Sharding::kMaxMeshDims> role{};
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    auto& r = role[static_cast<std::size_t>(m)];
+    if (const auto op = s.partial(m)) {
+      r = {1, static_cast<int>(*op), 0, 0, false};
+    } else if (const int d = s.shard_dim_of(m); d >= 0) {
+      const int k = s.position_of(m);
+      const auto& e = s.entries(d)[static_cast<std::size_t>(k)];
+      r = {2, d, k, e.split_factor, e.strided};
+    } else {
+      r = {0, 0, 0, 0, false};
+    }
+  }
+  bool moved = false;
+  for (const auto& cls : sym_classes) {
+    std::array<int, Sharding::kMaxMeshDims> order{};
+    const std::size_t n = cls.size();
+    std::copy(cls.begin(), cls.end(), order.begin());
+    std::stable_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n),
+                     [&](int x, int y) { return role[static_cast<std::size_t>(x)] < role[static_cast<std::size_t>(y)]; });
+    for (std::size_t k = 0; k < n; ++k) {
+      p[static_cast<std::size_t>(order[k])] = static_cast<std::int8_t>(cls[k]);
+      moved = moved || order[k] != cls[k];
+    }
+  }
+  return moved ? s.with_mesh_dims_relabeled(std::span<const std::int8_t>(p.data(), static_cast<std::size_t>(mesh.ndim()))) : s;
+}
+
 std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
   auto& T = table;
   if (!T.edges_done[id]) {
@@ -427,9 +531,20 @@ std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
     thread_local std::vector<SearchEdge> scratch;
     scratch.clear();
     const Sharding from = T.states[id];  // interning may grow `states`
-    enumerate_transitions(
-        *this, from, [&](const Sharding& to, StepKind kind, const DimList& group) { scratch.push_back({intern(to), kind, group}); },
-        false);
+    if (sym_classes.empty()) {
+      enumerate_transitions(
+          *this, from, [&](const Sharding& to, StepKind kind, const DimList& group) { scratch.push_back({intern(to), kind, group}); },
+          false);
+    } else {
+      enumerate_transitions(
+          *this, from,
+          [&](const Sharding& to, StepKind kind, const DimList& group) {
+            DimPerm p;
+            const Sharding c = canonical(to, p);
+            scratch.push_back({intern(c), kind, group, p});
+          },
+          false);
+    }
     charge(static_cast<std::int64_t>(scratch.size() * sizeof(SearchEdge) + 64));
     T.edge_list[id].assign(scratch.begin(), scratch.end());
     T.edges_done[id] = 1;
@@ -536,7 +651,9 @@ Plan plan_on(const GraphContext& ctx, std::int64_t budget, const Layout& src, co
     // the group the search generated the first edge with (a direct step's is empty: its
     // record lists the mesh dims its transfers cross)
     const Step& s0 = plan.steps[0];
-    const FirstEdge first{s0.kind, s0.kind == StepKind::direct ? DimList{} : DimList(s0.mesh_dims), s0.to};
+    // (the search meets its first edges' layouts as canonical states)
+    DimPerm p;
+    const FirstEdge first{s0.kind, s0.kind == StepKind::direct ? DimList{} : DimList(s0.mesh_dims), ctx.canonical(s0.to, p)};
     if (auto ru = search(ctx, budget, &first)) {
       RunnerUp r;
       r.total_cost_us = ru->total_cost_us;
@@ -554,6 +671,7 @@ Plan plan_redistribution(const Layout& src, const Layout& dst, const CostModel& 
   const EdgeSet edges = edge_set_of(cost, options);
   GraphContext ctx(src, dst, cost, edges);
   const std::int64_t budget = apply_options(ctx, options);
+  ctx.use_symmetry();
   return plan_on(ctx, budget, src, dst, cost, edges, options);
 }
 
@@ -570,12 +688,23 @@ std::vector<Plan> near_optimal_plans(const Layout& src, const Layout& dst, const
   if (!std::isfinite(latency_share) || latency_share < 0 || latency_share > 1e3)
     throw InputError(fmt::format("latency share {} must be from 0 to 1000", latency_share));
   const EdgeSet edges = edge_set_of(cost, options);
-  GraphContext ctx(src, dst, cost, edges);
-  const std::int64_t budget = apply_options(ctx, options);
+  // The planner's own plan, searched as plan_redistribution does (one state per class of
+  // interchangeable mesh dims' relabelings)...
+  GraphContext own(src, dst, cost, edges);
+  const std::int64_t budget = apply_options(own, options);
+  own.use_symmetry();
   std::vector<Plan> out;
-  out.push_back(plan_on(ctx, budget, src, dst, cost, edges, options));
+  out.push_back(plan_on(own, budget, src, dst, cost, edges, options));
   const std::size_t own_steps = out.front().steps.size();
   if (max_plans == 1 || own_steps == 0) return out;
+  // ... and the others over every layout, relabelings included (they are other plans): on the
+  // same context (its states, bounds and costed edges reused) when there was nothing to merge
+  std::optional<GraphContext> every;
+  if (!own.sym_classes.empty()) {
+    every.emplace(src, dst, cost, edges);
+    (void)apply_options(*every, options);
+  }
+  const GraphContext& ctx = every ? *every : own;
   // Every state whose estimate is at most the optimum (+ slack), settled with its exact cost (on
   // the same context: the states, bounds and costed edges the first search made are reused).
   Settled all;
