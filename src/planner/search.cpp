@@ -699,10 +699,12 @@ std::vector<Plan> near_optimal_plans(const Layout& src, const Layout& dst, const
   if (max_plans == 1 || own_steps == 0) return out;
   // ... and the others over every layout, relabelings included (they are other plans): on the
   // same context (its states, bounds and costed edges reused) when there was nothing to merge
+  // (there the same searches first: the slack search's budget below counts the states they met)
   std::optional<GraphContext> every;
   if (!own.sym_classes.empty()) {
     every.emplace(src, dst, cost, edges);
     (void)apply_options(*every, options);
+    (void)plan_on(*every, budget, src, dst, cost, edges, options);
   }
   const GraphContext& ctx = every ? *every : own;
   // Every state whose estimate is at most the optimum (+ slack), settled with its exact cost (on
