@@ -218,12 +218,13 @@ using DimPerm = std::array<std::int8_t, Sharding::kMaxMeshDims>;
 
 // One edge as the searches keep it: the target's state id, how the edge was generated, its cost.
 // With interchangeable mesh dims (GraphContext::use_symmetry) `to` is the canonical state of the
-// layout the edge reaches, `perm` the relabeling that made it (identity otherwise).
+// layout the edge reaches, `perm` the relabeling that made it (an index into StateTable::perms;
+// 0: identity).
 struct SearchEdge {
   std::uint32_t to;
   StepKind kind;
   DimList group;
-  DimPerm perm = identity_perm();
+  std::uint16_t perm = 0;
   bool costed = false;  // cost and peak are filled in when a search first needs them
   bool met = false;     // some search met it (costed it, or deferred it with its floor)
   double floor_us = -1;  // Bounds::edge_floor_us, once a search deferred it (< 0: not yet)
@@ -480,6 +481,10 @@ struct StateTable {
   std::vector<std::int32_t> direct_at;
   std::vector<Step> direct_steps;
   std::vector<DimList> direct_dims;  // per cached direct step: the mesh dims its transfers cross
+  // the relabelings edges made their layouts canonical with (GraphContext::use_symmetry), the
+  // identity first; at most 8! of them
+  std::vector<DimPerm> perms{identity_perm()};
+  std::unordered_map<std::uint64_t, std::uint16_t> perm_ids;
   std::int64_t search_bytes = 0;  // approximate bytes held by the table and the searches' queues
   std::int64_t max_states = 2'000'000;
   std::int64_t max_search_bytes = std::int64_t{1} << 30;

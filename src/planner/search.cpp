@@ -12,6 +12,7 @@
 #include <boost/property_map/property_map.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <queue>
 #include <limits>
 #include <unordered_map>
@@ -120,7 +121,7 @@ struct SearchScratch {
   struct PredEdge {
     StepKind kind;
     DimList group;
-    DimPerm perm;  // the relabeling that made the state canonical (identity without symmetry)
+    std::uint16_t perm;  // the relabeling that made the state canonical (StateTable::perms; 0: none)
   };
   std::vector<PredEdge> pred_edge;
   std::vector<char> settled;
@@ -216,8 +217,8 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   const bool defer = budget < 0;
   constexpr std::uint32_t kDirect = std::numeric_limits<std::uint32_t>::max();
   std::uint32_t settle_index = 0;
-  const DimPerm same = identity_perm();
-  auto relax = [&](std::size_t u, std::uint32_t v, StepKind kind, const DimList& group, const DimPerm& perm, double cost_us,
+  constexpr std::uint16_t same = 0;  // the identity relabeling
+  auto relax = [&](std::size_t u, std::uint32_t v, StepKind kind, const DimList& group, std::uint16_t perm, double cost_us,
                    std::uint64_t relaxed_by) {
     if (settled[v]) return;
     const Dist& du = dist[u];
@@ -268,9 +269,9 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       bool relabeled = false;
       Sharding real_from = ctx.table.states[path[0]];
       for (std::size_t k = 1; k < path.size(); ++k) {
-        const auto& [kind, group, perm] = pred_edge[path[k]];
+        const auto& [kind, group, perm_id] = pred_edge[path[k]];
         const auto from = path[k - 1];
-        if (!relabeled && perm == same) {
+        if (!relabeled && perm_id == same) {
           if (kind == StepKind::direct && ctx.table.direct_at[from] >= 0)  // costed already: reuse its transfers' counts
             f.steps.push_back(complete_direct_step(ctx, ctx.direct_step(static_cast<std::uint32_t>(from)),
                                                    ctx.table.direct_dims[static_cast<std::size_t>(ctx.table.direct_at[from])],
@@ -281,6 +282,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
         } else {
           // the edge reached perm(t) for the layout t it made from the canonical state: the plan
           // reaches sigma(t), and sigma becomes sigma o perm^-1
+          const DimPerm& perm = ctx.table.perms[perm_id];
           DimPerm next = identity_perm();
           for (int m = 0; m < ctx.mesh.ndim(); ++m) next[static_cast<std::size_t>(perm[static_cast<std::size_t>(m)])] = sigma[static_cast<std::size_t>(m)];
           const Sharding real_to = ctx.table.states[path[k]].with_mesh_dims_relabeled(
@@ -541,7 +543,14 @@ std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
           [&](const Sharding& to, StepKind kind, const DimList& group) {
             DimPerm p;
             const Sharding c = canonical(to, p);
-            scratch.push_back({intern(c), kind, group, p});
+            std::uint64_t key = 0;
+            std::memcpy(&key, p.data(), sizeof key);
+            auto [it, fresh] = T.perm_ids.try_emplace(key, static_cast<std::uint16_t>(T.perms.size()));
+            if (fresh) {
+              charge(static_cast<std::int64_t>(sizeof(DimPerm) + 32));
+              T.perms.push_back(p);
+            }
+            scratch.push_back({intern(c), kind, group, it->second});
           },
           false);
     }
