@@ -482,8 +482,8 @@ struct StateTable {
   std::vector<Step> direct_steps;
   std::vector<DimList> direct_dims;  // per cached direct step: the mesh dims its transfers cross
   // the relabelings edges made their layouts canonical with (GraphContext::use_symmetry), the
-  // identity first; at most 8! of them
-  std::vector<DimPerm> perms{identity_perm()};
+  // identity first once there is any; at most 8! of them
+  std::vector<DimPerm> perms;
   std::unordered_map<std::uint64_t, std::uint16_t> perm_ids;
   std::int64_t search_bytes = 0;  // approximate bytes held by the table and the searches' queues
   std::int64_t max_states = 2'000'000;

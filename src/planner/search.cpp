@@ -543,8 +543,16 @@ std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
           [&](const Sharding& to, StepKind kind, const DimList& group) {
             DimPerm p;
             const Sharding c = canonical(to, p);
-            std::uint64_t key = 0;
-            std::memcpy(&key, p.data(), sizeof key);
+            auto key_of = [](const DimPerm& q) {
+              std::uint64_t key = 0;
+              std::memcpy(&key, q.data(), sizeof key);
+              return key;
+            };
+            if (T.perms.empty()) {  // the identity is 0
+              T.perms.push_back(identity_perm());
+              T.perm_ids.emplace(key_of(T.perms.front()), 0);
+            }
+            const std::uint64_t key = key_of(p);
             auto [it, fresh] = T.perm_ids.try_emplace(key, static_cast<std::uint16_t>(T.perms.size()));
             if (fresh) {
               charge(static_cast<std::int64_t>(sizeof(DimPerm) + 32));
