@@ -519,6 +519,8 @@ struct GraphContext : Query {
   std::vector<std::vector<int>> sym_classes;
   // The canonical representative of `s` among its relabelings, and `p` with it == relabel(s, p).
   [[nodiscard]] Sharding canonical(const Sharding& s, DimPerm& p) const;
+  // The index of relabeling `p` in table.perms, adding it when new (the identity is 0).
+  [[nodiscard]] std::uint16_t relabeling_id(const DimPerm& p) const;
   // Adds to table.search_bytes; throws past table.max_search_bytes.
   void charge(std::int64_t bytes) const;
 };

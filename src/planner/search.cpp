@@ -271,32 +271,30 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       for (std::size_t k = 1; k < path.size(); ++k) {
         const auto& [kind, group, perm_id] = pred_edge[path[k]];
         const auto from = path[k - 1];
-        if (!relabeled && perm_id == same) {
-          if (kind == StepKind::direct && ctx.table.direct_at[from] >= 0)  // costed already: reuse its transfers' counts
-            f.steps.push_back(complete_direct_step(ctx, ctx.direct_step(static_cast<std::uint32_t>(from)),
-                                                   ctx.table.direct_dims[static_cast<std::size_t>(ctx.table.direct_at[from])],
-                                                   ctx.table.states[from], ctx.table.states[path[k]]));
-          else
-            f.steps.push_back(make_step(ctx, kind, group.span(), ctx.table.states[from], ctx.table.states[path[k]], true));
-          real_from = ctx.table.states[path[k]];
-        } else {
+        Sharding real_to = ctx.table.states[path[k]];
+        DimList real_group = group;
+        relabeled = relabeled || perm_id != same;
+        if (relabeled) {
           // the edge reached perm(t) for the layout t it made from the canonical state: the plan
           // reaches sigma(t), and sigma becomes sigma o perm^-1
           const DimPerm& perm = ctx.table.perms[perm_id];
           DimPerm next = identity_perm();
           for (int m = 0; m < ctx.mesh.ndim(); ++m) next[static_cast<std::size_t>(perm[static_cast<std::size_t>(m)])] = sigma[static_cast<std::size_t>(m)];
-          const Sharding real_to = ctx.table.states[path[k]].with_mesh_dims_relabeled(
-              std::span<const std::int8_t>(next.data(), static_cast<std::size_t>(ctx.mesh.ndim())));
-          DimList real_group;
+          real_to = real_to.with_mesh_dims_relabeled(std::span<const std::int8_t>(next.data(), static_cast<std::size_t>(ctx.mesh.ndim())));
+          real_group = DimList{};
           for (int m : group.span()) real_group.push(sigma[static_cast<std::size_t>(m)]);
           // a flattened all_reduce's dims are listed ascending (edges.cpp); its result does not
           // depend on their order
           if (kind == StepKind::all_reduce) std::sort(real_group.v.begin(), real_group.v.begin() + real_group.n);
-          f.steps.push_back(make_step(ctx, kind, real_group.span(), real_from, real_to, true));
-          real_from = real_to;
           sigma = next;
-          relabeled = true;
         }
+        if (!relabeled && kind == StepKind::direct && ctx.table.direct_at[from] >= 0)  // costed already: reuse its transfers' counts
+          f.steps.push_back(complete_direct_step(ctx, ctx.direct_step(static_cast<std::uint32_t>(from)),
+                                                 ctx.table.direct_dims[static_cast<std::size_t>(ctx.table.direct_at[from])],
+                                                 real_from, real_to));
+        else
+          f.steps.push_back(make_step(ctx, kind, real_group.span(), real_from, real_to, true));
+        real_from = std::move(real_to);
         f.total_cost_us += f.steps.back().cost_us;
       }
       if (!all) return f;
@@ -483,6 +481,19 @@ void GraphContext::use_symmetry() {
     else it->push_back(m);
   }
   for (auto& c : sym_classes) std::sort(c.begin(), c.end());
+  // the relabeling table, with the identity as 0, only for a query that merges
+  if (!sym_classes.empty() && table.perms.empty()) (void)relabeling_id(identity_perm());
+}
+
+std::uint16_t GraphContext::relabeling_id(const DimPerm& p) const {
+  std::uint64_t key = 0;
+  std::memcpy(&key, p.data(), sizeof key);
+  auto [it, fresh] = table.perm_ids.try_emplace(key, static_cast<std::uint16_t>(table.perms.size()));
+  if (fresh) {
+    charge(static_cast<std::int64_t>(sizeof(DimPerm) + 32));
+    table.perms.push_back(p);
+  }
+  return it->second;
 }
 
 Sharding GraphContext::canonical(const Sharding& s, DimPerm& p) const {
@@ -543,22 +554,7 @@ std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
           [&](const Sharding& to, StepKind kind, const DimList& group) {
             DimPerm p;
             const Sharding c = canonical(to, p);
-            auto key_of = [](const DimPerm& q) {
-              std::uint64_t key = 0;
-              std::memcpy(&key, q.data(), sizeof key);
-              return key;
-            };
-            if (T.perms.empty()) {  // the identity is 0
-              T.perms.push_back(identity_perm());
-              T.perm_ids.emplace(key_of(T.perms.front()), 0);
-            }
-            const std::uint64_t key = key_of(p);
-            auto [it, fresh] = T.perm_ids.try_emplace(key, static_cast<std::uint16_t>(T.perms.size()));
-            if (fresh) {
-              charge(static_cast<std::int64_t>(sizeof(DimPerm) + 32));
-              T.perms.push_back(p);
-            }
-            scratch.push_back({intern(c), kind, group, it->second});
+            scratch.push_back({intern(c), kind, group, relabeling_id(p)});
           },
           false);
     }
