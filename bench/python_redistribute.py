@@ -2,6 +2,13 @@
 with gloo: medians of one run, ratios from the same run, the slowest rank's median.
 
     torchrun --nproc-per-node 4 bench/python_redistribute.py [--iters 500] [--big 2048]
+    torchrun --nproc-per-node 1 bench/python_redistribute.py --device cuda [--iters 1000]
+
+With `--device cuda` (one GPU: NCCL refuses two ranks on one device) only table 1 runs, on CUDA
+tensors over NCCL, twice: host time per call (the GPU idle when each call starts; the call's
+kernels queued, not awaited) and end-to-end time per call (synchronised after the call, inside
+the timed region). Where torch's redistribute_local_tensor differs from the tested version's,
+enable() refuses and the `enabled` column says so.
 
 Three tables (cached plans; every case runs once before timing):
 
@@ -37,10 +44,11 @@ def slowest_median(times, group=None):
     return float(out)
 
 
-def timed(fns, iters, barrier=True, collective=True):
+def timed(fns, iters, barrier=True, collective=True, cuda=None):
     """Medians (us; the slowest rank's when `collective`) of each function in `fns`, called in
     turn every iteration. An entry may be (fn, context): the context (e.g. dtensor.torch.enabled)
-    is entered and left around the call, outside the timed region."""
+    is entered and left around the call, outside the timed region. `cuda`: "host" synchronises
+    the device before each call, outside the timed region; "end-to-end" also after it, inside."""
     fns = [f if isinstance(f, tuple) else (f, None) for f in fns]
     for fn, ctx in fns:  # warm-up: plans, executors, process groups
         with ctx() if ctx else contextlib.nullcontext():
@@ -51,14 +59,22 @@ def timed(fns, iters, barrier=True, collective=True):
             with ctx() if ctx else contextlib.nullcontext():
                 if barrier:
                     dist.barrier()
+                if cuda:
+                    torch.cuda.synchronize()
                 t = time.perf_counter()
                 fn()
+                if cuda == "end-to-end":
+                    torch.cuda.synchronize()
                 times[k].append((time.perf_counter() - t) * 1e6)
     return [slowest_median(t, None if collective else False) for t in times]
 
 
 def ratio(a, b):
-    return f"{a / b:8.2f}" if b else f"{'-':>8}"
+    return f"{a / b:8.2f}" if a is not None and b else f"{'-':>8}"
+
+
+def us(a):
+    return f"{a:8.1f}" if a is not None else f"{'-':>8}"
 
 
 CASES = [("S(0)S(1) -> S(1)S(0)", [Shard(0), Shard(1)], [Shard(1), Shard(0)]),
@@ -66,24 +82,36 @@ CASES = [("S(0)S(1) -> S(1)S(0)", [Shard(0), Shard(1)], [Shard(1), Shard(0)]),
          ("P(sum)R -> RR", [Partial(), Replicate()], [Replicate(), Replicate()])]
 
 
-def host_overhead(rank, iters):
+def switch_refusal():
+    """None where dtensor.torch.enable() accepts this torch, else its RuntimeError's message."""
+    try:
+        with dt.enabled():
+            return None
+    except RuntimeError as e:
+        return str(e)
+
+
+def host_overhead(rank, iters, device="cpu", cuda=None):
     """World 1: rank 0 alone on its own one-rank meshes (the other ranks wait), nothing moves: the
-    whole time is host overhead. dt, torch and torch under enabled() interleaved."""
+    whole time is host overhead. dt, torch and torch under enabled() interleaved (enabled()
+    left out, its column None, where the switch refuses this torch)."""
     rows = []
     # every rank makes its own one-rank meshes (mesh creation is collective); rank 0 times
-    mesh1 = DeviceMesh("cpu", torch.tensor([rank]))
-    mesh11 = DeviceMesh("cpu", torch.tensor([[rank]]))
+    mesh1 = DeviceMesh(device, torch.tensor([rank]))
+    mesh11 = DeviceMesh(device, torch.tensor([[rank]]))
+    switch = switch_refusal() is None
     if rank == 0:
-        g = torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
+        g = torch.randn(64, 64, generator=torch.Generator().manual_seed(0)).to(device)
         cases = [(f"{name} (1x1)", mesh11, src, dst) for name, src, dst in CASES]
         cases += [("S(0) -> R (1)", mesh1, [Shard(0)], [Replicate()]),
                   ("P(sum) -> R (1)", mesh1, [Partial()], [Replicate()])]
         for name, mesh, src, dst in cases:
             x = dt.distribute(g, mesh, src)
-            ours, theirs, switched = timed(
-                [lambda: dt.redistribute(x, dst), lambda: x.redistribute(mesh, dst),
-                 (lambda: x.redistribute(mesh, dst), dt.enabled)], iters, barrier=False, collective=False)
-            rows.append((name, ours, theirs, switched))
+            fns = [lambda: dt.redistribute(x, dst), lambda: x.redistribute(mesh, dst)]
+            if switch:
+                fns.append((lambda: x.redistribute(mesh, dst), dt.enabled))
+            got = timed(fns, iters, barrier=False, collective=False, cuda=cuda)
+            rows.append((name, got[0], got[1], got[2] if switch else None))
     dist.barrier()
     return rows
 
@@ -157,7 +185,11 @@ def main():
     ap.add_argument("--iters", type=int, default=500)
     ap.add_argument("--big", type=int, default=2048)
     ap.add_argument("--big-iters", type=int, default=50)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: table 1 only, on CUDA tensors over NCCL (any world; rank 0 times)")
     args = ap.parse_args()
+    if args.device == "cuda":
+        return main_cuda(args)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     if world != 4:
@@ -168,7 +200,7 @@ def main():
     say("\n1. host overhead, world 1 (rank 0 on one-rank meshes; nothing moves)")
     say(f"{'case':<28} {'dt':>8} {'torch':>8} {'enabled':>8} {'dt/torch':>8} {'en/torch':>8}")
     for name, a, b, c in host_overhead(rank, args.iters):
-        say(f"{name:<28} {a:8.1f} {b:8.1f} {c:8.1f} {ratio(a, b)} {ratio(c, b)}")
+        say(f"{name:<28} {us(a)} {us(b)} {us(c)} {ratio(a, b)} {ratio(c, b)}")
     say("\n2. real traffic, 2x2 mesh, 64x64 f32 (interleaved)")
     say(f"{'case':<28} {'dt':>8} {'torch':>8} {'enabled':>8} {'dt/torch':>8} {'en/torch':>8} {'checked':>8} "
         f"{'chk/torch':>9}")
@@ -178,6 +210,25 @@ def main():
     say(f"{'case':<28} {'dt':>8} {'raw':>8} {'dt/raw':>8}  plan")
     for name, a, b, trace in bandwidth(args.big_iters, args.big):
         say(f"{name:<28} {a:8.1f} {b:8.1f} {ratio(a, b)}  {trace}")
+    dist.destroy_process_group()
+
+
+def main_cuda(args):
+    dist.init_process_group("nccl")
+    rank = dist.get_rank()
+    torch.cuda.set_device(rank % torch.cuda.device_count())
+    say = print if rank == 0 else (lambda *a, **k: None)
+    say(f"torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
+        f"{torch.cuda.get_device_name()}, {args.iters} iterations, 64x64 f32; medians in us")
+    refusal = switch_refusal()
+    if refusal:
+        say(f"enable() refused on this torch (the `enabled` column is empty): {refusal}")
+    for mode, what in [("host", "host time per call (device idle at the call; its kernels queued, not awaited)"),
+                       ("end-to-end", "end-to-end per call (synchronised after the call, inside the timing)")]:
+        say(f"\n1. {what}, world 1 (rank 0 on one-rank meshes; nothing moves)")
+        say(f"{'case':<28} {'dt':>8} {'torch':>8} {'enabled':>8} {'dt/torch':>8} {'en/torch':>8}")
+        for name, a, b, c in host_overhead(rank, args.iters, "cuda", mode):
+            say(f"{name:<28} {us(a)} {us(b)} {us(c)} {ratio(a, b)} {ratio(c, b)}")
     dist.destroy_process_group()
 
 

@@ -8,6 +8,7 @@
 #   python/   the Python package's source, and deps/ the headers, CMake configs and libfmt it
 #             builds against (fmt, nlohmann-json, the Boost headers it includes), so
 #             `pip install` works there with the machine's nanobind and scikit-build-core
+#   checks/   the Python checks run.sh runs (scripts/gpu_python_check.py, bench/python_redistribute.py)
 #   run.sh    step 2: runs everything and prints the summary table
 # Usage: scripts/gpu-bundle.sh [OUT]   (OUT defaults to build-gpu-bundle, an ignored folder)
 set -euo pipefail
@@ -57,6 +58,8 @@ g++ -std=c++20 -M -MG -Iinclude -Isrc src/placement/*.cpp src/planner/*.cpp src/
 cp -r /usr/include/boost/config /usr/include/boost/predef /usr/include/boost/config.hpp /usr/include/boost/version.hpp \
   "$out/deps/include/boost/" 2>/dev/null || true
 
+mkdir -p "$out/checks"
+cp "$root/scripts/gpu_python_check.py" "$root/bench/python_redistribute.py" "$out/checks/"
 cp "$root/scripts/gpu-run.sh" "$out/run.sh"
 chmod +x "$out/run.sh"
 size=$(du -sm "$out" | cut -f1)

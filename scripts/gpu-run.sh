@@ -4,7 +4,9 @@
 # NCCL from PyTorch's nvidia-nccl-cu13 wheel or NCCL_LIB=/dir/with/libnccl.so.2): every GPU
 # test (the exhaustive set every DTENSOR_EXHAUSTIVE_STRIDE-th case, default 8), the GPU
 # benchmarks against their targets, the NCCL SPMD example, the Python package's GPU path (world 1:
-# exactness and per-call time against torch's own redistribute), then one summary table.
+# exactness against torch and the global tensor, and per-call time against torch's own
+# redistribute: checks/gpu_python_check.py, checks/python_redistribute.py --device cuda), then one
+# summary table. The Python part runs first (it is the shortest).
 #   GPU_TESTS='GPU: a duplicate*'  run only the Catch2 tests matching these names (no commas in names)
 #   OUT=dir                        where the logs go (default ./gpu-run-out)
 set -uo pipefail
@@ -31,13 +33,36 @@ fi
 export LD_LIBRARY_PATH="$here/lib:${nccl_dir:+$nccl_dir:}${LD_LIBRARY_PATH:-}"
 row "GPUs" INFO "$gpus: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); NCCL from ${nccl_dir:-?}"
 
+# The Python package's GPU path: build it here against the bundled headers, then world 1 over NCCL
+venv=${PYENV:-$out/pyenv}
+if CMAKE_PREFIX_PATH="$here/deps" "$py" -m pip install --no-build-isolation --no-deps --no-index --target "$venv" \
+     "$here/python" >"$out/python-build.log" 2>&1; then
+  export LD_LIBRARY_PATH="$here/deps/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu):$LD_LIBRARY_PATH"
+  pyrun() { PYTHONPATH="$venv" MASTER_ADDR=127.0.0.1 MASTER_PORT=$1 RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 \
+              timeout 300 "$py" "${@:2}"; }
+  if pyrun 29531 "$here/checks/gpu_python_check.py" --device cuda >"$out/python-gpu.log" 2>&1; then
+    row "Python dtensor.torch on CUDA (world 1)" PASS "$(grep -o 'RESULT.*' "$out/python-gpu.log" | cut -c8-)"
+  else
+    row "Python dtensor.torch on CUDA (world 1)" FAIL "$(grep -m1 -E 'FAILED|Error' "$out/python-gpu.log" | cut -c1-160)"
+  fi
+  # per call against torch's own redistribute (bench/python_redistribute.py --device cuda)
+  if pyrun 29532 "$here/checks/python_redistribute.py" --device cuda --iters "${PY_BENCH_ITERS:-1000}" \
+       >"$out/python-bench.log" 2>&1; then
+    row "Python per call vs torch (CUDA, world 1)" INFO "table in $out/python-bench.log"
+  else
+    row "Python per call vs torch (CUDA, world 1)" FAIL "$(tail -1 "$out/python-bench.log" | cut -c1-160)"
+  fi
+else
+  row "Python package build" FAIL "see $out/python-build.log"
+fi
+
 # GPU tests, one line per Catch2 test case
 export DTENSOR_EXHAUSTIVE_STRIDE=${DTENSOR_EXHAUSTIVE_STRIDE:-8}
 mapfile -t tests < <("$here/bin/dtensor_gpu_tests" --list-test-names-only 2>/dev/null | grep -v '^$' | grep "${GPU_TESTS:-.}")
 for t in "${tests[@]}"; do
   log="$out/test-$(echo "$t" | tr -c 'A-Za-z0-9' '_').log"
   start=$(date +%s)
-  if timeout 900 "$here/bin/dtensor_gpu_tests" "$t" >"$log" 2>&1; then
+  if timeout "${GPU_TEST_TIMEOUT:-240}" "$here/bin/dtensor_gpu_tests" "$t" >"$log" 2>&1; then
     row "${t:0:46}" PASS "$(( $(date +%s) - start )) s"
   else
     row "${t:0:46}" FAIL "$(grep -m1 -E 'FAILED|with expansion|error' -A2 "$log" | tr '\n' ' ' | cut -c1-120) ($log)"
@@ -76,49 +101,6 @@ if "$here/bin/spmd_redistribute" --backend nccl --mesh "$gpus" --shape 4096x1024
   row "spmd_redistribute --backend nccl" PASS "$note"
 else
   row "spmd_redistribute --backend nccl" FAIL "$(tail -2 "$out/spmd-nccl.log" | tr '\n' ' ')"
-fi
-
-# The Python package's GPU path: build it here against the bundled headers, then world 1 over NCCL
-venv="$out/pyenv"
-if CMAKE_PREFIX_PATH="$here/deps" "$py" -m pip install --no-build-isolation --no-deps --no-index --target "$venv" \
-     "$here/python" >"$out/python-build.log" 2>&1; then
-  if LD_LIBRARY_PATH="$here/deps/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu):$LD_LIBRARY_PATH" \
-     PYTHONPATH="$venv" MASTER_ADDR=127.0.0.1 MASTER_PORT=29531 RANK=0 WORLD_SIZE=1 "$py" - >"$out/python-gpu.log" 2>&1 <<'PY'
-import time, torch, torch.distributed as dist
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor import distribute_tensor, Shard, Replicate
-import dtensor.torch as dt
-dist.init_process_group("nccl")
-torch.cuda.set_device(0)
-ok = 0
-cases = [((1,), [Shard(0)], [Shard(1)]), ((1,), [Shard(0)], [Replicate()]), ((1, 1), [Shard(0), Shard(1)], [Shard(1), Shard(0)])]
-for mesh_shape, a, b in cases:
-    mesh = init_device_mesh("cuda", mesh_shape)
-    for shape in [(64, 64), (1000, 17), (1024, 4096)]:
-        x = torch.arange(shape[0] * shape[1], dtype=torch.float32, device="cuda").reshape(shape)
-        d = distribute_tensor(x, mesh, a)
-        y, z = dt.redistribute(d, b), d.redistribute(mesh, b)
-        assert torch.equal(y.to_local(), z.to_local()), (mesh_shape, a, b, shape)
-        ok += 1
-mesh = init_device_mesh("cuda", (1, 1))
-d = distribute_tensor(torch.randn(64, 64, device="cuda"), mesh, [Shard(0), Shard(1)])
-def per_call(f, n=200):
-    for _ in range(20): f()
-    torch.cuda.synchronize(); t = time.perf_counter()
-    for _ in range(n): f()
-    torch.cuda.synchronize(); return (time.perf_counter() - t) / n * 1e6
-ours = per_call(lambda: dt.redistribute(d, [Shard(1), Shard(0)]))
-theirs = per_call(lambda: d.redistribute(mesh, [Shard(1), Shard(0)]))
-print(f"RESULT {ok} exact; per call {ours:.1f} us vs torch {theirs:.1f} us (64x64 f32, S(0)S(1)->S(1)S(0), 1x1)")
-dist.destroy_process_group()
-PY
-  then
-    row "Python dtensor.torch on CUDA (world 1)" PASS "$(grep -o 'RESULT.*' "$out/python-gpu.log" | cut -c8-)"
-  else
-    row "Python dtensor.torch on CUDA (world 1)" FAIL "$(tail -2 "$out/python-gpu.log" | tr '\n' ' ')"
-  fi
-else
-  row "Python package build" FAIL "see $out/python-build.log"
 fi
 
 echo
