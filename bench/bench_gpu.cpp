@@ -77,7 +77,7 @@ struct NcclFixture {
     o.device = 0;
     o.stream = the_stream();
     comm = std::make_unique<NcclCommunicator>(Mesh::parse("1x1"), 0, nccl_unique_id(), o);
-    exec = std::make_unique<Executor>(plan, *comm);
+    exec = std::make_unique<Executor>(plan, *comm, chain_options(plan));
     in = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(exec->input_bytes()));
     out = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(exec->output_bytes()));
     ws = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(exec->workspace_bytes()));

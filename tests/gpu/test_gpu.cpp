@@ -88,7 +88,7 @@ TEST_CASE("GPU: NCCL on a 1-rank mesh and CUDA-graph capture/replay", "[gpu]") {
   const Plan plan = chain("1x1", {64, 32}, DType::f32, {"P(sum)R", "RR", "RS(1)", "RS(0)", "P(sum)S(0)", "S(1)S(0)", "S(1)R"},
                           {StepKind::all_reduce, StepKind::local_chunk, StepKind::all_to_all, StepKind::local_fill,
                            StepKind::reduce_scatter, StepKind::all_gather});
-  const Executor exec(plan, comm);  // exchanges the plan hash over NCCL and prepares the groups
+  const Executor exec(plan, comm, chain_options(plan));  // exchanges the plan hash over NCCL, prepares the groups
   const auto host_in = seeded_input(plan.src, 0);
   DeviceBuffer in(host_in.size()), out(static_cast<std::size_t>(exec.output_bytes())),
       ws(static_cast<std::size_t>(exec.workspace_bytes()));
@@ -123,7 +123,7 @@ TEST_CASE("GPU: a borrowed ncclComm_t and local_world", "[gpu]") {
   auto world = NcclCommunicator::local_world(Mesh::parse("1"), {0});
   REQUIRE(world.size() == 1);
   const Plan plan = chain("1", {16}, DType::f32, {"P(sum)", "R"}, {StepKind::all_reduce});
-  const Executor exec(plan, *world[0]);
+  const Executor exec(plan, *world[0], chain_options(plan));
   DeviceBuffer in(64), out(64), ws(static_cast<std::size_t>(std::max<std::int64_t>(exec.workspace_bytes(), 1)));
   ck(cudaMemset(in.p, 0, 64));
   exec.execute({std::span<const std::byte>(in.p, in.n), out.span(), ws.span()});
