@@ -49,7 +49,7 @@ def main():
             switch = True
     except RuntimeError as e:
         switch = False
-        print(f"switch refused (expected where torch's function differs): {e}")
+        print(f"switch refused (expected on a torch other than the tested one): {e}")
     meshes = {s: init_device_mesh(dev, s) for s in [(1,), (1, 1)]}
     ok = 0
     for mesh_shape, src, dst in CASES:

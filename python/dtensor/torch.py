@@ -232,6 +232,15 @@ def _timeout_of(pg, device: torch.device):
     return getattr(options, "timeout", None) or getattr(options, "_timeout", None)
 
 
+def _set_timeout(timeout, pg) -> None:
+    """dist.set_timeout (torch 2.15); torch 2.11 has it as distributed_c10d._set_pg_timeout."""
+    setter = getattr(dist, "set_timeout", None)
+    if setter is None:
+        from torch.distributed import distributed_c10d
+        setter = distributed_c10d._set_pg_timeout
+    setter(timeout, pg)
+
+
 class _TorchComm:
     """The collectives and (device) copies of dtensor's executor, on torch tensors.
 
@@ -316,7 +325,7 @@ class _TorchComm:
             pg = self.device_mesh.get_group(key[0])
             current = _timeout_of(pg, self.device)
             if world_timeout is not None and current is not None and current > world_timeout:
-                dist.set_timeout(world_timeout, pg)
+                _set_timeout(world_timeout, pg)
         else:
             pg = dist.new_group(sorted(members), use_local_synchronization=True, timeout=world_timeout)
         pg_ranks = dist.get_process_group_ranks(pg)
@@ -1058,7 +1067,17 @@ def is_enabled() -> bool:
     return _switch.original is not None
 
 
-def _check_signature(fn) -> None:
+def _check_torch(fn) -> None:
+    """The switch runs only on the torch it is tested with: its version (major.minor) and its
+    redistribute_local_tensor's signature. torch 2.11 has the same signature, yet routing its
+    x.redistribute through dtensor gave wrong shards for _StridedShard targets (its DTensorSpec
+    fields mean other things), so a version check comes first."""
+    version = ".".join(str(torch.__version__).split("+")[0].split(".")[:2])
+    if version != _TESTED_TORCH:
+        raise RuntimeError(
+            f"dtensor.torch.enable(): torch {torch.__version__} is not torch {_TESTED_TORCH}, the version dtensor's "
+            "switch is tested with (its redistribute_local_tensor and DTensorSpec may mean other things); "
+            "use dtensor.torch.redistribute() instead")
     got = [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
     if got != _TESTED_SIGNATURE:
         raise RuntimeError(
@@ -1073,8 +1092,8 @@ def enable(cost_model: Any = "default") -> None:
     the implicit redistributions of sharding propagation and their backward passes all run
     dtensor's plan (under `cost_model`) on torch.distributed. Layouts dtensor does not model,
     calls under torch.compile tracing or on fake/meta tensors, and ranks not on the mesh fall
-    back to torch's own function (see stats()). RuntimeError on a torch whose function differs
-    from the tested one."""
+    back to torch's own function (see stats()). RuntimeError on a torch other than the tested
+    version (2.15), or whose function's signature differs from the tested one."""
     import importlib
     if isinstance(cost_model, (str, os.PathLike)) and os.fspath(cost_model) not in ("default", "pytorch"):
         _core.CostModel.load(os.fspath(cost_model))  # a bad profile fails here, naming it, not inside torch
@@ -1086,7 +1105,7 @@ def enable(cost_model: Any = "default") -> None:
         if _switch.original is None:
             base = importlib.import_module(_TORCH_MODULES[0])
             original = base.redistribute_local_tensor
-            _check_signature(original)
+            _check_torch(original)
             for name in _TORCH_MODULES:
                 try:
                     mod = importlib.import_module(name)

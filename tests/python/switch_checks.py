@@ -168,6 +168,27 @@ def refuses_a_torch_whose_function_differs():
 
 
 @check
+def refuses_another_torch_version():
+    # torch 2.11 has the same signature but its x.redistribute routed through dtensor gave wrong
+    # _StridedShard shards: the version is checked first
+    real = torch.__version__
+    for other in ["2.11.0+cu130", "2.16.0", "3.15.0"]:
+        torch.__version__ = other
+        try:
+            dt.enable()
+        except RuntimeError as e:
+            assert other in str(e) and "2.15" in str(e) and "dtensor.torch.redistribute()" in str(e), str(e)
+        else:
+            raise AssertionError(f"enable() took torch {other}")
+        finally:
+            torch.__version__ = real
+        assert not dt.is_enabled()
+    dt.enable()  # the real (tested) version is taken
+    assert dt.is_enabled()
+    dt.disable()
+
+
+@check
 def refuses_bad_cost_models():
     for bad, kind in [("/nonexistent/profile.json", ValueError), (3, TypeError)]:
         try:
