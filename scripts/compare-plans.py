@@ -16,6 +16,7 @@ Prints the number of requests planned and one digest per CLI; exits 1 when they 
 the first request whose outputs differ."""
 import argparse
 import hashlib
+import re
 import json
 import os
 import random
@@ -105,11 +106,18 @@ def main():
     ap.add_argument("--batch", action="store_true")
     ap.add_argument("--max-memory", action="store_true")
     ap.add_argument("--profile", help="a cost-model profile (JSON) for every request")
+    ap.add_argument("--meshes", help="comma-separated meshes to draw from instead of the default list "
+                                     "(e.g. 2x2x2x2,2x2x4x8,4x4x8: interchangeable mesh dims)")
     a = ap.parse_args()
     if a.count < 1:
         ap.error(f"--count {a.count} must be positive")
     if a.cross_mesh and a.batch:
         ap.error("--cross-mesh and --batch do not combine")
+    if a.meshes:
+        for m in a.meshes.split(","):
+            if not re.fullmatch(r"[1-9][0-9]*(x[1-9][0-9]*)*", m):
+                ap.error(f"--meshes: {m!r} is not a mesh like 2x4")
+        MESHES[:] = a.meshes.split(",")
     digests = [hashlib.sha256(), hashlib.sha256()]
     planned = 0
     folder = tempfile.TemporaryDirectory()

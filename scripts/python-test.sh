@@ -28,3 +28,7 @@ out=$(cd /tmp && "$(dirname "$py")/torchrun" --nproc-per-node 4 --master-port 29
   echo "$out"; echo "examples/python/train_fsdp_tp.py failed"; exit 1; }
 grep -E "^(losses|largest|time per step|dtensor served|uneven|train_fsdp_tp)" <<<"$out"
 grep -q "^train_fsdp_tp: ok" <<<"$out" || { echo "$out"; echo "examples/python/train_fsdp_tp.py: no ok line"; exit 1; }
+echo "-- scripts/gpu_python_check.py --device cpu (the GPU bundle's Python check, on gloo world 1)"
+out=$(cd /tmp && timeout 300 "$(dirname "$py")/torchrun" --nproc-per-node 1 --master-port 29579 "$root/scripts/gpu_python_check.py" --device cpu 2>&1) || {
+  echo "$out"; echo "scripts/gpu_python_check.py failed"; exit 1; }
+grep "^RESULT" <<<"$out"

@@ -509,26 +509,27 @@ Sharding GraphContext::canonical(const Sharding& s, DimPerm& p) const {
     bool strided;
     auto operator<=>(const Role&) const = default;
   };
-  std::array<Role, Sharding::kMaxMeshDims> role{};
+  std::array<Role, Sharding::kMaxMeshDims> role;  // NOLINT: every mesh dim's entry is set here (no memset)
   for (int m = 0; m < mesh.ndim(); ++m) {
-    auto& r = role[static_cast<std::size_t>(m)];
-    if (const auto op = s.partial(m)) {
-      r = {1, static_cast<int>(*op), 0, 0, false};
-    } else if (const int d = s.shard_dim_of(m); d >= 0) {
-      const int k = s.position_of(m);
-      const auto& e = s.entries(d)[static_cast<std::size_t>(k)];
-      r = {2, d, k, e.split_factor, e.strided};
-    } else {
-      r = {0, 0, 0, 0, false};
-    }
+    const auto op = s.partial(m);
+    role[static_cast<std::size_t>(m)] = op ? Role{1, static_cast<int>(*op), 0, 0, false} : Role{0, 0, 0, 0, false};
+  }
+  for (int d = 0; d < s.tensor_ndim(); ++d) {  // the sharded ones: one pass over the entries
+    const auto es = s.entries(d);
+    for (std::size_t k = 0; k < es.size(); ++k)
+      role[static_cast<std::size_t>(es[k].mesh_dim)] = {2, d, static_cast<int>(k), es[k].split_factor, es[k].strided};
   }
   bool moved = false;
   for (const auto& cls : sym_classes) {
+    // the class's dims by role, equal roles in class order: a stable insertion sort (n <= 8)
     std::array<int, Sharding::kMaxMeshDims> order{};
     const std::size_t n = cls.size();
-    std::copy(cls.begin(), cls.end(), order.begin());
-    std::stable_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n),
-                     [&](int x, int y) { return role[static_cast<std::size_t>(x)] < role[static_cast<std::size_t>(y)]; });
+    for (std::size_t k = 0; k < n; ++k) {
+      const int x = cls[k];
+      std::size_t j = k;
+      for (; j > 0 && role[static_cast<std::size_t>(x)] < role[static_cast<std::size_t>(order[j - 1])]; --j) order[j] = order[j - 1];
+      order[j] = x;
+    }
     for (std::size_t k = 0; k < n; ++k) {
       p[static_cast<std::size_t>(order[k])] = static_cast<std::int8_t>(cls[k]);
       moved = moved || order[k] != cls[k];
