@@ -116,6 +116,14 @@ def host_overhead(rank, iters, device="cpu", cuda=None):
     return rows
 
 
+def say_host_overhead(say, what, rows):
+    """Table 1 (host_overhead's rows) under the heading `what`."""
+    say(f"\n1. {what}, world 1 (rank 0 on one-rank meshes; nothing moves)")
+    say(f"{'case':<28} {'dt':>8} {'torch':>8} {'enabled':>8} {'dt/torch':>8} {'en/torch':>8}")
+    for name, a, b, c in rows:
+        say(f"{name:<28} {us(a)} {us(b)} {us(c)} {ratio(a, b)} {ratio(c, b)}")
+
+
 def on_2x2(n, row):
     """`row(name, x, mesh, dst)` for every case, x cut from one n x n tensor on the 2x2 mesh."""
     mesh = init_device_mesh("cpu", (2, 2))
@@ -197,10 +205,7 @@ def main():
     say = print if rank == 0 else (lambda *a, **k: None)
     say(f"torch {torch.__version__}, gloo, {world} ranks, {args.iters} iterations (64x64 f32) and "
         f"{args.big_iters} ({args.big}x{args.big} f32); medians in us, the slowest rank's")
-    say("\n1. host overhead, world 1 (rank 0 on one-rank meshes; nothing moves)")
-    say(f"{'case':<28} {'dt':>8} {'torch':>8} {'enabled':>8} {'dt/torch':>8} {'en/torch':>8}")
-    for name, a, b, c in host_overhead(rank, args.iters):
-        say(f"{name:<28} {us(a)} {us(b)} {us(c)} {ratio(a, b)} {ratio(c, b)}")
+    say_host_overhead(say, "host overhead", host_overhead(rank, args.iters))
     say("\n2. real traffic, 2x2 mesh, 64x64 f32 (interleaved)")
     say(f"{'case':<28} {'dt':>8} {'torch':>8} {'enabled':>8} {'dt/torch':>8} {'en/torch':>8} {'checked':>8} "
         f"{'chk/torch':>9}")
@@ -225,10 +230,7 @@ def main_cuda(args):
         say(f"enable() refused on this torch (the `enabled` column is empty): {refusal}")
     for mode, what in [("host", "host time per call (device idle at the call; its kernels queued, not awaited)"),
                        ("end-to-end", "end-to-end per call (synchronised after the call, inside the timing)")]:
-        say(f"\n1. {what}, world 1 (rank 0 on one-rank meshes; nothing moves)")
-        say(f"{'case':<28} {'dt':>8} {'torch':>8} {'enabled':>8} {'dt/torch':>8} {'en/torch':>8}")
-        for name, a, b, c in host_overhead(rank, args.iters, "cuda", mode):
-            say(f"{name:<28} {us(a)} {us(b)} {us(c)} {ratio(a, b)} {ratio(c, b)}")
+        say_host_overhead(say, what, host_overhead(rank, args.iters, "cuda", mode))
     dist.destroy_process_group()
 
 

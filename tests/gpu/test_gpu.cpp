@@ -77,10 +77,10 @@ TEST_CASE("GPU: every dtype through the kernels (bf16 f16 fp8 included)", "[gpu]
 }
 
 TEST_CASE("GPU: strided copies of long and short runs equal the host's", "[gpu]") {
-  // The pack/unpack kernels (a per-vector kernel for short runs, a per-run one for runs of 64
-  // vectors or more) against host_memory().copy_strided: every vector width (the base offset
-  // decides it), 1 to 4 dims, one to five runs per block (over 262,140 runs), the output
-  // dense in one dim order and the input in another (an all_gather's unpack, an all_to_all's pack).
+  // The pack/unpack kernel against host_memory().copy_strided: every vector width (the base
+  // offset decides it), runs from 8 bytes to 4 KiB, 1 to 4 dims, a launch whose vectors outnumber
+  // its threads (65 B x 300,000 runs: the grid-stride loop), the output dense in one dim order and
+  // the input in another (an all_gather's unpack, an all_to_all's pack).
   cudaStream_t stream;
   ck(cudaStreamCreate(&stream));
   const auto dev = device_memory(stream);
