@@ -10,10 +10,14 @@ world ranks); --batch plans batch files of 2-6 pairs on one mesh (`plan --batch`
 gives every request a random workspace budget (`--max-memory`, 4 KiB to 64 MiB: some plans
 change, some requests are refused with the smallest budget that admits a plan); --profile FILE
 plans every request with that cost-model profile (e.g. a fitted one: `bench_planner
---write-fitted FILE`) instead of a random choice of the default and PyTorch models.
+--write-fitted FILE`) instead of a random choice of the default and PyTorch models; --meshes
+draws from other meshes (e.g. with interchangeable mesh dims); --replicated-targets draws targets
+whose mesh dims are mostly R or P(sum).
 
 Prints the number of requests planned and one digest per CLI; exits 1 when they differ, naming
-the first request whose outputs differ."""
+the first request whose outputs differ. With --costs a difference is accepted when every
+total_cost_us (plan and runner-up) is the same and refusals are identical: for a change that may
+choose another of several equal-cost plans (docs/planner.md); it counts them."""
 import argparse
 import hashlib
 import re
@@ -42,6 +46,14 @@ def placements(rng, mesh_ndim, tensor_ndim):
     return out
 
 
+def target_placements(rng, mesh_ndim, tensor_ndim, mostly_replicated):
+    """The target's placements; with `mostly_replicated` two of three mesh dims are R or P(sum)
+    (so that mesh dims of one size often trade places without changing the target)."""
+    if not mostly_replicated:
+        return placements(rng, mesh_ndim, tensor_ndim)
+    return "".join(rng.choice(["R", "R", "P(sum)", "S(%d)" % rng.randint(0, tensor_ndim - 1)]) for _ in range(mesh_ndim))
+
+
 def ranks_of(mesh):
     n = 1
     for x in mesh.split("x"):
@@ -64,20 +76,20 @@ def batch_request(rng, folder, k):
     return ["plan", "--batch", path]
 
 
-def requests(count, seed, cross_mesh, batch, max_memory, folder, profile=None):
+def requests(count, seed, cross_mesh, batch, max_memory, folder, profile=None, mostly_replicated=False):
     rng = random.Random(seed)
     for k in range(count):
         if batch:
             args = batch_request(rng, folder, k)
         else:
-            args = single_request(rng, cross_mesh)
+            args = single_request(rng, cross_mesh, mostly_replicated)
         if max_memory:
             args += ["--max-memory", str(rng.choice([1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 26]))]
         model = rng.choice(["default", "pytorch"])  # drawn either way: --profile keeps the same requests
         yield args + ["--cost-model", profile or model, "--format", "json"]
 
 
-def single_request(rng, cross_mesh):
+def single_request(rng, cross_mesh, mostly_replicated=False):
     mesh = rng.choice(MESHES)
     nm, nd = mesh.count("x") + 1, rng.randint(1, 3)
     shape = "x".join(str(rng.choice([1, 3, 7, 8, 16, 64, 100, 1024])) for _ in range(nd))
@@ -92,8 +104,38 @@ def single_request(rng, cross_mesh):
         args += ["--to-mesh", to_mesh, "--to-ranks", ",".join(map(str, to_ranks)),
                  "--to", placements(rng, to_mesh.count("x") + 1, nd).replace("P(avg)", "R")]
     else:
-        args += ["--to", placements(rng, nm, nd)]
+        args += ["--to", target_placements(rng, nm, nd, mostly_replicated)]
     return args
+
+
+def costs_of(text):
+    """Every total_cost_us in a JSON output, depth first (None when the output is not JSON)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    out = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k == "total_cost_us":
+                    out.append(v)
+                else:
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+    walk(doc)
+    return out
+
+
+def same_costs(a, b):
+    """Both outputs plan at the same costs (equal-cost ties may differ), or both refuse alike."""
+    ca, cb = costs_of(a[1]), costs_of(b[1])
+    if ca is None or cb is None or a[0] != b[0]:
+        return a == b
+    return len(ca) == len(cb) and all(abs(x - y) <= 1e-6 + 1e-12 * abs(x) for x, y in zip(ca, cb))
 
 
 def main():
@@ -106,11 +148,18 @@ def main():
     ap.add_argument("--batch", action="store_true")
     ap.add_argument("--max-memory", action="store_true")
     ap.add_argument("--profile", help="a cost-model profile (JSON) for every request")
+    ap.add_argument("--costs", action="store_true",
+                    help="accept outputs that differ only in which equal-cost plan or runner-up they chose "
+                         "(every total_cost_us the same, refusals identical); count them")
+    ap.add_argument("--replicated-targets", action="store_true",
+                    help="single-mesh targets with two of three mesh dims R or P(sum)")
     ap.add_argument("--meshes", help="comma-separated meshes to draw from instead of the default list "
                                      "(e.g. 2x2x2x2,2x2x4x8,4x4x8: interchangeable mesh dims)")
     a = ap.parse_args()
     if a.count < 1:
         ap.error(f"--count {a.count} must be positive")
+    if a.replicated_targets and (a.cross_mesh or a.batch):
+        ap.error("--replicated-targets is for single-mesh requests")
     if a.cross_mesh and a.batch:
         ap.error("--cross-mesh and --batch do not combine")
     if a.meshes:
@@ -119,20 +168,26 @@ def main():
                 ap.error(f"--meshes: {m!r} is not a mesh like 2x4")
         MESHES[:] = a.meshes.split(",")
     digests = [hashlib.sha256(), hashlib.sha256()]
-    planned = 0
+    planned = ties = 0
     folder = tempfile.TemporaryDirectory()
-    for args in requests(a.count, a.seed, a.cross_mesh, a.batch, a.max_memory, folder.name, a.profile):
+    for args in requests(a.count, a.seed, a.cross_mesh, a.batch, a.max_memory, folder.name, a.profile,
+                         a.replicated_targets):
         outs = []
         for cli, d in zip((a.old, a.new), digests):
             r = subprocess.run([cli] + args, capture_output=True, text=True)
             text = r.stdout + r.stderr + str(r.returncode)
             d.update(text.encode())
-            outs.append((r.returncode, text))
+            outs.append((r.returncode, r.stdout if a.costs and r.returncode == 0 else text))
         if outs[0][1] != outs[1][1]:
-            print("differ: dtensor " + " ".join(args), file=sys.stderr)
-            return 1
+            if not (a.costs and same_costs(outs[0], outs[1])):
+                print("differ: dtensor " + " ".join(args), file=sys.stderr)
+                return 1
+            ties += 1
         planned += outs[1][0] == 0
-    print(f"{a.count} requests, {planned} planned, identical outputs: {digests[0].hexdigest()} {digests[1].hexdigest()}")
+    if a.costs:
+        print(f"{a.count} requests, {planned} planned, same costs; {ties} chose another plan or runner-up of equal cost")
+    else:
+        print(f"{a.count} requests, {planned} planned, identical outputs: {digests[0].hexdigest()} {digests[1].hexdigest()}")
     return 0
 
 

@@ -509,20 +509,32 @@ struct GraphContext : Query {
   // A floor of the direct step's cost from state `id` (the search defers the step with it).
   double direct_floor_us(std::uint32_t id) const;
   // Interchangeable mesh dims (docs/planner.md): dims of one size on the same side of the host
-  // boundary whose exchange leaves the source, the target and the bounds' samples as they are.
-  // Every step's cost and every bound is then the same for a layout and for its relabeling, so
-  // the searches intern one canonical layout per class of relabelings (a plan step out of a
-  // canonical state is relabeled back along the path). Call before searching; the edge set must
-  // be `all` (the PyTorch edge set's relaxed graph is not checked for it).
+  // boundary whose exchange leaves the target and the bounds' samples as they are. Every step's
+  // cost, every bound and every distance to the target is then the same for a layout and for its
+  // relabeling, so the searches intern one canonical layout per class of relabelings after the
+  // source (a plan step out of a canonical state is relabeled back along the path). Call before
+  // searching; the edge set must be `all` (the PyTorch edge set's relaxed graph is not checked
+  // for it).
   void use_symmetry();
   // Classes of two or more interchangeable mesh dims, each ascending (empty: none, or not used).
   std::vector<std::vector<int>> sym_classes;
+  // Whether some relabeling of those classes changes the source (plan_on then checks the
+  // runner-up against paths through the source's canonical state).
+  bool src_moves = false;
   // The canonical representative of `s` among its relabelings, and `p` with it == relabel(s, p).
   [[nodiscard]] Sharding canonical(const Sharding& s, DimPerm& p) const;
+  // The same relabeling alone; false when it is the identity (`s` is canonical).
+  [[nodiscard]] bool canonical_perm(const Sharding& s, DimPerm& p) const;
   // The index of relabeling `p` in table.perms, adding it when new (the identity is 0).
   [[nodiscard]] std::uint16_t relabeling_id(const DimPerm& p) const;
   // Adds to table.search_bytes; throws past table.max_search_bytes.
   void charge(std::int64_t bytes) const;
+
+ private:
+  // the dims of sym_classes as a bit mask and one after another (what canonical_perm reads)
+  std::uint32_t sym_mask_ = 0;
+  std::array<std::int8_t, Sharding::kMaxMeshDims> sym_flat_{};
+  std::size_t sym_flat_n_ = 0;
 };
 
 // One edge as the search sees it. `group` is the mesh-dim group the edge was generated with

@@ -80,6 +80,17 @@ std::int64_t bound_ps(const SearchBound& b) { return b.exact_ps >= 0 ? b.exact_p
 struct Found {
   std::vector<Step> steps;
   double total_cost_us = 0;
+  std::int64_t cost_ps = 0;  // the search's own (quantised) cost of the path
+};
+
+// Where the source is not fixed by the interchangeable dims' relabelings, its canonical state
+// stands for the source and for its relabelings alike: a path that reaches it may be a real path
+// to a relabeling of the source or one back to the source itself (which the runner-up must not
+// take). The runner-up search records its edges into that state (`class_id`): the least cost so
+// far plus step over them, in the search's picoseconds (plan_on decides from it).
+struct SourceClassProbe {
+  std::uint32_t class_id = 0;
+  std::int64_t best_ps = std::numeric_limits<std::int64_t>::max();
 };
 
 // optimal_plans with a slack: at most this many states settled beyond the optimum's estimate,
@@ -159,7 +170,7 @@ struct SearchScratch {
 // (cost so far + bound) is at most the optimum is settled, and reports their costs there: every
 // state of every optimal path is among them (the bound is admissible).
 std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const FirstEdge* forbidden,
-                            Settled* all = nullptr) {
+                            Settled* all = nullptr, SourceClassProbe* probe = nullptr) {
   constexpr std::uint32_t kUnseen = std::numeric_limits<std::uint32_t>::max();
   const std::uint32_t src = ctx.intern(ctx.src), dst = ctx.intern(ctx.dst);
   // The per-state arrays live in this thread's scratch, reused across searches (a query runs two;
@@ -263,6 +274,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
         path.push_back(static_cast<std::size_t>(v));
       std::reverse(path.begin(), path.end());
       Found f;
+      f.cost_ps = dist[dst].cost_ps;
       // With interchangeable mesh dims the path's states are canonical: the plan's layout at each
       // point is sigma(canonical state), and its step the canonical edge's kind over sigma(group).
       DimPerm sigma = identity_perm();
@@ -324,6 +336,10 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     std::int64_t from_max = -1;  // the state's largest local shard, once a floor needs it
     for (std::uint32_t k = 0; k < out.size(); ++k) {
       auto& e = out[k];
+      if (probe && e.to == probe->class_id) {  // (settled or not: the source's own state is)
+        ctx.cost_edge(static_cast<std::uint32_t>(u), e);
+        probe->best_ps = std::min(probe->best_ps, du.cost_ps + quantise(e.cost_us));
+      }
       if (settled[e.to]) continue;
       if (!defer) {
         // (an edge a search met once is met by the searches after it on this context)
@@ -452,6 +468,9 @@ std::uint32_t GraphContext::intern(const Sharding& s) const {
 
 void GraphContext::use_symmetry() {
   sym_classes.clear();
+  sym_mask_ = 0;
+  sym_flat_n_ = 0;
+  src_moves = false;
   if (edges != EdgeSet::all) return;
   const int md = mesh.ndim();
   std::array<int, Sharding::kMaxMeshDims> root{};
@@ -469,10 +488,11 @@ void GraphContext::use_symmetry() {
       swap[static_cast<std::size_t>(i)] = static_cast<std::int8_t>(j);
       swap[static_cast<std::size_t>(j)] = static_cast<std::int8_t>(i);
       const std::span<const std::int8_t> sw(swap.data(), static_cast<std::size_t>(md));
-      if (src.with_mesh_dims_relabeled(sw) != src || dst.with_mesh_dims_relabeled(sw) != dst) continue;
+      if (dst.with_mesh_dims_relabeled(sw) != dst) continue;
       if (!bounds.sample_invariant(i, j)) continue;
       root[static_cast<std::size_t>(find(j))] = find(i);  // transpositions that join generate every permutation of the class
     }
+  // (the source may change: it is interned as it is, and only the states after it canonically)
   for (int m = 0; m < md; ++m) {
     const int r = find(m);
     if (r == m) continue;
@@ -481,6 +501,22 @@ void GraphContext::use_symmetry() {
     else it->push_back(m);
   }
   for (auto& c : sym_classes) std::sort(c.begin(), c.end());
+  sym_mask_ = 0;
+  sym_flat_n_ = 0;
+  for (const auto& c : sym_classes)
+    for (int m : c) {
+      sym_mask_ |= 1u << m;
+      sym_flat_[sym_flat_n_++] = static_cast<std::int8_t>(m);
+    }
+  // whether a relabeling moves the source (the transpositions within a class generate them all)
+  for (const auto& c : sym_classes)
+    for (std::size_t a = 0; a < c.size(); ++a)
+      for (std::size_t b = a + 1; b < c.size(); ++b) {
+        DimPerm swap = identity_perm();
+        swap[static_cast<std::size_t>(c[a])] = static_cast<std::int8_t>(c[b]);
+        swap[static_cast<std::size_t>(c[b])] = static_cast<std::int8_t>(c[a]);
+        src_moves = src_moves || src.with_mesh_dims_relabeled(std::span<const std::int8_t>(swap.data(), static_cast<std::size_t>(md))) != src;
+      }
   // the relabeling table, with the identity as 0, only for a query that merges
   if (!sym_classes.empty() && table.perms.empty()) (void)relabeling_id(identity_perm());
 }
@@ -496,46 +532,56 @@ std::uint16_t GraphContext::relabeling_id(const DimPerm& p) const {
   return it->second;
 }
 
-Sharding GraphContext::canonical(const Sharding& s, DimPerm& p) const {
+bool GraphContext::canonical_perm(const Sharding& s, DimPerm& p) const {
   p = identity_perm();
-  if (sym_classes.empty()) return s;
+  if (sym_classes.empty()) return false;
   // A mesh dim's role in `s`: Replicate, Partial(op), or the entry it is (tensor dim, position
-  // in the shard order, split factor, strided). Relabelings within a class permute the roles
+  // in the shard order, strided, split factor). Relabelings within a class permute the roles
   // among its dims; the canonical one gives them to the class's dims in ascending role order.
-  // Dims of equal roles (Replicate, one Partial op) give the same layout in either order.
+  // Dims of equal roles (Replicate, one Partial op) give the same layout in either order. A role
+  // compares as (kind, op or tensor dim, position, strided) packed in one word, then the split
+  // factor (only the class dims' roles are filled in).
   struct Role {
-    int kind, a, b;
+    std::uint64_t key;
     std::int64_t sf;
-    bool strided;
-    auto operator<=>(const Role&) const = default;
+    bool operator<(const Role& o) const { return key != o.key ? key < o.key : sf < o.sf; }
   };
-  std::array<Role, Sharding::kMaxMeshDims> role;  // NOLINT: every mesh dim's entry is set here (no memset)
-  for (int m = 0; m < mesh.ndim(); ++m) {
+  std::array<Role, Sharding::kMaxMeshDims> role;  // NOLINT: the class dims' entries are set here (no memset)
+  for (std::size_t k = 0; k < sym_flat_n_; ++k) {
+    const int m = sym_flat_[k];
     const auto op = s.partial(m);
-    role[static_cast<std::size_t>(m)] = op ? Role{1, static_cast<int>(*op), 0, 0, false} : Role{0, 0, 0, 0, false};
+    role[static_cast<std::size_t>(m)] = {op ? (std::uint64_t{1} << 48) | static_cast<std::uint64_t>(*op) << 32 : 0, 0};
   }
   for (int d = 0; d < s.tensor_ndim(); ++d) {  // the sharded ones: one pass over the entries
     const auto es = s.entries(d);
     for (std::size_t k = 0; k < es.size(); ++k)
-      role[static_cast<std::size_t>(es[k].mesh_dim)] = {2, d, static_cast<int>(k), es[k].split_factor, es[k].strided};
+      if ((sym_mask_ >> es[k].mesh_dim) & 1u)
+        role[static_cast<std::size_t>(es[k].mesh_dim)] = {(std::uint64_t{2} << 48) | static_cast<std::uint64_t>(d) << 32 |
+                                                              static_cast<std::uint64_t>(k) << 1 | (es[k].strided ? 1u : 0u),
+                                                          es[k].split_factor};
   }
   bool moved = false;
   for (const auto& cls : sym_classes) {
-    // the class's dims by role, equal roles in class order: a stable insertion sort (n <= 8)
-    std::array<int, Sharding::kMaxMeshDims> order{};
     const std::size_t n = cls.size();
-    for (std::size_t k = 0; k < n; ++k) {
+    std::size_t k = 1;  // most classes are in order already
+    while (k < n && !(role[static_cast<std::size_t>(cls[k])] < role[static_cast<std::size_t>(cls[k - 1])])) ++k;
+    if (k == n) continue;
+    // the class's dims by role, equal roles in class order: a stable insertion sort (n <= 8)
+    std::array<int, Sharding::kMaxMeshDims> order;  // NOLINT: its first n are set below
+    for (k = 0; k < n; ++k) {
       const int x = cls[k];
       std::size_t j = k;
       for (; j > 0 && role[static_cast<std::size_t>(x)] < role[static_cast<std::size_t>(order[j - 1])]; --j) order[j] = order[j - 1];
       order[j] = x;
     }
-    for (std::size_t k = 0; k < n; ++k) {
-      p[static_cast<std::size_t>(order[k])] = static_cast<std::int8_t>(cls[k]);
-      moved = moved || order[k] != cls[k];
-    }
+    for (k = 0; k < n; ++k) p[static_cast<std::size_t>(order[k])] = static_cast<std::int8_t>(cls[k]);
+    moved = true;
   }
-  return moved ? s.with_mesh_dims_relabeled(std::span<const std::int8_t>(p.data(), static_cast<std::size_t>(mesh.ndim()))) : s;
+  return moved;
+}
+
+Sharding GraphContext::canonical(const Sharding& s, DimPerm& p) const {
+  return canonical_perm(s, p) ? s.with_mesh_dims_relabeled(std::span<const std::int8_t>(p.data(), static_cast<std::size_t>(mesh.ndim()))) : s;
 }
 
 std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
@@ -554,7 +600,11 @@ std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
           *this, from,
           [&](const Sharding& to, StepKind kind, const DimList& group) {
             DimPerm p;
-            const Sharding c = canonical(to, p);
+            if (!canonical_perm(to, p)) {
+              scratch.push_back({intern(to), kind, group});
+              return;
+            }
+            const Sharding c = to.with_mesh_dims_relabeled(std::span<const std::int8_t>(p.data(), static_cast<std::size_t>(mesh.ndim())));
             scratch.push_back({intern(c), kind, group, relabeling_id(p)});
           },
           false);
@@ -566,12 +616,23 @@ std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
   return T.edge_list[id];
 }
 
-void GraphContext::cost_edge(std::uint32_t from, SearchEdge& e) const {
-  if (e.costed) return;
-  const Step st = make_step(*this, e.kind, e.group.span(), table.states[from], table.states[e.to], false);
+namespace {
+void keep_cost(SearchEdge& e, const Step& st) {
   e.cost_us = st.cost_us;
   e.peak_bytes = st.peak_bytes;
   e.costed = true;
+}
+}  // namespace
+
+void GraphContext::cost_edge(std::uint32_t from, SearchEdge& e) const {
+  if (e.costed) return;
+  if (e.perm == 0) return keep_cost(e, make_step(*this, e.kind, e.group.span(), table.states[from], table.states[e.to], false));
+  // the step reaches the layout the edge made, which its canonical state relabels (perm)
+  const DimPerm& p = table.perms[e.perm];
+  DimPerm inverse = identity_perm();
+  for (int m = 0; m < mesh.ndim(); ++m) inverse[static_cast<std::size_t>(p[static_cast<std::size_t>(m)])] = static_cast<std::int8_t>(m);
+  const Sharding made = table.states[e.to].with_mesh_dims_relabeled(std::span<const std::int8_t>(inverse.data(), static_cast<std::size_t>(mesh.ndim())));
+  keep_cost(e, make_step(*this, e.kind, e.group.span(), table.states[from], made, false));
 }
 
 double GraphContext::edge_floor(std::uint32_t from, SearchEdge& e, std::int64_t& from_max) const {
@@ -660,6 +721,7 @@ Plan plan_on(const GraphContext& ctx, std::int64_t budget, const Layout& src, co
              EdgeSet edges, const PlanOptions& options) {
   auto best = search(ctx, budget, nullptr);
   if (!best) refuse(ctx, budget, src, dst, edges);
+  const std::int64_t best_ps = best->cost_ps;
   Plan plan = plan_of(src, dst, cost, edges, std::move(*best));
   if (options.runner_up && !plan.steps.empty()) {
     // the group the search generated the first edge with (a direct step's is empty: its
@@ -667,8 +729,24 @@ Plan plan_on(const GraphContext& ctx, std::int64_t budget, const Layout& src, co
     const Step& s0 = plan.steps[0];
     // (the search meets its first edges' layouts as canonical states)
     DimPerm p;
-    const FirstEdge first{s0.kind, s0.kind == StepKind::direct ? DimList{} : DimList(s0.mesh_dims), ctx.canonical(s0.to, p)};
-    if (auto ru = search(ctx, budget, &first)) {
+    const DimList first_group = s0.kind == StepKind::direct ? DimList{} : DimList(s0.mesh_dims);
+    const FirstEdge first{s0.kind, first_group, ctx.canonical(s0.to, p)};
+    SourceClassProbe probe;
+    if (ctx.src_moves) probe.class_id = ctx.intern(ctx.canonical(ctx.src, p));
+    auto ru = search(ctx, budget, &first, nullptr, ctx.src_moves ? &probe : nullptr);
+    // Every relabeling of the source costs best->cost_ps to the target (its plan is the plan
+    // relabeled), so a path through the source's canonical state costs at least what reaching
+    // it costs plus that. When such a path could be the runner-up, it could be a real path to a
+    // relabeling of the source (which the merged search cannot tell from a path back to the
+    // source): the runner-up is then searched over every layout, as without merging.
+    if (ctx.src_moves && probe.best_ps != std::numeric_limits<std::int64_t>::max() &&
+        probe.best_ps + best_ps <= (ru ? ru->cost_ps : std::numeric_limits<std::int64_t>::max())) {
+      GraphContext raw(src, dst, cost, edges);
+      (void)apply_options(raw, options);
+      const FirstEdge raw_first{s0.kind, first_group, s0.to};
+      ru = search(raw, budget, &raw_first);
+    }
+    if (ru) {
       RunnerUp r;
       r.total_cost_us = ru->total_cost_us;
       r.trace = trace_of(plan.src.sharding(), ru->steps);
