@@ -103,7 +103,12 @@ run_case(sim_memory_limit 2 "" "needs about [0-9]+ bytes of host memory, above t
          simulate --mesh 2x4 --shape 16384x16384 --from "S(0)S(1)" --to RR --sim-memory-limit 1MiB)
 run_case(simulate_json_no_data 0 "\"local_shape\":\\[[0-9]+,[0-9]+\\]}" "" simulate --mesh 2 --shape 300x300 --from "S(0)" --to R --format json)
 # The planner's effort and memory are bounded, with errors naming the flag that raises the bound.
+# (all S(1): no exchange of mesh dims fixes the target, so no layouts merge)
 run_case(search_memory_bound 2 "" "needs more than 67108864 bytes of search state \\(PlanOptions::max_search_bytes, CLI --max-search-memory\\)"
+         plan --mesh 4x4x4x4x4x4x4x4 --shape 8192x8192x16 --from "S(0)S(0)S(0)S(0)S(0)S(0)S(0)S(0)" --to "S(1)S(1)S(1)S(1)S(1)S(1)S(1)S(1)" --max-search-memory 64MiB)
+# all R: the seven inter-host mesh dims are interchangeable (the target stays all R), so the
+# search meets one layout per class of relabelings and answers within 64 MiB
+run_case(search_interchangeable_8d 0 "total: 32580.994 us in 20 step\\(s\\)" ""
          plan --mesh 4x4x4x4x4x4x4x4 --shape 8192x8192x16 --from "S(0)S(0)S(0)S(0)S(0)S(0)S(0)S(0)" --to "RRRRRRRR" --max-search-memory 64MiB)
 run_case(search_states_bound 2 "" "explored more than 10 states \\(PlanOptions::max_states, CLI --max-states\\)"
          plan --mesh 2x2x2 --shape 64x64 --from "S(0)S(1)R" --to "S(1)S(0)P" --max-states 10)
