@@ -93,6 +93,13 @@ struct SourceClassProbe {
   std::int64_t best_ps = std::numeric_limits<std::int64_t>::max();
 };
 
+// (the plan search, when a runner-up is asked for) A path into the target as cheap as the plan,
+// with as many steps, whose first step is another: a runner-up (no path with another first step
+// costs less, nor as much in fewer steps), found without a second search.
+struct TiedRunnerUp {
+  std::optional<Found> found;
+};
+
 // optimal_plans with a slack: at most this many states settled beyond the optimum's estimate,
 // and at most this many arcs tried while listing the paths (counts: every rank stops alike).
 constexpr std::size_t kMaxSlackStates = 4096;
@@ -137,6 +144,7 @@ struct SearchScratch {
   std::vector<PredEdge> pred_edge;
   std::vector<char> settled;
   std::vector<std::uint32_t> disc;
+  std::vector<std::uint32_t> first;  // (TiedRunnerUp) the source's edge a state's best path starts with
   bool busy = false;
   struct Use {
     SearchScratch& s;
@@ -159,6 +167,7 @@ struct SearchScratch {
     pred_edge.clear();
     settled.clear();
     disc.clear();
+    first.clear();
   }
 };
 
@@ -170,7 +179,7 @@ struct SearchScratch {
 // (cost so far + bound) is at most the optimum is settled, and reports their costs there: every
 // state of every optimal path is among them (the bound is admissible).
 std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const FirstEdge* forbidden,
-                            Settled* all = nullptr, SourceClassProbe* probe = nullptr) {
+                            Settled* all = nullptr, SourceClassProbe* probe = nullptr, TiedRunnerUp* tie = nullptr) {
   constexpr std::uint32_t kUnseen = std::numeric_limits<std::uint32_t>::max();
   const std::uint32_t src = ctx.intern(ctx.src), dst = ctx.intern(ctx.dst);
   // The per-state arrays live in this thread's scratch, reused across searches (a query runs two;
@@ -185,6 +194,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   auto& pred_edge = S.pred_edge;
   auto& settled = S.settled;
   auto& disc = S.disc;  // this search's discovery index per state id
+  auto& first = S.first;
   std::uint32_t discovered = 0;
   auto grow = [&] {
     const std::size_t n = ctx.table.states.size();
@@ -197,6 +207,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       pred_edge.reserve(cap);
       settled.reserve(cap);
       disc.reserve(cap);
+      if (tie) first.reserve(cap);
     }
     dist.resize(n);
     heap_pos.resize(n, static_cast<std::size_t>(-1));
@@ -204,6 +215,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     pred_edge.resize(n);
     settled.resize(n, 0);
     disc.resize(n, kUnseen);
+    if (tie) first.resize(n, 0);
   };
   grow();
   disc[src] = discovered++;
@@ -229,17 +241,80 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   constexpr std::uint32_t kDirect = std::numeric_limits<std::uint32_t>::max();
   std::uint32_t settle_index = 0;
   constexpr std::uint16_t same = 0;  // the identity relabeling
+  // (tie) The best two relaxations of the target whose paths start with different edges out of
+  // the source (an edge's index there: the low half of relaxed_by, which the source's settle
+  // index 0 leaves alone). The best is the target's label; the other, when it ties with it in
+  // cost and steps, is a runner-up.
+  struct TargetLabel {
+    Dist d;
+    std::size_t from = 0;
+    SearchScratch::PredEdge edge{};
+    std::uint32_t first = 0;
+    bool set = false;
+  };
+  TargetLabel best1, best2;
   auto relax = [&](std::size_t u, std::uint32_t v, StepKind kind, const DimList& group, std::uint16_t perm, double cost_us,
                    std::uint64_t relaxed_by) {
     if (settled[v]) return;
     const Dist& du = dist[u];
     const std::int64_t g = du.cost_ps + quantise(cost_us);
     Dist nd{g, g + bound_ps(ctx.table.bound[v]), du.steps + 1, disc[v], du.steps + 1 + ctx.table.bound[v].steps, relaxed_by};
+    const std::uint32_t starts = tie ? (u == src ? static_cast<std::uint32_t>(relaxed_by) : first[u]) : 0;
+    if (tie && v == dst) {
+      const TargetLabel x{nd, u, {kind, group, perm}, starts, true};
+      if (!best1.set || x.d.better_than(best1.d)) {
+        if (best1.set && best1.first != x.first) best2 = best1;
+        best1 = x;
+      } else if (x.first != best1.first && (!best2.set || x.d.better_than(best2.d))) {
+        best2 = x;
+      }
+    }
     if (!nd.better_than(dist[v])) return;
     dist[v] = nd;
     pred[v] = static_cast<std::int64_t>(u);
     pred_edge[v] = {kind, group, perm};
+    if (tie) first[v] = starts;
     heap.push_or_update(v);
+  };
+  // The plan along `path` (state ids from the source to the target), each step the edge its
+  // state was relaxed by (the last one's `last` when given). With interchangeable mesh dims the
+  // path's states are canonical: the plan's layout at each point is sigma(canonical state), and
+  // its step the canonical edge's kind over sigma(group).
+  auto path_of = [&](const std::vector<std::size_t>& path, const SearchScratch::PredEdge* last) {
+    Found f;
+    DimPerm sigma = identity_perm();
+    bool relabeled = false;
+    Sharding real_from = ctx.table.states[path[0]];
+    for (std::size_t k = 1; k < path.size(); ++k) {
+      const auto& [kind, group, perm_id] = k + 1 == path.size() && last ? *last : pred_edge[path[k]];
+      const auto from = path[k - 1];
+      Sharding real_to = ctx.table.states[path[k]];
+      DimList real_group = group;
+      relabeled = relabeled || perm_id != same;
+      if (relabeled) {
+        // the edge reached perm(t) for the layout t it made from the canonical state: the plan
+        // reaches sigma(t), and sigma becomes sigma o perm^-1
+        const DimPerm& perm = ctx.table.perms[perm_id];
+        DimPerm next = identity_perm();
+        for (int m = 0; m < ctx.mesh.ndim(); ++m) next[static_cast<std::size_t>(perm[static_cast<std::size_t>(m)])] = sigma[static_cast<std::size_t>(m)];
+        real_to = real_to.with_mesh_dims_relabeled(std::span<const std::int8_t>(next.data(), static_cast<std::size_t>(ctx.mesh.ndim())));
+        real_group = DimList{};
+        for (int m : group.span()) real_group.push(sigma[static_cast<std::size_t>(m)]);
+        // a flattened all_reduce's dims are listed ascending (edges.cpp); its result does not
+        // depend on their order
+        if (kind == StepKind::all_reduce) std::sort(real_group.v.begin(), real_group.v.begin() + real_group.n);
+        sigma = next;
+      }
+      if (!relabeled && kind == StepKind::direct && ctx.table.direct_at[from] >= 0)  // costed already: reuse its transfers' counts
+        f.steps.push_back(complete_direct_step(ctx, ctx.direct_step(static_cast<std::uint32_t>(from)),
+                                               ctx.table.direct_dims[static_cast<std::size_t>(ctx.table.direct_at[from])],
+                                               real_from, real_to));
+      else
+        f.steps.push_back(make_step(ctx, kind, real_group.span(), real_from, real_to, true));
+      real_from = std::move(real_to);
+      f.total_cost_us += f.steps.back().cost_us;
+    }
+    return f;
   };
   std::optional<Found> found;
   std::size_t extra = 0;  // states settled beyond the optimum's estimate (with `all`)
@@ -273,41 +348,20 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       for (auto v = static_cast<std::int64_t>(u); v >= 0; v = pred[static_cast<std::size_t>(v)])
         path.push_back(static_cast<std::size_t>(v));
       std::reverse(path.begin(), path.end());
-      Found f;
+      Found f = path_of(path, nullptr);
       f.cost_ps = dist[dst].cost_ps;
-      // With interchangeable mesh dims the path's states are canonical: the plan's layout at each
-      // point is sigma(canonical state), and its step the canonical edge's kind over sigma(group).
-      DimPerm sigma = identity_perm();
-      bool relabeled = false;
-      Sharding real_from = ctx.table.states[path[0]];
-      for (std::size_t k = 1; k < path.size(); ++k) {
-        const auto& [kind, group, perm_id] = pred_edge[path[k]];
-        const auto from = path[k - 1];
-        Sharding real_to = ctx.table.states[path[k]];
-        DimList real_group = group;
-        relabeled = relabeled || perm_id != same;
-        if (relabeled) {
-          // the edge reached perm(t) for the layout t it made from the canonical state: the plan
-          // reaches sigma(t), and sigma becomes sigma o perm^-1
-          const DimPerm& perm = ctx.table.perms[perm_id];
-          DimPerm next = identity_perm();
-          for (int m = 0; m < ctx.mesh.ndim(); ++m) next[static_cast<std::size_t>(perm[static_cast<std::size_t>(m)])] = sigma[static_cast<std::size_t>(m)];
-          real_to = real_to.with_mesh_dims_relabeled(std::span<const std::int8_t>(next.data(), static_cast<std::size_t>(ctx.mesh.ndim())));
-          real_group = DimList{};
-          for (int m : group.span()) real_group.push(sigma[static_cast<std::size_t>(m)]);
-          // a flattened all_reduce's dims are listed ascending (edges.cpp); its result does not
-          // depend on their order
-          if (kind == StepKind::all_reduce) std::sort(real_group.v.begin(), real_group.v.begin() + real_group.n);
-          sigma = next;
-        }
-        if (!relabeled && kind == StepKind::direct && ctx.table.direct_at[from] >= 0)  // costed already: reuse its transfers' counts
-          f.steps.push_back(complete_direct_step(ctx, ctx.direct_step(static_cast<std::uint32_t>(from)),
-                                                 ctx.table.direct_dims[static_cast<std::size_t>(ctx.table.direct_at[from])],
-                                                 real_from, real_to));
-        else
-          f.steps.push_back(make_step(ctx, kind, real_group.span(), real_from, real_to, true));
-        real_from = std::move(real_to);
-        f.total_cost_us += f.steps.back().cost_us;
+      // a relaxation of the target as cheap, in as many steps, from another first edge: the
+      // runner-up (unless its first step is the plan's after all: then the runner-up search)
+      if (tie && best2.set && best2.d.cost_ps == f.cost_ps && best2.d.steps == dist[dst].steps) {
+        std::vector<std::size_t> tied;
+        for (auto v = static_cast<std::int64_t>(best2.from); v >= 0; v = pred[static_cast<std::size_t>(v)])
+          tied.push_back(static_cast<std::size_t>(v));
+        std::reverse(tied.begin(), tied.end());
+        tied.push_back(dst);
+        Found r = path_of(tied, &best2.edge);
+        r.cost_ps = best2.d.cost_ps;
+        const Step &a = f.steps.front(), &b = r.steps.front();
+        if (a.kind != b.kind || a.mesh_dims != b.mesh_dims || a.to != b.to) tie->found = std::move(r);
       }
       if (!all) return f;
       found = std::move(f);
@@ -567,7 +621,7 @@ bool GraphContext::canonical_perm(const Sharding& s, DimPerm& p) const {
     while (k < n && !(role[static_cast<std::size_t>(cls[k])] < role[static_cast<std::size_t>(cls[k - 1])])) ++k;
     if (k == n) continue;
     // the class's dims by role, equal roles in class order: a stable insertion sort (n <= 8)
-    std::array<int, Sharding::kMaxMeshDims> order;  // NOLINT: its first n are set below
+    std::array<int, Sharding::kMaxMeshDims> order{};
     for (k = 0; k < n; ++k) {
       const int x = cls[k];
       std::size_t j = k;
@@ -719,11 +773,18 @@ Plan plan_of(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSe
 // step forbidden): what plan_redistribution returns.
 Plan plan_on(const GraphContext& ctx, std::int64_t budget, const Layout& src, const Layout& dst, const CostModel& cost,
              EdgeSet edges, const PlanOptions& options) {
-  auto best = search(ctx, budget, nullptr);
+  TiedRunnerUp tie;
+  auto best = search(ctx, budget, nullptr, nullptr, nullptr, options.runner_up ? &tie : nullptr);
   if (!best) refuse(ctx, budget, src, dst, edges);
   const std::int64_t best_ps = best->cost_ps;
   Plan plan = plan_of(src, dst, cost, edges, std::move(*best));
-  if (options.runner_up && !plan.steps.empty()) {
+  if (options.runner_up && !plan.steps.empty() && tie.found) {  // a path as cheap with another first step
+    RunnerUp r;
+    r.total_cost_us = tie.found->total_cost_us;
+    r.trace = trace_of(plan.src.sharding(), tie.found->steps);
+    r.steps = std::move(tie.found->steps);
+    plan.runner_up = std::move(r);
+  } else if (options.runner_up && !plan.steps.empty()) {
     // the group the search generated the first edge with (a direct step's is empty: its
     // record lists the mesh dims its transfers cross)
     const Step& s0 = plan.steps[0];
