@@ -545,8 +545,11 @@ void GraphContext::use_symmetry() {
       if (dst.with_mesh_dims_relabeled(sw) != dst) continue;
       if (!bounds.sample_invariant(i, j)) continue;
       root[static_cast<std::size_t>(find(j))] = find(i);  // transpositions that join generate every permutation of the class
+      // The source may change: it is interned as it is, and only the states after it
+      // canonically. Some relabeling moves it exactly when one of these transpositions does
+      // (they generate them all, and ones that fix it compose into ones that fix it).
+      src_moves = src_moves || src.with_mesh_dims_relabeled(sw) != src;
     }
-  // (the source may change: it is interned as it is, and only the states after it canonically)
   for (int m = 0; m < md; ++m) {
     const int r = find(m);
     if (r == m) continue;
@@ -555,22 +558,11 @@ void GraphContext::use_symmetry() {
     else it->push_back(m);
   }
   for (auto& c : sym_classes) std::sort(c.begin(), c.end());
-  sym_mask_ = 0;
-  sym_flat_n_ = 0;
   for (const auto& c : sym_classes)
     for (int m : c) {
       sym_mask_ |= 1u << m;
       sym_flat_[sym_flat_n_++] = static_cast<std::int8_t>(m);
     }
-  // whether a relabeling moves the source (the transpositions within a class generate them all)
-  for (const auto& c : sym_classes)
-    for (std::size_t a = 0; a < c.size(); ++a)
-      for (std::size_t b = a + 1; b < c.size(); ++b) {
-        DimPerm swap = identity_perm();
-        swap[static_cast<std::size_t>(c[a])] = static_cast<std::int8_t>(c[b]);
-        swap[static_cast<std::size_t>(c[b])] = static_cast<std::int8_t>(c[a]);
-        src_moves = src_moves || src.with_mesh_dims_relabeled(std::span<const std::int8_t>(swap.data(), static_cast<std::size_t>(md))) != src;
-      }
   // the relabeling table, with the identity as 0, only for a query that merges
   if (!sym_classes.empty() && table.perms.empty()) (void)relabeling_id(identity_perm());
 }
