@@ -167,6 +167,16 @@ TEST_CASE("equivalent layouts", "[values]") {
   CHECK(equivalent(L({8, 4}, "_S(0, 1)R"), L({8, 4}, "S(0)R")));
   CHECK_FALSE(equivalent(L({8, 4}, "P(sum)R"), L({8, 4}, "RR")));
   CHECK(equivalent(Layout::parse(Mesh::parse("1x2"), {4}, DType::f32, "PR"), Layout::parse(Mesh::parse("1x2"), {4}, DType::f32, "RR")));
+  // empty shards hold the same (nothing) wherever their empty range starts
+  CHECK(equivalent(L({1, 4}, "S(0)[0]S(0)[1]"), L({1, 4}, "S(0)[1]S(0)[0]")));
+  CHECK_FALSE(equivalent(L({2, 4}, "S(0)[0]S(0)[1]"), L({2, 4}, "S(0)[1]S(0)[0]")));
+  CHECK(equivalent(L({3, 4}, "_S(0, 3)R"), L({3, 4}, "_S(0, 3)R")));
+  // the Sharding form: the shapes must be the shardings' dims
+  const Sharding a = L({8, 4}, "S(0)R").sharding();
+  const std::vector<std::int64_t> mesh_shape{4, 2}, shape{8, 4}, short_mesh{4}, long_shape{8, 4, 2};
+  CHECK(equivalent(a, a, mesh_shape, shape));
+  CHECK_THROWS_AS(equivalent(a, a, short_mesh, shape), InputError);
+  CHECK_THROWS_AS(equivalent(a, a, mesh_shape, long_shape), InputError);
 }
 
 TEST_CASE("overlap of two layouts' index sets", "[values]") {

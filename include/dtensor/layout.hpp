@@ -216,6 +216,7 @@ class Layout {
 };
 
 // Same data on every rank (docs/notation.md, equivalence): equal Partial dims and ops, equal owned index sets.
+// The Sharding form takes the mesh and tensor shapes (InputError when their lengths are not the shardings' dims).
 [[nodiscard]] bool equivalent(const Layout& a, const Layout& b);
 [[nodiscard]] bool equivalent(const Sharding& a, const Sharding& b, std::span<const std::int64_t> mesh_shape,
                               std::span<const std::int64_t> shape);

@@ -1,5 +1,8 @@
 // What each rank owns (docs/notation.md), computed on run lists: never element by element.
 #include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
 
 #include "dtensor/error.hpp"
 #include "dtensor/layout.hpp"
@@ -183,25 +186,39 @@ std::int64_t Layout::local_numel(std::span<const std::int64_t> coord) const {
 bool equivalent(const Sharding& a, const Sharding& b, std::span<const std::int64_t> mesh_shape,
                 std::span<const std::int64_t> shape) {
   if (a.mesh_ndim() != b.mesh_ndim() || a.tensor_ndim() != b.tensor_ndim()) return false;
+  if (mesh_shape.size() != static_cast<std::size_t>(a.mesh_ndim()) || shape.size() != static_cast<std::size_t>(a.tensor_ndim()))
+    throw InputError(fmt::format("equivalent: a mesh of {} dims and a tensor of {} dims given for shardings of {} and {}",
+                                 mesh_shape.size(), shape.size(), a.mesh_ndim(), a.tensor_ndim()));
   for (int m = 0; m < a.mesh_ndim(); ++m) {
     // A Partial over one rank is that rank's value: the same data as Replicate.
     if (mesh_shape[static_cast<std::size_t>(m)] == 1) continue;
     if (a.partial(m) != b.partial(m)) return false;
   }
-  std::vector<std::int64_t> coord(mesh_shape.size(), 0);
+  // (no heap on the common path: coordinates and mesh dims inline, plain splits compared as ranges)
+  std::array<std::int64_t, Sharding::kMaxMeshDims> coord_buf{};
+  const std::span<std::int64_t> coord(coord_buf.data(), mesh_shape.size());
   for (int d = 0; d < a.tensor_ndim(); ++d) {
     const auto ea = a.entries(d);
     const auto eb = b.entries(d);
     if (ea == eb) continue;
-    std::vector<int> dims;
-    for (const auto& e : ea) dims.push_back(e.mesh_dim);
+    std::array<int, 2 * Sharding::kMaxMeshDims> dims{};
+    std::size_t n = 0;
+    for (const auto& e : ea) dims[n++] = e.mesh_dim;
     for (const auto& e : eb)
-      if (std::find(dims.begin(), dims.end(), e.mesh_dim) == dims.end()) dims.push_back(e.mesh_dim);
+      if (std::find(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(n), e.mesh_dim) == dims.begin() + static_cast<std::ptrdiff_t>(n))
+        dims[n++] = e.mesh_dim;
     std::fill(coord.begin(), coord.end(), 0);
     const auto len = shape[static_cast<std::size_t>(d)];
     while (true) {
-      if (owned_indices(ea, len, mesh_shape, coord) != owned_indices(eb, len, mesh_shape, coord)) return false;
-      const std::size_t n = dims.size();  // the first of `dims` turns fastest
+      const auto ra = owned_range(ea, len, mesh_shape, coord);
+      const auto rb = ra ? owned_range(eb, len, mesh_shape, coord) : std::nullopt;
+      if (ra && rb) {
+        // two ranges hold the same indices when equal, or when both are empty
+        if (!(*ra == *rb) && (ra->size() > 0 || rb->size() > 0)) return false;
+      } else if (owned_indices(ea, len, mesh_shape, coord) != owned_indices(eb, len, mesh_shape, coord)) {
+        return false;
+      }
+      // (the first of `dims` turns fastest)
       if (!detail::next_digits(
               n, [&](std::size_t k) -> auto& { return coord[static_cast<std::size_t>(dims[n - 1 - k])]; },
               [&](std::size_t k) { return mesh_shape[static_cast<std::size_t>(dims[n - 1 - k])]; }))

@@ -81,6 +81,7 @@ void Bounds::init_bounds() {
   rank_need_.assign(coords_.size(), 1);
   for (std::size_t p = 0; p < coords_.size(); ++p)
     for (const auto& t : dst_tables_) rank_need_[p] *= t.need[static_cast<std::size_t>(t.variant[p])];
+  max_rank_need_ = rank_need_.empty() ? 0 : *std::max_element(rank_need_.begin(), rank_need_.end());
   dst_max_numel_ = geo.numel_stats(dst).max;
   for (int m = 0; m < mesh.ndim(); ++m) {
     if (mesh.size(m) < 2) continue;
@@ -328,15 +329,21 @@ double Bounds::block_bound_us(const Sharding& s, bool* enters) const {
     reduce_inter = reduce_inter || b.inter[static_cast<std::size_t>(m)];
     contributions *= static_cast<double>(mesh.size(m));
   }
-  const int nd = static_cast<int>(shape.size());
   // With a Partial over an inter-host dim unreduced a block and its rank lack all they need:
-  // what they hold (the block tables) is then not asked.
+  // the term then depends on nothing else of the state, and is computed once per query.
+  if (reduce_inter && b.all_lacking_us >= 0) {
+    if (enters != nullptr && b.all_lacking_enters) *enters = true;
+    return b.all_lacking_us;
+  }
+  const int nd = static_cast<int>(shape.size());
+  // (what they hold, the block tables, is then not asked)
   std::array<const BlockHeld*, Sharding::kMaxTensorDims> held{};
   if (!reduce_inter)
     for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &block_held(d, s.entries(d));
   const double item = static_cast<double>(geo.itemsize());
   const double bx = b.bw_GBps * 1e3, by = b.intra_bw_GBps * 1e3;  // bytes per us
   double best = 0;
+  bool any_enters = false;
   for (std::size_t k = 0; k < b.coords.size(); ++k) {
     double block_have = 1, rank_have = 1;
     for (int d = 0; d < nd && !reduce_inter; ++d) {
@@ -344,7 +351,7 @@ double Bounds::block_bound_us(const Sharding& s, bool* enters) const {
       rank_have *= static_cast<double>(held[static_cast<std::size_t>(d)]->rank[k]);
     }
     const double entering = reduce_inter ? b.need_numel[k] : b.need_numel[k] - block_have;
-    if (enters != nullptr && entering > 0) *enters = true;
+    any_enters = any_enters || entering > 0;
     const double lacking = (reduce_any ? b.rank_need_numel[k] : b.rank_need_numel[k] - rank_have) * item;
     const double a = std::max(0.0, entering) * item / static_cast<double>(b.ranks) / bx;
     // everything the rank lacks arrives in inter-host steps
@@ -367,6 +374,11 @@ double Bounds::block_bound_us(const Sharding& s, bool* enters) const {
       const double t_red = std::min(enter_all, reduce_inside);
       if (t_red > 0) best = std::max(best, std::min(b.alpha_us, b.intra_alpha_us) + t_red);
     }
+  }
+  if (enters != nullptr && any_enters) *enters = true;
+  if (reduce_inter) {
+    b.all_lacking_us = best;
+    b.all_lacking_enters = any_enters;
   }
   return best;
 }
@@ -624,8 +636,10 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
     for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &held_table(d, s.entries(d));
   // The PyTorch formula's bound only asks whether anything is missing: stop at the first rank.
   const bool any_only = cost.prices_by_shard_count();
-  std::int64_t worst = 0, lacking = 0;
-  for (std::size_t p = 0; p < coords_.size(); ++p) {
+  // (with a reduction pending the busiest sampled rank lacks its whole need: no loop)
+  const bool all_lack = reduce && !any_only;
+  std::int64_t worst = all_lack ? max_rank_need_ : 0, lacking = 0;
+  for (std::size_t p = 0; p < coords_.size() && !all_lack; ++p) {
     const std::int64_t need = rank_need_[p];
     std::int64_t have = 1;
     for (int d = 0; d < nd && !reduce; ++d) have *= (*held[static_cast<std::size_t>(d)])[p];

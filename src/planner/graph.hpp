@@ -341,6 +341,7 @@ class Bounds {
   }
   std::vector<DimTable> dst_tables_;
   std::vector<std::int64_t> rank_need_;  // per sampled rank position: its target shard's elements
+  std::int64_t max_rank_need_ = 0;       // the largest of them
   std::int64_t dst_max_numel_ = 0;  // the target's largest local shard (elements)
   // last_step_bound_us: the fewest ranks of a mesh dim (two or more) the target replicates over
   // (0: none), and whether it shards over a mesh dim of two or more ranks
@@ -394,6 +395,10 @@ class Bounds {
     std::vector<double> rank_need_numel;             // [block]
     double alpha_us = 0, bw_GBps = 0;                // the least latency and best bandwidth of an inter-host step
     double intra_alpha_us = 0, intra_bw_GBps = 0;    // the same for steps within a block
+    // block_bound_us of any state with a Partial over an inter-host mesh dim (the same for all
+    // of them: every block and rank lacks all it needs), once computed (-1: not yet)
+    mutable double all_lacking_us = -1;
+    mutable bool all_lacking_enters = false;
   };
   struct BlockHeld {
     std::vector<std::int64_t> block, rank;  // [block]: held by the block / by its sampled member
