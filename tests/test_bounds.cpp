@@ -267,6 +267,29 @@ TEST_CASE("host-block counts equal the union of the block's members", "[bounds]"
   CHECK(partial_holdings > 1000);
 }
 
+// The host-block term samples about 8 blocks, every coordinate of every inter-host mesh dim
+// among them, in a set that swapping two interchangeable mesh dims maps onto itself (else their
+// states could not merge); on large grids every (nblocks / 16)-th block.
+TEST_CASE("the sampled host blocks keep interchangeable mesh dims interchangeable", "[bounds]") {
+  struct Case {
+    const char* mesh;
+    std::int64_t per_host;
+    std::size_t blocks;
+  };
+  for (const Case& c : {Case{"4x4x8", 8, 8}, Case{"2x2x4x8", 8, 8}, Case{"2x2x2x8", 8, 8}, Case{"4x4x4x4x4x4", 1, 16}}) {
+    const Mesh mesh = Mesh::parse(c.mesh);
+    CostModel cm = CostModel::default_model();
+    cm.devices_per_host = c.per_host;
+    const std::vector<std::int64_t> shape{64, 64};
+    const GraphContext ctx(Layout::parse(mesh, shape, DType::f32, std::string(static_cast<std::size_t>(mesh.ndim()), 'R')),
+                           Layout::parse(mesh, shape, DType::f32, "S(0)" + std::string(static_cast<std::size_t>(mesh.ndim() - 1), 'R')), cm,
+                           EdgeSet::all);
+    INFO(c.mesh << ", " << c.per_host << " per host");
+    CHECK(ctx.bounds.sampled_blocks() == c.blocks);
+    if (c.blocks == 8) CHECK(ctx.bounds.sample_invariant(0, 1));
+  }
+}
+
 // GraphContext::intern's open-addressed index: every layout of a small mesh gets one id, the
 // same on every lookup, across the index's growth.
 TEST_CASE("interning gives each layout one stable id", "[planner]") {

@@ -123,8 +123,13 @@ void Bounds::build_blocks() {
     if (!x) B.ranks *= mesh.size(m);
   }
   if (!any_inter || B.ranks > kMaxBlockRanks) return;  // one block: the per-rank term says more
-  // Sample at most 16 blocks (any subset keeps the max a lower bound): block k's member with
-  // intra coordinates 0, over the blocks in row-major order of their inter coordinates.
+  // Sample some blocks (any subset keeps the max a lower bound; the term is computed for every
+  // state met, so fewer is cheaper): block k's member with intra coordinates 0. The blocks whose
+  // inter coordinates sum to a multiple of q = nblocks / 8: about 8, every coordinate value of
+  // every mesh dim among them, and a set that a relabeling of interchangeable mesh dims maps onto
+  // itself (so it keeps their merge, sample_invariant). On grids of more than 1024 blocks, or
+  // where that leaves fewer than 8 (coordinate sums that stay below q), at most 16 in row-major
+  // order instead.
   std::vector<int> xdims;
   std::int64_t nblocks = 1;
   for (int m = 0; m < mesh.ndim(); ++m)
@@ -132,15 +137,27 @@ void Bounds::build_blocks() {
       xdims.push_back(m);
       nblocks *= mesh.size(m);
     }
-  const std::int64_t step = std::max<std::int64_t>(1, nblocks / 16);
-  for (std::int64_t k = 0; k < nblocks; k += step) {
+  auto block_coord = [&](std::int64_t k) {  // row-major over the inter dims, the others 0
     std::vector<std::int64_t> c(static_cast<std::size_t>(mesh.ndim()), 0);
-    std::int64_t r = k;
     for (std::size_t i = xdims.size(); i-- > 0;) {
-      c[static_cast<std::size_t>(xdims[i])] = r % mesh.size(xdims[i]);
-      r /= mesh.size(xdims[i]);
+      c[static_cast<std::size_t>(xdims[i])] = k % mesh.size(xdims[i]);
+      k /= mesh.size(xdims[i]);
     }
-    B.coords.push_back(std::move(c));
+    return c;
+  };
+  const std::int64_t q = std::max<std::int64_t>(1, nblocks / 8);
+  if (nblocks <= 1024) {
+    for (std::int64_t k = 0; k < nblocks; ++k) {
+      auto c = block_coord(k);
+      std::int64_t sum = 0;
+      for (int m : xdims) sum += c[static_cast<std::size_t>(m)];
+      if (sum % q == 0) B.coords.push_back(std::move(c));
+    }
+  }
+  if (B.coords.size() < 8) {
+    B.coords.clear();
+    const std::int64_t step = std::max<std::int64_t>(1, nblocks / 16);
+    for (std::int64_t k = 0; k < nblocks; k += step) B.coords.push_back(block_coord(k));
   }
   B.alpha_us = optimistic_.inter.alpha_us;
   B.bw_GBps = optimistic_.receive_bw_floor_GBps(true);
