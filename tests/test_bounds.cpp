@@ -269,8 +269,9 @@ TEST_CASE("host-block counts equal the union of the block's members", "[bounds]"
 
 // The host-block term samples about 8 blocks, every coordinate of every inter-host mesh dim
 // among them, in a set that swapping two interchangeable mesh dims maps onto itself (else their
-// states could not merge); on large grids every (nblocks / 16)-th block.
-TEST_CASE("the sampled host blocks keep interchangeable mesh dims interchangeable", "[bounds]") {
+// states could not merge); on large grids every (nblocks / 16)-th block. The per-rank terms'
+// sampled ranks are closed under such swaps too.
+TEST_CASE("the sampled host blocks and ranks keep interchangeable mesh dims interchangeable", "[bounds]") {
   struct Case {
     const char* mesh;
     std::int64_t per_host;
@@ -288,6 +289,18 @@ TEST_CASE("the sampled host blocks keep interchangeable mesh dims interchangeabl
     CHECK(ctx.bounds.sampled_blocks() == c.blocks);
     if (c.blocks == 8) CHECK(ctx.bounds.sample_invariant(0, 1));
   }
+  // the sampled ranks too (the diagonals of a 4x4x4 mesh; every 4th rank in row-major order
+  // was not: (i, j, 0) has no swapped (i, 0, j))
+  const Mesh cube = Mesh::parse("4x4x4");
+  const std::vector<std::int64_t> shape{64, 64};
+  CostModel cm = CostModel::default_model();
+  cm.devices_per_host = 64;  // one host: no blocks
+  const GraphContext ctx(Layout::parse(cube, shape, DType::f32, "RRR"), Layout::parse(cube, shape, DType::f32, "S(0)S(1)R"), cm,
+                         EdgeSet::all);
+  CHECK(ctx.bounds.sampled_blocks() == 0);
+  CHECK(ctx.bounds.sample_invariant(0, 1));
+  CHECK(ctx.bounds.sample_invariant(1, 2));
+  CHECK(ctx.bounds.sample_invariant(0, 2));
 }
 
 // GraphContext::intern's open-addressed index: every layout of a small mesh gets one id, the

@@ -48,10 +48,13 @@ void Bounds::init_bounds() {
   if (edges == EdgeSet::pytorch) build_abstraction();
 
   // Target tables for the lower bound: per tensor dim, every rank's variant and its size.
-  // The bound is a max over ranks, so any subset of ranks still gives a lower bound: use at
-  // most 16 ranks, spread over the mesh (with the first and last), to keep it cheap.
+  // The bound is a max over ranks, so any subset of ranks still gives a lower bound: every rank
+  // of a mesh of at most 16, else at most 16 ranks on the mesh's diagonal and anti-diagonal
+  // (coordinates t mod n and n - 1 - t mod n on every mesh dim of n ranks, for at most 8 values
+  // of t spread over the longest dim): every coordinate of the dims of up to 8 ranks, the first
+  // and last rank, and a set that swapping mesh dims of one size maps onto itself (each point
+  // has equal coordinates on them), which keeps interchangeable mesh dims mergeable.
   const std::int64_t R = mesh.num_ranks();
-  const std::int64_t step = std::max<std::int64_t>(1, R / 16);
   coords_.ndim = static_cast<std::size_t>(mesh.ndim());
   auto sample = [&](std::int64_t p) {  // row-major coordinates of rank position p
     const std::size_t at = coords_.flat.size();
@@ -61,9 +64,27 @@ void Bounds::init_bounds() {
       p /= mesh.size(static_cast<int>(d));
     }
   };
-  coords_.flat.reserve(coords_.ndim * 17);
-  for (std::int64_t p = 0; p < R; p += step) sample(p);
-  if (R > 1 && (R - 1) % step != 0) sample(R - 1);
+  coords_.flat.reserve(coords_.ndim * 16);
+  if (R <= 16) {
+    for (std::int64_t p = 0; p < R; ++p) sample(p);
+  } else {
+    std::int64_t longest = 1;
+    for (int m = 0; m < mesh.ndim(); ++m) longest = std::max(longest, mesh.size(m));
+    const std::int64_t values = std::min<std::int64_t>(longest, 8);
+    boost::container::small_vector<std::int64_t, 16> taken;  // rank positions, in sample order
+    for (int anti = 0; anti < 2; ++anti)
+      for (std::int64_t k = 0; k < values; ++k) {
+        const std::int64_t t = values == longest ? k : k * (longest - 1) / (values - 1);
+        std::int64_t p = 0;
+        for (int m = 0; m < mesh.ndim(); ++m) {
+          const std::int64_t c = t % mesh.size(m);
+          p = p * mesh.size(m) + (anti ? mesh.size(m) - 1 - c : c);
+        }
+        if (std::find(taken.begin(), taken.end(), p) != taken.end()) continue;
+        taken.push_back(p);
+        sample(p);
+      }
+  }
   dst_tables_.reserve(shape.size());
   for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
     DimTable t;
