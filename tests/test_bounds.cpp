@@ -267,17 +267,16 @@ TEST_CASE("host-block counts equal the union of the block's members", "[bounds]"
   CHECK(partial_holdings > 1000);
 }
 
-// The host-block term samples about 8 blocks, every coordinate of every inter-host mesh dim
-// among them, in a set that swapping two interchangeable mesh dims maps onto itself (else their
-// states could not merge); on large grids every (nblocks / 16)-th block. The per-rank terms'
-// sampled ranks are closed under such swaps too.
+// The host-block term samples about 4 blocks, in a set that swapping two interchangeable mesh
+// dims maps onto itself (else their states could not merge); on large grids every
+// (nblocks / 16)-th block. The per-rank terms' sampled ranks are closed under such swaps too.
 TEST_CASE("the sampled host blocks and ranks keep interchangeable mesh dims interchangeable", "[bounds]") {
   struct Case {
     const char* mesh;
     std::int64_t per_host;
     std::size_t blocks;
   };
-  for (const Case& c : {Case{"4x4x8", 8, 8}, Case{"2x2x4x8", 8, 8}, Case{"2x2x2x8", 8, 8}, Case{"4x4x4x4x4x4", 1, 16}}) {
+  for (const Case& c : {Case{"4x4x8", 8, 4}, Case{"2x2x4x8", 8, 4}, Case{"2x2x2x8", 8, 4}, Case{"4x4x4x4x4x4", 1, 16}}) {
     const Mesh mesh = Mesh::parse(c.mesh);
     CostModel cm = CostModel::default_model();
     cm.devices_per_host = c.per_host;
@@ -287,7 +286,7 @@ TEST_CASE("the sampled host blocks and ranks keep interchangeable mesh dims inte
                            EdgeSet::all);
     INFO(c.mesh << ", " << c.per_host << " per host");
     CHECK(ctx.bounds.sampled_blocks() == c.blocks);
-    if (c.blocks == 8) CHECK(ctx.bounds.sample_invariant(0, 1));
+    if (c.blocks == 4) CHECK(ctx.bounds.sample_invariant(0, 1));
   }
   // the sampled ranks too (the diagonals of a 4x4x4 mesh; every 4th rank in row-major order
   // was not: (i, j, 0) has no swapped (i, 0, j))

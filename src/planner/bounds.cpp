@@ -146,11 +146,10 @@ void Bounds::build_blocks() {
   if (!any_inter || B.ranks > kMaxBlockRanks) return;  // one block: the per-rank term says more
   // Sample some blocks (any subset keeps the max a lower bound; the term is computed for every
   // state met, so fewer is cheaper): block k's member with intra coordinates 0. The blocks whose
-  // inter coordinates sum to a multiple of q = nblocks / 8: about 8, every coordinate value of
-  // every mesh dim among them, and a set that a relabeling of interchangeable mesh dims maps onto
-  // itself (so it keeps their merge, sample_invariant). On grids of more than 1024 blocks, or
-  // where that leaves fewer than 8 (coordinate sums that stay below q), at most 16 in row-major
-  // order instead.
+  // inter coordinates sum to a multiple of q = nblocks / 4: about 4 (every block of a grid of
+  // up to 7), and a set that a relabeling of interchangeable mesh dims maps onto itself (so it
+  // keeps their merge, sample_invariant). On grids of more than 1024 blocks, or where that leaves
+  // fewer than 4 (coordinate sums that stay below q), at most 16 in row-major order instead.
   std::vector<int> xdims;
   std::int64_t nblocks = 1;
   for (int m = 0; m < mesh.ndim(); ++m)
@@ -166,7 +165,7 @@ void Bounds::build_blocks() {
     }
     return c;
   };
-  const std::int64_t q = std::max<std::int64_t>(1, nblocks / 8);
+  const std::int64_t q = std::max<std::int64_t>(1, nblocks / 4);
   if (nblocks <= 1024) {
     for (std::int64_t k = 0; k < nblocks; ++k) {
       auto c = block_coord(k);
@@ -175,7 +174,7 @@ void Bounds::build_blocks() {
       if (sum % q == 0) B.coords.push_back(std::move(c));
     }
   }
-  if (B.coords.size() < 8) {
+  if (B.coords.size() < 4) {
     B.coords.clear();
     const std::int64_t step = std::max<std::int64_t>(1, nblocks / 16);
     for (std::int64_t k = 0; k < nblocks; k += step) B.coords.push_back(block_coord(k));
