@@ -168,10 +168,10 @@ void Bounds::build_blocks() {
   const std::int64_t q = std::max<std::int64_t>(1, nblocks / 4);
   if (nblocks <= 1024) {
     for (std::int64_t k = 0; k < nblocks; ++k) {
-      auto c = block_coord(k);
       std::int64_t sum = 0;
-      for (int m : xdims) sum += c[static_cast<std::size_t>(m)];
-      if (sum % q == 0) B.coords.push_back(std::move(c));
+      for (std::int64_t r = k, i = static_cast<std::int64_t>(xdims.size()); i-- > 0; r /= mesh.size(xdims[static_cast<std::size_t>(i)]))
+        sum += r % mesh.size(xdims[static_cast<std::size_t>(i)]);
+      if (sum % q == 0) B.coords.push_back(block_coord(k));
     }
   }
   if (B.coords.size() < 4) {
