@@ -251,6 +251,7 @@ std::array<Geometry::OverlapTable*, Sharding::kMaxTensorDims> Geometry::overlap_
       t.nfv = static_cast<std::int64_t>(nf);
       t.inter.resize(nf * nt);
       t.src_hits.assign(nt, 0);
+      t.need.reserve(nt);
       for (std::size_t j = 0; j < nt; ++j) t.need.push_back(ranges ? tr[j].size() : ts[j].size());
       for (std::size_t i = 0; i < nf; ++i)
         for (std::size_t j = 0; j < nt; ++j) {

@@ -145,6 +145,14 @@ struct SearchScratch {
   std::vector<char> settled;
   std::vector<std::uint32_t> disc;
   std::vector<std::uint32_t> first;  // (TiedRunnerUp) the source's edge a state's best path starts with
+  // the search's deferred edges (a min-heap by key, then by the relaxation's order)
+  struct Deferred {
+    std::int64_t key;
+    std::uint64_t relaxed_by;
+    std::uint32_t from, index;
+    bool operator>(const Deferred& o) const { return key != o.key ? key > o.key : relaxed_by > o.relaxed_by; }
+  };
+  std::vector<Deferred> deferred;
   bool busy = false;
   struct Use {
     SearchScratch& s;
@@ -168,6 +176,7 @@ struct SearchScratch {
     settled.clear();
     disc.clear();
     first.clear();
+    deferred.clear();
   }
 };
 
@@ -230,13 +239,21 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   // that it can change neither which state settles next nor any settled state's cost. With a
   // memory budget the search costs every edge when it meets it (its peak decides whether it is
   // taken at all) and does not cost edges that cannot beat the best plan found so far.
-  struct Deferred {
-    std::int64_t key;
-    std::uint64_t relaxed_by;
-    std::uint32_t from, index;
-    bool operator>(const Deferred& o) const { return key != o.key ? key > o.key : relaxed_by > o.relaxed_by; }
-  };
-  std::priority_queue<Deferred, std::vector<Deferred>, std::greater<>> deferred;
+  // (a min-heap over the scratch's list, as std::priority_queue with std::greater keeps it)
+  struct {
+    std::vector<SearchScratch::Deferred>& v;
+    [[nodiscard]] bool empty() const noexcept { return v.empty(); }
+    [[nodiscard]] const SearchScratch::Deferred& top() const noexcept { return v.front(); }
+    void push(const SearchScratch::Deferred& d) {
+      v.push_back(d);
+      std::push_heap(v.begin(), v.end(), std::greater<>{});
+    }
+    void pop() {
+      std::pop_heap(v.begin(), v.end(), std::greater<>{});
+      v.pop_back();
+    }
+  } deferred{S.deferred};
+  using Deferred = SearchScratch::Deferred;
   const bool defer = budget < 0;
   constexpr std::uint32_t kDirect = std::numeric_limits<std::uint32_t>::max();
   std::uint32_t settle_index = 0;
