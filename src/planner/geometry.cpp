@@ -249,16 +249,14 @@ std::array<Geometry::OverlapTable*, Sharding::kMaxTensorDims> Geometry::overlap_
       const std::size_t nf = ranges ? fr.size() : fs.size(), nt = ranges ? tr.size() : ts.size();
       t.ntv = static_cast<std::int64_t>(nt);
       t.nfv = static_cast<std::int64_t>(nf);
-      t.inter.resize(nf * nt);
-      t.src_hits.assign(nt, 0);
-      t.need.reserve(nt);
-      for (std::size_t j = 0; j < nt; ++j) t.need.push_back(ranges ? tr[j].size() : ts[j].size());
+      t.data.assign((nf + 2) * nt, 0);
+      for (std::size_t j = 0; j < nt; ++j) t.need(static_cast<std::int64_t>(j)) = ranges ? tr[j].size() : ts[j].size();
       for (std::size_t i = 0; i < nf; ++i)
         for (std::size_t j = 0; j < nt; ++j) {
           const auto n = ranges ? std::max<std::int64_t>(0, std::min(fr[i].stop, tr[j].stop) - std::max(fr[i].start, tr[j].start))
                                 : fs[i] == ts[j] ? fs[i].size() : fs[i].overlap(ts[j]);
-          t.inter[i * nt + j] = n;
-          t.src_hits[j] += n > 0 ? 1 : 0;
+          t.inter(static_cast<std::int64_t>(i), static_cast<std::int64_t>(j)) = n;
+          t.src_hits(static_cast<std::int64_t>(j)) += n > 0 ? 1 : 0;
         }
       it = overlap_memo_.emplace(key, std::move(t)).first;
     }
@@ -345,9 +343,9 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
                                                           : pair_map[memo_at[static_cast<std::size_t>(d)] + at];
     if (ps.done) return ps;
     ps.done = true;
-    ps.own = t.inter[static_cast<std::size_t>(fv * t.ntv + tv)];
-    ps.need = t.need[static_cast<std::size_t>(tv)];
-    ps.recv_hits = t.src_hits[static_cast<std::size_t>(tv)];
+    ps.own = t.inter(fv, tv);
+    ps.need = t.need(tv);
+    ps.recv_hits = t.src_hits(tv);
     // the target entries' coordinates of this variant (its digits)
     const auto es = to.entries(d);
     std::array<std::int64_t, Sharding::kMaxMeshDims> c{};
@@ -373,7 +371,7 @@ Geometry::DirectStats Geometry::direct_stats(const Sharding& from, const Shardin
       while (true) {
         std::int64_t qtv = 0;
         for (const auto& e : es) qtv = qtv * size_of(e.mesh_dim) + q[static_cast<std::size_t>(e.mesh_dim)];
-        const auto n = t.inter[static_cast<std::size_t>(fv * t.ntv + qtv)];
+        const auto n = t.inter(fv, qtv);
         gs.sum += n;
         if (n > 0) {
           ++gs.cnt;

@@ -159,9 +159,15 @@ class Geometry {
   };
   struct OverlapTable {
     std::int64_t ntv = 0, nfv = 0;  // target and source variants
-    std::vector<std::int64_t> inter;     // [source variant * ntv + target variant]
-    std::vector<std::int64_t> need;      // [target variant]: owned size
-    std::vector<std::int64_t> src_hits;  // [target variant]: source variants overlapping it
+    // one list: inter[source variant * ntv + target variant], then need[target variant] (owned
+    // size), then src_hits[target variant] (source variants overlapping it)
+    std::vector<std::int64_t> data;
+    [[nodiscard]] std::int64_t& inter(std::int64_t fv, std::int64_t tv) noexcept { return data[static_cast<std::size_t>(fv * ntv + tv)]; }
+    [[nodiscard]] std::int64_t& need(std::int64_t tv) noexcept { return data[static_cast<std::size_t>(nfv * ntv + tv)]; }
+    [[nodiscard]] std::int64_t& src_hits(std::int64_t tv) noexcept { return data[static_cast<std::size_t>((nfv + 1) * ntv + tv)]; }
+    [[nodiscard]] std::int64_t inter(std::int64_t fv, std::int64_t tv) const noexcept { return data[static_cast<std::size_t>(fv * ntv + tv)]; }
+    [[nodiscard]] std::int64_t need(std::int64_t tv) const noexcept { return data[static_cast<std::size_t>(nfv * ntv + tv)]; }
+    [[nodiscard]] std::int64_t src_hits(std::int64_t tv) const noexcept { return data[static_cast<std::size_t>((nfv + 1) * ntv + tv)]; }
   };
   [[nodiscard]] std::array<OverlapTable*, Sharding::kMaxTensorDims> overlap_tables(const Sharding& from,
                                                                                  const Sharding& to) const;
