@@ -163,6 +163,8 @@ struct SearchScratch {
     ~Use() {
       s.clear();
       if (s.dist.capacity() > (std::size_t{1} << 20)) s = SearchScratch{};
+      // (a large search's deferred edges are not kept: at most 1.5 MiB stay with the thread)
+      if (s.deferred.capacity() > (std::size_t{1} << 16)) std::vector<Deferred>().swap(s.deferred);
       s.busy = false;
     }
     Use(const Use&) = delete;
