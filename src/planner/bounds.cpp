@@ -158,26 +158,27 @@ void Bounds::build_blocks() {
       nblocks *= mesh.size(m);
     }
   auto block_coord = [&](std::int64_t k) {  // row-major over the inter dims, the others 0
-    std::vector<std::int64_t> c(static_cast<std::size_t>(mesh.ndim()), 0);
+    std::array<std::int64_t, Sharding::kMaxMeshDims> c{};
     for (std::size_t i = xdims.size(); i-- > 0;) {
       c[static_cast<std::size_t>(xdims[i])] = k % mesh.size(xdims[i]);
       k /= mesh.size(xdims[i]);
     }
     return c;
   };
+  auto keep = [&](const std::array<std::int64_t, Sharding::kMaxMeshDims>& c) { B.coords.emplace_back(c.begin(), c.begin() + mesh.ndim()); };
   const std::int64_t q = std::max<std::int64_t>(1, nblocks / 4);
   if (nblocks <= 1024) {
     for (std::int64_t k = 0; k < nblocks; ++k) {
+      const auto c = block_coord(k);
       std::int64_t sum = 0;
-      for (std::int64_t r = k, i = static_cast<std::int64_t>(xdims.size()); i-- > 0; r /= mesh.size(xdims[static_cast<std::size_t>(i)]))
-        sum += r % mesh.size(xdims[static_cast<std::size_t>(i)]);
-      if (sum % q == 0) B.coords.push_back(block_coord(k));
+      for (int m : xdims) sum += c[static_cast<std::size_t>(m)];
+      if (sum % q == 0) keep(c);
     }
   }
   if (B.coords.size() < 4) {
     B.coords.clear();
     const std::int64_t step = std::max<std::int64_t>(1, nblocks / 16);
-    for (std::int64_t k = 0; k < nblocks; k += step) B.coords.push_back(block_coord(k));
+    for (std::int64_t k = 0; k < nblocks; k += step) keep(block_coord(k));
   }
   B.alpha_us = optimistic_.inter.alpha_us;
   B.bw_GBps = optimistic_.receive_bw_floor_GBps(true);
