@@ -92,6 +92,8 @@ struct FloorTally {
   std::int64_t receiving = 0, receive_inflated = 0;
   // the direct step's own floor (GraphContext::direct_floor_us: the search defers it with that)
   std::int64_t direct = 0, direct_inflated = 0;
+  // Bounds::receive_floor_us of what a step's busiest rank receives
+  std::int64_t enveloped = 0, envelope_inflated = 0;
 };
 
 void check_floors(const Mesh& mesh, const std::vector<std::int64_t>& shape, const CostModel& cm, EdgeSet es, FloorTally& t) {
@@ -124,6 +126,20 @@ void check_floors(const Mesh& mesh, const std::vector<std::int64_t>& shape, cons
       if (1.3 * floor > cost + 1e-6) ++t.inflated;
       if (cost > 0 && std::abs(floor - cost) <= 1e-9 * cost) ++t.exact;
       if (e.step.bytes_received > 0 && !cm.prices_by_shard_count()) {
+        // the byte terms' charge for what the step's busiest rank receives, on its link and on
+        // either (a fitted profile's envelope of its bands)
+        const double r = static_cast<double>(e.step.bytes_received);
+        for (const double ef : {ctx.bounds.receive_floor_us(r, e.step.inter_host, !e.step.inter_host),
+                                ctx.bounds.receive_floor_us(r, false, false)}) {
+          ++t.enveloped;
+          if (ef > cost + 1e-6 + 1e-9 * cost) {
+            ++t.bad;
+            FAIL_CHECK("envelope above the cost: " << mesh.str() << " " << shape_str(shape) << " " << cm.name << " "
+                                                   << to_string(e.kind) << " " << from.str() << " -> " << e.to.str() << ": "
+                                                   << ef << " > cost " << cost);
+          }
+          if (1.3 * ef > cost + 1e-6) ++t.envelope_inflated;
+        }
         const double rf = cm.wire_floor_us(static_cast<double>(e.step.bytes_received));
         ++t.receiving;
         if (rf > cost + 1e-6 + 1e-9 * cost) {
@@ -168,6 +184,12 @@ TEST_CASE("edge floors are at most the edge's cost on every edge", "[bounds]") {
   CHECK(curves.inflated > curves.edges / 10);
   CHECK(curves.direct > 150);
   CHECK(curves.direct_inflated > curves.direct / 10);
+  // the bands' envelope (each band's latency with its own rate) is at most the cost of every
+  // receiving step, and tight enough on some that 1.3x it is caught
+  INFO("fitted curves: receiving edges x 2 links " << curves.enveloped << ", 1.3x the envelope above the cost "
+                                                   << curves.envelope_inflated);
+  CHECK(curves.enveloped > 2000);
+  CHECK(curves.envelope_inflated > 0);
 
   INFO("ring: edges " << ring.edges << ", 1.3x the floor above the cost " << ring.inflated << "; pytorch formula: edges "
                       << exact.edges << ", floor = cost " << exact.exact << "; receiving edges " << ring.receiving
@@ -204,10 +226,24 @@ TEST_CASE("lower bounds are admissible and consistent on whole graphs, across ho
     for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all,
                          Collective::send_recv})
       fitted.curves.push_back({c, inter, 4, {{1 << 20, 2.5, 20}, {1 << 26, 1.0 + static_cast<int>(c), 900}, {1e18, 30, 5000}}});
+  // a profile shaped like a fit of real logs: per collective, bands whose latency and rate both
+  // grow with the size (the envelope of the bands is then well above the least latency paired
+  // with the best rate), the inter link's slower, fitted on 8 ranks within a host and 2 across
+  CostModel banded = CostModel::default_model();
+  banded.name = "fitted, banded";
+  banded.devices_per_host = 2;
+  for (bool inter : {false, true})
+    for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all,
+                         Collective::send_recv}) {
+      const double k = 1.0 + 0.2 * static_cast<int>(c), x = inter ? 5.0 : 1.0;
+      banded.curves.push_back({c, inter, inter ? 2 : 8,
+                               {{65536, 6 * k * x, 60 / k / x}, {1 << 20, 15 * k * x, 200 / k / x}, {1 << 24, 30 * k * x, 360 / k / x}}});
+    }
   Tally t;
   for (const char* mesh_text : {"4", "2x2", "2x4", "2x2x2"})
-    for (const auto& shape : {std::vector<std::int64_t>{1 << 14, 1 << 12}, std::vector<std::int64_t>{10007, 3001}, std::vector<std::int64_t>{9, 5}})
-      for (const CostModel* cm : {&two, &one, &fitted})
+    for (const auto& shape : {std::vector<std::int64_t>{1 << 14, 1 << 12}, std::vector<std::int64_t>{10007, 3001}, std::vector<std::int64_t>{9, 5},
+                              std::vector<std::int64_t>{300, 1000}})
+      for (const CostModel* cm : {&two, &one, &fitted, &banded})
         for (EdgeSet es : {EdgeSet::all, EdgeSet::pytorch})
           // the pytorch edge set checks every (source, target) pair: on the smaller meshes only
           if (es == EdgeSet::all || Mesh::parse(mesh_text).num_ranks() <= 4) check_bounds(Mesh::parse(mesh_text), shape, *cm, es, t);

@@ -29,6 +29,7 @@ void Bounds::init_bounds() {
   optimistic_.inter = cost.bound_link(true);
   // wire_floor_us's rate, once (CostModel::wire_floor_us derives it from both links per call)
   recv_floor_bytes_per_us_ = cost.prices_by_shard_count() ? 0.0 : optimistic_.receive_floor_bytes_per_us();
+  if (!cost.prices_by_shard_count() && !cost.curves.empty()) build_envelopes();
   // Per mesh dim, the cheapest communication step over it alone: a reduce_scatter of nothing
   // (every collective kind pays at least its latency), whose PyTorch-formula bytes are counted
   // over at most every mesh dim's shards.
@@ -110,6 +111,104 @@ void Bounds::init_bounds() {
     else if (!dst.partial(m) && (dst_replicate_min_ == 0 || mesh.size(m) < dst_replicate_min_)) dst_replicate_min_ = mesh.size(m);
   }
   build_blocks();
+}
+
+void Bounds::build_envelopes() {
+  // A step on a link costs at least one of these lines at the bytes its busiest rank receives:
+  // a collective's curve charges its band's latency scaled by the group's hops over the fitted
+  // group's (at least 1 / hops0, at two ranks) plus its bus bytes (at least what the busiest rank
+  // receives) at the band's rate, and never less than that band's value (its monotone floor);
+  // without a curve, the link's latency and one hop (ring constants). A direct step prices the
+  // send/recv curve (or the link's point-to-point rate) and copies what it receives too.
+  // The envelopes depend on the model's curves, links and copy rate only: the last model's, per
+  // thread, are reused when all of those compare equal (a job plans with one profile).
+  struct Last {
+    bool valid = false;
+    std::vector<CollectiveCurve> curves;
+    LinkParams intra, inter;
+    double copy_bw_GBps = 0;
+    std::array<Envelope, 3> envelopes;
+  };
+  thread_local Last last;
+  if (last.valid && last.copy_bw_GBps == cost.copy_bw_GBps && last.intra == cost.intra && last.inter == cost.inter &&
+      last.curves == cost.curves) {
+    envelopes_ = last.envelopes;
+    return;
+  }
+  using Lines = boost::container::small_vector<std::pair<double, double>, 32>;
+  const double per_copy = cost.copy_bw_GBps > 0 ? 1.0 / (cost.copy_bw_GBps * 1e3) : 0.0;
+  std::array<Lines, 2> lines;  // per link
+  std::array<std::uint32_t, 2> priced{};  // per link, bit c: collective c has its curve (the first one, as CostModel::curve)
+  for (const auto& cv : cost.curves) {
+    const auto bit = 1u << static_cast<unsigned>(cv.collective);
+    auto& seen = priced[cv.inter_host ? 1 : 0];
+    if (seen & bit) continue;
+    seen |= bit;
+    const bool direct = cv.collective == Collective::send_recv;
+    const double hops0 = direct ? 1.0 : static_cast<double>(std::max<std::int64_t>(cv.ranks - 1, 1));
+    for (const auto& band : cv.bands)
+      lines[cv.inter_host ? 1 : 0].emplace_back(band.alpha_us / hops0, 1.0 / (band.bw_GBps * 1e3) + (direct ? per_copy : 0.0));
+  }
+  for (int x = 0; x < 2; ++x) {
+    const LinkParams& L = cost.link(x == 1);
+    const double alpha = L.alpha_us + L.alpha_per_peer_us;
+    for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all})
+      if (!(priced[static_cast<std::size_t>(x)] & 1u << static_cast<unsigned>(c))) {
+        lines[static_cast<std::size_t>(x)].emplace_back(alpha, 1.0 / (L.bw_GBps * 1e3));
+        break;  // (one line serves every collective without a curve)
+      }
+    if (!(priced[static_cast<std::size_t>(x)] & 1u << static_cast<unsigned>(Collective::send_recv)))
+      lines[static_cast<std::size_t>(x)].emplace_back(alpha, 1.0 / (L.p2p_bw_GBps * 1e3) + per_copy);
+  }
+  // The lower envelope over bytes >= 0: from the line of least latency (then flattest), each next
+  // line is the flatter one whose crossing with the current comes first (the earliest, then the
+  // flattest); the rest never attain the minimum, and dropping them changes no value.
+  auto envelope = [](std::span<const std::pair<double, double>> all) {
+    Envelope e;
+    std::pair<double, double> cur = *std::min_element(all.begin(), all.end());
+    e.lines.push_back(cur);
+    for (;;) {
+      // crossing at (l.a - cur.a) / (cur.s - l.s) bytes: compared by cross-multiplying
+      const std::pair<double, double>* next = nullptr;
+      for (const auto& l : all) {
+        if (l.second >= cur.second) continue;
+        if (next == nullptr) {
+          next = &l;
+          continue;
+        }
+        const double lhs = (l.first - cur.first) * (cur.second - next->second);
+        const double rhs = (next->first - cur.first) * (cur.second - l.second);
+        if (lhs < rhs || (lhs == rhs && l.second < next->second)) next = &l;
+      }
+      if (next == nullptr) break;
+      cur = *next;
+      e.lines.push_back(cur);
+    }
+    return e;
+  };
+  envelopes_.emplace();
+  auto& env = *envelopes_;
+  env[kIntra] = envelope({lines[0].data(), lines[0].size()});
+  env[kInter] = envelope({lines[1].data(), lines[1].size()});
+  // either link: the envelope of both envelopes' lines (the others never attain the minimum)
+  Lines both(env[kIntra].lines.begin(), env[kIntra].lines.end());
+  both.insert(both.end(), env[kInter].lines.begin(), env[kInter].lines.end());
+  env[kEither] = envelope({both.data(), both.size()});
+  last.valid = false;  // (a throwing copy leaves no half-made entry)
+  last.curves = cost.curves;
+  last.intra = cost.intra;
+  last.inter = cost.inter;
+  last.copy_bw_GBps = cost.copy_bw_GBps;
+  last.envelopes = env;
+  last.valid = true;
+}
+
+double Bounds::receive_floor_us(double bytes, bool inter, bool intra) const noexcept {
+  if (cost.prices_by_shard_count() || bytes <= 0) return 0;
+  if (envelopes_) return (*envelopes_)[inter ? kInter : intra ? kIntra : kEither].at(bytes);
+  if (!inter && !intra) return alpha_floor_us() + wire_floor_us(bytes);
+  const LinkParams& l = inter ? optimistic_.inter : optimistic_.intra;
+  return l.alpha_us + bytes / (optimistic_.receive_bw_floor_GBps(inter) * 1e3);
 }
 
 namespace {
@@ -391,15 +490,24 @@ double Bounds::block_bound_us(const Sharding& s, bool* enters) const {
     const double entering = reduce_inter ? b.need_numel[k] : b.need_numel[k] - block_have;
     any_enters = any_enters || entering > 0;
     const double lacking = (reduce_any ? b.rank_need_numel[k] : b.rank_need_numel[k] - rank_have) * item;
-    const double a = std::max(0.0, entering) * item / static_cast<double>(b.ranks) / bx;
-    // everything the rank lacks arrives in inter-host steps
-    const double t = std::max(a, lacking / bx);
-    const double all_inter = t > 0 ? b.alpha_us + t : 0;
-    // the inter-host steps take a; what the rank lacks beyond them arrives within the block
-    // (with one rank per block nothing moves within a block)
-    const double rest = lacking - a * bx;
-    const double split = (a > 0 ? b.alpha_us + a : 0) + (rest > 0 ? b.intra_alpha_us + rest / by : 0);
-    best = std::max(best, b.ranks > 1 ? std::min(split, all_inter) : all_inter);
+    if (envelopes_) {
+      // the same minimum with each link's envelope (concave: still at x = a's bytes or x = all
+      // the rank lacks)
+      const Envelope &ex = (*envelopes_)[kInter], &ey = (*envelopes_)[kIntra];
+      const double share = std::max(0.0, entering) * item / static_cast<double>(b.ranks);
+      const double all_inter = ex.at(std::max(share, lacking));
+      best = std::max(best, b.ranks > 1 ? std::min(ex.at(share) + ey.at(lacking - share), all_inter) : all_inter);
+    } else {
+      const double a = std::max(0.0, entering) * item / static_cast<double>(b.ranks) / bx;
+      // everything the rank lacks arrives in inter-host steps
+      const double t = std::max(a, lacking / bx);
+      const double all_inter = t > 0 ? b.alpha_us + t : 0;
+      // the inter-host steps take a; what the rank lacks beyond them arrives within the block
+      // (with one rank per block nothing moves within a block)
+      const double rest = lacking - a * bx;
+      const double split = (a > 0 ? b.alpha_us + a : 0) + (rest > 0 ? b.intra_alpha_us + rest / by : 0);
+      best = std::max(best, b.ranks > 1 ? std::min(split, all_inter) : all_inter);
+    }
     // Partials over intra-host dims only: the block holds all of an element's contributions.
     // Combining them inside the block takes contributions - 1 transfers (a tree over them) into
     // ranks of the block; otherwise the value (or a partial sum) comes from another block, one
@@ -690,8 +798,10 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   const double block = block_bound_us(s, &enters);
   if (worst == 0) return with_last(std::max({relaxed, steps, block, reduce_us}), 0);
   // optimistic_ holds bound_link's constants and no curves: no per-call scan of the curves
-  const double wire = wire_floor_us(static_cast<double>(worst * geo.itemsize()));
-  Bound b = with_last(std::max({relaxed, std::max(steps, alpha_floor_us()) + wire, block, reduce_us}), worst);
+  const double bytes = static_cast<double>(worst * geo.itemsize());
+  double receive = std::max(steps, alpha_floor_us()) + wire_floor_us(bytes);
+  if (envelopes_) receive = std::max(receive, (*envelopes_)[kEither].at(bytes));
+  Bound b = with_last(std::max({relaxed, receive, block, reduce_us}), worst);
   // A direct step from here sends every element some rank lacks once (the ranks' received
   // counts are exactly what they lack), so its busiest rank sends and receives at least twice
   // the average lacking count: known when the sample is every rank and nothing is Partial.
@@ -719,13 +829,15 @@ double Bounds::last_step_bound_us(const Sharding& s, std::int64_t missing) const
   if (cost.prices_by_shard_count() || empty_tensor_ || s == dst) return 0;
   const double item = static_cast<double>(geo.itemsize());
   const double T = static_cast<double>(dst_max_numel_) * item, M = static_cast<double>(missing) * item;
-  const double alpha = alpha_floor_us();
-  double best = (M > 0 ? alpha + wire_floor_us(M) : 0) + T / (cost.copy_bw_GBps * 1e3);
+  auto receive = [&](double bytes) {  // (a positive count)
+    return envelopes_ ? (*envelopes_)[kEither].at(bytes) : alpha_floor_us() + wire_floor_us(bytes);
+  };
+  double best = (M > 0 ? receive(M) : 0) + T / (cost.copy_bw_GBps * 1e3);
   if (dst_replicate_min_ > 0) {
     const double n = static_cast<double>(dst_replicate_min_);
-    best = std::min(best, alpha + wire_floor_us(std::max(M, (n - 1) / n * T)));
+    best = std::min(best, receive(std::max(M, (n - 1) / n * T)));
   }
-  if (dst_shards_) best = std::min(best, alpha + wire_floor_us(std::max(M, T)));
+  if (dst_shards_) best = std::min(best, receive(std::max(M, T)));
   return best;
 }
 
@@ -738,8 +850,8 @@ double Bounds::reduction_bound_us(const Sharding& s) const {
     if (dst.partial(m)) ct *= static_cast<double>(mesh.size(m));
   }
   if (cs <= ct) return 0;
-  const double busiest = numel * (cs - ct) / static_cast<double>(mesh.num_ranks());
-  return alpha_floor_us() + wire_floor_us(busiest * static_cast<double>(geo.itemsize()));
+  const double busiest = numel * (cs - ct) / static_cast<double>(mesh.num_ranks()) * static_cast<double>(geo.itemsize());
+  return envelopes_ ? (*envelopes_)[kEither].at(busiest) : alpha_floor_us() + wire_floor_us(busiest);
 }
 
 // CostModel::time prices a direct step on one link, monotone in the busiest rank's bytes and

@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "dtensor/cost_model.hpp"
 #include "dtensor/layout.hpp"
 #include "dtensor/plan.hpp"
@@ -318,6 +320,10 @@ class Bounds {
   // the union of every member's indices (`reference`).
   [[nodiscard]] std::size_t sampled_blocks() const noexcept { return blocks_ ? blocks_->coords.size() : 0; }
   [[nodiscard]] std::int64_t block_count(int d, Entries e, std::size_t k, bool reference) const;
+  // (tests) What the byte terms charge for `bytes` received by one rank in steps on the
+  // inter-host link (`inter`), within a host (`intra`) or either (neither): at most the cost of
+  // any such step whose busiest rank receives that much.
+  [[nodiscard]] double receive_floor_us(double bytes, bool inter, bool intra) const noexcept;
 
  private:
   // the query, by the names the bound code reads
@@ -345,6 +351,26 @@ class Bounds {
   [[nodiscard]] double alpha_floor_us() const noexcept {
     return std::min(optimistic_.intra.alpha_us, optimistic_.inter.alpha_us);
   }
+  // Fitted curves (ring formulas): per link (within a host, between hosts, either) the least
+  // time of a step on it whose busiest rank receives `bytes`: the lower envelope of one line
+  // (latency at two ranks, time per byte) per band of each collective's curve, and the link's
+  // constants for a collective without one. A band charges its own latency with its own rate,
+  // where bound_link pairs the least latency of any band with the best rate of any. Concave and
+  // nonnegative at 0 bytes, so steps that receive b1, b2, ... cost at least the envelope of
+  // b1 + b2 + ...: the byte terms below sum over a path's steps through it. Unset without curves
+  // (the single line alpha_floor_us + wire_floor_us is then the envelope).
+  struct Envelope {
+    boost::container::small_vector<std::pair<double, double>, 8> lines;  // (latency us, us per byte), by increasing bytes
+    [[nodiscard]] double at(double bytes) const noexcept {
+      if (bytes <= 0) return 0;
+      double t = lines.front().first + bytes * lines.front().second;
+      for (std::size_t i = 1; i < lines.size(); ++i) t = std::min(t, lines[i].first + bytes * lines[i].second);
+      return t;
+    }
+  };
+  enum Link : std::uint8_t { kIntra = 0, kInter = 1, kEither = 2 };
+  std::optional<std::array<Envelope, 3>> envelopes_;
+  void build_envelopes();
   std::vector<DimTable> dst_tables_;
   std::vector<std::int64_t> rank_need_;  // per sampled rank position: its target shard's elements
   std::int64_t max_rank_need_ = 0;       // the largest of them
