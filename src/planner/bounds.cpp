@@ -25,11 +25,14 @@ void Bounds::init_bounds() {
   optimistic_.formula = cost.formula;
   optimistic_.devices_per_host = cost.devices_per_host;
   optimistic_.copy_bw_GBps = cost.copy_bw_GBps;
-  optimistic_.intra = cost.bound_link(false);
-  optimistic_.inter = cost.bound_link(true);
+  if (!cost.prices_by_shard_count() && !cost.curves.empty()) {
+    build_envelopes();  // (bound_link's constants too, with them)
+  } else {
+    optimistic_.intra = cost.bound_link(false);
+    optimistic_.inter = cost.bound_link(true);
+  }
   // wire_floor_us's rate, once (CostModel::wire_floor_us derives it from both links per call)
   recv_floor_bytes_per_us_ = cost.prices_by_shard_count() ? 0.0 : optimistic_.receive_floor_bytes_per_us();
-  if (!cost.prices_by_shard_count() && !cost.curves.empty()) build_envelopes();
   // Per mesh dim, the cheapest communication step over it alone: a reduce_scatter of nothing
   // (every collective kind pays at least its latency), whose PyTorch-formula bytes are counted
   // over at most every mesh dim's shards.
@@ -120,21 +123,27 @@ void Bounds::build_envelopes() {
   // receives) at the band's rate, and never less than that band's value (its monotone floor);
   // without a curve, the link's latency and one hop (ring constants). A direct step prices the
   // send/recv curve (or the link's point-to-point rate) and copies what it receives too.
-  // The envelopes depend on the model's curves, links and copy rate only: the last model's, per
-  // thread, are reused when all of those compare equal (a job plans with one profile).
+  // The envelopes (and bound_link's constants, a scan of every band too) depend on the model's
+  // curves, links and copy rate only: the last model's, per thread, are reused when all of those
+  // compare equal (a job plans with one profile).
   struct Last {
     bool valid = false;
     std::vector<CollectiveCurve> curves;
     LinkParams intra, inter;
     double copy_bw_GBps = 0;
     std::array<Envelope, 3> envelopes;
+    LinkParams bound_intra, bound_inter;
   };
   thread_local Last last;
   if (last.valid && last.copy_bw_GBps == cost.copy_bw_GBps && last.intra == cost.intra && last.inter == cost.inter &&
       last.curves == cost.curves) {
     envelopes_ = last.envelopes;
+    optimistic_.intra = last.bound_intra;
+    optimistic_.inter = last.bound_inter;
     return;
   }
+  optimistic_.intra = cost.bound_link(false);
+  optimistic_.inter = cost.bound_link(true);
   using Lines = boost::container::small_vector<std::pair<double, double>, 32>;
   const double per_copy = cost.copy_bw_GBps > 0 ? 1.0 / (cost.copy_bw_GBps * 1e3) : 0.0;
   std::array<Lines, 2> lines;  // per link
@@ -200,6 +209,8 @@ void Bounds::build_envelopes() {
   last.inter = cost.inter;
   last.copy_bw_GBps = cost.copy_bw_GBps;
   last.envelopes = env;
+  last.bound_intra = optimistic_.intra;
+  last.bound_inter = optimistic_.inter;
   last.valid = true;
 }
 
