@@ -512,7 +512,7 @@ class StateIndex {
 struct StateTable {
   std::vector<Sharding> states;
   StateIndex state_ids;
-  std::vector<SearchBound> bound;  // per state, once computed (GraphContext::bound_of; missing -1 before)
+  std::vector<SearchBound> bound;
   std::vector<std::vector<SearchEdge>> edge_list;
   std::vector<char> edges_done;
   std::vector<std::int32_t> direct_at;
@@ -534,17 +534,8 @@ struct GraphContext : Query {
   GraphContext(const Layout&, const Layout&, CostModel&&, EdgeSet) = delete;  // it keeps a reference
   Bounds bounds;
   mutable StateTable table;
-  // The id of `s`, interning it when new; throws past table.max_states.
+  // The id of `s`, interning it (and computing its bound) when new; throws past table.max_states.
   std::uint32_t intern(const Sharding& s) const;
-  // The lower bound of state `id` (Bounds::lower_bound), computed when first asked: a state met
-  // only as the target of edges whose floors keep them deferred past the search's end never is.
-  const SearchBound& bound_of(std::uint32_t id) const {
-    SearchBound& b = table.bound[id];
-    if (b.missing < 0) [[unlikely]]
-      b = bounds.lower_bound(table.states[id]);
-    return b;
-  }
-  [[nodiscard]] bool bound_known(std::uint32_t id) const noexcept { return table.bound[id].missing >= 0; }
   std::vector<SearchEdge>& edges_of(std::uint32_t id) const;
   // Costs edge `e` out of state `from` (once; the searches share the record).
   void cost_edge(std::uint32_t from, SearchEdge& e) const;

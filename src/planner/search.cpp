@@ -150,7 +150,6 @@ struct SearchScratch {
     std::int64_t key;
     std::uint64_t relaxed_by;
     std::uint32_t from, index;
-    bool without_bound = false;  // `key` lacks the next state's bound (not yet computed)
     bool operator>(const Deferred& o) const { return key != o.key ? key > o.key : relaxed_by > o.relaxed_by; }
   };
   std::vector<Deferred> deferred;
@@ -231,7 +230,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   };
   grow();
   disc[src] = discovered++;
-  dist[src] = Dist{0, bound_ps(ctx.bound_of(src)), 0, disc[src], ctx.bound_of(src).steps};
+  dist[src] = Dist{0, bound_ps(ctx.table.bound[src]), 0, disc[src], ctx.table.bound[src].steps};
   const bool with_direct = ctx.edges == EdgeSet::all;
   using Heap = boost::d_ary_heap_indirect<std::size_t, 4, HeapIndexMap, DistMap, DistLess>;
   Heap heap(DistMap{&dist}, HeapIndexMap{&heap_pos});
@@ -278,8 +277,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     if (settled[v]) return;
     const Dist& du = dist[u];
     const std::int64_t g = du.cost_ps + quantise(cost_us);
-    const SearchBound& hv = ctx.bound_of(v);
-    Dist nd{g, g + bound_ps(hv), du.steps + 1, disc[v], du.steps + 1 + hv.steps, relaxed_by};
+    Dist nd{g, g + bound_ps(ctx.table.bound[v]), du.steps + 1, disc[v], du.steps + 1 + ctx.table.bound[v].steps, relaxed_by};
     const std::uint32_t starts = tie ? (u == src ? static_cast<std::uint32_t>(relaxed_by) : first[u]) : 0;
     if (tie && v == dst) {
       const TargetLabel x{nd, u, {kind, group, perm}, starts, true};
@@ -351,15 +349,6 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       }
       auto& e = ctx.table.edge_list[d.from][d.index];
       if (settled[e.to]) continue;
-      if (d.without_bound) {
-        // the key with the next state's bound (what it would have been keyed with at first): if
-        // that is still past the next state to settle, the edge waits for it
-        const Deferred full{d.key + bound_ps(ctx.bound_of(e.to)), d.relaxed_by, d.from, d.index, false};
-        if (!heap.empty() && full.key > dist[heap.top()].f_ps) {
-          deferred.push(full);
-          continue;
-        }
-      }
       ctx.cost_edge(d.from, e);
       relax(d.from, e.to, e.kind, e.group, e.perm, e.cost_us, d.relaxed_by);
     }
@@ -427,7 +416,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       if (settled[e.to]) continue;
       if (!defer) {
         // (an edge a search met once is met by the searches after it on this context)
-        if (!e.met && du.cost_ps > cutoff() - bound_ps(ctx.bound_of(e.to))) continue;
+        if (!e.met && du.cost_ps > cutoff() - bound_ps(ctx.table.bound[e.to])) continue;
         e.met = true;
         ctx.cost_edge(static_cast<std::uint32_t>(u), e);
         if (e.peak_bytes <= budget && meet(e.to, e.kind, e.group)) relax(u, e.to, e.kind, e.group, e.perm, e.cost_us, settled_as | k);
@@ -439,14 +428,8 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
         continue;
       }
       const double floor = ctx.edge_floor(static_cast<std::uint32_t>(u), e, from_max);
-      // An edge whose cost so far and floor alone put it past the next state to settle is keyed
-      // with those first, and the next state's bound (if not known yet) is computed once that key
-      // comes up (above): an edge the floor keeps past the search's end never computes it.
-      const std::int64_t key = du.cost_ps + quantise_bound(floor);
-      if (ctx.bound_known(e.to) || heap.empty() || key <= dist[heap.top()].f_ps)
-        deferred.push({key + bound_ps(ctx.bound_of(e.to)), settled_as | k, static_cast<std::uint32_t>(u), k});
-      else
-        deferred.push({key, settled_as | k, static_cast<std::uint32_t>(u), k, true});
+      deferred.push({du.cost_ps + quantise_bound(floor) + bound_ps(ctx.table.bound[e.to]), settled_as | k,
+                     static_cast<std::uint32_t>(u), k});
     }
     // direct is the most expensive edge to cost (every rank's transfers): deferred with its
     // floor (one peer, the bytes this state still lacks at p2p bandwidth, the copies), or with a
@@ -547,7 +530,7 @@ std::uint32_t GraphContext::intern(const Sharding& s) const {
   }
   charge(static_cast<std::int64_t>(2 * sizeof(Sharding) + sizeof(SearchBound) + 160));
   const auto id = static_cast<std::uint32_t>(T.states.size());
-  T.bound.push_back(SearchBound{.missing = -1});  // (computed when first asked: bound_of)
+  T.bound.push_back(bounds.lower_bound(s));
   T.states.push_back(s);
   T.edge_list.emplace_back();
   T.edges_done.push_back(0);
@@ -738,7 +721,7 @@ double GraphContext::direct_floor_us(std::uint32_t u) const {
   const GraphContext& ctx = *this;
   const LinkParams& L = ctx.bounds.optimistic().intra;  // bound_link's constants, computed once per query
   const LinkParams& X = ctx.bounds.optimistic().inter;
-  const auto& bu = ctx.bound_of(u);
+  const auto& bu = ctx.table.bound[u];
   // with nothing missing a direct step is local copies only (no peers, no latency)
   // (a step whose transfers cross a host boundary is priced on the inter-host link)
   const double bytes = static_cast<double>(bu.missing * ctx.geo.itemsize());
@@ -921,7 +904,7 @@ std::vector<Plan> near_optimal_plans(const Layout& src, const Layout& dst, const
     for (auto& e : ctx.edges_of(u)) {
       if (e.to >= n || C[e.to] < 0) continue;
       // not costed when even its floor and the next state's bound pass the limit
-      if (!e.costed && C[u] + quantise_bound(ctx.edge_floor(u, e, from_max)) + bound_ps(ctx.bound_of(e.to)) > limit)
+      if (!e.costed && C[u] + quantise_bound(ctx.edge_floor(u, e, from_max)) + bound_ps(ctx.table.bound[e.to]) > limit)
         continue;
       ctx.cost_edge(u, e);
       if (budget >= 0 && e.peak_bytes > budget) continue;
