@@ -105,50 +105,35 @@ void check_floors(const Mesh& mesh, const std::vector<std::int64_t>& shape, cons
     const auto from_max = ctx.geo.numel_stats(from).max;
     for (const auto& e : out) {
       const double cost = e.step.cost_us;
-      if (e.kind == StepKind::direct) {
-        const double df = ctx.direct_floor_us(ctx.intern(from));
-        ++t.direct;
-        if (df > cost + 1e-6 + 1e-9 * cost) {
+      // `floor` (what `what` charges for the edge) at most its cost; 1.3x it above the cost counted
+      auto at_most_cost = [&](const char* what, double floor, std::int64_t& inflated) {
+        if (floor > cost + 1e-6 + 1e-9 * cost) {
           ++t.bad;
-          FAIL_CHECK("direct floor above the cost: " << mesh.str() << " " << shape_str(shape) << " " << cm.name << " "
-                                                     << from.str() << " -> " << e.to.str() << ": " << df << " > cost " << cost);
+          FAIL_CHECK(what << " above the cost: " << mesh.str() << " " << shape_str(shape) << " " << cm.name << " "
+                          << to_string(e.kind) << " " << from.str() << " -> " << e.to.str() << ": " << floor << " > cost "
+                          << cost);
         }
-        if (1.3 * df > cost + 1e-6) ++t.direct_inflated;
+        if (1.3 * floor > cost + 1e-6) ++inflated;
+      };
+      if (e.kind == StepKind::direct) {
+        ++t.direct;
+        at_most_cost("direct floor", ctx.direct_floor_us(ctx.intern(from)), t.direct_inflated);
       }
       const double floor = ctx.bounds.edge_floor_us(e.kind, e.group.span(), from, from_max);
       ++t.edges;
-      if (floor > cost + 1e-6 + 1e-9 * cost) {
-        ++t.bad;
-        FAIL_CHECK("edge floor above the cost: " << mesh.str() << " " << shape_str(shape) << " " << cm.name << " "
-                                                 << to_string(e.kind) << " " << from.str() << " -> " << e.to.str() << ": floor "
-                                                 << floor << " > cost " << cost);
-      }
-      if (1.3 * floor > cost + 1e-6) ++t.inflated;
+      at_most_cost("edge floor", floor, t.inflated);
       if (cost > 0 && std::abs(floor - cost) <= 1e-9 * cost) ++t.exact;
       if (e.step.bytes_received > 0 && !cm.prices_by_shard_count()) {
         // the byte terms' charge for what the step's busiest rank receives, on its link and on
         // either (a fitted profile's envelope of its bands)
         const double r = static_cast<double>(e.step.bytes_received);
-        for (const double ef : {ctx.bounds.receive_floor_us(r, e.step.inter_host, !e.step.inter_host),
-                                ctx.bounds.receive_floor_us(r, false, false)}) {
+        for (const bool own_link : {true, false}) {
           ++t.enveloped;
-          if (ef > cost + 1e-6 + 1e-9 * cost) {
-            ++t.bad;
-            FAIL_CHECK("envelope above the cost: " << mesh.str() << " " << shape_str(shape) << " " << cm.name << " "
-                                                   << to_string(e.kind) << " " << from.str() << " -> " << e.to.str() << ": "
-                                                   << ef << " > cost " << cost);
-          }
-          if (1.3 * ef > cost + 1e-6) ++t.envelope_inflated;
+          at_most_cost("envelope", ctx.bounds.receive_floor_us(r, own_link && e.step.inter_host, own_link && !e.step.inter_host),
+                       t.envelope_inflated);
         }
-        const double rf = cm.wire_floor_us(static_cast<double>(e.step.bytes_received));
         ++t.receiving;
-        if (rf > cost + 1e-6 + 1e-9 * cost) {
-          ++t.bad;
-          FAIL_CHECK("receive floor above the cost: " << mesh.str() << " " << shape_str(shape) << " " << cm.name << " "
-                                                      << to_string(e.kind) << " " << from.str() << " -> " << e.to.str()
-                                                      << ": " << rf << " > cost " << cost);
-        }
-        if (1.3 * rf > cost + 1e-6) ++t.receive_inflated;
+        at_most_cost("receive floor", cm.wire_floor_us(r), t.receive_inflated);
       }
     }
   }
