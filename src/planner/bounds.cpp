@@ -216,8 +216,8 @@ void Bounds::build_envelopes() {
 
 double Bounds::receive_floor_us(double bytes, bool inter, bool intra) const noexcept {
   if (cost.prices_by_shard_count() || bytes <= 0) return 0;
-  if (envelopes_) return (*envelopes_)[inter ? kInter : intra ? kIntra : kEither].at(bytes);
-  if (!inter && !intra) return alpha_floor_us() + wire_floor_us(bytes);
+  if (!inter && !intra) return receive_either_us(bytes);
+  if (envelopes_) return (*envelopes_)[inter ? kInter : kIntra].at(bytes);
   const LinkParams& l = inter ? optimistic_.inter : optimistic_.intra;
   return l.alpha_us + bytes / (optimistic_.receive_bw_floor_GBps(inter) * 1e3);
 }
@@ -811,7 +811,7 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   // optimistic_ holds bound_link's constants and no curves: no per-call scan of the curves
   const double bytes = static_cast<double>(worst * geo.itemsize());
   double receive = std::max(steps, alpha_floor_us()) + wire_floor_us(bytes);
-  if (envelopes_) receive = std::max(receive, (*envelopes_)[kEither].at(bytes));
+  if (envelopes_) receive = std::max(receive, receive_either_us(bytes));
   Bound b = with_last(std::max({relaxed, receive, block, reduce_us}), worst);
   // A direct step from here sends every element some rank lacks once (the ranks' received
   // counts are exactly what they lack), so its busiest rank sends and receives at least twice
@@ -840,15 +840,12 @@ double Bounds::last_step_bound_us(const Sharding& s, std::int64_t missing) const
   if (cost.prices_by_shard_count() || empty_tensor_ || s == dst) return 0;
   const double item = static_cast<double>(geo.itemsize());
   const double T = static_cast<double>(dst_max_numel_) * item, M = static_cast<double>(missing) * item;
-  auto receive = [&](double bytes) {  // (a positive count)
-    return envelopes_ ? (*envelopes_)[kEither].at(bytes) : alpha_floor_us() + wire_floor_us(bytes);
-  };
-  double best = (M > 0 ? receive(M) : 0) + T / (cost.copy_bw_GBps * 1e3);
+  double best = (M > 0 ? receive_either_us(M) : 0) + T / (cost.copy_bw_GBps * 1e3);
   if (dst_replicate_min_ > 0) {
     const double n = static_cast<double>(dst_replicate_min_);
-    best = std::min(best, receive(std::max(M, (n - 1) / n * T)));
+    best = std::min(best, receive_either_us(std::max(M, (n - 1) / n * T)));
   }
-  if (dst_shards_) best = std::min(best, receive(std::max(M, T)));
+  if (dst_shards_) best = std::min(best, receive_either_us(std::max(M, T)));
   return best;
 }
 
@@ -862,7 +859,7 @@ double Bounds::reduction_bound_us(const Sharding& s) const {
   }
   if (cs <= ct) return 0;
   const double busiest = numel * (cs - ct) / static_cast<double>(mesh.num_ranks()) * static_cast<double>(geo.itemsize());
-  return envelopes_ ? (*envelopes_)[kEither].at(busiest) : alpha_floor_us() + wire_floor_us(busiest);
+  return receive_either_us(busiest);
 }
 
 // CostModel::time prices a direct step on one link, monotone in the busiest rank's bytes and

@@ -320,9 +320,10 @@ class Bounds {
   // the union of every member's indices (`reference`).
   [[nodiscard]] std::size_t sampled_blocks() const noexcept { return blocks_ ? blocks_->coords.size() : 0; }
   [[nodiscard]] std::int64_t block_count(int d, Entries e, std::size_t k, bool reference) const;
-  // (tests) What the byte terms charge for `bytes` received by one rank in steps on the
-  // inter-host link (`inter`), within a host (`intra`) or either (neither): at most the cost of
-  // any such step whose busiest rank receives that much.
+  // What the byte terms charge for `bytes` (> 0) received by one rank in steps on the inter-host
+  // link (`inter`), within a host (`intra`) or either (neither; the missing-bytes, reduction and
+  // last-step terms): at most the cost of any such step whose busiest rank receives that much
+  // (a fitted profile's envelope, else one latency plus the bytes at the best receive rate).
   [[nodiscard]] double receive_floor_us(double bytes, bool inter, bool intra) const noexcept;
 
  private:
@@ -370,6 +371,11 @@ class Bounds {
   };
   enum Link : std::uint8_t { kIntra = 0, kInter = 1, kEither = 2 };
   std::optional<std::array<Envelope, 3>> envelopes_;
+  // receive_floor_us on either link for a positive byte count (ring formulas): the missing-bytes,
+  // reduction and last-step terms' charge, inline on their hot path
+  [[nodiscard]] double receive_either_us(double bytes) const noexcept {
+    return envelopes_ ? (*envelopes_)[kEither].at(bytes) : alpha_floor_us() + wire_floor_us(bytes);
+  }
   void build_envelopes();
   std::vector<DimTable> dst_tables_;
   std::vector<std::int64_t> rank_need_;  // per sampled rank position: its target shard's elements
