@@ -145,6 +145,15 @@ struct SearchScratch {
   std::vector<char> settled;
   std::vector<std::uint32_t> disc;
   std::vector<std::uint32_t> first;  // (TiedRunnerUp) the source's edge a state's best path starts with
+  // (TiedRunnerUp) another relaxation of a state as cheap, in as many steps, as its label, whose
+  // path starts with another edge out of the source (pred < 0: none found)
+  struct Tied {
+    std::int64_t pred = -1;
+    PredEdge edge{};
+    std::uint32_t first = 0;
+    std::uint64_t relaxed_by = 0;
+  };
+  std::vector<Tied> tied;
   // the search's deferred edges (a min-heap by key, then by the relaxation's order)
   struct Deferred {
     std::int64_t key;
@@ -178,6 +187,7 @@ struct SearchScratch {
     settled.clear();
     disc.clear();
     first.clear();
+    tied.clear();
     deferred.clear();
   }
 };
@@ -206,6 +216,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   auto& settled = S.settled;
   auto& disc = S.disc;  // this search's discovery index per state id
   auto& first = S.first;
+  auto& tied_at = S.tied;
   std::uint32_t discovered = 0;
   auto grow = [&] {
     const std::size_t n = ctx.table.states.size();
@@ -218,7 +229,10 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       pred_edge.reserve(cap);
       settled.reserve(cap);
       disc.reserve(cap);
-      if (tie) first.reserve(cap);
+      if (tie) {
+        first.reserve(cap);
+        tied_at.reserve(cap);
+      }
     }
     dist.resize(n);
     heap_pos.resize(n, static_cast<std::size_t>(-1));
@@ -226,7 +240,10 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     pred_edge.resize(n);
     settled.resize(n, 0);
     disc.resize(n, kUnseen);
-    if (tie) first.resize(n, 0);
+    if (tie) {
+      first.resize(n, 0);
+      tied_at.resize(n);
+    }
   };
   grow();
   disc[src] = discovered++;
@@ -288,6 +305,23 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
         best2 = x;
       }
     }
+    if (tie && v != dst) {
+      // Two paths into v as cheap and as long, from different edges out of the source: the one
+      // that does not become v's label is kept (the lowest relaxation order among such), so that
+      // a plan through v has a tied runner-up through the other.
+      const Dist& old = dist[v];
+      auto& t = tied_at[v];
+      if (nd.cost_ps == old.cost_ps && nd.steps == old.steps) {
+        if (nd.better_than(old)) {
+          if (first[v] != starts && (t.pred < 0 || t.first == starts || old.relaxed_by < t.relaxed_by))
+            t = {pred[v], pred_edge[v], first[v], old.relaxed_by};
+        } else if (first[v] != starts && (t.pred < 0 || relaxed_by < t.relaxed_by)) {
+          t = {static_cast<std::int64_t>(u), {kind, group, perm}, starts, relaxed_by};
+        }
+      } else if (nd.better_than(old)) {
+        t.pred = -1;
+      }
+    }
     if (!nd.better_than(dist[v])) return;
     dist[v] = nd;
     pred[v] = static_cast<std::int64_t>(u);
@@ -296,16 +330,16 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     heap.push_or_update(v);
   };
   // The plan along `path` (state ids from the source to the target), each step the edge its
-  // state was relaxed by (the last one's `last` when given). With interchangeable mesh dims the
+  // state was relaxed by (the one into path[at] `edge` when given). With interchangeable mesh dims the
   // path's states are canonical: the plan's layout at each point is sigma(canonical state), and
   // its step the canonical edge's kind over sigma(group).
-  auto path_of = [&](const std::vector<std::size_t>& path, const SearchScratch::PredEdge* last) {
+  auto path_of = [&](const std::vector<std::size_t>& path, std::size_t at, const SearchScratch::PredEdge* edge) {
     Found f;
     DimPerm sigma = identity_perm();
     bool relabeled = false;
     Sharding real_from = ctx.table.states[path[0]];
     for (std::size_t k = 1; k < path.size(); ++k) {
-      const auto& [kind, group, perm_id] = k + 1 == path.size() && last ? *last : pred_edge[path[k]];
+      const auto& [kind, group, perm_id] = k == at && edge ? *edge : pred_edge[path[k]];
       const auto from = path[k - 1];
       Sharding real_to = ctx.table.states[path[k]];
       DimList real_group = group;
@@ -367,7 +401,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       for (auto v = static_cast<std::int64_t>(u); v >= 0; v = pred[static_cast<std::size_t>(v)])
         path.push_back(static_cast<std::size_t>(v));
       std::reverse(path.begin(), path.end());
-      Found f = path_of(path, nullptr);
+      Found f = path_of(path, 0, nullptr);
       f.cost_ps = dist[dst].cost_ps;
       // a relaxation of the target as cheap, in as many steps, from another first edge: the
       // runner-up (unless its first step is the plan's after all: then the runner-up search)
@@ -377,8 +411,23 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
           tied.push_back(static_cast<std::size_t>(v));
         std::reverse(tied.begin(), tied.end());
         tied.push_back(dst);
-        Found r = path_of(tied, &best2.edge);
+        Found r = path_of(tied, tied.size() - 1, &best2.edge);
         r.cost_ps = best2.d.cost_ps;
+        const Step &a = f.steps.front(), &b = r.steps.front();
+        if (a.kind != b.kind || a.mesh_dims != b.mesh_dims || a.to != b.to) tie->found = std::move(r);
+      }
+      // else a state of the plan reached as cheaply, in as many steps, from another first edge:
+      // that path, then the plan's rest, is a runner-up (the first such state from the source)
+      for (std::size_t k = 1; tie && !tie->found && k + 1 < path.size(); ++k) {
+        const auto& t = tied_at[path[k]];
+        if (t.pred < 0 || t.first == first[path[k]]) continue;
+        std::vector<std::size_t> tied;
+        for (auto v = t.pred; v >= 0; v = pred[static_cast<std::size_t>(v)]) tied.push_back(static_cast<std::size_t>(v));
+        std::reverse(tied.begin(), tied.end());
+        const std::size_t at = tied.size();
+        tied.insert(tied.end(), path.begin() + static_cast<std::ptrdiff_t>(k), path.end());
+        Found r = path_of(tied, at, &t.edge);
+        r.cost_ps = f.cost_ps;
         const Step &a = f.steps.front(), &b = r.steps.front();
         if (a.kind != b.kind || a.mesh_dims != b.mesh_dims || a.to != b.to) tie->found = std::move(r);
       }
