@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <ostream>
 
+#include <fmt/compile.h>
+
 #include "dtensor/error.hpp"
 #include "hash.hpp"
 
@@ -58,9 +60,9 @@ Mesh::Mesh(std::vector<std::int64_t> shape, std::vector<std::string> names, std:
 
 void Mesh::append_dim_to(fmt::memory_buffer& out, int dim) const {
   if (!names_.empty())
-    fmt::format_to(std::back_inserter(out), "{} ({}, size {})", dim, names_[static_cast<std::size_t>(dim)], size(dim));
+    fmt::format_to(std::back_inserter(out), FMT_COMPILE("{} ({}, size {})"), dim, names_[static_cast<std::size_t>(dim)], size(dim));
   else
-    fmt::format_to(std::back_inserter(out), "{} (size {})", dim, size(dim));
+    fmt::format_to(std::back_inserter(out), FMT_COMPILE("{} (size {})"), dim, size(dim));
 }
 
 std::string Mesh::describe_dim(int dim) const {

@@ -2,6 +2,8 @@
 
 #include <ostream>
 
+#include <fmt/compile.h>
+
 #include "dtensor/error.hpp"
 #include "hash.hpp"
 
@@ -28,9 +30,9 @@ void Placement::append_to(fmt::memory_buffer& out) const {
   auto it = std::back_inserter(out);
   switch (kind_) {
     case Kind::replicate: out.push_back('R'); return;
-    case Kind::shard: fmt::format_to(it, "S({})", dim_); return;
-    case Kind::strided_shard: fmt::format_to(it, "_S({}, {})", dim_, split_factor_); return;
-    case Kind::partial: fmt::format_to(it, "P({})", to_string(op_)); return;
+    case Kind::shard: fmt::format_to(it, FMT_COMPILE("S({})"), dim_); return;
+    case Kind::strided_shard: fmt::format_to(it, FMT_COMPILE("_S({}, {})"), dim_, split_factor_); return;
+    case Kind::partial: fmt::format_to(it, FMT_COMPILE("P({})"), to_string(op_)); return;
   }
   out.push_back('?');
 }

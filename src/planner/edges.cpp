@@ -4,6 +4,8 @@
 #include <limits>
 #include <queue>
 
+#include <fmt/compile.h>
+
 #include "dtensor/error.hpp"
 #include "graph.hpp"
 
@@ -120,7 +122,7 @@ std::string why_of(const GraphContext& ctx, StepKind kind, const std::vector<int
       break;
     case StepKind::all_to_all:
       text("move the split over "), group();
-      fmt::format_to(out, " from tensor dim {} to tensor dim {}", from.shard_dim_of(mesh_dims[0]), to.shard_dim_of(mesh_dims[0]));
+      fmt::format_to(out, FMT_COMPILE(" from tensor dim {} to tensor dim {}"), from.shard_dim_of(mesh_dims[0]), to.shard_dim_of(mesh_dims[0]));
       break;
     case StepKind::local_chunk:
       text("each rank keeps its chunk of replicated data over "), group(), text(" (no communication)");
@@ -135,10 +137,10 @@ std::string why_of(const GraphContext& ctx, StepKind kind, const std::vector<int
   for (int m : mesh_dims) {
     const Placement want = dst.placement(m);
     if (to.placement(m) == want && to.position_of(m) == dst.position_of(m)) {
-      fmt::format_to(out, "; mesh dim {} reaches its target ", m);
+      fmt::format_to(out, FMT_COMPILE("; mesh dim {} reaches its target "), m);
       want.append_to(b);
     } else if (const Placement have = from.placement(m); have != want) {
-      fmt::format_to(out, "; mesh dim {} is on its way from ", m);
+      fmt::format_to(out, FMT_COMPILE("; mesh dim {} is on its way from "), m);
       have.append_to(b);
       text(" to ");
       want.append_to(b);
