@@ -75,14 +75,53 @@ Query::Query(const Layout& s, const Layout& d, const CostModel& c, EdgeSet e)
   for (auto x : shape) numel *= static_cast<double>(x);
 }
 
+void StateTable::reset() {
+  states.clear();
+  state_ids.clear();
+  bound.clear();
+  edge_list.clear();
+  edges_done.clear();
+  direct_at.clear();
+  direct_steps.clear();
+  direct_dims.clear();
+  perms.clear();
+  perm_ids.clear();
+  search_bytes = 0;
+  max_states = StateTable{}.max_states;
+  max_search_bytes = StateTable{}.max_search_bytes;
+}
+
+namespace {
+// One table per thread kept from the last small query (its lists' memory: a query's contexts
+// otherwise allocate them afresh), taken by the next context made on the thread.
+struct SparePool {
+  StateTable table;
+  bool full = false;
+};
+thread_local SparePool spare_table;
+constexpr std::size_t kSpareStates = 256;  // larger tables are freed, not kept
+}  // namespace
+
 GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c, EdgeSet e)
     : Query(s, d, c, e), bounds(static_cast<const Query&>(*this)) {
+  if (spare_table.full) {
+    table = std::move(spare_table.table);
+    spare_table.full = false;
+    return;
+  }
   table.states.reserve(64);
   table.bound.reserve(64);
   table.edge_list.reserve(64);
   table.edges_done.reserve(64);
   table.direct_at.reserve(64);
   table.state_ids.reserve(64);
+}
+
+GraphContext::~GraphContext() {
+  if (spare_table.full || table.states.capacity() > kSpareStates || table.state_ids.slot_count() > 4 * kSpareStates) return;
+  table.reset();
+  spare_table.table = std::move(table);
+  spare_table.full = true;
 }
 
 namespace {

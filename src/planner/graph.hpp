@@ -494,6 +494,12 @@ class StateIndex {
     hashes_.reserve(n);
     rehash(std::max<std::size_t>(128, 4 * n));
   }
+  // Empty, keeping the memory (a pooled table's index).
+  void clear() {
+    hashes_.clear();
+    std::fill(slots_.begin(), slots_.end(), 0u);
+  }
+  [[nodiscard]] std::size_t slot_count() const noexcept { return slots_.size(); }
 
  private:
   void rehash(std::size_t cap) {
@@ -531,6 +537,9 @@ struct StateTable {
   std::int64_t search_bytes = 0;  // approximate bytes held by the table and the searches' queues
   std::int64_t max_states = 2'000'000;
   std::int64_t max_search_bytes = std::int64_t{1} << 30;
+  // Empty with the default limits, keeping the lists' memory (GraphContext reuses a small
+  // query's table per thread: most queries meet a few dozen states).
+  void reset();
 };
 
 // What the searches and the edge enumeration work on: the query (immutable), its bounds, and
@@ -538,6 +547,9 @@ struct StateTable {
 struct GraphContext : Query {
   GraphContext(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges);
   GraphContext(const Layout&, const Layout&, CostModel&&, EdgeSet) = delete;  // it keeps a reference
+  GraphContext(const GraphContext&) = delete;
+  GraphContext& operator=(const GraphContext&) = delete;
+  ~GraphContext();
   Bounds bounds;
   mutable StateTable table;
   // The id of `s`, interning it (and computing its bound) when new; throws past table.max_states.
