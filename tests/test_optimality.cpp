@@ -171,18 +171,23 @@ TEST_CASE("interchangeable mesh dims: plans are graph paths, plan and runner-up 
             const std::size_t s_id = G.id.at(src);
             if (std::abs(plan.total_cost_us - dist[s_id]) > 1e-6 + 1e-12 * dist[s_id])
               FAIL_CHECK(what << ": planner " << plan.total_cost_us << " oracle " << dist[s_id]);
-            Sharding cur = src;
-            for (const auto& st : plan.steps) {
-              REQUIRE(st.from == cur);
-              const auto& edges = out_of[G.id.at(cur)];
-              const bool found = std::any_of(edges.begin(), edges.end(), [&](const GraphEdge& e) {
-                return e.step.kind == st.kind && e.step.mesh_dims == st.mesh_dims && e.to == st.to &&
-                       std::abs(e.step.cost_us - st.cost_us) <= 1e-9 * (1 + st.cost_us);
-              });
-              if (!found) FAIL_CHECK(what << ": step " << to_string(st.kind) << " to " << st.to.str() << " is no edge");
-              cur = st.to;
-            }
-            CHECK(cur == dst);
+            // every step an edge of the whole graph out of the layout before it, ending at the target
+            auto check_path = [&](const std::vector<Step>& steps, const char* which) {
+              Sharding cur = src;
+              for (const auto& st : steps) {
+                REQUIRE(st.from == cur);
+                const auto& edges = out_of[G.id.at(cur)];
+                const bool found = std::any_of(edges.begin(), edges.end(), [&](const GraphEdge& e) {
+                  return e.step.kind == st.kind && e.step.mesh_dims == st.mesh_dims && e.to == st.to &&
+                         std::abs(e.step.cost_us - st.cost_us) <= 1e-9 * (1 + st.cost_us);
+                });
+                if (!found) FAIL_CHECK(what << ": " << which << " step " << to_string(st.kind) << " to " << st.to.str() << " is no edge");
+                cur = st.to;
+              }
+              CHECK(cur == dst);
+            };
+            check_path(plan.steps, "plan");
+            if (plan.runner_up) check_path(plan.runner_up->steps, "runner-up");
             if (plan.steps.size() > 1 || (plan.steps.size() == 1 && plan.steps[0].to != src)) ++relabeled;
             // the runner-up: a first step other than the plan's, then a shortest path that does
             // not come back to the source
