@@ -710,11 +710,20 @@ std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
           *this, from, [&](const Sharding& to, StepKind kind, const DimList& group) { scratch.push_back({intern(to), kind, group}); },
           false);
     } else {
+      // Every state met is canonical but the source may not be. From a canonical state a step
+      // over no mesh dim of a class leaves the class dims' roles in their order (it changes their
+      // entries' positions only by removing the last entries of a tensor dim or appending after
+      // them; a relabel or direct step makes the target, which every relabeling fixes): its
+      // layout is canonical as it is, without asking.
+      DimPerm p0;
+      const bool from_canonical = !canonical_perm(from, p0);
       enumerate_transitions(
           *this, from,
           [&](const Sharding& to, StepKind kind, const DimList& group) {
+            std::uint32_t touched = 0;
+            for (int m : group.span()) touched |= 1u << m;
             DimPerm p;
-            if (!canonical_perm(to, p)) {
+            if ((from_canonical && (touched & sym_mask_) == 0) || !canonical_perm(to, p)) {
               scratch.push_back({intern(to), kind, group});
               return;
             }
