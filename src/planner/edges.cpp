@@ -87,8 +87,8 @@ void StateTable::reset() {
   perms.clear();
   perm_ids.clear();
   search_bytes = 0;
-  max_states = StateTable{}.max_states;
-  max_search_bytes = StateTable{}.max_search_bytes;
+  max_states = kDefaultMaxStates;
+  max_search_bytes = kDefaultMaxSearchBytes;
 }
 
 namespace {

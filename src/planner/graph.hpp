@@ -535,8 +535,10 @@ struct StateTable {
   std::vector<DimPerm> perms;
   std::unordered_map<std::uint64_t, std::uint16_t> perm_ids;
   std::int64_t search_bytes = 0;  // approximate bytes held by the table and the searches' queues
-  std::int64_t max_states = 2'000'000;
-  std::int64_t max_search_bytes = std::int64_t{1} << 30;
+  static constexpr std::int64_t kDefaultMaxStates = 2'000'000;
+  static constexpr std::int64_t kDefaultMaxSearchBytes = std::int64_t{1} << 30;
+  std::int64_t max_states = kDefaultMaxStates;
+  std::int64_t max_search_bytes = kDefaultMaxSearchBytes;
   // Empty with the default limits, keeping the lists' memory (GraphContext reuses a small
   // query's table per thread: most queries meet a few dozen states).
   void reset();

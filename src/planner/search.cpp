@@ -397,39 +397,36 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     settled[u] = 1;
     const std::uint64_t settled_as = static_cast<std::uint64_t>(settle_index++) << 32;
     if (u == dst && !found) {
-      std::vector<std::size_t> path;
-      for (auto v = static_cast<std::int64_t>(u); v >= 0; v = pred[static_cast<std::size_t>(v)])
-        path.push_back(static_cast<std::size_t>(v));
-      std::reverse(path.begin(), path.end());
+      // the states of the best path into v, from the source
+      auto path_to = [&](std::int64_t v) {
+        std::vector<std::size_t> p;
+        for (; v >= 0; v = pred[static_cast<std::size_t>(v)]) p.push_back(static_cast<std::size_t>(v));
+        std::reverse(p.begin(), p.end());
+        return p;
+      };
+      const std::vector<std::size_t> path = path_to(static_cast<std::int64_t>(u));
       Found f = path_of(path, 0, nullptr);
       f.cost_ps = dist[dst].cost_ps;
-      // a relaxation of the target as cheap, in as many steps, from another first edge: the
-      // runner-up (unless its first step is the plan's after all: then the runner-up search)
-      if (tie && best2.set && best2.d.cost_ps == f.cost_ps && best2.d.steps == dist[dst].steps) {
-        std::vector<std::size_t> tied;
-        for (auto v = static_cast<std::int64_t>(best2.from); v >= 0; v = pred[static_cast<std::size_t>(v)])
-          tied.push_back(static_cast<std::size_t>(v));
-        std::reverse(tied.begin(), tied.end());
-        tied.push_back(dst);
-        Found r = path_of(tied, tied.size() - 1, &best2.edge);
-        r.cost_ps = best2.d.cost_ps;
+      // The best path into `from`, then `edge` into path[rest], then the plan's states from there:
+      // as cheap as the plan, in as many steps, so a runner-up when its first step is another.
+      auto offer_tie = [&](std::int64_t from, const SearchScratch::PredEdge& edge, std::size_t rest) {
+        std::vector<std::size_t> p = path_to(from);
+        const std::size_t at = p.size();
+        p.insert(p.end(), path.begin() + static_cast<std::ptrdiff_t>(rest), path.end());
+        Found r = path_of(p, at, &edge);
+        r.cost_ps = f.cost_ps;
         const Step &a = f.steps.front(), &b = r.steps.front();
         if (a.kind != b.kind || a.mesh_dims != b.mesh_dims || a.to != b.to) tie->found = std::move(r);
-      }
+      };
+      // a relaxation of the target as cheap, in as many steps, from another first edge: the
+      // runner-up (unless its first step is the plan's after all: then the runner-up search)
+      if (tie && best2.set && best2.d.cost_ps == f.cost_ps && best2.d.steps == dist[dst].steps)
+        offer_tie(static_cast<std::int64_t>(best2.from), best2.edge, path.size() - 1);
       // else a state of the plan reached as cheaply, in as many steps, from another first edge:
       // that path, then the plan's rest, is a runner-up (the first such state from the source)
       for (std::size_t k = 1; tie && !tie->found && k + 1 < path.size(); ++k) {
         const auto& t = tied_at[path[k]];
-        if (t.pred < 0 || t.first == first[path[k]]) continue;
-        std::vector<std::size_t> tied;
-        for (auto v = t.pred; v >= 0; v = pred[static_cast<std::size_t>(v)]) tied.push_back(static_cast<std::size_t>(v));
-        std::reverse(tied.begin(), tied.end());
-        const std::size_t at = tied.size();
-        tied.insert(tied.end(), path.begin() + static_cast<std::ptrdiff_t>(k), path.end());
-        Found r = path_of(tied, at, &t.edge);
-        r.cost_ps = f.cost_ps;
-        const Step &a = f.steps.front(), &b = r.steps.front();
-        if (a.kind != b.kind || a.mesh_dims != b.mesh_dims || a.to != b.to) tie->found = std::move(r);
+        if (t.pred >= 0 && t.first != first[path[k]]) offer_tie(t.pred, t.edge, k);
       }
       if (!all) return f;
       found = std::move(f);
