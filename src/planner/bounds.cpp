@@ -414,13 +414,45 @@ std::int64_t Bounds::block_count(int d, Entries e, std::size_t k, bool reference
   return reference ? need.overlap(block_union(d, e, coord)) : block_overlap(d, e, coord, need);
 }
 
-const Bounds::BlockHeld& Bounds::block_held(int d, Entries e) const {
+std::uint32_t Bounds::held_record(int d, Entries e) const {
   const std::uint64_t key = entries_key(d, e);
-  if (auto it = block_memo_.find(key); it != block_memo_.end() && it->second.first.same(e)) return it->second.second;
+  std::size_t mask = held_slots_.size() - 1;
+  if (!held_slots_.empty())
+    for (std::size_t i = key >> 40 & mask;; i = (i + 1) & mask) {
+      const std::uint32_t at = held_slots_[i];
+      if (at == 0) break;
+      if (held_[at - 1].same(d, e)) return at - 1;
+    }
+  if (2 * (held_.size() + 1) > held_slots_.size()) {  // grow (and place every record again)
+    held_slots_.assign(std::max<std::size_t>(64, 2 * held_slots_.size()), 0);
+    mask = held_slots_.size() - 1;
+    for (std::uint32_t r = 0; r < held_.size(); ++r) {
+      const auto& x = held_[r];
+      std::size_t i = entries_key(x.d, Entries(x.v.data(), x.n)) >> 40 & mask;
+      while (held_slots_[i] != 0) i = (i + 1) & mask;
+      held_slots_[i] = r + 1;
+    }
+  }
+  std::size_t i = key >> 40 & mask;
+  while (held_slots_[i] != 0) i = (i + 1) & mask;
+  HeldRecord x;
+  std::copy(e.begin(), e.end(), x.v.begin());
+  x.n = static_cast<std::uint8_t>(e.size());
+  x.d = static_cast<std::int8_t>(d);
+  held_.push_back(x);
+  held_slots_[i] = static_cast<std::uint32_t>(held_.size());
+  return static_cast<std::uint32_t>(held_.size() - 1);
+}
+
+std::size_t Bounds::block_held(std::uint32_t r) const {
+  if (held_[r].block_at >= 0) return static_cast<std::size_t>(held_[r].block_at);
+  const int d = held_[r].d;
+  const Entries e(held_[r].v.data(), held_[r].n);
   const Blocks& b = *blocks_;
-  BlockHeld held;
-  held.block.resize(b.coords.size());
-  held.rank.resize(b.coords.size());
+  const std::size_t nb = b.coords.size(), at = held_values_.size();
+  held_values_.resize(at + 2 * nb);
+  std::int64_t* block = held_values_.data() + at;
+  std::int64_t* rank = block + nb;
   const bool same = e == dst.entries(d);
   const Entries want = dst.entries(d);
   std::uint32_t used = 0;  // the mesh dims of e and of the target's entries
@@ -430,30 +462,29 @@ const Bounds::BlockHeld& Bounds::block_held(int d, Entries e) const {
   // the target's entries (the sampled member's intra-host coordinates are 0): computed once per
   // distinct such coordinate.
   boost::container::small_vector<std::pair<std::uint64_t, std::size_t>, 32> seen;  // (coordinate key, first block)
-  for (std::size_t k = 0; k < b.coords.size(); ++k) {
+  for (std::size_t k = 0; k < nb; ++k) {
     const IndexSet& need = b.need[static_cast<std::size_t>(d)][k];
     if (same) {
-      held.block[k] = need.size();
-      held.rank[k] = b.rank_need[static_cast<std::size_t>(d)][k];
+      block[k] = need.size();
+      rank[k] = b.rank_need[static_cast<std::size_t>(d)][k];
       continue;
     }
-    std::uint64_t at = 0;
+    std::uint64_t key = 0;
     for (int m = 0; m < mesh.ndim(); ++m)
-      at = at * static_cast<std::uint64_t>(mesh.size(m) + 1) +
-           ((used >> m) & 1u ? static_cast<std::uint64_t>(b.coords[k][static_cast<std::size_t>(m)]) : 0);
-    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& x) { return x.first == at; });
+      key = key * static_cast<std::uint64_t>(mesh.size(m) + 1) +
+            ((used >> m) & 1u ? static_cast<std::uint64_t>(b.coords[k][static_cast<std::size_t>(m)]) : 0);
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& x) { return x.first == key; });
     if (it != seen.end()) {
-      held.block[k] = held.block[it->second];
-      held.rank[k] = held.rank[it->second];
+      block[k] = block[it->second];
+      rank[k] = rank[it->second];
       continue;
     }
-    seen.emplace_back(at, k);
-    held.block[k] = block_overlap(d, e, b.coords[k], need);
-    held.rank[k] = owned_overlap(e, b.coords[k], want, b.coords[k], shape[static_cast<std::size_t>(d)], mesh.shape());
+    seen.emplace_back(key, k);
+    block[k] = block_overlap(d, e, b.coords[k], need);
+    rank[k] = owned_overlap(e, b.coords[k], want, b.coords[k], shape[static_cast<std::size_t>(d)], mesh.shape());
   }
-  auto& slot = block_memo_[key];
-  slot = {KeptEntries(e), std::move(held)};
-  return slot.second;
+  held_[r].block_at = static_cast<std::int32_t>(at);
+  return at;
 }
 
 // Any path from `s`, split into the steps over inter-host mesh dims (the only ones that move data
@@ -466,7 +497,7 @@ const Bounds::BlockHeld& Bounds::block_held(int d, Entries e) const {
 // block's sampled rank must also receive every element it lacks: x of them in inter-host steps
 // (then those take at least x / inter bandwidth) and the rest within the block. The least total
 // over x (a piecewise-linear minimum: x at a's volume or x all it lacks) is the bound.
-double Bounds::block_bound_us(const Sharding& s, bool* enters) const {
+double Bounds::block_bound_us(const Sharding& s, std::span<const std::uint32_t> records, bool* enters) const {
   if (!blocks_) return 0;
   const Blocks& b = *blocks_;
   bool reduce_inter = false, reduce_any = false;
@@ -485,9 +516,11 @@ double Bounds::block_bound_us(const Sharding& s, bool* enters) const {
   }
   const int nd = static_cast<int>(shape.size());
   // (what they hold, the block tables, is then not asked)
-  std::array<const BlockHeld*, Sharding::kMaxTensorDims> held{};
+  std::array<std::size_t, Sharding::kMaxTensorDims> held_at{};
   if (!reduce_inter)
-    for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &block_held(d, s.entries(d));
+    for (int d = 0; d < nd; ++d) held_at[static_cast<std::size_t>(d)] = block_held(records[static_cast<std::size_t>(d)]);
+  const std::int64_t* values = held_values_.data();
+  const std::size_t nb = b.coords.size();
   const double item = static_cast<double>(geo.itemsize());
   const double bx = b.bw_GBps * 1e3, by = b.intra_bw_GBps * 1e3;  // bytes per us
   double best = 0;
@@ -495,8 +528,8 @@ double Bounds::block_bound_us(const Sharding& s, bool* enters) const {
   for (std::size_t k = 0; k < b.coords.size(); ++k) {
     double block_have = 1, rank_have = 1;
     for (int d = 0; d < nd && !reduce_inter; ++d) {
-      block_have *= static_cast<double>(held[static_cast<std::size_t>(d)]->block[k]);
-      rank_have *= static_cast<double>(held[static_cast<std::size_t>(d)]->rank[k]);
+      block_have *= static_cast<double>(values[held_at[static_cast<std::size_t>(d)] + k]);
+      rank_have *= static_cast<double>(values[held_at[static_cast<std::size_t>(d)] + nb + k]);
     }
     const double entering = reduce_inter ? b.need_numel[k] : b.need_numel[k] - block_have;
     any_enters = any_enters || entering > 0;
@@ -540,14 +573,18 @@ double Bounds::block_bound_us(const Sharding& s, bool* enters) const {
   return best;
 }
 
-// held[rank position] = how many of the target's elements along dim d the rank holds under `e`.
-const std::vector<std::int64_t>& Bounds::held_table(int d, Entries e) const {
-  const std::uint64_t key = entries_key(d, e);
-  if (auto it = held_memo_.find(key); it != held_memo_.end() && it->second.first.same(e)) return it->second.second;
+// [rank position] = how many of the target's elements along the record's dim the rank holds
+// under its entries.
+std::size_t Bounds::held_table(std::uint32_t r) const {
+  if (held_[r].rank_at >= 0) return static_cast<std::size_t>(held_[r].rank_at);
+  const int d = held_[r].d;
+  const Entries e(held_[r].v.data(), held_[r].n);
   const auto& ms = mesh.shape();
   const auto len = shape[static_cast<std::size_t>(d)];
   const auto dst_e = dst.entries(d);
-  std::vector<std::int64_t> held(coords_.size());
+  const std::size_t at = held_values_.size();
+  held_values_.resize(at + coords_.size());
+  std::int64_t* held = held_values_.data() + at;
   // ranks with the same pair of variants hold the same count: each pair computed once
   boost::container::small_vector<std::pair<std::int64_t, std::size_t>, 32> seen;  // (variant pair, first rank position)
   for (std::size_t p = 0; p < coords_.size(); ++p) {
@@ -561,9 +598,8 @@ const std::vector<std::int64_t>& Bounds::held_table(int d, Entries e) const {
     seen.emplace_back(pair, p);
     held[p] = e == dst_e ? owned_count(e, len, ms, coords_[p]) : owned_overlap(e, coords_[p], dst_e, coords_[p], len, ms);
   }
-  auto& slot = held_memo_[key];
-  slot = {KeptEntries(e), std::move(held)};
-  return slot.second;
+  held_[r].rank_at = static_cast<std::int32_t>(at);
+  return at;
 }
 
 // Classes of a mesh dim's placement for the relaxed graph: 0 R, 1 Shard of the target's tensor
@@ -788,9 +824,13 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   const int nd = static_cast<int>(shape.size());
   // With a reduction pending every needed element counts as missing: what the state holds
   // (the held tables, the costly part of this bound) is then not asked.
-  std::array<const std::vector<std::int64_t>*, Sharding::kMaxTensorDims> held{};
+  // (each tensor dim's record found once, for both bounds that read it)
+  std::array<std::uint32_t, Sharding::kMaxTensorDims> records{};
+  if (!reduce || blocks_)
+    for (int d = 0; d < nd; ++d) records[static_cast<std::size_t>(d)] = held_record(d, s.entries(d));
+  std::array<std::size_t, Sharding::kMaxTensorDims> held_at{};
   if (!reduce)
-    for (int d = 0; d < nd; ++d) held[static_cast<std::size_t>(d)] = &held_table(d, s.entries(d));
+    for (int d = 0; d < nd; ++d) held_at[static_cast<std::size_t>(d)] = held_table(records[static_cast<std::size_t>(d)]);
   // The PyTorch formula's bound only asks whether anything is missing: stop at the first rank.
   const bool any_only = cost.prices_by_shard_count();
   // (with a reduction pending the busiest sampled rank lacks its whole need: no loop)
@@ -799,14 +839,14 @@ Bounds::Bound Bounds::lower_bound(const Sharding& s) const {
   for (std::size_t p = 0; p < coords_.size() && !all_lack; ++p) {
     const std::int64_t need = rank_need_[p];
     std::int64_t have = 1;
-    for (int d = 0; d < nd && !reduce; ++d) have *= (*held[static_cast<std::size_t>(d)])[p];
+    for (int d = 0; d < nd && !reduce; ++d) have *= held_values_[held_at[static_cast<std::size_t>(d)] + p];
     worst = std::max(worst, reduce ? need : need - have);
     lacking += need - have;  // (read only without a reduction)
     if (any_only && worst > 0) break;
   }
   // what must cross between host blocks, at the inter link's rate (0 unless built)
   bool enters = false;  // some sampled host block lacks elements none of its ranks holds
-  const double block = block_bound_us(s, &enters);
+  const double block = block_bound_us(s, std::span<const std::uint32_t>(records.data(), static_cast<std::size_t>(nd)), &enters);
   if (worst == 0) return with_last(std::max({relaxed, steps, block, reduce_us}), 0);
   // optimistic_ holds bound_link's constants and no curves: no per-call scan of the curves
   const double bytes = static_cast<double>(worst * geo.itemsize());

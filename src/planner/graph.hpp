@@ -438,30 +438,36 @@ class Bounds {
     mutable double all_lacking_us = -1;
     mutable bool all_lacking_enters = false;
   };
-  struct BlockHeld {
-    std::vector<std::int64_t> block, rank;  // [block]: held by the block / by its sampled member
-  };
   std::optional<Blocks> blocks_;
   void build_blocks();
   [[nodiscard]] IndexSet block_union(int d, Entries e, std::span<const std::int64_t> coord) const;
   // need.overlap(block_union(d, e, coord)), without building the union where `e` has no strided entry
   [[nodiscard]] std::int64_t block_overlap(int d, Entries e, std::span<const std::int64_t> coord, const IndexSet& need) const;
-  // a memo's copy of the entries it was made for (no heap: at most one per mesh dim)
-  struct KeptEntries {
-    std::array<ShardEntry, Sharding::kMaxMeshDims> v{};
-    std::size_t n = 0;
-    KeptEntries() = default;
-    explicit KeptEntries(Entries e) : n(e.size()) { std::copy(e.begin(), e.end(), v.begin()); }
-    [[nodiscard]] bool same(Entries e) const { return n == e.size() && std::equal(e.begin(), e.end(), v.begin()); }
+  // What a state holds along one tensor dim, by (tensor dim, entries), made when first asked and
+  // kept for the query: one record per distinct pair, found by open addressing over its hash (no
+  // node or table allocated per pair); the counts live in one array, `held_values_`, as offsets
+  // (the array grows while a state's dims are looked up: pointers are taken after).
+  struct HeldRecord {
+    std::array<ShardEntry, Sharding::kMaxMeshDims> v{};  // the entries (rules out hash collisions)
+    std::uint8_t n = 0;
+    std::int8_t d = -1;
+    std::int32_t rank_at = -1;   // [rank position]: the target's elements along d the sampled rank holds
+    std::int32_t block_at = -1;  // [block] held by the block, then [block] by its sampled member
+    [[nodiscard]] bool same(int dim, Entries e) const {
+      return d == dim && n == e.size() && std::equal(e.begin(), e.end(), v.begin());
+    }
   };
-  mutable std::unordered_map<std::uint64_t, std::pair<KeptEntries, BlockHeld>> block_memo_;
-  // [block]: how many of the block's needed elements along dim d its ranks hold under `e`
-  [[nodiscard]] const BlockHeld& block_held(int d, Entries e) const;
-  // `enters` (when given) is set when some sampled block lacks elements none of its ranks holds.
-  [[nodiscard]] double block_bound_us(const Sharding& s, bool* enters = nullptr) const;
-  // keyed by (dim, entries) hash; the entries are kept to rule out collisions
-  mutable std::unordered_map<std::uint64_t, std::pair<KeptEntries, std::vector<std::int64_t>>> held_memo_;
-  [[nodiscard]] const std::vector<std::int64_t>& held_table(int d, Entries e) const;
+  mutable std::vector<HeldRecord> held_;
+  mutable std::vector<std::uint32_t> held_slots_;  // index + 1 into held_ (0: empty), at most half full
+  mutable std::vector<std::int64_t> held_values_;
+  // the record of (d, e), made (without tables) if absent
+  [[nodiscard]] std::uint32_t held_record(int d, Entries e) const;
+  // offsets into held_values_ of record r's tables, made if absent
+  [[nodiscard]] std::size_t held_table(std::uint32_t r) const;
+  [[nodiscard]] std::size_t block_held(std::uint32_t r) const;
+  // `enters` (when given) is set when some sampled block lacks elements none of its ranks holds;
+  // `records` are the state's held_record per tensor dim.
+  [[nodiscard]] double block_bound_us(const Sharding& s, std::span<const std::uint32_t> records, bool* enters) const;
 };
 
 // The ids of a table's states by value: open addressing over their hashes (linear probing, at
