@@ -940,6 +940,17 @@ double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sh
     default:
       break;
   }
+  // Under the ring formulas the floor below reads nothing of `from` but from_max (the PyTorch
+  // formula's shard count is the one other input): memoised by (kind, n, link, from_max).
+  const bool memo = !cost.prices_by_shard_count();
+  const std::uint64_t at = (static_cast<std::uint64_t>(n) << 9 | static_cast<std::uint64_t>(t.inter_host) << 8 |
+                            static_cast<std::uint64_t>(kind)) + 1;
+  const std::uint64_t h = (at * 0x9e3779b97f4a7c15ULL) ^ (static_cast<std::uint64_t>(from_max) * 0xff51afd7ed558ccdULL);
+  if (memo && !floor_memo_.empty()) {
+    const std::size_t mask = floor_memo_.size() - 1;
+    for (std::size_t i = h >> 40 & mask; floor_memo_[i].at != 0; i = (i + 1) & mask)
+      if (floor_memo_[i].at == at && floor_memo_[i].from_max == from_max) return floor_memo_[i].us;
+  }
   t.collective = collective_of(kind);
   // PyTorch's count, exactly as make_step takes it: the formula's collective time depends on
   // nothing else, so there the floor is the step's cost
@@ -952,7 +963,27 @@ double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sh
   t.copy_bytes = kind == StepKind::all_to_all ? static_cast<double>(from_max * s) : 0.0;
   // Priced by the query's own model: the step's collective, group and link are these, and its
   // time is monotone in bytes (a fitted curve too: CollectiveCurve::time_us)
-  return cost.time(t).total_us();
+  const double us = cost.time(t).total_us();
+  if (memo) {
+    if (2 * (floor_memo_used_ + 1) > floor_memo_.size()) {  // grow, placing every entry again
+      std::vector<FloorSlot> old(std::max<std::size_t>(64, 2 * floor_memo_.size()));
+      old.swap(floor_memo_);
+      const std::size_t mask = floor_memo_.size() - 1;
+      for (const auto& x : old) {
+        if (x.at == 0) continue;
+        const std::uint64_t xh = (x.at * 0x9e3779b97f4a7c15ULL) ^ (static_cast<std::uint64_t>(x.from_max) * 0xff51afd7ed558ccdULL);
+        std::size_t i = xh >> 40 & mask;
+        while (floor_memo_[i].at != 0) i = (i + 1) & mask;
+        floor_memo_[i] = x;
+      }
+    }
+    const std::size_t mask = floor_memo_.size() - 1;
+    std::size_t i = h >> 40 & mask;
+    while (floor_memo_[i].at != 0) i = (i + 1) & mask;
+    floor_memo_[i] = {at, from_max, us};
+    ++floor_memo_used_;
+  }
+  return us;
 }
 
 }  // namespace dtensor

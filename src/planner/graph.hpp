@@ -385,6 +385,15 @@ class Bounds {
   // (0: none), and whether it shards over a mesh dim of two or more ranks
   std::int64_t dst_replicate_min_ = 0;
   bool dst_shards_ = false;
+  // edge_floor_us of a collective under the ring formulas, which depends only on (kind, group
+  // size, link, the source's largest shard): open addressing over that key, at most half full
+  struct FloorSlot {
+    std::uint64_t at = 0;  // kind, group size and link (0: empty)
+    std::int64_t from_max = 0;
+    double us = 0;
+  };
+  mutable std::vector<FloorSlot> floor_memo_;
+  mutable std::size_t floor_memo_used_ = 0;
   // pytorch edge set: the least a communication step over mesh dim m alone can cost (0 for a
   // mesh dim of one rank), and whether the tensor has any element
   std::vector<double> comm_floor_us_;
