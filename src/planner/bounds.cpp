@@ -424,7 +424,9 @@ std::uint32_t Bounds::held_record(int d, Entries e) const {
       if (held_[at - 1].same(d, e)) return at - 1;
     }
   if (2 * (held_.size() + 1) > held_slots_.size()) {  // grow (and place every record again)
-    held_slots_.assign(std::max<std::size_t>(64, 2 * held_slots_.size()), 0);
+    held_slots_.assign(std::max<std::size_t>(16, 2 * held_slots_.size()), 0);
+    held_.reserve(held_slots_.size() / 2);  // (the records and their counts grow with the table)
+    held_values_.reserve(held_slots_.size() / 2 * coords_.size());
     mask = held_slots_.size() - 1;
     for (std::uint32_t r = 0; r < held_.size(); ++r) {
       const auto& x = held_[r];
@@ -966,7 +968,7 @@ double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sh
   const double us = cost.time(t).total_us();
   if (memo) {
     if (2 * (floor_memo_used_ + 1) > floor_memo_.size()) {  // grow, placing every entry again
-      std::vector<FloorSlot> old(std::max<std::size_t>(64, 2 * floor_memo_.size()));
+      std::vector<FloorSlot> old(std::max<std::size_t>(16, 2 * floor_memo_.size()));
       old.swap(floor_memo_);
       const std::size_t mask = floor_memo_.size() - 1;
       for (const auto& x : old) {
