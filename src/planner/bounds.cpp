@@ -945,9 +945,11 @@ double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sh
   // Under the ring formulas the floor below reads nothing of `from` but from_max (the PyTorch
   // formula's shard count is the one other input): memoised by (kind, n, link, from_max).
   const bool memo = !cost.prices_by_shard_count();
-  const std::uint64_t at = (static_cast<std::uint64_t>(n) << 9 | static_cast<std::uint64_t>(t.inter_host) << 8 |
-                            static_cast<std::uint64_t>(kind)) + 1;
-  const std::uint64_t h = (at * 0x9e3779b97f4a7c15ULL) ^ (static_cast<std::uint64_t>(from_max) * 0xff51afd7ed558ccdULL);
+  std::uint64_t at = 0, h = 0;
+  if (memo) {
+    at = (static_cast<std::uint64_t>(n) << 9 | static_cast<std::uint64_t>(t.inter_host) << 8 | static_cast<std::uint64_t>(kind)) + 1;
+    h = (at * 0x9e3779b97f4a7c15ULL) ^ (static_cast<std::uint64_t>(from_max) * 0xff51afd7ed558ccdULL);
+  }
   if (memo && !floor_memo_.empty()) {
     const std::size_t mask = floor_memo_.size() - 1;
     for (std::size_t i = h >> 40 & mask; floor_memo_[i].at != 0; i = (i + 1) & mask)
