@@ -423,26 +423,25 @@ std::uint32_t Bounds::held_record(int d, Entries e) const {
       if (at == 0) break;
       if (held_[at - 1].same(d, e)) return at - 1;
     }
+  // record r into the first free slot from its key's
+  auto place = [&](std::uint64_t record_key, std::uint32_t r) {
+    std::size_t i = record_key >> 40 & mask;
+    while (held_slots_[i] != 0) i = (i + 1) & mask;
+    held_slots_[i] = r + 1;
+  };
   if (2 * (held_.size() + 1) > held_slots_.size()) {  // grow (and place every record again)
     held_slots_.assign(std::max<std::size_t>(16, 2 * held_slots_.size()), 0);
     held_.reserve(held_slots_.size() / 2);  // (the records and their counts grow with the table)
     held_values_.reserve(held_slots_.size() / 2 * coords_.size());
     mask = held_slots_.size() - 1;
-    for (std::uint32_t r = 0; r < held_.size(); ++r) {
-      const auto& x = held_[r];
-      std::size_t i = entries_key(x.d, Entries(x.v.data(), x.n)) >> 40 & mask;
-      while (held_slots_[i] != 0) i = (i + 1) & mask;
-      held_slots_[i] = r + 1;
-    }
+    for (std::uint32_t r = 0; r < held_.size(); ++r) place(entries_key(held_[r].d, Entries(held_[r].v.data(), held_[r].n)), r);
   }
-  std::size_t i = key >> 40 & mask;
-  while (held_slots_[i] != 0) i = (i + 1) & mask;
   HeldRecord x;
   std::copy(e.begin(), e.end(), x.v.begin());
   x.n = static_cast<std::uint8_t>(e.size());
   x.d = static_cast<std::int8_t>(d);
   held_.push_back(x);
-  held_slots_[i] = static_cast<std::uint32_t>(held_.size());
+  place(key, static_cast<std::uint32_t>(held_.size() - 1));
   return static_cast<std::uint32_t>(held_.size() - 1);
 }
 
@@ -945,14 +944,17 @@ double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sh
   // Under the ring formulas the floor below reads nothing of `from` but from_max (the PyTorch
   // formula's shard count is the one other input): memoised by (kind, n, link, from_max).
   const bool memo = !cost.prices_by_shard_count();
-  std::uint64_t at = 0, h = 0;
-  if (memo) {
-    at = (static_cast<std::uint64_t>(n) << 9 | static_cast<std::uint64_t>(t.inter_host) << 8 | static_cast<std::uint64_t>(kind)) + 1;
-    h = (at * 0x9e3779b97f4a7c15ULL) ^ (static_cast<std::uint64_t>(from_max) * 0xff51afd7ed558ccdULL);
-  }
+  const std::uint64_t at =
+      memo ? (static_cast<std::uint64_t>(n) << 9 | static_cast<std::uint64_t>(t.inter_host) << 8 | static_cast<std::uint64_t>(kind)) + 1
+           : 0;
+  // a key's first slot in the table (linear probing from there)
+  auto first_slot = [this](std::uint64_t key_at, std::int64_t key_max) {
+    const std::uint64_t h = (key_at * 0x9e3779b97f4a7c15ULL) ^ (static_cast<std::uint64_t>(key_max) * 0xff51afd7ed558ccdULL);
+    return static_cast<std::size_t>(h >> 40) & (floor_memo_.size() - 1);
+  };
   if (memo && !floor_memo_.empty()) {
     const std::size_t mask = floor_memo_.size() - 1;
-    for (std::size_t i = h >> 40 & mask; floor_memo_[i].at != 0; i = (i + 1) & mask)
+    for (std::size_t i = first_slot(at, from_max); floor_memo_[i].at != 0; i = (i + 1) & mask)
       if (floor_memo_[i].at == at && floor_memo_[i].from_max == from_max) return floor_memo_[i].us;
   }
   t.collective = collective_of(kind);
@@ -969,22 +971,19 @@ double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sh
   // time is monotone in bytes (a fitted curve too: CollectiveCurve::time_us)
   const double us = cost.time(t).total_us();
   if (memo) {
+    auto place = [&](const FloorSlot& x) {  // into the first free slot from the key's
+      const std::size_t mask = floor_memo_.size() - 1;
+      std::size_t i = first_slot(x.at, x.from_max);
+      while (floor_memo_[i].at != 0) i = (i + 1) & mask;
+      floor_memo_[i] = x;
+    };
     if (2 * (floor_memo_used_ + 1) > floor_memo_.size()) {  // grow, placing every entry again
       std::vector<FloorSlot> old(std::max<std::size_t>(16, 2 * floor_memo_.size()));
       old.swap(floor_memo_);
-      const std::size_t mask = floor_memo_.size() - 1;
-      for (const auto& x : old) {
-        if (x.at == 0) continue;
-        const std::uint64_t xh = (x.at * 0x9e3779b97f4a7c15ULL) ^ (static_cast<std::uint64_t>(x.from_max) * 0xff51afd7ed558ccdULL);
-        std::size_t i = xh >> 40 & mask;
-        while (floor_memo_[i].at != 0) i = (i + 1) & mask;
-        floor_memo_[i] = x;
-      }
+      for (const auto& x : old)
+        if (x.at != 0) place(x);
     }
-    const std::size_t mask = floor_memo_.size() - 1;
-    std::size_t i = h >> 40 & mask;
-    while (floor_memo_[i].at != 0) i = (i + 1) & mask;
-    floor_memo_[i] = {at, from_max, us};
+    place({at, from_max, us});
     ++floor_memo_used_;
   }
   return us;
