@@ -240,9 +240,13 @@ Sharding Sharding::with_replicate(int mesh_dim) const noexcept {
   const int n = entry_count();
   for (int k = 0; k < n; ++k) {
     if (s.entries_[static_cast<std::size_t>(k)].mesh_dim != mesh_dim) continue;
-    for (int j = k; j + 1 < n; ++j) s.entries_[static_cast<std::size_t>(j)] = s.entries_[static_cast<std::size_t>(j) + 1];
+    std::copy(s.entries_.begin() + k + 1, s.entries_.begin() + n, s.entries_.begin() + k);
     s.entries_[static_cast<std::size_t>(n - 1)] = ShardEntry{};
-    for (auto& st : s.start_) st = static_cast<std::uint8_t>(st - (st > k ? 1 : 0));  // (branch-free: vectorised)
+    // every offset past entry k moves down by one: over slots 1..kMaxTensorDims (slot 0 is always
+    // 0), a fixed trip count the compiler turns into one vector operation
+    const auto at = static_cast<std::uint8_t>(k);
+    for (std::size_t d = 1; d <= static_cast<std::size_t>(kMaxTensorDims); ++d)
+      s.start_[d] = static_cast<std::uint8_t>(s.start_[d] - (s.start_[d] > at ? 1 : 0));
     break;
   }
   return s;
