@@ -271,3 +271,31 @@ TEST_CASE("closed-form counts and first indices equal the listed index sets", "[
           }
   CHECK(cases > 100000);
 }
+
+TEST_CASE("with_replicated over a set of mesh dims equals with_replicate over each, in any order", "[ownership]") {
+  // every placement of {R, P, S(d), _S(d, 2), _S(d, 3)} on 3 mesh dims over 2 tensor dims, every
+  // shard order, every set of mesh dims (the planner's flattened gathers and reductions use it)
+  std::int64_t checked = 0;
+  for (const auto& pls : all_layouts(3, 2)) {
+    const Sharding s = Layout::parse(Mesh({2, 3, 2}), {12, 12}, DType::f32, oracle::text(pls)).sharding();
+    for (std::uint32_t mask = 0; mask < 8u; ++mask) {
+      Sharding forward = s, backward = s;
+      for (int m = 0; m < 3; ++m)
+        if ((mask >> m) & 1u) forward = forward.with_replicate(m);
+      for (int m = 2; m >= 0; --m)
+        if ((mask >> m) & 1u) backward = backward.with_replicate(m);
+      const Sharding got = s.with_replicated(mask);
+      REQUIRE(got == forward);
+      REQUIRE(got == backward);
+      REQUIRE(got.hash() == forward.hash());
+      REQUIRE(got.str() == forward.str());
+      for (int m = 0; m < 3; ++m) {
+        const bool cleared = (mask >> m) & 1u;
+        REQUIRE((!cleared || (got.shard_dim_of(m) < 0 && !got.partial(m))));
+        if (!cleared) REQUIRE(got.shard_dim_of(m) == s.shard_dim_of(m));
+      }
+      ++checked;
+    }
+  }
+  CHECK(checked > 1000);
+}

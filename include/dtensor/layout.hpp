@@ -99,6 +99,8 @@ class Sharding {
 
   // New values for the planner's edges.
   [[nodiscard]] Sharding with_replicate(int mesh_dim) const noexcept;
+  // with_replicate over every mesh dim whose bit is set in `mesh_dims`, in one pass.
+  [[nodiscard]] Sharding with_replicated(std::uint32_t mesh_dims) const noexcept;
   [[nodiscard]] Sharding with_shard_appended(int tensor_dim, ShardEntry entry) const noexcept;
   [[nodiscard]] Sharding with_partial(int mesh_dim, ReduceOp op) const noexcept;
   // The same sharding with mesh dim m renamed to to[m] (a permutation of the mesh dims): each

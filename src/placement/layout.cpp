@@ -252,6 +252,23 @@ Sharding Sharding::with_replicate(int mesh_dim) const noexcept {
   return s;
 }
 
+Sharding Sharding::with_replicated(std::uint32_t mesh_dims) const noexcept {
+  Sharding s = *this;
+  for (int m = 0; m < mesh_ndim_; ++m)
+    if ((mesh_dims >> m) & 1u) s.partial_[static_cast<std::size_t>(m)] = -1;
+  // the kept entries moved down in order, each tensor dim's offset where its first lands
+  std::uint8_t kept = 0;
+  for (int d = 0; d < tensor_ndim_; ++d) {
+    const int first = start_[static_cast<std::size_t>(d)], end = start_[static_cast<std::size_t>(d) + 1];
+    s.start_[static_cast<std::size_t>(d)] = kept;
+    for (int k = first; k < end; ++k)
+      if (!((mesh_dims >> entries_[static_cast<std::size_t>(k)].mesh_dim) & 1u)) s.entries_[kept++] = entries_[static_cast<std::size_t>(k)];
+  }
+  for (std::size_t d = tensor_ndim_; d < s.start_.size(); ++d) s.start_[d] = kept;  // (unused slots: the count)
+  for (std::size_t k = kept; k < static_cast<std::size_t>(entry_count()); ++k) s.entries_[k] = ShardEntry{};
+  return s;
+}
+
 Sharding Sharding::with_shard_appended(int tensor_dim, ShardEntry entry) const noexcept {
   Sharding s = with_replicate(entry.mesh_dim);
   const int n = s.entry_count();

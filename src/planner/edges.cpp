@@ -351,7 +351,9 @@ void for_each_edge(const EdgeScope& sc, const Sharding& from, Emit&& emit_raw, b
   if (all && md >= 2) {
     // Flattened collectives over a group of mesh dims.
     for (std::uint32_t mask = 1; mask < (1u << md); ++mask) {
-      if (__builtin_popcount(mask) < 2) continue;
+      if ((mask & (mask - 1)) == 0) continue;  // a group of two or more mesh dims
+      int dims_in_mask = 0;  // (counted here: without -mpopcnt, __builtin_popcount is a library call)
+      for (std::uint32_t rest = mask; rest != 0; rest &= rest - 1) ++dims_in_mask;
       auto in = [&](int m) { return (mask >> m) & 1u; };
       // all_gather: the group's entries are a suffix of every tensor dim's order.
       bool ok = true;
@@ -364,11 +366,7 @@ void for_each_edge(const EdgeScope& sc, const Sharding& from, Emit&& emit_raw, b
           else if (seen) ok = false;
         }
       }
-      if (ok && static_cast<int>(group.size()) == __builtin_popcount(mask)) {
-        Sharding to = from;
-        for (int m : group.span()) to = to.with_replicate(m);
-        emit(StepKind::all_gather, group, to);
-      }
+      if (ok && static_cast<int>(group.size()) == dims_in_mask) emit(StepKind::all_gather, group, from.with_replicated(mask));
       // all_reduce / reduce_scatter: every group dim Partial with one op.
       std::optional<ReduceOp> gop;
       bool same = true;
@@ -381,11 +379,7 @@ void for_each_edge(const EdgeScope& sc, const Sharding& from, Emit&& emit_raw, b
         pdims.push(m);
       }
       if (!same) continue;
-      {
-        Sharding to = from;
-        for (int m : pdims.span()) to = to.with_replicate(m);
-        emit(StepKind::all_reduce, pdims, to);
-      }
+      emit(StepKind::all_reduce, pdims, from.with_replicated(mask));  // (pdims: every dim of the mask)
       DimList perm = pdims;
       do {
         for (int d : sc.play_dims) {
