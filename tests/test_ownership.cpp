@@ -299,3 +299,33 @@ TEST_CASE("with_replicated over a set of mesh dims equals with_replicate over ea
   }
   CHECK(checked > 1000);
 }
+
+TEST_CASE("with_shard_appended equals with_replicate, then the entry after the tensor dim's last", "[ownership]") {
+  // every layout of 3 mesh dims over 2 tensor dims, every mesh dim appended to every tensor dim
+  // as a plain or strided shard: against the sharding built entry by entry
+  std::int64_t checked = 0;
+  for (const auto& pls : all_layouts(3, 2)) {
+    const Sharding s = Layout::parse(Mesh({2, 3, 2}), {12, 12}, DType::f32, oracle::text(pls)).sharding();
+    for (int m = 0; m < 3; ++m) {
+      const Sharding r = s.with_replicate(m);
+      for (int d = 0; d < 2; ++d)
+        for (const ShardEntry e : {ShardEntry{m, 1, false}, ShardEntry{m, 2, true}}) {
+          std::vector<std::vector<ShardEntry>> dims;
+          for (int t = 0; t < 2; ++t) {
+            const auto es = r.entries(t);
+            dims.emplace_back(es.begin(), es.end());
+          }
+          dims[static_cast<std::size_t>(d)].push_back(e);
+          std::vector<std::optional<ReduceOp>> partial;
+          for (int k = 0; k < 3; ++k) partial.push_back(r.partial(k));
+          const Sharding want(3, dims, partial);
+          const Sharding got = s.with_shard_appended(d, e);
+          REQUIRE(got == want);
+          REQUIRE(got.hash() == want.hash());
+          REQUIRE(got.str() == want.str());
+          ++checked;
+        }
+    }
+  }
+  CHECK(checked > 1000);
+}
