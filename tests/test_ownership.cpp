@@ -59,6 +59,15 @@ std::vector<std::vector<oracle::Pl>> all_layouts(int mesh_ndim, int tensor_ndim)
   return oracle::layouts(mesh_ndim, tensor_ndim, options);
 }
 
+// The shardings of all_layouts(3, 2) on a 2x3x2 mesh (every placement, every shard order): the
+// inputs of the edge-building tests below.
+std::vector<Sharding> every_3d_sharding() {
+  std::vector<Sharding> out;
+  for (const auto& pls : all_layouts(3, 2))
+    out.push_back(Layout::parse(Mesh({2, 3, 2}), {12, 12}, DType::f32, oracle::text(pls)).sharding());
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("SPEC §2 examples", "[ownership]") {
@@ -276,8 +285,7 @@ TEST_CASE("with_replicated over a set of mesh dims equals with_replicate over ea
   // every placement of {R, P, S(d), _S(d, 2), _S(d, 3)} on 3 mesh dims over 2 tensor dims, every
   // shard order, every set of mesh dims (the planner's flattened gathers and reductions use it)
   std::int64_t checked = 0;
-  for (const auto& pls : all_layouts(3, 2)) {
-    const Sharding s = Layout::parse(Mesh({2, 3, 2}), {12, 12}, DType::f32, oracle::text(pls)).sharding();
+  for (const Sharding& s : every_3d_sharding()) {
     for (std::uint32_t mask = 0; mask < 8u; ++mask) {
       Sharding forward = s, backward = s;
       for (int m = 0; m < 3; ++m)
@@ -304,8 +312,7 @@ TEST_CASE("with_shard_appended equals with_replicate, then the entry after the t
   // every layout of 3 mesh dims over 2 tensor dims, every mesh dim appended to every tensor dim
   // as a plain or strided shard: against the sharding built entry by entry
   std::int64_t checked = 0;
-  for (const auto& pls : all_layouts(3, 2)) {
-    const Sharding s = Layout::parse(Mesh({2, 3, 2}), {12, 12}, DType::f32, oracle::text(pls)).sharding();
+  for (const Sharding& s : every_3d_sharding()) {
     for (int m = 0; m < 3; ++m) {
       const Sharding r = s.with_replicate(m);
       for (int d = 0; d < 2; ++d)
