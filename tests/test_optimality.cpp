@@ -125,101 +125,225 @@ TEST_CASE("planner is optimal: seeded random pairs with strided shards", "[optim
   CHECK(checked == 150);
 }
 
-TEST_CASE("interchangeable mesh dims: plans are graph paths, plan and runner-up costs are the oracle's", "[optimality]") {
-  // Queries whose target stays the same when two mesh dims of one size (same side of the host
-  // boundary) trade places: the planner searches one layout per class of relabelings after the
-  // source and relabels the steps back. Every step must be an edge of the full graph out of the
-  // layout before it (kind, mesh dims, next layout and cost), the plan's cost the shortest
-  // path's, and the runner-up's the cheapest path whose first step differs, computed here over
-  // the whole graph without ever returning to the source (as the search never does). Where the
-  // exchange moves the source, paths through its relabelings are real paths (to another layout)
-  // that the merged search cannot tell from paths back to it: the runner-up must still be exact.
-  std::int64_t symmetric = 0, relabeled = 0, source_moves = 0;
-  CostModel hosts = CostModel::default_model();
-  hosts.devices_per_host = 2;
+// Counts of the merged-search checks below.
+struct MergedCounts {
+  std::int64_t merged = 0, relabeled = 0, source_moves = 0;
+};
+
+// Every query from `sources` to `dst` whose search merges states (interchangeable mesh or tensor
+// dims): every step of its plan and runner-up must be an edge of the full graph out of the layout
+// before it (kind, mesh dims, next layout and cost), the plan's cost the shortest path's, and the
+// runner-up's the cheapest path whose first step differs, computed here over the whole graph
+// without ever returning to the source (as the search never does).
+void check_merged_plans(const Mesh& mesh, const std::vector<std::int64_t>& shape, const CostModel& cm, const Sharding& dst,
+                        const std::vector<Sharding>& layouts, const std::vector<Sharding>& sources, MergedCounts& n) {
+  const Layout dl(mesh, shape, DType::f32, dst);
+  const RedistributionGraph g(Layout(mesh, shape, DType::f32, layouts[0]), dl, cm, EdgeSet::all);
+  std::vector<std::vector<GraphEdge>> out_of;
+  const Graph G = graph_oracle::closure(layouts, [&](const Sharding& from) {
+    out_of.push_back(g.edges(from, true));
+    std::vector<std::pair<Sharding, double>> r;
+    for (const auto& e : out_of.back()) r.emplace_back(e.to, e.step.cost_us);
+    return r;
+  });
+  const auto dist = graph_oracle::distances_to(G, G.id.at(dst));
+  for (const auto& src : sources) {
+    const Layout sl(mesh, shape, DType::f32, src);
+    GraphContext ctx(sl, dl, cm, EdgeSet::all);
+    ctx.use_symmetry();
+    if (!ctx.merges() || src == dst) continue;
+    ++n.merged;
+    n.source_moves += ctx.src_moves ? 1 : 0;
+    const Plan plan = plan_redistribution(sl, dl, cm);
+    const std::string what = mesh.str() + " " + shape_str(shape) + " " + src.str() + " -> " + dst.str();
+    const std::size_t s_id = G.id.at(src);
+    if (std::abs(plan.total_cost_us - dist[s_id]) > 1e-6 + 1e-12 * dist[s_id])
+      FAIL_CHECK(what << ": planner " << plan.total_cost_us << " oracle " << dist[s_id]);
+    // every step an edge of the whole graph out of the layout before it, ending at the target
+    auto check_path = [&](const std::vector<Step>& steps, const char* which) {
+      Sharding cur = src;
+      for (const auto& st : steps) {
+        REQUIRE(st.from == cur);
+        const auto& edges = out_of[G.id.at(cur)];
+        const bool found = std::any_of(edges.begin(), edges.end(), [&](const GraphEdge& e) {
+          return e.step.kind == st.kind && e.step.mesh_dims == st.mesh_dims && e.to == st.to &&
+                 std::abs(e.step.cost_us - st.cost_us) <= 1e-9 * (1 + st.cost_us);
+        });
+        if (!found) FAIL_CHECK(what << ": " << which << " step " << to_string(st.kind) << " to " << st.to.str() << " is no edge");
+        cur = st.to;
+      }
+      CHECK(cur == dst);
+    };
+    check_path(plan.steps, "plan");
+    if (plan.runner_up) check_path(plan.runner_up->steps, "runner-up");
+    if (plan.steps.size() > 1 || (plan.steps.size() == 1 && plan.steps[0].to != src)) ++n.relabeled;
+    // the runner-up: a first step other than the plan's, then a shortest path that does
+    // not come back to the source
+    Graph H = G;
+    H.edges.erase(std::remove_if(H.edges.begin(), H.edges.end(), [&](const Graph::E& e) { return e.u == s_id; }), H.edges.end());
+    const auto rest = graph_oracle::distances_to(H, H.id.at(dst));
+    double want = INFINITY;
+    for (const auto& e : out_of[s_id]) {
+      const auto& f = plan.steps.front();
+      if (e.step.kind == f.kind && e.step.mesh_dims == f.mesh_dims && e.to == f.to) continue;
+      want = std::min(want, e.step.cost_us + rest[G.id.at(e.to)]);
+    }
+    if (std::isfinite(want)) {
+      INFO(what);
+      REQUIRE(plan.runner_up.has_value());
+      REQUIRE(!plan.runner_up->steps.empty());
+      const auto& f = plan.runner_up->steps.front();
+      const auto& p0 = plan.steps.front();
+      CHECK((f.kind != p0.kind || f.mesh_dims != p0.mesh_dims || f.to != p0.to));
+      if (std::abs(plan.runner_up->total_cost_us - want) > 1e-6 + 1e-12 * want)
+        FAIL_CHECK(what << ": runner-up " << plan.runner_up->total_cost_us << " oracle " << want);
+    } else {
+      CHECK_FALSE(plan.runner_up.has_value());
+    }
+  }
+}
+
+// A profile with a fitted curve per collective and link (copies and latencies by size band).
+CostModel curved_model() {
   CostModel fitted = CostModel::default_model();
   for (bool inter : {false, true})
     for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all,
                          Collective::send_recv})
       fitted.curves.push_back({c, inter, 4, {{64, 2.5, 20}, {512, 1.0 + static_cast<int>(c), 900}, {1e18, 30, 5000}}});
+  return fitted;
+}
+
+TEST_CASE("interchangeable mesh dims: plans are graph paths, plan and runner-up costs are the oracle's", "[optimality]") {
+  // Queries whose target stays the same when two mesh dims of one size (same side of the host
+  // boundary) trade places: the planner searches one layout per class of relabelings after the
+  // source and relabels the steps back. Where the exchange moves the source, paths through its
+  // relabelings are real paths (to another layout) that the merged search cannot tell from paths
+  // back to it: the runner-up must still be exact.
+  MergedCounts n;
+  CostModel hosts = CostModel::default_model();
+  hosts.devices_per_host = 2;
+  CostModel fitted = curved_model();
   for (const char* mesh_text : {"2x2", "2x2x2"}) {
     const Mesh mesh = Mesh::parse(mesh_text);
     const auto layouts = all_layouts(mesh, 2);
-    for (const auto& shape : {std::vector<std::int64_t>{8, 8}, std::vector<std::int64_t>{9, 5}}) {
-      for (const CostModel* cm : {&hosts, &fitted}) {
-        for (const auto& dst : layouts) {
-          const Layout dl(mesh, shape, DType::f32, dst);
-          const RedistributionGraph g(Layout(mesh, shape, DType::f32, layouts[0]), dl, *cm, EdgeSet::all);
-          Graph G;  // the graph, and the same without the edges out of each source (built per source below)
-          std::vector<std::vector<GraphEdge>> out_of;
-          G = graph_oracle::closure(layouts, [&](const Sharding& from) {
-            out_of.push_back(g.edges(from, true));
-            std::vector<std::pair<Sharding, double>> r;
-            for (const auto& e : out_of.back()) r.emplace_back(e.to, e.step.cost_us);
-            return r;
-          });
-          const auto dist = graph_oracle::distances_to(G, G.id.at(dst));
-          for (const auto& src : layouts) {
-            const Layout sl(mesh, shape, DType::f32, src);
-            GraphContext ctx(sl, dl, *cm, EdgeSet::all);
-            ctx.use_symmetry();
-            if (ctx.sym_classes.empty() || src == dst) continue;
-            ++symmetric;
-            source_moves += ctx.src_moves ? 1 : 0;
-            const Plan plan = plan_redistribution(sl, dl, *cm);
-            const std::string what = std::string(mesh_text) + " " + src.str() + " -> " + dst.str();
-            const std::size_t s_id = G.id.at(src);
-            if (std::abs(plan.total_cost_us - dist[s_id]) > 1e-6 + 1e-12 * dist[s_id])
-              FAIL_CHECK(what << ": planner " << plan.total_cost_us << " oracle " << dist[s_id]);
-            // every step an edge of the whole graph out of the layout before it, ending at the target
-            auto check_path = [&](const std::vector<Step>& steps, const char* which) {
-              Sharding cur = src;
-              for (const auto& st : steps) {
-                REQUIRE(st.from == cur);
-                const auto& edges = out_of[G.id.at(cur)];
-                const bool found = std::any_of(edges.begin(), edges.end(), [&](const GraphEdge& e) {
-                  return e.step.kind == st.kind && e.step.mesh_dims == st.mesh_dims && e.to == st.to &&
-                         std::abs(e.step.cost_us - st.cost_us) <= 1e-9 * (1 + st.cost_us);
-                });
-                if (!found) FAIL_CHECK(what << ": " << which << " step " << to_string(st.kind) << " to " << st.to.str() << " is no edge");
-                cur = st.to;
-              }
-              CHECK(cur == dst);
+    for (const auto& shape : {std::vector<std::int64_t>{8, 8}, std::vector<std::int64_t>{9, 5}})
+      for (const CostModel* cm : {&hosts, &fitted})
+        for (const auto& dst : layouts) check_merged_plans(mesh, shape, *cm, dst, layouts, layouts, n);
+  }
+  INFO("symmetric queries " << n.merged << ", with steps " << n.relabeled << ", source moved by the exchange " << n.source_moves);
+  CHECK(n.merged > 1000);
+  CHECK(n.source_moves > 1000);
+}
+
+TEST_CASE("interchangeable tensor dims: a step costs the same with the dims exchanged, and so does every bound", "[optimality][bounds]") {
+  // The premise of merging tensor dims (GraphContext::use_symmetry): two dims of one length that
+  // neither end shards, after a dim longer than the mesh has ranks. Then every edge out of a
+  // layout has a twin out of the exchanged layout (same kind and mesh dims, the exchanged next
+  // layout) of exactly the same cost and peak, and every bound is the same. With that earlier
+  // dim no longer than the ranks (4 of 8 on 2x2x2), a layout can leave every rank one index of it, a
+  // gather along the first exchanged dim then needs no copy and along the second it does: the
+  // dims are not merged there, and the costs indeed differ.
+  const Mesh mesh = Mesh::parse("2x2x2");
+  const auto layouts = all_layouts(mesh, 3);
+  const std::array<std::int8_t, 3> swap{0, 2, 1};
+  CostModel fitted = curved_model();
+  CostModel hosts = CostModel::default_model();
+  hosts.devices_per_host = 2;
+  for (const auto& shape : {std::vector<std::int64_t>{9, 4, 4}, std::vector<std::int64_t>{4, 4, 4}}) {
+    const bool merged = shape[0] > mesh.num_ranks();
+    std::int64_t twins = 0, differ = 0;
+    for (const CostModel* cm : {&hosts, &fitted})
+      for (const char* target : {"RR", "S(0)R", "P(sum)S(0)"}) {
+        const Layout dl = Layout::parse(mesh, shape, DType::f32, std::string(target) + "R");
+        const Layout sl(mesh, shape, DType::f32, layouts[0]);
+        GraphContext sym(sl, dl, *cm, EdgeSet::all);
+        sym.use_symmetry();
+        if (merged) {
+          REQUIRE(sym.tensor_sym_classes == std::vector<std::vector<int>>{{1, 2}});
+        } else {
+          REQUIRE(sym.tensor_sym_classes.empty());
+        }
+        const RedistributionGraph g(sl, dl, *cm, EdgeSet::all);
+        GraphContext ctx(sl, dl, *cm, EdgeSet::all);  // (no merging: bounds of both layouts)
+        for (const auto& s : layouts) {
+          const Sharding t = s.with_tensor_dims_permuted(swap);
+          REQUIRE(t.with_tensor_dims_permuted(swap) == s);
+          const auto bs = ctx.table.bound[ctx.intern(s)], bt = ctx.table.bound[ctx.intern(t)];
+          if (bs.us != bt.us || bs.missing != bt.missing || bs.before_last_us != bt.before_last_us) {
+            if (merged) FAIL_CHECK(s.str() << " bound " << bs.us << ", exchanged " << t.str() << " " << bt.us);
+            ++differ;
+          }
+          const auto es = g.edges(s, false), et = g.edges(t, false);
+          CHECK(es.size() == et.size());
+          for (const auto& e : es) {
+            // (a gather over mesh dims of several tensor dims lists them in tensor-dim order: the
+            // twin lists the same dims, maybe in another order)
+            const Sharding want = e.to.with_tensor_dims_permuted(swap);
+            auto sorted = [](std::vector<int> v) {
+              std::sort(v.begin(), v.end());
+              return v;
             };
-            check_path(plan.steps, "plan");
-            if (plan.runner_up) check_path(plan.runner_up->steps, "runner-up");
-            if (plan.steps.size() > 1 || (plan.steps.size() == 1 && plan.steps[0].to != src)) ++relabeled;
-            // the runner-up: a first step other than the plan's, then a shortest path that does
-            // not come back to the source
-            Graph H = G;
-            H.edges.erase(std::remove_if(H.edges.begin(), H.edges.end(), [&](const Graph::E& e) { return e.u == s_id; }), H.edges.end());
-            const auto rest = graph_oracle::distances_to(H, H.id.at(dst));
-            double want = INFINITY;
-            for (const auto& e : out_of[s_id]) {
-              const auto& f = plan.steps.front();
-              if (e.step.kind == f.kind && e.step.mesh_dims == f.mesh_dims && e.to == f.to) continue;
-              want = std::min(want, e.step.cost_us + rest[G.id.at(e.to)]);
-            }
-            if (std::isfinite(want)) {
-              INFO(what);
-              REQUIRE(plan.runner_up.has_value());
-              REQUIRE(!plan.runner_up->steps.empty());
-              const auto& f = plan.runner_up->steps.front();
-              const auto& p0 = plan.steps.front();
-              CHECK((f.kind != p0.kind || f.mesh_dims != p0.mesh_dims || f.to != p0.to));
-              if (std::abs(plan.runner_up->total_cost_us - want) > 1e-6 + 1e-12 * want)
-                FAIL_CHECK(what << ": runner-up " << plan.runner_up->total_cost_us << " oracle " << want);
-            } else {
-              CHECK_FALSE(plan.runner_up.has_value());
+            const auto it = std::find_if(et.begin(), et.end(), [&](const GraphEdge& x) {
+              return x.step.kind == e.step.kind && sorted(x.step.mesh_dims) == sorted(e.step.mesh_dims) && x.to == want;
+            });
+            if (it == et.end()) FAIL(shape_str(shape) << " " << s.str() << " -> " << e.to.str() << " (" << to_string(e.step.kind) << "): no edge "
+                                                    << t.str() << " -> " << want.str());
+            ++twins;
+            if (it->step.cost_us != e.step.cost_us || it->step.peak_bytes != e.step.peak_bytes) {
+              if (merged)
+                FAIL_CHECK(shape_str(shape) << " " << s.str() << " -> " << e.to.str() << " costs " << e.step.cost_us << ", exchanged "
+                                            << it->step.cost_us);
+              ++differ;
             }
           }
         }
       }
+    INFO(shape_str(shape) << ": edges with twins " << twins << ", differing " << differ);
+    CHECK(twins > 10000);
+    if (merged) {
+      CHECK(differ == 0);
+    } else {
+      CHECK(differ > 0);
     }
   }
-  INFO("symmetric queries " << symmetric << ", with steps " << relabeled << ", source moved by the exchange " << source_moves);
-  CHECK(symmetric > 1000);
-  CHECK(source_moves > 1000);
+}
+
+TEST_CASE("interchangeable tensor dims: plans are graph paths, plan and runner-up costs are the oracle's", "[optimality]") {
+  // Targets that neither shard tensor dim 1 nor 2 (of one length, after a dim longer than the
+  // mesh's ranks): the planner searches one layout per exchange of the two and permutes the
+  // steps back. From every layout of 2x2, with and without fitted curves. The canonical layout
+  // puts the entries on dim 2 where only one of them has any: plans that shard dim 1 on the way
+  // were permuted back.
+  MergedCounts n;
+  std::int64_t through_dim1 = 0;
+  const Mesh mesh = Mesh::parse("2x2");
+  const auto layouts = all_layouts(mesh, 3);
+  const std::vector<std::int64_t> shape{5, 3, 3};
+  CostModel fitted = curved_model();
+  CostModel hosts = CostModel::default_model();
+  hosts.devices_per_host = 2;
+  for (const CostModel* cm : {&hosts, &fitted})
+    for (const auto& dst : layouts) {
+      if (!dst.entries(1).empty() || !dst.entries(2).empty()) continue;
+      check_merged_plans(mesh, shape, *cm, dst, layouts, layouts, n);
+      for (const auto& src : layouts) {
+        if (src == dst || !src.entries(1).empty() || !src.entries(2).empty()) continue;
+        const Plan plan = plan_redistribution(Layout(mesh, shape, DType::f32, src), Layout(mesh, shape, DType::f32, dst), *cm);
+        for (const auto& st : plan.steps)
+          if (!st.to.entries(1).empty()) {
+            ++through_dim1;
+            break;
+          }
+      }
+    }
+  // and on 2x2x2 (a class of three mesh dims besides) to a few targets
+  const Mesh mesh3 = Mesh::parse("2x2x2");
+  const auto layouts3 = all_layouts(mesh3, 3);
+  for (const char* target : {"RRR", "S(0)RR", "RP(sum)S(0)"})
+    check_merged_plans(mesh3, {9, 4, 4}, hosts, Sharding::parse(target, 3, 3), layouts3, layouts3, n);
+  INFO("merged queries " << n.merged << ", with steps " << n.relabeled << ", plans through dim 1 " << through_dim1);
+  CHECK(n.merged > 400);
+  CHECK(through_dim1 > 10);
 }
 
 TEST_CASE("interchangeable mesh dims: every layout met after the source is canonical", "[optimality]") {
@@ -247,7 +371,7 @@ TEST_CASE("interchangeable mesh dims: every layout met after the source is canon
         for (std::uint32_t id = 0; id < ctx.table.states.size() && id < 400; ++id) {
           (void)ctx.edges_of(id);
           if (id == src) continue;
-          DimPerm p;
+          Relabeling p;
           if (ctx.canonical_perm(ctx.table.states[id], p)) FAIL_CHECK(layouts[i].str() << " -> " << target << ": met " << ctx.table.states[id].str() << ", not canonical");
           ++checked;
         }

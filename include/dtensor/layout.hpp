@@ -106,6 +106,9 @@ class Sharding {
   // The same sharding with mesh dim m renamed to to[m] (a permutation of the mesh dims): each
   // tensor dim keeps its entries' order, each Partial moves with its dim.
   [[nodiscard]] Sharding with_mesh_dims_relabeled(std::span<const std::int8_t> to) const noexcept;
+  // The same sharding with tensor dim d's entries moved to tensor dim to[d] (a permutation of the
+  // tensor dims): every entry keeps its mesh dim and its place in its dim's order.
+  [[nodiscard]] Sharding with_tensor_dims_permuted(std::span<const std::int8_t> to) const noexcept;
 
   // Value equality, field by field over the used entries and offsets and the Partial slots (the
   // unused slots are kept canonical, so comparing them too would decide the same).

@@ -295,6 +295,18 @@ Sharding Sharding::with_mesh_dims_relabeled(std::span<const std::int8_t> to) con
   return s;
 }
 
+Sharding Sharding::with_tensor_dims_permuted(std::span<const std::int8_t> to) const noexcept {
+  std::array<std::int8_t, kMaxTensorDims> from{};  // the inverse: new dim d holds old dim from[d]
+  for (int d = 0; d < tensor_ndim_; ++d) from[static_cast<std::size_t>(to[static_cast<std::size_t>(d)])] = static_cast<std::int8_t>(d);
+  Sharding s = *this;
+  int k = 0;
+  for (int d = 0; d < tensor_ndim_; ++d) {
+    s.start_[static_cast<std::size_t>(d)] = static_cast<std::uint8_t>(k);
+    for (const auto& e : entries(from[static_cast<std::size_t>(d)])) s.entries_[static_cast<std::size_t>(k++)] = e;
+  }
+  return s;
+}
+
 std::size_t Sharding::hash() const noexcept {
   // one multiply-xor per used entry and per 8 offsets, the Partial slots as one word: the planner
   // hashes every state it meets

@@ -223,6 +223,32 @@ using DimPerm = std::array<std::int8_t, Sharding::kMaxMeshDims>;
   for (std::size_t m = 0; m < p.size(); ++m) p[m] = static_cast<std::int8_t>(m);
   return p;
 }
+// A permutation of the tensor dims: dim d becomes dim p[d] (Sharding::with_tensor_dims_permuted).
+using TensorPerm = std::array<std::int8_t, Sharding::kMaxTensorDims>;
+// What the searches merge states by (GraphContext::use_symmetry): a relabeling of interchangeable
+// mesh dims and a permutation of interchangeable tensor dims. The two act on separate parts of a
+// layout (the entries' mesh dims and Partial slots; which tensor dim holds which entries), so
+// they commute, and relabelings compose part by part.
+struct Relabeling {
+  DimPerm mesh = identity_perm();
+  TensorPerm tensor = [] {
+    TensorPerm t{};
+    for (std::size_t d = 0; d < t.size(); ++d) t[d] = static_cast<std::int8_t>(d);
+    return t;
+  }();
+  bool operator==(const Relabeling&) const = default;
+  [[nodiscard]] Sharding apply(const Sharding& s, int mesh_ndim, bool tensor_moves) const noexcept {
+    Sharding r = s.with_mesh_dims_relabeled(std::span<const std::int8_t>(mesh.data(), static_cast<std::size_t>(mesh_ndim)));
+    return tensor_moves ? r.with_tensor_dims_permuted(std::span<const std::int8_t>(tensor.data(), static_cast<std::size_t>(s.tensor_ndim())))
+                        : r;
+  }
+  [[nodiscard]] Relabeling inverse() const noexcept {
+    Relabeling r;
+    for (std::size_t m = 0; m < mesh.size(); ++m) r.mesh[static_cast<std::size_t>(mesh[m])] = static_cast<std::int8_t>(m);
+    for (std::size_t d = 0; d < tensor.size(); ++d) r.tensor[static_cast<std::size_t>(tensor[d])] = static_cast<std::int8_t>(d);
+    return r;
+  }
+};
 
 // One edge as the searches keep it: the target's state id, how the edge was generated, its cost.
 // With interchangeable mesh dims (GraphContext::use_symmetry) `to` is the canonical state of the
@@ -547,8 +573,17 @@ struct StateTable {
   std::vector<DimList> direct_dims;  // per cached direct step: the mesh dims its transfers cross
   // the relabelings edges made their layouts canonical with (GraphContext::use_symmetry), the
   // identity first once there is any; at most 8! of them
-  std::vector<DimPerm> perms;
-  std::unordered_map<std::uint64_t, std::uint16_t> perm_ids;
+  std::vector<Relabeling> perms;
+  struct RelabelingKey {
+    std::array<std::uint64_t, 3> words;  // the mesh part, then the tensor part's 16 bytes
+    bool operator==(const RelabelingKey&) const = default;
+  };
+  struct RelabelingHash {
+    std::size_t operator()(const RelabelingKey& k) const noexcept {
+      return static_cast<std::size_t>((k.words[0] * 0x9e3779b97f4a7c15ULL) ^ (k.words[1] * 0xff51afd7ed558ccdULL) ^ k.words[2]);
+    }
+  };
+  std::unordered_map<RelabelingKey, std::uint16_t, RelabelingHash> perm_ids;
   std::int64_t search_bytes = 0;  // approximate bytes held by the table and the searches' queues
   static constexpr std::int64_t kDefaultMaxStates = 2'000'000;
   static constexpr std::int64_t kDefaultMaxSearchBytes = std::int64_t{1} << 30;
@@ -590,15 +625,27 @@ struct GraphContext : Query {
   void use_symmetry();
   // Classes of two or more interchangeable mesh dims, each ascending (empty: none, or not used).
   std::vector<std::vector<int>> sym_classes;
+  // Classes of two or more interchangeable tensor dims, each ascending: dims of one size that
+  // neither the source nor the target shards, after a tensor dim longer than the mesh has ranks
+  // (so no gather or reduce_scatter along any of them, or after them, can work without a copy:
+  // every step then costs the same with them exchanged).
+  std::vector<std::vector<int>> tensor_sym_classes;
+  // Whether the searches merge states at all (some class of either kind).
+  [[nodiscard]] bool merges() const noexcept { return !sym_classes.empty() || !tensor_sym_classes.empty(); }
   // Whether some relabeling of those classes changes the source (plan_on then checks the
   // runner-up against paths through the source's canonical state).
   bool src_moves = false;
   // The canonical representative of `s` among its relabelings, and `p` with it == relabel(s, p).
-  [[nodiscard]] Sharding canonical(const Sharding& s, DimPerm& p) const;
+  [[nodiscard]] Sharding canonical(const Sharding& s, Relabeling& p) const;
   // The same relabeling alone; false when it is the identity (`s` is canonical).
-  [[nodiscard]] bool canonical_perm(const Sharding& s, DimPerm& p) const;
+  [[nodiscard]] bool canonical_perm(const Sharding& s, Relabeling& p) const;
   // The index of relabeling `p` in table.perms, adding it when new (the identity is 0).
-  [[nodiscard]] std::uint16_t relabeling_id(const DimPerm& p) const;
+  [[nodiscard]] std::uint16_t relabeling_id(const Relabeling& p) const;
+  // `s` relabeled by `p` (with_mesh_dims_relabeled, then with_tensor_dims_permuted if any
+  // tensor dims are interchangeable).
+  [[nodiscard]] Sharding relabel(const Sharding& s, const Relabeling& p) const noexcept {
+    return p.apply(s, mesh.ndim(), !tensor_sym_classes.empty());
+  }
   // Adds to table.search_bytes; throws past table.max_search_bytes.
   void charge(std::int64_t bytes) const;
 
@@ -607,6 +654,10 @@ struct GraphContext : Query {
   std::uint32_t sym_mask_ = 0;
   std::array<std::int8_t, Sharding::kMaxMeshDims> sym_flat_{};
   std::size_t sym_flat_n_ = 0;
+  // per mesh dim, the first dim of its class (itself where it has none): what a tensor dim's
+  // entries are compared by when ordering interchangeable tensor dims (no mesh relabeling
+  // changes it)
+  std::array<std::int8_t, Sharding::kMaxMeshDims> mesh_rep_{};
 };
 
 // One edge as the search sees it. `group` is the mesh-dim group the edge was generated with

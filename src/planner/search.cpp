@@ -124,8 +124,11 @@ struct FirstEdge {
   StepKind kind;
   DimList mesh_dims;
   Sharding to;
-  bool matches(StepKind k, const DimList& dims, const Sharding& t) const {
-    return k == kind && dims == mesh_dims && t == to;
+  // the relabeling that made `to` canonical (StateTable::perms): two steps out of the source can
+  // differ only in it (one kind over one group, along two interchangeable tensor dims)
+  std::uint16_t perm = 0;
+  bool matches(StepKind k, const DimList& dims, const Sharding& t, std::uint16_t p) const {
+    return k == kind && dims == mesh_dims && p == perm && t == to;
   }
 };
 
@@ -335,7 +338,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
   // its step the canonical edge's kind over sigma(group).
   auto path_of = [&](const std::vector<std::size_t>& path, std::size_t at, const SearchScratch::PredEdge* edge) {
     Found f;
-    DimPerm sigma = identity_perm();
+    Relabeling sigma;
     bool relabeled = false;
     Sharding real_from = ctx.table.states[path[0]];
     for (std::size_t k = 1; k < path.size(); ++k) {
@@ -347,12 +350,26 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
       if (relabeled) {
         // the edge reached perm(t) for the layout t it made from the canonical state: the plan
         // reaches sigma(t), and sigma becomes sigma o perm^-1
-        const DimPerm& perm = ctx.table.perms[perm_id];
-        DimPerm next = identity_perm();
-        for (int m = 0; m < ctx.mesh.ndim(); ++m) next[static_cast<std::size_t>(perm[static_cast<std::size_t>(m)])] = sigma[static_cast<std::size_t>(m)];
-        real_to = real_to.with_mesh_dims_relabeled(std::span<const std::int8_t>(next.data(), static_cast<std::size_t>(ctx.mesh.ndim())));
+        // (part by part: the mesh dims' and the tensor dims')
+        const Relabeling& perm = ctx.table.perms[perm_id];
+        Relabeling next;
+        for (int m = 0; m < ctx.mesh.ndim(); ++m)
+          next.mesh[static_cast<std::size_t>(perm.mesh[static_cast<std::size_t>(m)])] = sigma.mesh[static_cast<std::size_t>(m)];
+        for (int d = 0; d < static_cast<int>(ctx.shape.size()); ++d)
+          next.tensor[static_cast<std::size_t>(perm.tensor[static_cast<std::size_t>(d)])] = sigma.tensor[static_cast<std::size_t>(d)];
+        real_to = ctx.relabel(real_to, next);
         real_group = DimList{};
-        for (int m : group.span()) real_group.push(sigma[static_cast<std::size_t>(m)]);
+        for (int m : group.span()) real_group.push(sigma.mesh[static_cast<std::size_t>(m)]);
+        // a gather over mesh dims of several tensor dims lists them in tensor-dim order
+        // (edges.cpp), which exchanging tensor dims changes: listed again from the real layout
+        if (kind == StepKind::all_gather && real_group.size() > 1) {
+          std::uint32_t mask = 0;
+          for (int m : real_group.span()) mask |= 1u << m;
+          real_group = DimList{};
+          for (int d = 0; d < real_from.tensor_ndim(); ++d)
+            for (const auto& e : real_from.entries(d))
+              if ((mask >> e.mesh_dim) & 1u) real_group.push(e.mesh_dim);
+        }
         // a flattened all_reduce's dims are listed ascending (edges.cpp); its result does not
         // depend on their order
         if (kind == StepKind::all_reduce) std::sort(real_group.v.begin(), real_group.v.begin() + real_group.n);
@@ -443,8 +460,8 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     auto cutoff = [&] { return disc[dst] != kUnseen ? dist[dst].cost_ps : std::numeric_limits<std::int64_t>::max(); };
     // The edges are met in their order: met means discovered (a discovery index for the settle
     // order's last tie-break), then relaxed, or deferred with its floor estimate.
-    auto meet = [&](std::uint32_t v, StepKind kind, const DimList& group) {
-      if (u == src && forbidden && forbidden->matches(kind, group, ctx.table.states[v])) return false;
+    auto meet = [&](std::uint32_t v, StepKind kind, const DimList& group, std::uint16_t perm) {
+      if (u == src && forbidden && forbidden->matches(kind, group, ctx.table.states[v], perm)) return false;
       if (disc[v] == kUnseen) {
         disc[v] = discovered++;
         dist[v] = Dist{std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::max(), 0, disc[v], 0,
@@ -465,10 +482,10 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
         if (!e.met && du.cost_ps > cutoff() - bound_ps(ctx.table.bound[e.to])) continue;
         e.met = true;
         ctx.cost_edge(static_cast<std::uint32_t>(u), e);
-        if (e.peak_bytes <= budget && meet(e.to, e.kind, e.group)) relax(u, e.to, e.kind, e.group, e.perm, e.cost_us, settled_as | k);
+        if (e.peak_bytes <= budget && meet(e.to, e.kind, e.group, e.perm)) relax(u, e.to, e.kind, e.group, e.perm, e.cost_us, settled_as | k);
         continue;
       }
-      if (!meet(e.to, e.kind, e.group)) continue;
+      if (!meet(e.to, e.kind, e.group, e.perm)) continue;
       if (e.costed) {  // by an earlier search on this context
         relax(u, e.to, e.kind, e.group, e.perm, e.cost_us, settled_as | k);
         continue;
@@ -483,10 +500,10 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
     if (with_direct && direct_allowed(ctx, ctx.table.states[u])) {
       const std::int64_t floor = du.cost_ps + quantise_bound(ctx.direct_floor_us(static_cast<std::uint32_t>(u)));
       if (defer) {
-        if (meet(dst, StepKind::direct, {})) deferred.push({floor, settled_as | out.size(), static_cast<std::uint32_t>(u), kDirect});
+        if (meet(dst, StepKind::direct, {}, same)) deferred.push({floor, settled_as | out.size(), static_cast<std::uint32_t>(u), kDirect});
       } else if (floor <= cutoff()) {
         const Step& d = ctx.direct_step(static_cast<std::uint32_t>(u));
-        if (d.peak_bytes <= budget && meet(dst, StepKind::direct, {})) relax(u, dst, StepKind::direct, {}, same, d.cost_us, settled_as | out.size());
+        if (d.peak_bytes <= budget && meet(dst, StepKind::direct, {}, same)) relax(u, dst, StepKind::direct, {}, same, d.cost_us, settled_as | out.size());
       }
     }
   }
@@ -587,9 +604,11 @@ std::uint32_t GraphContext::intern(const Sharding& s) const {
 
 void GraphContext::use_symmetry() {
   sym_classes.clear();
+  tensor_sym_classes.clear();
   sym_mask_ = 0;
   sym_flat_n_ = 0;
   src_moves = false;
+  for (int m = 0; m < Sharding::kMaxMeshDims; ++m) mesh_rep_[static_cast<std::size_t>(m)] = static_cast<std::int8_t>(m);
   if (edges != EdgeSet::all) return;
   const int md = mesh.ndim();
   std::array<int, Sharding::kMaxMeshDims> root{};
@@ -627,25 +646,96 @@ void GraphContext::use_symmetry() {
     for (int m : c) {
       sym_mask_ |= 1u << m;
       sym_flat_[sym_flat_n_++] = static_cast<std::int8_t>(m);
+      mesh_rep_[static_cast<std::size_t>(m)] = static_cast<std::int8_t>(c.front());
     }
+  // Interchangeable tensor dims: one length, no entry in the source or the target (both stay as
+  // they are when the dims are exchanged), and some earlier tensor dim longer than the mesh has
+  // ranks. Every layout splits that dim into at most that many parts, so some rank holds two or
+  // more of its indices: a gather or reduce_scatter along any later dim is never contiguous
+  // (step_buffers), whichever of the exchanged dims it runs along. Everything else a step costs
+  // (bytes, peers, copies, peaks) and every bound reads the dims' lengths and entries only.
+  const int nd = static_cast<int>(shape.size());
+  int first = 0;  // the first tensor dim after one longer than the mesh has ranks
+  while (first < nd && shape[static_cast<std::size_t>(first)] <= mesh.num_ranks()) ++first;
+  ++first;
+  for (int i = first; i < nd; ++i) {
+    if (!src.entries(i).empty() || !dst.entries(i).empty()) continue;
+    bool placed = false;
+    for (auto& c : tensor_sym_classes)
+      if (shape[static_cast<std::size_t>(c.front())] == shape[static_cast<std::size_t>(i)]) {
+        c.push_back(i);
+        placed = true;
+        break;
+      }
+    if (!placed) tensor_sym_classes.push_back({i});
+  }
+  std::erase_if(tensor_sym_classes, [](const auto& c) { return c.size() < 2; });
   // the relabeling table, with the identity as 0, only for a query that merges
-  if (!sym_classes.empty() && table.perms.empty()) (void)relabeling_id(identity_perm());
+  if (merges() && table.perms.empty()) (void)relabeling_id(Relabeling{});
 }
 
-std::uint16_t GraphContext::relabeling_id(const DimPerm& p) const {
-  std::uint64_t key = 0;
-  std::memcpy(&key, p.data(), sizeof key);
+std::uint16_t GraphContext::relabeling_id(const Relabeling& p) const {
+  static_assert(sizeof(DimPerm) == 8 && sizeof(TensorPerm) == 16);
+  StateTable::RelabelingKey key{};
+  std::memcpy(&key.words[0], p.mesh.data(), 8);
+  std::memcpy(&key.words[1], p.tensor.data(), 16);
   auto [it, fresh] = table.perm_ids.try_emplace(key, static_cast<std::uint16_t>(table.perms.size()));
   if (fresh) {
-    charge(static_cast<std::int64_t>(sizeof(DimPerm) + 32));
+    charge(static_cast<std::int64_t>(sizeof(Relabeling) + 48));
     table.perms.push_back(p);
   }
   return it->second;
 }
 
-bool GraphContext::canonical_perm(const Sharding& s, DimPerm& p) const {
-  p = identity_perm();
-  if (sym_classes.empty()) return false;
+bool GraphContext::canonical_perm(const Sharding& s0, Relabeling& r) const {
+  r = Relabeling{};
+  if (!merges()) return false;
+  bool moved = false;
+  // Interchangeable tensor dims first: ordered by their entries, each read as (its mesh dim's
+  // class, or the mesh dim where it has none; strided; split factor), in shard order, a prefix
+  // first. No mesh relabeling changes that order, so the mesh dims' roles are then read on the
+  // permuted layout. Dims whose entries read the same keep their order (those two layouts may
+  // then be interned apart: fewer merges, never a wrong one).
+  Sharding permuted;
+  const Sharding* sp = &s0;
+  if (!tensor_sym_classes.empty()) {
+    auto less = [&](int a, int b) {
+      const auto ea = s0.entries(a), eb = s0.entries(b);
+      for (std::size_t k = 0; k < ea.size() && k < eb.size(); ++k) {
+        const auto& x = ea[k];
+        const auto& y = eb[k];
+        const int rx = mesh_rep_[static_cast<std::size_t>(x.mesh_dim)], ry = mesh_rep_[static_cast<std::size_t>(y.mesh_dim)];
+        if (rx != ry) return rx < ry;
+        if (x.strided != y.strided) return y.strided;
+        if (x.split_factor != y.split_factor) return x.split_factor < y.split_factor;
+      }
+      return ea.size() < eb.size();
+    };
+    bool tmoved = false;
+    for (const auto& cls : tensor_sym_classes) {
+      const std::size_t n = cls.size();
+      std::size_t k = 1;
+      while (k < n && !less(cls[k], cls[k - 1])) ++k;
+      if (k == n) continue;
+      std::array<int, Sharding::kMaxTensorDims> order{};  // a stable insertion sort
+      for (k = 0; k < n; ++k) {
+        const int x = cls[k];
+        std::size_t j = k;
+        for (; j > 0 && less(x, order[j - 1]); --j) order[j] = order[j - 1];
+        order[j] = x;
+      }
+      for (k = 0; k < n; ++k) r.tensor[static_cast<std::size_t>(order[k])] = static_cast<std::int8_t>(cls[k]);
+      tmoved = true;
+    }
+    if (tmoved) {
+      permuted = s0.with_tensor_dims_permuted(std::span<const std::int8_t>(r.tensor.data(), static_cast<std::size_t>(s0.tensor_ndim())));
+      sp = &permuted;
+      moved = true;
+    }
+  }
+  if (sym_classes.empty()) return moved;
+  const Sharding& s = *sp;
+  DimPerm& p = r.mesh;
   // A mesh dim's role in `s`: Replicate, Partial(op), or the entry it is (tensor dim, position
   // in the shard order, strided, split factor). Relabelings within a class permute the roles
   // among its dims; the canonical one gives them to the class's dims in ascending role order.
@@ -671,7 +761,6 @@ bool GraphContext::canonical_perm(const Sharding& s, DimPerm& p) const {
                                                               static_cast<std::uint64_t>(k) << 1 | (es[k].strided ? 1u : 0u),
                                                           es[k].split_factor};
   }
-  bool moved = false;
   for (const auto& cls : sym_classes) {
     const std::size_t n = cls.size();
     std::size_t k = 1;  // most classes are in order already
@@ -691,9 +780,7 @@ bool GraphContext::canonical_perm(const Sharding& s, DimPerm& p) const {
   return moved;
 }
 
-Sharding GraphContext::canonical(const Sharding& s, DimPerm& p) const {
-  return canonical_perm(s, p) ? s.with_mesh_dims_relabeled(std::span<const std::int8_t>(p.data(), static_cast<std::size_t>(mesh.ndim()))) : s;
-}
+Sharding GraphContext::canonical(const Sharding& s, Relabeling& p) const { return canonical_perm(s, p) ? relabel(s, p) : s; }
 
 std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
   auto& T = table;
@@ -702,7 +789,7 @@ std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
     thread_local std::vector<SearchEdge> scratch;
     scratch.clear();
     const Sharding from = T.states[id];  // interning may grow `states`
-    if (sym_classes.empty()) {
+    if (!merges()) {
       enumerate_transitions(
           *this, from, [&](const Sharding& to, StepKind kind, const DimList& group) { scratch.push_back({intern(to), kind, group}); },
           false);
@@ -711,21 +798,21 @@ std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
       // over no mesh dim of a class leaves the class dims' roles in their order (it changes their
       // entries' positions only by removing the last entries of a tensor dim or appending after
       // them; a relabel or direct step makes the target, which every relabeling fixes): its
-      // layout is canonical as it is, without asking.
-      DimPerm p0;
-      const bool from_canonical = !canonical_perm(from, p0);
+      // layout is canonical as it is, without asking. (Not so with interchangeable tensor dims:
+      // a step over any mesh dim may change their entries, and so their order.)
+      Relabeling p0;
+      const bool from_canonical = tensor_sym_classes.empty() && !canonical_perm(from, p0);
       enumerate_transitions(
           *this, from,
           [&](const Sharding& to, StepKind kind, const DimList& group) {
             std::uint32_t touched = 0;
             for (int m : group.span()) touched |= 1u << m;
-            DimPerm p;
+            Relabeling p;
             if ((from_canonical && (touched & sym_mask_) == 0) || !canonical_perm(to, p)) {
               scratch.push_back({intern(to), kind, group});
               return;
             }
-            const Sharding c = to.with_mesh_dims_relabeled(std::span<const std::int8_t>(p.data(), static_cast<std::size_t>(mesh.ndim())));
-            scratch.push_back({intern(c), kind, group, relabeling_id(p)});
+            scratch.push_back({intern(relabel(to, p)), kind, group, relabeling_id(p)});
           },
           false);
     }
@@ -748,10 +835,7 @@ void GraphContext::cost_edge(std::uint32_t from, SearchEdge& e) const {
   if (e.costed) return;
   if (e.perm == 0) return keep_cost(e, make_step(*this, e.kind, e.group.span(), table.states[from], table.states[e.to], false));
   // the step reaches the layout the edge made, which its canonical state relabels (perm)
-  const DimPerm& p = table.perms[e.perm];
-  DimPerm inverse = identity_perm();
-  for (int m = 0; m < mesh.ndim(); ++m) inverse[static_cast<std::size_t>(p[static_cast<std::size_t>(m)])] = static_cast<std::int8_t>(m);
-  const Sharding made = table.states[e.to].with_mesh_dims_relabeled(std::span<const std::int8_t>(inverse.data(), static_cast<std::size_t>(mesh.ndim())));
+  const Sharding made = relabel(table.states[e.to], table.perms[e.perm].inverse());
   keep_cost(e, make_step(*this, e.kind, e.group.span(), table.states[from], made, false));
 }
 
@@ -855,9 +939,10 @@ Plan plan_on(const GraphContext& ctx, std::int64_t budget, const Layout& src, co
     // record lists the mesh dims its transfers cross)
     const Step& s0 = plan.steps[0];
     // (the search meets its first edges' layouts as canonical states)
-    DimPerm p;
+    Relabeling p;
     const DimList first_group = s0.kind == StepKind::direct ? DimList{} : DimList(s0.mesh_dims);
-    const FirstEdge first{s0.kind, first_group, ctx.canonical(s0.to, p)};
+    Sharding first_to = ctx.canonical(s0.to, p);
+    const FirstEdge first{s0.kind, first_group, std::move(first_to), ctx.merges() ? ctx.relabeling_id(p) : std::uint16_t{0}};
     SourceClassProbe probe;
     if (ctx.src_moves) probe.class_id = ctx.intern(ctx.canonical(ctx.src, p));
     auto ru = search(ctx, budget, &first, nullptr, ctx.src_moves ? &probe : nullptr);
@@ -920,7 +1005,7 @@ std::vector<Plan> near_optimal_plans(const Layout& src, const Layout& dst, const
   // same context (its states, bounds and costed edges reused) when there was nothing to merge
   // (there the same searches first: the slack search's budget below counts the states they met)
   std::optional<GraphContext> every;
-  if (!own.sym_classes.empty()) {
+  if (own.merges()) {
     every.emplace(src, dst, cost, edges);
     (void)apply_options(*every, options);
     (void)plan_on(*every, budget, src, dst, cost, edges, options);
