@@ -251,7 +251,7 @@ TEST_CASE("interchangeable tensor dims: a step costs the same with the dims exch
   hosts.devices_per_host = 2;
   for (const auto& shape : {std::vector<std::int64_t>{9, 4, 4}, std::vector<std::int64_t>{4, 4, 4}}) {
     const bool merged = shape[0] > mesh.num_ranks();
-    std::int64_t twins = 0, differ = 0;
+    std::int64_t twins = 0, differ = 0, reordered = 0;
     for (const CostModel* cm : {&hosts, &fitted})
       for (const char* target : {"RR", "S(0)R", "P(sum)S(0)"}) {
         const Layout dl = Layout::parse(mesh, shape, DType::f32, std::string(target) + "R");
@@ -289,6 +289,14 @@ TEST_CASE("interchangeable tensor dims: a step costs the same with the dims exch
             if (it == et.end()) FAIL(shape_str(shape) << " " << s.str() << " -> " << e.to.str() << " (" << to_string(e.step.kind) << "): no edge "
                                                     << t.str() << " -> " << want.str());
             ++twins;
+            // what the merged search's plans list such a gather's mesh dims by (all_gather_group)
+            if (e.step.kind == StepKind::all_gather && e.step.mesh_dims.size() > 1) {
+              std::uint32_t mask = 0;
+              for (int m : e.step.mesh_dims) mask |= 1u << m;
+              const DimList listed = all_gather_group(t, mask);
+              CHECK(std::vector<int>(listed.span().begin(), listed.span().end()) == it->step.mesh_dims);
+              reordered += it->step.mesh_dims != e.step.mesh_dims ? 1 : 0;
+            }
             if (it->step.cost_us != e.step.cost_us || it->step.peak_bytes != e.step.peak_bytes) {
               if (merged)
                 FAIL_CHECK(shape_str(shape) << " " << s.str() << " -> " << e.to.str() << " costs " << e.step.cost_us << ", exchanged "
@@ -298,8 +306,10 @@ TEST_CASE("interchangeable tensor dims: a step costs the same with the dims exch
           }
         }
       }
-    INFO(shape_str(shape) << ": edges with twins " << twins << ", differing " << differ);
+    INFO(shape_str(shape) << ": edges with twins " << twins << ", differing " << differ << ", gathers listing their dims in another order "
+                          << reordered);
     CHECK(twins > 10000);
+    CHECK(reordered > 0);
     if (merged) {
       CHECK(differ == 0);
     } else {

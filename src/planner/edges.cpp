@@ -303,6 +303,14 @@ bool direct_allowed(const EdgeScope& sc, const Sharding& from) {
 
 bool direct_allowed(const GraphContext& ctx, const Sharding& from) { return direct_allowed(ctx.scope(), from); }
 
+DimList all_gather_group(const Sharding& from, std::uint32_t mask) {
+  DimList group;
+  for (int d = 0; d < from.tensor_ndim(); ++d)
+    for (const auto& e : from.entries(d))
+      if ((mask >> e.mesh_dim) & 1u) group.push(e.mesh_dim);
+  return group;
+}
+
 namespace {
 
 // Every edge out of `from`, in the planner's deterministic order, as emit(kind, group, to).

@@ -695,6 +695,9 @@ void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const 
 
 // Whether the `direct` edge from `from` to the target exists (edge set all, no Partial on a
 // mesh dim whose placement changes).
+// The mesh dims of `mask` as a gather over them out of `from` lists them (its group: by tensor
+// dim, each dim's entries in shard order).
+[[nodiscard]] DimList all_gather_group(const Sharding& from, std::uint32_t mask);
 [[nodiscard]] bool direct_allowed(const GraphContext& ctx, const Sharding& from);
 [[nodiscard]] bool direct_allowed(const EdgeScope& scope, const Sharding& from);
 // Whether `kind` over `group` (in group order) is an edge from `from` to `to` (direct excluded).

@@ -365,10 +365,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
         if (kind == StepKind::all_gather && real_group.size() > 1) {
           std::uint32_t mask = 0;
           for (int m : real_group.span()) mask |= 1u << m;
-          real_group = DimList{};
-          for (int d = 0; d < real_from.tensor_ndim(); ++d)
-            for (const auto& e : real_from.entries(d))
-              if ((mask >> e.mesh_dim) & 1u) real_group.push(e.mesh_dim);
+          real_group = all_gather_group(real_from, mask);
         }
         // a flattened all_reduce's dims are listed ascending (edges.cpp); its result does not
         // depend on their order
