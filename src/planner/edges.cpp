@@ -85,6 +85,7 @@ void StateTable::reset() {
   direct_steps.clear();
   direct_dims.clear();
   perms.clear();
+  mesh_perm_ids.clear();
   perm_ids.clear();
   search_bytes = 0;
   max_states = kDefaultMaxStates;

@@ -218,34 +218,37 @@ struct SearchBound {
 
 // A relabeling of the mesh dims: dim m becomes dim p[m] (Sharding::with_mesh_dims_relabeled).
 using DimPerm = std::array<std::int8_t, Sharding::kMaxMeshDims>;
-[[nodiscard]] inline DimPerm identity_perm() noexcept {
-  DimPerm p{};
+// A permutation of the tensor dims: dim d becomes dim p[d] (Sharding::with_tensor_dims_permuted).
+using TensorPerm = std::array<std::int8_t, Sharding::kMaxTensorDims>;
+template <class Perm>
+[[nodiscard]] constexpr Perm identity_of() noexcept {
+  Perm p{};
   for (std::size_t m = 0; m < p.size(); ++m) p[m] = static_cast<std::int8_t>(m);
   return p;
 }
-// A permutation of the tensor dims: dim d becomes dim p[d] (Sharding::with_tensor_dims_permuted).
-using TensorPerm = std::array<std::int8_t, Sharding::kMaxTensorDims>;
+[[nodiscard]] constexpr DimPerm identity_perm() noexcept { return identity_of<DimPerm>(); }
 // What the searches merge states by (GraphContext::use_symmetry): a relabeling of interchangeable
 // mesh dims and a permutation of interchangeable tensor dims. The two act on separate parts of a
 // layout (the entries' mesh dims and Partial slots; which tensor dim holds which entries), so
 // they commute, and relabelings compose part by part.
 struct Relabeling {
-  DimPerm mesh = identity_perm();
-  TensorPerm tensor = [] {
-    TensorPerm t{};
-    for (std::size_t d = 0; d < t.size(); ++d) t[d] = static_cast<std::int8_t>(d);
-    return t;
-  }();
+  // (constants: a default relabeling is three stores)
+  static constexpr DimPerm kMeshIdentity = identity_of<DimPerm>();
+  static constexpr TensorPerm kTensorIdentity = identity_of<TensorPerm>();
+  DimPerm mesh = kMeshIdentity;
+  TensorPerm tensor = kTensorIdentity;
   bool operator==(const Relabeling&) const = default;
   [[nodiscard]] Sharding apply(const Sharding& s, int mesh_ndim, bool tensor_moves) const noexcept {
     Sharding r = s.with_mesh_dims_relabeled(std::span<const std::int8_t>(mesh.data(), static_cast<std::size_t>(mesh_ndim)));
     return tensor_moves ? r.with_tensor_dims_permuted(std::span<const std::int8_t>(tensor.data(), static_cast<std::size_t>(s.tensor_ndim())))
                         : r;
   }
-  [[nodiscard]] Relabeling inverse() const noexcept {
+  // (over the first mesh_ndim mesh dims and tensor_ndim tensor dims; the others stay in place)
+  [[nodiscard]] Relabeling inverse(int mesh_ndim, int tensor_ndim) const noexcept {
     Relabeling r;
-    for (std::size_t m = 0; m < mesh.size(); ++m) r.mesh[static_cast<std::size_t>(mesh[m])] = static_cast<std::int8_t>(m);
-    for (std::size_t d = 0; d < tensor.size(); ++d) r.tensor[static_cast<std::size_t>(tensor[d])] = static_cast<std::int8_t>(d);
+    for (int m = 0; m < mesh_ndim; ++m) r.mesh[static_cast<std::size_t>(mesh[static_cast<std::size_t>(m)])] = static_cast<std::int8_t>(m);
+    for (int d = 0; d < tensor_ndim; ++d)
+      r.tensor[static_cast<std::size_t>(tensor[static_cast<std::size_t>(d)])] = static_cast<std::int8_t>(d);
     return r;
   }
 };
@@ -583,6 +586,8 @@ struct StateTable {
       return static_cast<std::size_t>((k.words[0] * 0x9e3779b97f4a7c15ULL) ^ (k.words[1] * 0xff51afd7ed558ccdULL) ^ k.words[2]);
     }
   };
+  // (relabelings of mesh dims alone, the common case, by their mesh part; the others in full)
+  std::unordered_map<std::uint64_t, std::uint16_t> mesh_perm_ids;
   std::unordered_map<RelabelingKey, std::uint16_t, RelabelingHash> perm_ids;
   std::int64_t search_bytes = 0;  // approximate bytes held by the table and the searches' queues
   static constexpr std::int64_t kDefaultMaxStates = 2'000'000;
@@ -654,6 +659,9 @@ struct GraphContext : Query {
   std::uint32_t sym_mask_ = 0;
   std::array<std::int8_t, Sharding::kMaxMeshDims> sym_flat_{};
   std::size_t sym_flat_n_ = 0;
+  // canonical_perm's mesh part: the relabeling of interchangeable mesh dims alone (`p` is left
+  // as it is when that is the identity)
+  [[nodiscard]] bool canonical_mesh_perm(const Sharding& s, DimPerm& p) const;
   // per mesh dim, the first dim of its class (itself where it has none): what a tensor dim's
   // entries are compared by when ordering interchangeable tensor dims (no mesh relabeling
   // changes it)

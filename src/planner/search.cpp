@@ -655,84 +655,101 @@ void GraphContext::use_symmetry() {
   int first = 0;  // the first tensor dim after one longer than the mesh has ranks
   while (first < nd && shape[static_cast<std::size_t>(first)] <= mesh.num_ranks()) ++first;
   ++first;
+  auto free_dim = [&](int i) { return src.entries(i).empty() && dst.entries(i).empty(); };
+  std::uint32_t placed = 0;  // (no allocation unless some class has two dims: most queries have none)
   for (int i = first; i < nd; ++i) {
-    if (!src.entries(i).empty() || !dst.entries(i).empty()) continue;
-    bool placed = false;
-    for (auto& c : tensor_sym_classes)
-      if (shape[static_cast<std::size_t>(c.front())] == shape[static_cast<std::size_t>(i)]) {
-        c.push_back(i);
-        placed = true;
-        break;
+    if ((placed >> i) & 1u || !free_dim(i)) continue;
+    for (int j = i + 1; j < nd; ++j) {
+      if ((placed >> j) & 1u || !free_dim(j) || shape[static_cast<std::size_t>(j)] != shape[static_cast<std::size_t>(i)]) continue;
+      if (!((placed >> i) & 1u)) {
+        tensor_sym_classes.push_back({i});
+        placed |= 1u << i;
       }
-    if (!placed) tensor_sym_classes.push_back({i});
+      tensor_sym_classes.back().push_back(j);
+      placed |= 1u << j;
+    }
   }
-  std::erase_if(tensor_sym_classes, [](const auto& c) { return c.size() < 2; });
   // the relabeling table, with the identity as 0, only for a query that merges
   if (merges() && table.perms.empty()) (void)relabeling_id(Relabeling{});
 }
+
+namespace {
+// The identity tensor permutation as relabeling_id's key reads it (two words of its bytes).
+const std::array<std::uint64_t, 2> kTensorIdentityWords = [] {
+  std::array<std::uint64_t, 2> w{};
+  std::memcpy(w.data(), Relabeling::kTensorIdentity.data(), sizeof w);
+  return w;
+}();
+}  // namespace
 
 std::uint16_t GraphContext::relabeling_id(const Relabeling& p) const {
   static_assert(sizeof(DimPerm) == 8 && sizeof(TensorPerm) == 16);
   StateTable::RelabelingKey key{};
   std::memcpy(&key.words[0], p.mesh.data(), 8);
   std::memcpy(&key.words[1], p.tensor.data(), 16);
-  auto [it, fresh] = table.perm_ids.try_emplace(key, static_cast<std::uint16_t>(table.perms.size()));
+  // (relabelings of mesh dims alone by their mesh word: one word to hash and compare)
+  std::uint16_t id = static_cast<std::uint16_t>(table.perms.size());
+  bool fresh = false;
+  if (key.words[1] == kTensorIdentityWords[0] && key.words[2] == kTensorIdentityWords[1]) {
+    const auto r = table.mesh_perm_ids.try_emplace(key.words[0], id);
+    id = r.first->second;
+    fresh = r.second;
+  } else {
+    const auto r = table.perm_ids.try_emplace(key, id);
+    id = r.first->second;
+    fresh = r.second;
+  }
   if (fresh) {
     charge(static_cast<std::int64_t>(sizeof(Relabeling) + 48));
     table.perms.push_back(p);
   }
-  return it->second;
+  return id;
 }
 
-bool GraphContext::canonical_perm(const Sharding& s0, Relabeling& r) const {
+bool GraphContext::canonical_perm(const Sharding& s, Relabeling& r) const {
   r = Relabeling{};
-  if (!merges()) return false;
-  bool moved = false;
+  if (tensor_sym_classes.empty()) return canonical_mesh_perm(s, r.mesh);
   // Interchangeable tensor dims first: ordered by their entries, each read as (its mesh dim's
   // class, or the mesh dim where it has none; strided; split factor), in shard order, a prefix
   // first. No mesh relabeling changes that order, so the mesh dims' roles are then read on the
   // permuted layout. Dims whose entries read the same keep their order (those two layouts may
   // then be interned apart: fewer merges, never a wrong one).
-  Sharding permuted;
-  const Sharding* sp = &s0;
-  if (!tensor_sym_classes.empty()) {
-    auto less = [&](int a, int b) {
-      const auto ea = s0.entries(a), eb = s0.entries(b);
-      for (std::size_t k = 0; k < ea.size() && k < eb.size(); ++k) {
-        const auto& x = ea[k];
-        const auto& y = eb[k];
-        const int rx = mesh_rep_[static_cast<std::size_t>(x.mesh_dim)], ry = mesh_rep_[static_cast<std::size_t>(y.mesh_dim)];
-        if (rx != ry) return rx < ry;
-        if (x.strided != y.strided) return y.strided;
-        if (x.split_factor != y.split_factor) return x.split_factor < y.split_factor;
-      }
-      return ea.size() < eb.size();
-    };
-    bool tmoved = false;
-    for (const auto& cls : tensor_sym_classes) {
-      const std::size_t n = cls.size();
-      std::size_t k = 1;
-      while (k < n && !less(cls[k], cls[k - 1])) ++k;
-      if (k == n) continue;
-      std::array<int, Sharding::kMaxTensorDims> order{};  // a stable insertion sort
-      for (k = 0; k < n; ++k) {
-        const int x = cls[k];
-        std::size_t j = k;
-        for (; j > 0 && less(x, order[j - 1]); --j) order[j] = order[j - 1];
-        order[j] = x;
-      }
-      for (k = 0; k < n; ++k) r.tensor[static_cast<std::size_t>(order[k])] = static_cast<std::int8_t>(cls[k]);
-      tmoved = true;
+  auto less = [&](int a, int b) {
+    const auto ea = s.entries(a), eb = s.entries(b);
+    for (std::size_t k = 0; k < ea.size() && k < eb.size(); ++k) {
+      const auto& x = ea[k];
+      const auto& y = eb[k];
+      const int rx = mesh_rep_[static_cast<std::size_t>(x.mesh_dim)], ry = mesh_rep_[static_cast<std::size_t>(y.mesh_dim)];
+      if (rx != ry) return rx < ry;
+      if (x.strided != y.strided) return y.strided;
+      if (x.split_factor != y.split_factor) return x.split_factor < y.split_factor;
     }
-    if (tmoved) {
-      permuted = s0.with_tensor_dims_permuted(std::span<const std::int8_t>(r.tensor.data(), static_cast<std::size_t>(s0.tensor_ndim())));
-      sp = &permuted;
-      moved = true;
+    return ea.size() < eb.size();
+  };
+  bool moved = false;
+  for (const auto& cls : tensor_sym_classes) {
+    const std::size_t n = cls.size();
+    std::size_t k = 1;
+    while (k < n && !less(cls[k], cls[k - 1])) ++k;
+    if (k == n) continue;
+    std::array<int, Sharding::kMaxTensorDims> order{};  // a stable insertion sort
+    for (k = 0; k < n; ++k) {
+      const int x = cls[k];
+      std::size_t j = k;
+      for (; j > 0 && less(x, order[j - 1]); --j) order[j] = order[j - 1];
+      order[j] = x;
     }
+    for (k = 0; k < n; ++k) r.tensor[static_cast<std::size_t>(order[k])] = static_cast<std::int8_t>(cls[k]);
+    moved = true;
   }
-  if (sym_classes.empty()) return moved;
-  const Sharding& s = *sp;
-  DimPerm& p = r.mesh;
+  if (!moved) return canonical_mesh_perm(s, r.mesh);
+  (void)canonical_mesh_perm(s.with_tensor_dims_permuted(std::span<const std::int8_t>(r.tensor.data(), static_cast<std::size_t>(s.tensor_ndim()))),
+                            r.mesh);
+  return true;
+}
+
+bool GraphContext::canonical_mesh_perm(const Sharding& s, DimPerm& p) const {
+  if (sym_classes.empty()) return false;
   // A mesh dim's role in `s`: Replicate, Partial(op), or the entry it is (tensor dim, position
   // in the shard order, strided, split factor). Relabelings within a class permute the roles
   // among its dims; the canonical one gives them to the class's dims in ascending role order.
@@ -758,6 +775,7 @@ bool GraphContext::canonical_perm(const Sharding& s0, Relabeling& r) const {
                                                               static_cast<std::uint64_t>(k) << 1 | (es[k].strided ? 1u : 0u),
                                                           es[k].split_factor};
   }
+  bool moved = false;
   for (const auto& cls : sym_classes) {
     const std::size_t n = cls.size();
     std::size_t k = 1;  // most classes are in order already
@@ -790,22 +808,37 @@ std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
       enumerate_transitions(
           *this, from, [&](const Sharding& to, StepKind kind, const DimList& group) { scratch.push_back({intern(to), kind, group}); },
           false);
-    } else {
+    } else if (tensor_sym_classes.empty()) {
       // Every state met is canonical but the source may not be. From a canonical state a step
       // over no mesh dim of a class leaves the class dims' roles in their order (it changes their
       // entries' positions only by removing the last entries of a tensor dim or appending after
       // them; a relabel or direct step makes the target, which every relabeling fixes): its
-      // layout is canonical as it is, without asking. (Not so with interchangeable tensor dims:
-      // a step over any mesh dim may change their entries, and so their order.)
-      Relabeling p0;
-      const bool from_canonical = tensor_sym_classes.empty() && !canonical_perm(from, p0);
+      // layout is canonical as it is, without asking. (Mesh dims only: the relabelings' mesh
+      // part alone, the hot path of most merging queries.)
+      DimPerm p0 = identity_perm();
+      const bool from_canonical = !canonical_mesh_perm(from, p0);
       enumerate_transitions(
           *this, from,
           [&](const Sharding& to, StepKind kind, const DimList& group) {
             std::uint32_t touched = 0;
             for (int m : group.span()) touched |= 1u << m;
+            DimPerm p = identity_perm();
+            if ((from_canonical && (touched & sym_mask_) == 0) || !canonical_mesh_perm(to, p)) {
+              scratch.push_back({intern(to), kind, group});
+              return;
+            }
+            const Sharding c = to.with_mesh_dims_relabeled(std::span<const std::int8_t>(p.data(), static_cast<std::size_t>(mesh.ndim())));
+            scratch.push_back({intern(c), kind, group, relabeling_id(Relabeling{p})});
+          },
+          false);
+    } else {
+      // With interchangeable tensor dims a step over any mesh dim may change their entries, and
+      // so their order: every next layout is made canonical.
+      enumerate_transitions(
+          *this, from,
+          [&](const Sharding& to, StepKind kind, const DimList& group) {
             Relabeling p;
-            if ((from_canonical && (touched & sym_mask_) == 0) || !canonical_perm(to, p)) {
+            if (!canonical_perm(to, p)) {
               scratch.push_back({intern(to), kind, group});
               return;
             }
@@ -832,7 +865,8 @@ void GraphContext::cost_edge(std::uint32_t from, SearchEdge& e) const {
   if (e.costed) return;
   if (e.perm == 0) return keep_cost(e, make_step(*this, e.kind, e.group.span(), table.states[from], table.states[e.to], false));
   // the step reaches the layout the edge made, which its canonical state relabels (perm)
-  const Sharding made = relabel(table.states[e.to], table.perms[e.perm].inverse());
+  const int tensor_moves = tensor_sym_classes.empty() ? 0 : static_cast<int>(shape.size());
+  const Sharding made = relabel(table.states[e.to], table.perms[e.perm].inverse(mesh.ndim(), tensor_moves));
   keep_cost(e, make_step(*this, e.kind, e.group.span(), table.states[from], made, false));
 }
 
