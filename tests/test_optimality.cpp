@@ -269,7 +269,8 @@ TEST_CASE("interchangeable tensor dims: a step costs the same with the dims exch
           const Sharding t = s.with_tensor_dims_permuted(swap);
           REQUIRE(t.with_tensor_dims_permuted(swap) == s);
           const auto bs = ctx.table.bound[ctx.intern(s)], bt = ctx.table.bound[ctx.intern(t)];
-          if (bs.us != bt.us || bs.missing != bt.missing || bs.before_last_us != bt.before_last_us) {
+          if (bs.us != bt.us || bs.missing != bt.missing || bs.before_last_us != bt.before_last_us || bs.traffic != bt.traffic ||
+              bs.enters_host != bt.enters_host || bs.steps != bt.steps || bs.exact_ps != bt.exact_ps) {
             if (merged) FAIL_CHECK(s.str() << " bound " << bs.us << ", exchanged " << t.str() << " " << bt.us);
             ++differ;
           }
