@@ -669,6 +669,18 @@ void GraphContext::use_symmetry() {
       placed |= 1u << j;
     }
   }
+  // Edges record their relabeling as a 16-bit index (SearchEdge::perm), so the relabelings that
+  // can occur, the classes' permutations together, stay below 65,536: the mesh classes' (at most
+  // 8! = 40,320) first, then each tensor class, cut to the dims that still fit (none when not two).
+  std::uint64_t order = 1;
+  for (const auto& c : sym_classes)
+    for (std::uint64_t k = 2; k <= c.size(); ++k) order *= k;
+  for (auto& c : tensor_sym_classes) {
+    std::size_t keep = 0;
+    while (keep < c.size() && order * (keep + 1) < 65536) order *= ++keep;
+    c.resize(keep < 2 ? 0 : keep);
+  }
+  std::erase_if(tensor_sym_classes, [](const auto& c) { return c.empty(); });
   // the relabeling table, with the identity as 0, only for a query that merges
   if (merges() && table.perms.empty()) (void)relabeling_id(Relabeling{});
 }
