@@ -304,12 +304,20 @@ bool direct_allowed(const EdgeScope& sc, const Sharding& from) {
 
 bool direct_allowed(const GraphContext& ctx, const Sharding& from) { return direct_allowed(ctx.scope(), from); }
 
-DimList all_gather_group(const Sharding& from, std::uint32_t mask) {
-  DimList group;
-  for (int d = 0; d < from.tensor_ndim(); ++d)
-    for (const auto& e : from.entries(d))
-      if ((mask >> e.mesh_dim) & 1u) group.push(e.mesh_dim);
-  return group;
+bool all_gather_group(const Sharding& from, std::uint32_t mask, DimList& group) {
+  group = DimList{};
+  for (int d = 0; d < from.tensor_ndim(); ++d) {
+    bool seen = false;
+    for (const auto& e : from.entries(d)) {
+      if ((mask >> e.mesh_dim) & 1u) {
+        seen = true;
+        group.push(e.mesh_dim);
+      } else if (seen) {
+        return false;  // an entry of the mask below one that is not: no gather removes it
+      }
+    }
+  }
+  return true;
 }
 
 namespace {
@@ -365,17 +373,9 @@ void for_each_edge(const EdgeScope& sc, const Sharding& from, Emit&& emit_raw, b
       for (std::uint32_t rest = mask; rest != 0; rest &= rest - 1) ++dims_in_mask;
       auto in = [&](int m) { return (mask >> m) & 1u; };
       // all_gather: the group's entries are a suffix of every tensor dim's order.
-      bool ok = true;
       DimList group;
-      for (int d = 0; d < from.tensor_ndim() && ok; ++d) {
-        const auto es = from.entries(d);
-        bool seen = false;
-        for (const auto& e : es) {
-          if (in(e.mesh_dim)) { seen = true; group.push(e.mesh_dim); }
-          else if (seen) ok = false;
-        }
-      }
-      if (ok && static_cast<int>(group.size()) == dims_in_mask) emit(StepKind::all_gather, group, from.with_replicated(mask));
+      if (all_gather_group(from, mask, group) && static_cast<int>(group.size()) == dims_in_mask)
+        emit(StepKind::all_gather, group, from.with_replicated(mask));
       // all_reduce / reduce_scatter: every group dim Partial with one op.
       std::optional<ReduceOp> gop;
       bool same = true;

@@ -701,11 +701,13 @@ void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const 
                                                    const PlanOptions& options, std::size_t max_plans, double slack_us,
                                                    double latency_share);
 
+// The mesh dims of `mask` as a gather over them out of `from` lists them (`group`: by tensor
+// dim, each dim's entries in shard order); false when some dim's order has an entry of the mask
+// below one that is not (no gather removes it; `group` is then incomplete). The gather is an
+// edge when this holds and every mesh dim of the mask shards something.
+[[nodiscard]] bool all_gather_group(const Sharding& from, std::uint32_t mask, DimList& group);
 // Whether the `direct` edge from `from` to the target exists (edge set all, no Partial on a
 // mesh dim whose placement changes).
-// The mesh dims of `mask` as a gather over them out of `from` lists them (its group: by tensor
-// dim, each dim's entries in shard order).
-[[nodiscard]] DimList all_gather_group(const Sharding& from, std::uint32_t mask);
 [[nodiscard]] bool direct_allowed(const GraphContext& ctx, const Sharding& from);
 [[nodiscard]] bool direct_allowed(const EdgeScope& scope, const Sharding& from);
 // Whether `kind` over `group` (in group order) is an edge from `from` to `to` (direct excluded).

@@ -365,7 +365,7 @@ std::optional<Found> search(const GraphContext& ctx, std::int64_t budget, const 
         if (kind == StepKind::all_gather && real_group.size() > 1) {
           std::uint32_t mask = 0;
           for (int m : real_group.span()) mask |= 1u << m;
-          real_group = all_gather_group(real_from, mask);
+          (void)all_gather_group(real_from, mask, real_group);  // (a real gather: its mask is a suffix)
         }
         // a flattened all_reduce's dims are listed ascending (edges.cpp); its result does not
         // depend on their order
