@@ -10,21 +10,39 @@
 namespace dtensor::cuda {
 namespace {
 
-template <typename V>
-__global__ void copy_strided_kernel(char* dst, const char* src, StridedCopy c, std::int64_t vecs_per_run,
-                                    std::int64_t total) {
-  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < total;
-       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    std::int64_t run = t / vecs_per_run;
-    const std::int64_t within = t - run * vecs_per_run;
-    std::int64_t doff = 0, soff = 0;
-    for (int k = c.ndim - 1; k >= 0; --k) {
-      const std::int64_t i = run % c.count[k];
-      run /= c.count[k];
-      doff += i * c.dst_stride[k];
-      soff += i * c.src_stride[k];
+// One vector of V per (run, index within the run); U vectors a thread per round, loaded before
+// any is stored (independent loads in flight). I is the index type: 32-bit when every vector
+// index and every dim's count fits, so the divisions that find a vector's run are 32-bit (a
+// 64-bit division is emulated in tens of instructions, per vector); offsets stay 64-bit.
+template <typename V, typename I, int U>
+__global__ void copy_strided_kernel(char* dst, const char* src, StridedCopy c, I vecs_per_run, I total) {
+  const I stride = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I t = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += stride * U) {
+    V v[U];
+    std::int64_t doff[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const I x = t + static_cast<I>(u) * stride;
+      if (x >= total) break;
+      I run = x / vecs_per_run;
+      const I within = x - run * vecs_per_run;
+      std::int64_t d = 0, s = 0;
+      for (int k = c.ndim - 1; k >= 0; --k) {
+        const I n = static_cast<I>(c.count[k]);
+        const I q = run / n;
+        const I i = run - q * n;
+        run = q;
+        d += static_cast<std::int64_t>(i) * c.dst_stride[k];
+        s += static_cast<std::int64_t>(i) * c.src_stride[k];
+      }
+      doff[u] = d + static_cast<std::int64_t>(within) * static_cast<std::int64_t>(sizeof(V));
+      v[u] = *reinterpret_cast<const V*>(src + s + static_cast<std::int64_t>(within) * static_cast<std::int64_t>(sizeof(V)));
     }
-    reinterpret_cast<V*>(dst + doff)[within] = reinterpret_cast<const V*>(src + soff)[within];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (t + static_cast<I>(u) * stride >= total) break;
+      *reinterpret_cast<V*>(dst + doff[u]) = v[u];
+    }
   }
 }
 
@@ -162,8 +180,17 @@ cudaError_t launch_copy_strided(void* dst, const void* src, const StridedCopy& c
     using V = decltype(vec);
     const std::int64_t per_run = c.run_bytes / static_cast<std::int64_t>(sizeof(V));
     const std::int64_t total = per_run * runs;
-    copy_strided_kernel<V><<<blocks_for(total), 256, 0, stream>>>(static_cast<char*>(dst), static_cast<const char*>(src),
-                                                                   c, per_run, total);
+    constexpr int kUnroll = 4;
+    const unsigned blocks = blocks_for((total + kUnroll - 1) / kUnroll);
+    // 32-bit indices when every vector index (and a round's overshoot past the last) fits
+    if (total <= (std::int64_t{1} << 30)) {
+      using I = std::uint32_t;
+      copy_strided_kernel<V, I, kUnroll><<<blocks, 256, 0, stream>>>(static_cast<char*>(dst), static_cast<const char*>(src), c,
+                                                                     static_cast<I>(per_run), static_cast<I>(total));
+    } else {
+      copy_strided_kernel<V, std::int64_t, kUnroll><<<blocks, 256, 0, stream>>>(static_cast<char*>(dst),
+                                                                                static_cast<const char*>(src), c, per_run, total);
+    }
     return cudaGetLastError();
   };
   if (align % 16 == 0) return go(int4{});
