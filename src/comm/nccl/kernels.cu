@@ -10,12 +10,10 @@
 namespace dtensor::cuda {
 namespace {
 
-// One vector of V per (run, index within the run); U vectors a thread per round, loaded before
-// any is stored (independent loads in flight). I is the index type: 32-bit when every vector
-// index and every dim's count fits, so the divisions that find a vector's run are 32-bit (a
-// 64-bit division is emulated in tens of instructions, per vector); offsets stay 64-bit.
+// One vector of V per index (strided_copy.hpp: its offsets); U vectors a thread per round, all
+// loaded before any is stored (independent loads in flight). I: the index type (copy_fits_32).
 template <typename V, typename I, int U>
-__global__ void copy_strided_kernel(char* dst, const char* src, StridedCopy c, I vecs_per_run, I total) {
+__global__ void copy_strided_kernel(char* dst, const char* src, StridedCopy c, I per_run, I total) {
   const I stride = static_cast<I>(gridDim.x) * blockDim.x;
   for (I t = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += stride * U) {
     V v[U];
@@ -24,19 +22,9 @@ __global__ void copy_strided_kernel(char* dst, const char* src, StridedCopy c, I
     for (int u = 0; u < U; ++u) {
       const I x = t + static_cast<I>(u) * stride;
       if (x >= total) break;
-      I run = x / vecs_per_run;
-      const I within = x - run * vecs_per_run;
-      std::int64_t d = 0, s = 0;
-      for (int k = c.ndim - 1; k >= 0; --k) {
-        const I n = static_cast<I>(c.count[k]);
-        const I q = run / n;
-        const I i = run - q * n;
-        run = q;
-        d += static_cast<std::int64_t>(i) * c.dst_stride[k];
-        s += static_cast<std::int64_t>(i) * c.src_stride[k];
-      }
-      doff[u] = d + static_cast<std::int64_t>(within) * static_cast<std::int64_t>(sizeof(V));
-      v[u] = *reinterpret_cast<const V*>(src + s + static_cast<std::int64_t>(within) * static_cast<std::int64_t>(sizeof(V)));
+      std::int64_t soff = 0;
+      copy_vector_offsets<I>(c, x, per_run, static_cast<int>(sizeof(V)), doff[u], soff);
+      v[u] = *reinterpret_cast<const V*>(src + soff);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -171,33 +159,27 @@ cudaError_t launch_copy_strided(void* dst, const void* src, const StridedCopy& c
   std::int64_t runs = 1;
   for (int k = 0; k < c.ndim; ++k) runs *= c.count[k];
   if (runs == 0 || c.run_bytes == 0) return cudaSuccess;
-  // widest vector that divides every offset the copy touches
-  std::uint64_t align = static_cast<std::uint64_t>(c.run_bytes) | reinterpret_cast<std::uintptr_t>(dst) |
-                        reinterpret_cast<std::uintptr_t>(src);
-  for (int k = 0; k < c.ndim; ++k)
-    align |= static_cast<std::uint64_t>(c.dst_stride[k]) | static_cast<std::uint64_t>(c.src_stride[k]);
-  auto go = [&](auto vec) {
-    using V = decltype(vec);
-    const std::int64_t per_run = c.run_bytes / static_cast<std::int64_t>(sizeof(V));
-    const std::int64_t total = per_run * runs;
-    constexpr int kUnroll = 4;
-    const unsigned blocks = blocks_for((total + kUnroll - 1) / kUnroll);
-    // 32-bit indices when every vector index (and a round's overshoot past the last) fits
-    if (total <= (std::int64_t{1} << 30)) {
-      using I = std::uint32_t;
-      copy_strided_kernel<V, I, kUnroll><<<blocks, 256, 0, stream>>>(static_cast<char*>(dst), static_cast<const char*>(src), c,
-                                                                     static_cast<I>(per_run), static_cast<I>(total));
-    } else {
-      copy_strided_kernel<V, std::int64_t, kUnroll><<<blocks, 256, 0, stream>>>(static_cast<char*>(dst),
-                                                                                static_cast<const char*>(src), c, per_run, total);
-    }
+  const int vec = copy_vector_bytes(c, reinterpret_cast<std::uintptr_t>(dst), reinterpret_cast<std::uintptr_t>(src));
+  const std::int64_t per_run = c.run_bytes / vec, total = per_run * runs;
+  const auto blocks = static_cast<unsigned>(copy_blocks(total));
+  auto go = [&](auto vector) {
+    using V = decltype(vector);
+    auto* d = static_cast<char*>(dst);
+    const auto* s = static_cast<const char*>(src);
+    if (copy_fits_32(total))
+      copy_strided_kernel<V, std::uint32_t, kCopyUnroll><<<blocks, kCopyThreads, 0, stream>>>(
+          d, s, c, static_cast<std::uint32_t>(per_run), static_cast<std::uint32_t>(total));
+    else
+      copy_strided_kernel<V, std::int64_t, kCopyUnroll><<<blocks, kCopyThreads, 0, stream>>>(d, s, c, per_run, total);
     return cudaGetLastError();
   };
-  if (align % 16 == 0) return go(int4{});
-  if (align % 8 == 0) return go(std::uint64_t{});
-  if (align % 4 == 0) return go(std::uint32_t{});
-  if (align % 2 == 0) return go(std::uint16_t{});
-  return go(std::uint8_t{});
+  switch (vec) {
+    case 16: return go(int4{});
+    case 8: return go(std::uint64_t{});
+    case 4: return go(std::uint32_t{});
+    case 2: return go(std::uint16_t{});
+    default: return go(std::uint8_t{});
+  }
 }
 
 cudaError_t launch_fill(void* dst, std::uint64_t pattern, int elem_bytes, std::int64_t count, cudaStream_t stream) {
