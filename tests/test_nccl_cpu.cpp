@@ -24,6 +24,7 @@
 #include "exec_check.hpp"
 #include "oracle.hpp"
 #include "plan_chain.hpp"
+#include "strided_cases.hpp"
 
 using namespace dtensor;
 namespace cpu = dtensor::nccl_vendor::cpu;
@@ -389,65 +390,50 @@ TEST_CASE("the copy kernel's arithmetic: its launch and each vector's offsets gi
   // its grid-stride loop schedules the vectors: every vector width (the base offset decides it),
   // 1 to 4 dims, runs of 8 bytes to 4 KiB; each destination vector written once, the bytes equal
   // host_memory().copy_strided's, and the 32-bit indices' offsets equal the 64-bit ones.
-  struct Shape {
-    std::int64_t run;
-    std::vector<std::int64_t> count;
-  };
-  const std::vector<Shape> shapes{{4096, {16, 8}}, {1024, {30, 7}}, {1000, {5, 6, 7}}, {999, {33, 2}}, {65, {60, 50}},
-                                  {16, {100, 50}}, {1040, {3, 2, 2, 5}}, {4096, {1}}, {2048, {65}},    {8, {9, 10, 11}},
-                                  {24, {7, 3}}};
   std::mt19937_64 rng(11);
   int checked = 0, widths = 0;
-  for (const auto& sh : shapes)
-    for (const std::int64_t off : {0, 1, 2, 4, 8}) {
-      const int nd = static_cast<int>(sh.count.size());
-      std::int64_t runs = 1;
-      for (auto n : sh.count) runs *= n;
-      const std::int64_t bytes = runs * sh.run;
-      // dst dense row-major; src dense with the dims in reverse order
-      std::vector<std::int64_t> ds(static_cast<std::size_t>(nd)), ss(static_cast<std::size_t>(nd));
-      std::int64_t acc = sh.run;
-      for (int k = nd - 1; k >= 0; --k) ds[static_cast<std::size_t>(k)] = acc, acc *= sh.count[static_cast<std::size_t>(k)];
-      acc = sh.run;
-      for (int k = 0; k < nd; ++k) ss[static_cast<std::size_t>(k)] = acc, acc *= sh.count[static_cast<std::size_t>(k)];
-      // 16-byte-aligned buffers, the copy starting `off` bytes in
-      std::vector<std::uint64_t> src_words(static_cast<std::size_t>((bytes + off) / 8 + 2)), want_words(src_words.size()),
-          got_words(src_words.size());
-      for (auto& w : src_words) w = rng();
-      auto* src = reinterpret_cast<std::byte*>(src_words.data()) + off;
-      auto* want = reinterpret_cast<std::byte*>(want_words.data()) + off;
-      auto* got = reinterpret_cast<std::byte*>(got_words.data()) + off;
-      host_memory().copy_strided(want, src, sh.run, sh.count, ds, ss);
-      const cuda::StridedCopy c = cuda::strided(sh.run, sh.count, ds, ss);
-      const int vec = cuda::copy_vector_bytes(c, reinterpret_cast<std::uintptr_t>(got), reinterpret_cast<std::uintptr_t>(src));
-      REQUIRE(sh.run % vec == 0);
-      REQUIRE(reinterpret_cast<std::uintptr_t>(got) % static_cast<std::uintptr_t>(vec) == 0);
-      widths |= vec;
-      const std::int64_t per_run = sh.run / vec, total = per_run * runs;
-      REQUIRE(cuda::copy_fits_32(total));
-      const std::int64_t stride = cuda::copy_blocks(total) * cuda::kCopyThreads;
-      std::vector<std::uint8_t> writes(static_cast<std::size_t>(total), 0);
-      std::int64_t mismatched = 0;
-      for (std::int64_t t = 0; t < stride; ++t)
-        for (std::int64_t first = t; first < total; first += stride * cuda::kCopyUnroll)
-          for (int u = 0; u < cuda::kCopyUnroll && first + u * stride < total; ++u) {
-            const std::int64_t x = first + u * stride;
-            std::int64_t d = 0, s = 0, d64 = 0, s64 = 0;
-            cuda::copy_vector_offsets<std::uint32_t>(c, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(per_run), vec, d, s);
-            cuda::copy_vector_offsets<std::int64_t>(c, x, per_run, vec, d64, s64);
-            if (d != d64 || s != s64 || d < 0 || d + vec > bytes || s < 0 || s + vec > bytes) {
-              ++mismatched;
-              continue;
-            }
-            std::memcpy(got + d, src + s, static_cast<std::size_t>(vec));
-            ++writes[static_cast<std::size_t>(d / vec)];
+  for (const auto& sc : strided_cases::cases({{4096, {16, 8}}, {1024, {30, 7}}, {1000, {5, 6, 7}}, {999, {33, 2}},
+                                              {65, {60, 50}}, {16, {100, 50}}, {1040, {3, 2, 2, 5}}, {4096, {1}},
+                                              {2048, {65}}, {8, {9, 10, 11}}, {24, {7, 3}}})) {
+    const std::int64_t off = sc.off, bytes = sc.bytes;
+    // 16-byte-aligned buffers, the copy starting `off` bytes in
+    std::vector<std::uint64_t> src_words(static_cast<std::size_t>((bytes + off) / 8 + 2)), want_words(src_words.size()),
+        got_words(src_words.size());
+    for (auto& w : src_words) w = rng();
+    auto* src = reinterpret_cast<std::byte*>(src_words.data()) + off;
+    auto* want = reinterpret_cast<std::byte*>(want_words.data()) + off;
+    auto* got = reinterpret_cast<std::byte*>(got_words.data()) + off;
+    host_memory().copy_strided(want, src, sc.run, sc.count, sc.dst_stride, sc.src_stride);
+    const cuda::StridedCopy c = cuda::strided(sc.run, sc.count, sc.dst_stride, sc.src_stride);
+    const int vec = cuda::copy_vector_bytes(c, reinterpret_cast<std::uintptr_t>(got), reinterpret_cast<std::uintptr_t>(src));
+    REQUIRE(sc.run % vec == 0);
+    REQUIRE(reinterpret_cast<std::uintptr_t>(got) % static_cast<std::uintptr_t>(vec) == 0);
+    widths |= vec;
+    const std::int64_t per_run = sc.run / vec, total = per_run * sc.runs;
+    REQUIRE(cuda::copy_fits_32(total));
+    const std::int64_t stride = cuda::copy_blocks(total) * cuda::kCopyThreads;
+    std::vector<std::uint8_t> writes(static_cast<std::size_t>(total), 0);
+    std::int64_t mismatched = 0;
+    for (std::int64_t t = 0; t < stride; ++t)
+      for (std::int64_t first = t; first < total; first += stride * cuda::kCopyUnroll)
+        for (int u = 0; u < cuda::kCopyUnroll && first + u * stride < total; ++u) {
+          const std::int64_t x = first + u * stride;
+          std::int64_t d = 0, s = 0, d64 = 0, s64 = 0;
+          cuda::copy_vector_offsets<std::uint32_t>(c, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(per_run), vec, d, s);
+          cuda::copy_vector_offsets<std::int64_t>(c, x, per_run, vec, d64, s64);
+          if (d != d64 || s != s64 || d < 0 || d + vec > bytes || s < 0 || s + vec > bytes) {
+            ++mismatched;
+            continue;
           }
-      INFO("run " << sh.run << " bytes, " << runs << " runs, offset " << off << ", " << vec << "-byte vectors");
-      CHECK(mismatched == 0);
-      CHECK(std::all_of(writes.begin(), writes.end(), [](std::uint8_t w) { return w == 1; }));
-      CHECK(std::memcmp(got, want, static_cast<std::size_t>(bytes)) == 0);
-      ++checked;
-    }
+          std::memcpy(got + d, src + s, static_cast<std::size_t>(vec));
+          ++writes[static_cast<std::size_t>(d / vec)];
+        }
+    INFO("run " << sc.run << " bytes, " << sc.runs << " runs, offset " << off << ", " << vec << "-byte vectors");
+    CHECK(mismatched == 0);
+    CHECK(std::all_of(writes.begin(), writes.end(), [](std::uint8_t w) { return w == 1; }));
+    CHECK(std::memcmp(got, want, static_cast<std::size_t>(bytes)) == 0);
+    ++checked;
+  }
   CHECK(checked == 55);
   CHECK(widths == (16 | 8 | 4 | 2 | 1));
   // A launch whose vectors outnumber its threads (the most blocks, four vectors a thread a

@@ -10,6 +10,7 @@
 #include "dtensor/nccl.hpp"
 #include "dtensor/sim.hpp"
 #include "gpu_util.hpp"
+#include "../strided_cases.hpp"
 
 using namespace dtensor;
 using namespace gpu_util;
@@ -78,47 +79,34 @@ TEST_CASE("GPU: every dtype through the kernels (bf16 f16 fp8 included)", "[gpu]
 
 TEST_CASE("GPU: strided copies of long and short runs equal the host's", "[gpu]") {
   // The pack/unpack kernel against host_memory().copy_strided: every vector width (the base
-  // offset decides it), runs from 8 bytes to 4 KiB, 1 to 4 dims, a launch whose vectors outnumber
-  // its threads (65 B x 300,000 runs: the grid-stride loop), the output dense in one dim order and
-  // the input in another (an all_gather's unpack, an all_to_all's pack).
+  // offset decides it), runs from 8 bytes to 4 KiB, 1 to 4 dims, a launch of 19.5 M one-byte
+  // vectors (65 B x 300,000 runs: four a thread), the output dense in one dim order and the input
+  // in another (an all_gather's unpack, an all_to_all's pack; tests/strided_cases.hpp). The
+  // grid-stride loop's later rounds (over 67 M vectors) are checked on the CPU
+  // (tests/test_nccl_cpu.cpp, the copy kernel's arithmetic).
   cudaStream_t stream;
   ck(cudaStreamCreate(&stream));
   const auto dev = device_memory(stream);
-  struct Case {
-    std::int64_t run;
-    std::vector<std::int64_t> count;
-  };
-  const std::vector<Case> cases{{4096, {64, 8}},   {1024, {300, 7}},   {1000, {5, 6, 7}},   {999, {33, 2}},
-                                {65, {600, 500}},  {16, {100, 50}},    {1040, {3, 2, 2, 5}}, {4096, {1}},
-                                {2048, {4097}},    {8, {9, 10, 11}},   {1600, {2, 2100}}};
   std::mt19937_64 rng(7);
   int checked = 0;
-  for (const auto& c : cases)
-    for (const std::int64_t off : {0, 1, 2, 4, 8}) {
-      const int nd = static_cast<int>(c.count.size());
-      std::int64_t runs = 1;
-      for (auto n : c.count) runs *= n;
-      const std::int64_t bytes = runs * c.run;
-      // dst dense row-major; src dense with the dims in reverse order
-      std::vector<std::int64_t> ds(nd), ss(nd);
-      std::int64_t acc = c.run;
-      for (int k = nd - 1; k >= 0; --k) { ds[k] = acc; acc *= c.count[k]; }
-      acc = c.run;
-      for (int k = 0; k < nd; ++k) { ss[k] = acc; acc *= c.count[k]; }
-      std::vector<std::byte> host_src(static_cast<std::size_t>(bytes + off)), want(static_cast<std::size_t>(bytes + off), std::byte{0xAB});
-      for (auto& b : host_src) b = static_cast<std::byte>(rng());
-      DeviceBuffer src(host_src.size()), dst(want.size());
-      ck(cudaMemcpy(src.p, host_src.data(), host_src.size(), cudaMemcpyHostToDevice));
-      ck(cudaMemcpy(dst.p, want.data(), want.size(), cudaMemcpyHostToDevice));
-      host_memory().copy_strided(want.data() + off, host_src.data() + off, c.run, c.count, ds, ss);
-      dev->copy_strided(dst.p + off, src.p + off, c.run, c.count, ds, ss);
-      dev->wait();
-      std::vector<std::byte> got(want.size());
-      ck(cudaMemcpy(got.data(), dst.p, got.size(), cudaMemcpyDeviceToHost));
-      INFO("run " << c.run << " bytes, " << runs << " runs, offset " << off);
-      REQUIRE(got == want);
-      ++checked;
-    }
+  for (const auto& c : strided_cases::cases({{4096, {64, 8}}, {1024, {300, 7}}, {1000, {5, 6, 7}}, {999, {33, 2}},
+                                             {65, {600, 500}}, {16, {100, 50}}, {1040, {3, 2, 2, 5}}, {4096, {1}},
+                                             {2048, {4097}}, {8, {9, 10, 11}}, {1600, {2, 2100}}})) {
+    const std::int64_t off = c.off, bytes = c.bytes;
+    std::vector<std::byte> host_src(static_cast<std::size_t>(bytes + off)), want(static_cast<std::size_t>(bytes + off), std::byte{0xAB});
+    for (auto& b : host_src) b = static_cast<std::byte>(rng());
+    DeviceBuffer src(host_src.size()), dst(want.size());
+    ck(cudaMemcpy(src.p, host_src.data(), host_src.size(), cudaMemcpyHostToDevice));
+    ck(cudaMemcpy(dst.p, want.data(), want.size(), cudaMemcpyHostToDevice));
+    host_memory().copy_strided(want.data() + off, host_src.data() + off, c.run, c.count, c.dst_stride, c.src_stride);
+    dev->copy_strided(dst.p + off, src.p + off, c.run, c.count, c.dst_stride, c.src_stride);
+    dev->wait();
+    std::vector<std::byte> got(want.size());
+    ck(cudaMemcpy(got.data(), dst.p, got.size(), cudaMemcpyDeviceToHost));
+    INFO("run " << c.run << " bytes, " << c.runs << " runs, offset " << off);
+    REQUIRE(got == want);
+    ++checked;
+  }
   CHECK(checked == 55);
   cudaStreamDestroy(stream);
 }
