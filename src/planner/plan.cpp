@@ -97,7 +97,8 @@ StepBuffers buffers_of(const json& j) {
   return b;
 }
 
-Step step_of(const json& j, int mesh_ndim, int tensor_ndim) {
+// `runner_up`: a runner-up's step, which carries no buffer records (to_json writes none).
+Step step_of(const json& j, int mesh_ndim, int tensor_ndim, bool runner_up = false) {
   Step s;
   s.kind = parse_step_kind(get_field<std::string>(j, "kind"));
   s.mesh_dims = get_field<std::vector<int>>(j, "mesh_dims", 0, mesh_ndim - 1);
@@ -113,7 +114,11 @@ Step step_of(const json& j, int mesh_ndim, int tensor_ndim) {
   s.wire_us = get_field<double>(j, "wire_us");
   s.copy_us = get_field<double>(j, "copy_us");
   s.peers = get_field<std::int64_t>(j, "peers");
-  if (j.contains("buffers")) s.buffers = buffers_of(field(j, "buffers"));
+  if (j.contains("buffers")) {
+    if (runner_up)  // (kept, it would be dropped again when the plan is written: refused instead)
+      throw InputError("plan JSON runner_up step has 'buffers': only the plan's own steps carry buffer records");
+    s.buffers = buffers_of(field(j, "buffers"));
+  }
   s.inter_host = get_field<bool>(j, "inter_host");
   s.peak_bytes = get_field<std::int64_t>(j, "peak_bytes");
   s.why = get_field<std::string>(j, "why");
@@ -232,7 +237,7 @@ Plan Plan::from_json(std::string_view text) {
     ru.total_cost_us = get_field<double>(*r, "total_cost_us");
     ru.trace = get_field<std::string>(*r, "trace");
     if (auto rs = r->find("steps"); rs != r->end())
-      for (const auto& s : *rs) ru.steps.push_back(step_of(s, md, td));
+      for (const auto& s : *rs) ru.steps.push_back(step_of(s, md, td, true));
     p.runner_up = std::move(ru);
   }
   // The plan as a whole must be one the planner produces (steps, groups, buffer records).
