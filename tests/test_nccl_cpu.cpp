@@ -390,6 +390,11 @@ TEST_CASE("the copy kernel's arithmetic: its launch and each vector's offsets gi
   // its grid-stride loop schedules the vectors: every vector width (the base offset decides it),
   // 1 to 4 dims, runs of 8 bytes to 4 KiB; each destination vector written once, the bytes equal
   // host_memory().copy_strided's, and the 32-bit indices' offsets equal the 64-bit ones.
+  // the vectors thread t of a launch `stride` threads wide takes, in the kernel's order
+  auto thread_vectors = [](std::int64_t t, std::int64_t total, std::int64_t stride, auto&& take) {
+    for (std::int64_t first = t; first < total; first += stride * cuda::kCopyUnroll)
+      for (int u = 0; u < cuda::kCopyUnroll && first + u * stride < total; ++u) take(first + u * stride);
+  };
   std::mt19937_64 rng(11);
   int checked = 0, widths = 0;
   for (const auto& sc : strided_cases::cases({{4096, {16, 8}}, {1024, {30, 7}}, {1000, {5, 6, 7}}, {999, {33, 2}},
@@ -415,19 +420,17 @@ TEST_CASE("the copy kernel's arithmetic: its launch and each vector's offsets gi
     std::vector<std::uint8_t> writes(static_cast<std::size_t>(total), 0);
     std::int64_t mismatched = 0;
     for (std::int64_t t = 0; t < stride; ++t)
-      for (std::int64_t first = t; first < total; first += stride * cuda::kCopyUnroll)
-        for (int u = 0; u < cuda::kCopyUnroll && first + u * stride < total; ++u) {
-          const std::int64_t x = first + u * stride;
-          std::int64_t d = 0, s = 0, d64 = 0, s64 = 0;
-          cuda::copy_vector_offsets<std::uint32_t>(c, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(per_run), vec, d, s);
-          cuda::copy_vector_offsets<std::int64_t>(c, x, per_run, vec, d64, s64);
-          if (d != d64 || s != s64 || d < 0 || d + vec > bytes || s < 0 || s + vec > bytes) {
-            ++mismatched;
-            continue;
-          }
-          std::memcpy(got + d, src + s, static_cast<std::size_t>(vec));
-          ++writes[static_cast<std::size_t>(d / vec)];
+      thread_vectors(t, total, stride, [&](std::int64_t x) {
+        std::int64_t d = 0, s = 0, d64 = 0, s64 = 0;
+        cuda::copy_vector_offsets<std::uint32_t>(c, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(per_run), vec, d, s);
+        cuda::copy_vector_offsets<std::int64_t>(c, x, per_run, vec, d64, s64);
+        if (d != d64 || s != s64 || d < 0 || d + vec > bytes || s < 0 || s + vec > bytes) {
+          ++mismatched;
+          return;
         }
+        std::memcpy(got + d, src + s, static_cast<std::size_t>(vec));
+        ++writes[static_cast<std::size_t>(d / vec)];
+      });
     INFO("run " << sc.run << " bytes, " << sc.runs << " runs, offset " << off << ", " << vec << "-byte vectors");
     CHECK(mismatched == 0);
     CHECK(std::all_of(writes.begin(), writes.end(), [](std::uint8_t w) { return w == 1; }));
@@ -443,8 +446,7 @@ TEST_CASE("the copy kernel's arithmetic: its launch and each vector's offsets gi
     CHECK(stride * cuda::kCopyUnroll < total);
     for (const std::int64_t t : {std::int64_t{0}, std::int64_t{12345}, stride - 1}) {
       std::vector<std::int64_t> seen;
-      for (std::int64_t first = t; first < total; first += stride * cuda::kCopyUnroll)
-        for (int u = 0; u < cuda::kCopyUnroll && first + u * stride < total; ++u) seen.push_back(first + u * stride);
+      thread_vectors(t, total, stride, [&](std::int64_t x) { seen.push_back(x); });
       const auto want_n = static_cast<std::size_t>((total - t + stride - 1) / stride);
       REQUIRE(seen.size() == want_n);
       for (std::size_t j = 0; j < seen.size(); ++j) CHECK(seen[j] == t + static_cast<std::int64_t>(j) * stride);

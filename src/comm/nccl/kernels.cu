@@ -42,10 +42,8 @@ __global__ void fill_kernel(unsigned char* dst, std::uint64_t pattern, std::int6
     for (int b = 0; b < N; ++b) dst[t * N + b] = static_cast<unsigned char>(pattern >> (8 * b));
 }
 
-unsigned blocks_for(std::int64_t n) {
-  const std::int64_t b = (n + 255) / 256;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 ? 65535 : b));
-}
+// (the launches below use kCopyThreads = 256 threads a block)
+unsigned blocks_for(std::int64_t n) { return static_cast<unsigned>(launch_blocks(n)); }
 
 // Element access through float for the narrow float types; native arithmetic otherwise.
 template <typename T> struct Arith {

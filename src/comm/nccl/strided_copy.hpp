@@ -35,15 +35,16 @@ inline int copy_vector_bytes(const StridedCopy& c, std::uintptr_t dst, std::uint
   return 1;
 }
 
-// Threads per block, vectors per thread per round (all loaded before any is stored), and the
-// most blocks a launch takes (the grid-stride loop covers the rest).
+// Threads per block of every kernel, and the most blocks a launch takes (grid-stride loops cover
+// the rest): the blocks for `threads` threads.
 constexpr int kCopyThreads = 256;
-constexpr int kCopyUnroll = 4;
 constexpr std::int64_t kCopyMaxBlocks = 65535;
-inline std::int64_t copy_blocks(std::int64_t vectors) {
-  const std::int64_t threads = (vectors + kCopyUnroll - 1) / kCopyUnroll;
+inline std::int64_t launch_blocks(std::int64_t threads) {
   return std::clamp<std::int64_t>((threads + kCopyThreads - 1) / kCopyThreads, 1, kCopyMaxBlocks);
 }
+// The copy kernel's vectors per thread per round (all loaded before any is stored), and its blocks.
+constexpr int kCopyUnroll = 4;
+inline std::int64_t copy_blocks(std::int64_t vectors) { return launch_blocks((vectors + kCopyUnroll - 1) / kCopyUnroll); }
 // Whether a copy of this many vectors runs with 32-bit indices: every vector index, each round's
 // overshoot past the last (at most kCopyUnroll * kCopyMaxBlocks * kCopyThreads < 2^26) and every
 // dim's count (at most the vectors) then fit, so the divisions are 32-bit (a GPU emulates a
