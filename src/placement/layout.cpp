@@ -323,8 +323,9 @@ std::size_t Sharding::hash() const noexcept {
     if (d % 8 == 0) add(word), word = 0;
   }
   add(word);
-  std::uint64_t partial = 0;
-  for (std::size_t m = 0; m < partial_.size(); ++m) partial |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(partial_[m])) << (8 * m);
+  std::uint64_t partial = 0;  // (the slots' bytes as one word, as operator== reads them)
+  static_assert(sizeof partial == sizeof partial_);
+  std::memcpy(&partial, partial_.data(), sizeof partial);
   add(partial);
   return static_cast<std::size_t>(detail::mix64(h));
 }

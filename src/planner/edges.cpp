@@ -82,6 +82,7 @@ void StateTable::reset() {
   edge_list.clear();
   edges_done.clear();
   direct_at.clear();
+  direct_floor.clear();
   direct_steps.clear();
   direct_dims.clear();
   perms.clear();
@@ -115,6 +116,7 @@ GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c,
   table.edge_list.reserve(64);
   table.edges_done.reserve(64);
   table.direct_at.reserve(64);
+  table.direct_floor.reserve(64);
   table.state_ids.reserve(64);
 }
 

@@ -572,6 +572,7 @@ struct StateTable {
   std::vector<std::vector<SearchEdge>> edge_list;
   std::vector<char> edges_done;
   std::vector<std::int32_t> direct_at;
+  std::vector<double> direct_floor;  // per state: its direct step's floor once computed (< 0: not yet)
   std::vector<Step> direct_steps;
   std::vector<DimList> direct_dims;  // per cached direct step: the mesh dims its transfers cross
   // the relabelings edges made their layouts canonical with (GraphContext::use_symmetry), the
@@ -618,7 +619,8 @@ struct GraphContext : Query {
   // caches the state's largest local shard across its edges (< 0: not computed yet).
   double edge_floor(std::uint32_t from, SearchEdge& e, std::int64_t& from_max) const;
   const Step& direct_step(std::uint32_t id) const;
-  // A floor of the direct step's cost from state `id` (the search defers the step with it).
+  // A floor of the direct step's cost from state `id` (the search defers the step with it; once
+  // per state, kept in the table).
   double direct_floor_us(std::uint32_t id) const;
   // Interchangeable mesh dims (docs/planner.md): dims of one size on the same side of the host
   // boundary whose exchange leaves the target and the bounds' samples as they are. Every step's
@@ -666,6 +668,7 @@ struct GraphContext : Query {
   // entries are compared by when ordering interchangeable tensor dims (no mesh relabeling
   // changes it)
   std::array<std::int8_t, Sharding::kMaxMeshDims> mesh_rep_{};
+  [[nodiscard]] double compute_direct_floor_us(std::uint32_t id) const;
 };
 
 // One edge as the search sees it. `group` is the mesh-dim group the edge was generated with

@@ -595,6 +595,7 @@ std::uint32_t GraphContext::intern(const Sharding& s) const {
   T.edge_list.emplace_back();
   T.edges_done.push_back(0);
   T.direct_at.push_back(-1);
+  T.direct_floor.push_back(-1);
   T.state_ids.insert(id, h, slot);
   return id;
 }
@@ -900,6 +901,13 @@ double GraphContext::edge_floor(std::uint32_t from, SearchEdge& e, std::int64_t&
 // at least the bound without its last-step term (which charges the target's copy) plus the
 // copies other than unpacking what the busiest rank lacks.
 double GraphContext::direct_floor_us(std::uint32_t u) const {
+  // (once per state: the runner-up search meets the plan search's states again)
+  double& kept = table.direct_floor[u];
+  if (kept < 0) kept = compute_direct_floor_us(u);
+  return kept;
+}
+
+double GraphContext::compute_direct_floor_us(std::uint32_t u) const {
   const GraphContext& ctx = *this;
   const LinkParams& L = ctx.bounds.optimistic().intra;  // bound_link's constants, computed once per query
   const LinkParams& X = ctx.bounds.optimistic().inter;
