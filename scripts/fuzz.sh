@@ -4,7 +4,10 @@
 # sanitizer report, a FINDING abort, a timeout or running out of memory. Prints the executions
 # per target.
 #   default (CI): a fixed seed and a fixed number of executions per target (about 45 s each here),
-#                 so a run is reproducible: the same inputs every time, capped at FUZZ_SECONDS.
+#                 capped at FUZZ_SECONDS. A bounded search, not a replay: libFuzzer mutates along
+#                 its coverage feedback, so a change to the code (or the time cap) changes which
+#                 inputs a run meets (two CI runs on near-identical trees met a finding in one
+#                 and not the other). What must stay checked goes into fuzz/corpus.
 #   FUZZ_SECONDS=N FUZZ_RANDOM=1: a time-bounded campaign with a random seed, to look for new bugs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +25,7 @@ for t in fuzz_text fuzz_layout_json fuzz_plan_json fuzz_plan_struct fuzz_cost_pr
   if [ "${FUZZ_RANDOM:-0}" = 1 ]; then
     mode=(-max_total_time="$seconds")
   else
-    rm -rf "$work"  # reproducible: start from the repo's corpus alone
+    rm -rf "$work"  # start from the repo's corpus alone
     mode=(-seed=1 -runs="${runs_of[$t]}" -max_total_time="$seconds")
   fi
   mkdir -p "$work" build-fuzz/artifacts
