@@ -891,6 +891,13 @@ double GraphContext::edge_floor(std::uint32_t from, SearchEdge& e, std::int64_t&
   return e.floor_us;
 }
 
+double GraphContext::direct_floor_us(std::uint32_t u) const {
+  // (once per state: the runner-up search meets the plan search's states again)
+  double& kept = table.direct_floor[u];
+  if (kept < 0) kept = compute_direct_floor_us(u);
+  return kept;
+}
+
 // A floor of the direct step's cost from state `u`. The step costs its latency (one peer at
 // least) and wire time: the busiest rank's bytes, at least what the state lacks (`missing`), at
 // its link's p2p bandwidth or on a fitted send/recv curve (Bounds::direct_comm_floor_us; under
@@ -900,13 +907,6 @@ double GraphContext::edge_floor(std::uint32_t from, SearchEdge& e, std::int64_t&
 // bytes at the fastest receive rate, which for a direct step includes unpacking them: so also
 // at least the bound without its last-step term (which charges the target's copy) plus the
 // copies other than unpacking what the busiest rank lacks.
-double GraphContext::direct_floor_us(std::uint32_t u) const {
-  // (once per state: the runner-up search meets the plan search's states again)
-  double& kept = table.direct_floor[u];
-  if (kept < 0) kept = compute_direct_floor_us(u);
-  return kept;
-}
-
 double GraphContext::compute_direct_floor_us(std::uint32_t u) const {
   const GraphContext& ctx = *this;
   const LinkParams& L = ctx.bounds.optimistic().intra;  // bound_link's constants, computed once per query
