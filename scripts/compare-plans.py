@@ -14,7 +14,8 @@ plans every request with that cost-model profile (e.g. a fitted one: `bench_plan
 draws from other meshes (e.g. with interchangeable mesh dims); --replicated-targets draws targets
 whose mesh dims are mostly R or P(sum); --free-tensor-dims draws shapes that end in two or three
 dims of one length after a dim longer than the mesh has ranks, and placements that shard only the
-dims before them (interchangeable tensor dims, docs/planner.md).
+dims before them (interchangeable tensor dims, docs/planner.md), and with --mixed-lengths draws
+each of those dims' lengths apart.
 
 Prints the number of requests planned and one digest per CLI; exits 1 when they differ, naming
 the first request whose outputs differ. With --costs a difference is accepted when every
@@ -78,26 +79,33 @@ def batch_request(rng, folder, k):
     return ["plan", "--batch", path]
 
 
-def free_dims_request(rng):
+def free_dims_request(rng, mixed=False):
     """A request whose trailing tensor dims (one length) neither end shards, after a leading dim
-    longer than the mesh has ranks: the planner merges them (interchangeable tensor dims)."""
+    longer than the mesh has ranks: the planner merges them (interchangeable tensor dims). With
+    `mixed`, each trailing dim's length is drawn apart (multiples of the rank count, which the
+    planner merges across lengths, and others)."""
     mesh = rng.choice(MESHES)
     nm, ranks = mesh.count("x") + 1, ranks_of(mesh)
     lead = rng.choice([2 * ranks + 1, 8 * ranks, 4096])
     free = rng.choice([2, 3])
-    shape = [lead] + ([rng.choice([lead, 100])] if rng.random() < 0.5 else []) + [rng.choice([3, 8, 16, 64])] * free
+    if mixed:
+        tail = [rng.choice([ranks, 2 * ranks, 8 * ranks, 1024, 64, 3]) for _ in range(free)]
+    else:
+        tail = [rng.choice([3, 8, 16, 64])] * free
+    shape = [lead] + ([rng.choice([lead, 100])] if rng.random() < 0.5 else []) + tail
     fixed = len(shape) - free  # the dims placements may shard
     return ["plan", "--mesh", mesh, "--shape", "x".join(map(str, shape)), "--from", placements(rng, nm, fixed),
             "--to", placements(rng, nm, fixed)]
 
 
-def requests(count, seed, cross_mesh, batch, max_memory, folder, profile=None, mostly_replicated=False, free_dims=False):
+def requests(count, seed, cross_mesh, batch, max_memory, folder, profile=None, mostly_replicated=False, free_dims=False,
+             mixed_lengths=False):
     rng = random.Random(seed)
     for k in range(count):
         if batch:
             args = batch_request(rng, folder, k)
         elif free_dims:
-            args = free_dims_request(rng)
+            args = free_dims_request(rng, mixed_lengths)
         else:
             args = single_request(rng, cross_mesh, mostly_replicated)
         if max_memory:
@@ -172,6 +180,8 @@ def main():
                     help="single-mesh targets with two of three mesh dims R or P(sum)")
     ap.add_argument("--free-tensor-dims", action="store_true",
                     help="single-mesh requests with trailing tensor dims of one length that neither end shards")
+    ap.add_argument("--mixed-lengths", action="store_true",
+                    help="with --free-tensor-dims: the trailing dims' lengths drawn apart")
     ap.add_argument("--meshes", help="comma-separated meshes to draw from instead of the default list "
                                      "(e.g. 2x2x2x2,2x2x4x8,4x4x8: interchangeable mesh dims)")
     a = ap.parse_args()
@@ -181,6 +191,8 @@ def main():
         ap.error("--replicated-targets is for single-mesh requests")
     if a.free_tensor_dims and (a.cross_mesh or a.batch or a.replicated_targets):
         ap.error("--free-tensor-dims is for single-mesh requests with random targets")
+    if a.mixed_lengths and not a.free_tensor_dims:
+        ap.error("--mixed-lengths goes with --free-tensor-dims")
     if a.cross_mesh and a.batch:
         ap.error("--cross-mesh and --batch do not combine")
     if a.meshes:
@@ -192,7 +204,7 @@ def main():
     planned = ties = 0
     folder = tempfile.TemporaryDirectory()
     for args in requests(a.count, a.seed, a.cross_mesh, a.batch, a.max_memory, folder.name, a.profile,
-                         a.replicated_targets, a.free_tensor_dims):
+                         a.replicated_targets, a.free_tensor_dims, a.mixed_lengths):
         outs = []
         for cli, d in zip((a.old, a.new), digests):
             r = subprocess.run([cli] + args, capture_output=True, text=True)

@@ -241,12 +241,14 @@ TEST_CASE("interchangeable mesh dims: plans are graph paths, plan and runner-up 
 }
 
 TEST_CASE("interchangeable tensor dims: a step costs the same with the dims exchanged, and so does every bound", "[optimality][bounds]") {
-  // The premise of merging tensor dims (GraphContext::use_symmetry): two dims of one length that
-  // neither end shards, after a dim longer than the mesh has ranks. Then every edge out of a
+  // The premise of merging tensor dims (GraphContext::use_symmetry): two dims that neither end
+  // shards, after a dim longer than the mesh has ranks, of one length or of lengths that the
+  // rank count divides (16 and 8 on 2x2x2: every split even). Then every edge out of a
   // layout has a twin out of the exchanged layout (same kind and mesh dims, the exchanged next
   // layout) of exactly the same cost and peak, and every bound is the same. With that earlier
   // dim no longer than the ranks (4 of 8 on 2x2x2), a layout can leave every rank one index of it, a
-  // gather along the first exchanged dim then needs no copy and along the second it does: the
+  // gather along the first exchanged dim then needs no copy and along the second it does; with
+  // lengths 8 and 12, a split of the 12 can be uneven where the same split of the 8 is not: the
   // dims are not merged there, and the costs indeed differ.
   const Mesh mesh = Mesh::parse("2x2x2");
   const auto layouts = all_layouts(mesh, 3);
@@ -254,8 +256,9 @@ TEST_CASE("interchangeable tensor dims: a step costs the same with the dims exch
   CostModel fitted = curved_model();
   CostModel hosts = CostModel::default_model();
   hosts.devices_per_host = 2;
-  for (const auto& shape : {std::vector<std::int64_t>{9, 4, 4}, std::vector<std::int64_t>{4, 4, 4}}) {
-    const bool merged = shape[0] > mesh.num_ranks();
+  for (const auto& shape : {std::vector<std::int64_t>{9, 4, 4}, std::vector<std::int64_t>{4, 4, 4}, std::vector<std::int64_t>{9, 16, 8},
+                            std::vector<std::int64_t>{9, 8, 12}}) {
+    const bool merged = shape[0] > mesh.num_ranks() && shape[2] != 12;
     std::int64_t twins = 0, differ = 0, reordered = 0;
     for (const CostModel* cm : {&hosts, &fitted})
       for (const char* target : {"RR", "S(0)R", "P(sum)S(0)"}) {
@@ -326,8 +329,8 @@ TEST_CASE("interchangeable tensor dims: a step costs the same with the dims exch
 }
 
 TEST_CASE("interchangeable tensor dims: plans are graph paths, plan and runner-up costs are the oracle's", "[optimality]") {
-  // Targets that neither shard tensor dim 1 nor 2 (of one length, after a dim longer than the
-  // mesh's ranks): the planner searches one layout per exchange of the two and permutes the
+  // Targets that neither shard tensor dim 1 nor 2 (of one length or of lengths the ranks divide,
+  // after a dim longer than the mesh's ranks): the planner searches one layout per exchange of the two and permutes the
   // steps back. From every layout of 2x2, with and without fitted curves. The canonical layout
   // puts the entries on dim 2 where only one of them has any: plans that shard dim 1 on the way
   // were permuted back.
@@ -335,10 +338,11 @@ TEST_CASE("interchangeable tensor dims: plans are graph paths, plan and runner-u
   std::int64_t through_dim1 = 0;
   const Mesh mesh = Mesh::parse("2x2");
   const auto layouts = all_layouts(mesh, 3);
-  const std::vector<std::int64_t> shape{5, 3, 3};
   CostModel fitted = curved_model();
   CostModel hosts = CostModel::default_model();
   hosts.devices_per_host = 2;
+  // (one length; lengths that the 4 ranks divide)
+  for (const auto& shape : {std::vector<std::int64_t>{5, 3, 3}, std::vector<std::int64_t>{5, 8, 4}})
   for (const CostModel* cm : {&hosts, &fitted})
     for (const auto& dst : layouts) {
       if (!dst.entries(1).empty() || !dst.entries(2).empty()) continue;
@@ -356,8 +360,9 @@ TEST_CASE("interchangeable tensor dims: plans are graph paths, plan and runner-u
   // and on 2x2x2 (a class of three mesh dims besides) to a few targets
   const Mesh mesh3 = Mesh::parse("2x2x2");
   const auto layouts3 = all_layouts(mesh3, 3);
-  for (const char* target : {"RRR", "S(0)RR", "RP(sum)S(0)"})
-    check_merged_plans(mesh3, {9, 4, 4}, hosts, Sharding::parse(target, 3, 3), layouts3, layouts3, n);
+  for (const auto& shape : {std::vector<std::int64_t>{9, 4, 4}, std::vector<std::int64_t>{9, 16, 8}})
+    for (const char* target : {"RRR", "S(0)RR", "RP(sum)S(0)"})
+      check_merged_plans(mesh3, shape, hosts, Sharding::parse(target, 3, 3), layouts3, layouts3, n);
   INFO("merged queries " << n.merged << ", with steps " << n.relabeled << ", plans through dim 1 " << through_dim1);
   CHECK(n.merged > 400);
   CHECK(through_dim1 > 10);
@@ -473,6 +478,80 @@ std::optional<double> shortest(const RedistributionGraph& g, const Sharding& fro
   return std::nullopt;
 }
 
+// A random layout text on `mesh` (R, Partial sum/avg/max, plain shards of the first
+// `shard_dims` tensor dims, a random shard order on half of them), drawn from `rng`.
+std::string random_layout_text(std::mt19937_64& rng, const Mesh& mesh, int shard_dims) {
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::vector<int> kind(static_cast<std::size_t>(mesh.ndim())), dim(static_cast<std::size_t>(mesh.ndim()), -1);
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    const int c = uni(0, 6);
+    kind[static_cast<std::size_t>(m)] = c <= 1 ? 0 : c == 2 ? 1 : c == 3 ? 3 : 2;
+    if (kind[static_cast<std::size_t>(m)] == 2) dim[static_cast<std::size_t>(m)] = uni(0, shard_dims - 1);
+  }
+  // a random shard order on half the layouts
+  const bool orders = uni(0, 1) == 1;
+  std::vector<int> pos(static_cast<std::size_t>(mesh.ndim()), -1);
+  for (int d = 0; d < shard_dims; ++d) {
+    std::vector<int> ms;
+    for (int m = 0; m < mesh.ndim(); ++m)
+      if (dim[static_cast<std::size_t>(m)] == d) ms.push_back(m);
+    std::vector<int> perm(ms.size());
+    for (std::size_t k = 0; k < perm.size(); ++k) perm[k] = static_cast<int>(k);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    if (orders && ms.size() > 1)
+      for (std::size_t k = 0; k < ms.size(); ++k) pos[static_cast<std::size_t>(ms[k])] = perm[k];
+  }
+  std::string t;
+  for (int m = 0; m < mesh.ndim(); ++m) {
+    const auto mi = static_cast<std::size_t>(m);
+    if (kind[mi] == 0) t += "R";
+    else if (kind[mi] == 1) t += "P(sum)";
+    else if (kind[mi] == 3) t += uni(0, 1) ? "P(max)" : "P(avg)";
+    else t += "S(" + std::to_string(dim[mi]) + ")" + (pos[mi] >= 0 ? "[" + std::to_string(pos[mi]) + "]" : "");
+  }
+  return t;
+}
+
+// A random valid layout (a text that mixes P(max) with another op is refused: drawn again).
+Layout random_layout(std::mt19937_64& rng, const Mesh& mesh, const std::vector<std::int64_t>& shape, DType dtype, int shard_dims) {
+  while (true) try {
+      return Layout::parse(mesh, shape, dtype, random_layout_text(rng, mesh, shard_dims));
+    } catch (const InputError&) {
+    }
+}
+
+// Checks the plan and runner-up of src -> dst against a plain Dijkstra over the graph's edges;
+// counts plans with steps and runner-ups.
+void check_against_dijkstra(const Layout& src, const Layout& dst, const CostModel& cm, int& nontrivial, int& runner_ups) {
+  PlanOptions o;
+  o.runner_up = true;
+  const Plan plan = plan_redistribution(src, dst, cm, o);
+  const RedistributionGraph g(src, dst, cm, EdgeSet::all);
+  const auto want = shortest(g, src.sharding(), dst.sharding(), nullptr, plan.total_cost_us * (1 + 1e-9) + 1e-6);
+  const std::string what = src.mesh().str() + " " + shape_str(src.shape()) + " " + src.str() + " -> " + dst.str();
+  INFO(what);
+  REQUIRE(want.has_value());
+  CHECK(close(plan.total_cost_us, *want));
+  if (plan.steps.empty()) return;
+  ++nontrivial;
+  // The runner-up: the cheapest path whose first step is another, never back through the source.
+  const Step& s0 = plan.steps.front();
+  double best = INFINITY;
+  for (const auto& e : g.edges(src.sharding(), false)) {
+    if (e.to == src.sharding() || e.step.cost_us >= best) continue;
+    if (e.step.kind == s0.kind && e.to == s0.to && e.step.mesh_dims == s0.mesh_dims) continue;
+    if (const auto rest = shortest(g, e.to, dst.sharding(), &src.sharding(), best - e.step.cost_us + 1e-6))
+      best = std::min(best, e.step.cost_us + *rest);
+  }
+  if (std::isinf(best)) {
+    CHECK_FALSE(plan.runner_up.has_value());
+  } else {
+    REQUIRE(plan.runner_up.has_value());
+    CHECK(close(plan.runner_up->total_cost_us, best));
+    ++runner_ups;
+  }
+}
+
 }  // namespace
 
 TEST_CASE("planner is optimal at real sizes: seeded random pairs on meshes of up to 128 ranks, plan and runner-up", "[optimality]") {
@@ -502,75 +581,57 @@ TEST_CASE("planner is optimal at real sizes: seeded random pairs on meshes of up
         shape.push_back(c == 0 ? uni(1, 9) : c == 1 ? 1024 : c == 2 ? 4096 : c == 3 ? 64 : c == 4 ? 1000 + uni(0, 50) : 8192);
       }
       const DType dtype = uni(0, 1) ? DType::bf16 : DType::f32;
-      auto random_layout = [&] {
-        std::vector<int> kind(static_cast<std::size_t>(mesh.ndim())), dim(static_cast<std::size_t>(mesh.ndim()), -1);
-        for (int m = 0; m < mesh.ndim(); ++m) {
-          const int c = uni(0, 6);
-          kind[static_cast<std::size_t>(m)] = c <= 1 ? 0 : c == 2 ? 1 : c == 3 ? 3 : 2;
-          if (kind[static_cast<std::size_t>(m)] == 2) dim[static_cast<std::size_t>(m)] = uni(0, nd - 1);
-        }
-        // a random shard order on half the layouts
-        const bool orders = uni(0, 1) == 1;
-        std::vector<int> pos(static_cast<std::size_t>(mesh.ndim()), -1);
-        for (int d = 0; d < nd; ++d) {
-          std::vector<int> ms;
-          for (int m = 0; m < mesh.ndim(); ++m)
-            if (dim[static_cast<std::size_t>(m)] == d) ms.push_back(m);
-          std::vector<int> perm(ms.size());
-          for (std::size_t k = 0; k < perm.size(); ++k) perm[k] = static_cast<int>(k);
-          std::shuffle(perm.begin(), perm.end(), rng);
-          if (orders && ms.size() > 1)
-            for (std::size_t k = 0; k < ms.size(); ++k) pos[static_cast<std::size_t>(ms[k])] = perm[k];
-        }
-        std::string t;
-        for (int m = 0; m < mesh.ndim(); ++m) {
-          const auto mi = static_cast<std::size_t>(m);
-          if (kind[mi] == 0) t += "R";
-          else if (kind[mi] == 1) t += "P(sum)";
-          else if (kind[mi] == 3) t += uni(0, 1) ? "P(max)" : "P(avg)";
-          else t += "S(" + std::to_string(dim[mi]) + ")" + (pos[mi] >= 0 ? "[" + std::to_string(pos[mi]) + "]" : "");
-        }
-        return t;
-      };
-      // (a text that mixes P(max) with another op is refused: drawn again)
-      auto valid_layout = [&] {
-        while (true) try {
-            return Layout::parse(mesh, shape, dtype, random_layout());
-          } catch (const InputError&) {
-          }
-      };
-      const Layout src = valid_layout(), dst = valid_layout();
-      PlanOptions o;
-      o.runner_up = true;
-      const Plan plan = plan_redistribution(src, dst, *cm, o);
-      const RedistributionGraph g(src, dst, *cm, EdgeSet::all);
-      const auto want = shortest(g, src.sharding(), dst.sharding(), nullptr, plan.total_cost_us * (1 + 1e-9) + 1e-6);
-      const std::string what = mesh.str() + " " + src.str() + " -> " + dst.str();
-      INFO(what);
-      REQUIRE(want.has_value());
-      CHECK(close(plan.total_cost_us, *want));
+      const Layout src = random_layout(rng, mesh, shape, dtype, nd), dst = random_layout(rng, mesh, shape, dtype, nd);
       ++plans;
-      if (plan.steps.empty()) continue;
-      ++nontrivial;
-      // The runner-up: the cheapest path whose first step is another, never back through the source.
-      const Step& s0 = plan.steps.front();
-      double best = INFINITY;
-      for (const auto& e : g.edges(src.sharding(), false)) {
-        if (e.to == src.sharding() || e.step.cost_us >= best) continue;
-        if (e.step.kind == s0.kind && e.to == s0.to && e.step.mesh_dims == s0.mesh_dims) continue;
-        if (const auto rest = shortest(g, e.to, dst.sharding(), &src.sharding(), best - e.step.cost_us + 1e-6))
-          best = std::min(best, e.step.cost_us + *rest);
-      }
-      if (std::isinf(best)) {
-        CHECK_FALSE(plan.runner_up.has_value());
-      } else {
-        REQUIRE(plan.runner_up.has_value());
-        CHECK(close(plan.runner_up->total_cost_us, best));
-        ++runner_ups;
-      }
+      check_against_dijkstra(src, dst, *cm, nontrivial, runner_ups);
     }
   }
   INFO("plans " << plans << ", with steps " << nontrivial << ", runner-ups " << runner_ups);
   CHECK(nontrivial > plans / 2);
+  CHECK(runner_ups > nontrivial / 2);
+}
+
+TEST_CASE("planner is optimal at real sizes with interchangeable tensor dims of different lengths", "[optimality]") {
+  // Tensors whose last two dims neither end shards, after a first dim longer than the mesh has
+  // ranks: of lengths the rank count divides, the search merges the two (every split of either
+  // is even); of other lengths (64 on 128 ranks, 1000) it must not. Plans and runner-ups against
+  // a plain Dijkstra over the graph's own edges, at the sizes real tensors have.
+  const auto stride = sample_stride();
+  const CostModel cluster = cluster_like_profile(), def = CostModel::default_model();
+  const char* meshes[] = {"2x2x2x2", "2x2x4", "2x4", "2x2x2", "2x2x4x8", "4x4x8", "8"};
+  std::mt19937_64 rng(20261128);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const std::int64_t lengths[] = {64, 128, 256, 1024, 4096, 1000};
+  int plans = 0, nontrivial = 0, runner_ups = 0, merged = 0, unmerged = 0;
+  const int per_model = static_cast<int>(std::max<std::int64_t>(20, 100 / stride));
+  for (const CostModel* cm : {&cluster, &def}) {
+    for (int i = 0; i < per_model; ++i) {
+      const Mesh mesh = Mesh::parse(meshes[uni(0, 6)]);
+      const int shard_dims = uni(1, 2);
+      std::vector<std::int64_t> shape{uni(0, 1) ? 8192 : 2048};
+      if (shard_dims == 2) shape.push_back(uni(0, 1) ? 4096 : 1000 + uni(0, 50));
+      shape.push_back(lengths[uni(0, 5)]);
+      shape.push_back(lengths[uni(0, 5)]);
+      const DType dtype = uni(0, 1) ? DType::bf16 : DType::f32;
+      const Layout src = random_layout(rng, mesh, shape, dtype, shard_dims), dst = random_layout(rng, mesh, shape, dtype, shard_dims);
+      GraphContext ctx(src, dst, *cm, EdgeSet::all);
+      ctx.use_symmetry();
+      const auto a = shape[shape.size() - 2], b = shape.back();
+      const bool divides = a % mesh.num_ranks() == 0 && b % mesh.num_ranks() == 0;
+      // (with two shardable dims the second may be free too and join a class)
+      const int last = static_cast<int>(shape.size()) - 1;
+      const bool tensor_merged = std::any_of(ctx.tensor_sym_classes.begin(), ctx.tensor_sym_classes.end(), [&](const auto& c) {
+        return std::find(c.begin(), c.end(), last - 1) != c.end() && std::find(c.begin(), c.end(), last) != c.end();
+      });
+      CHECK(tensor_merged == (a == b || divides));
+      if (a != b) (tensor_merged ? merged : unmerged) += 1;
+      ++plans;
+      check_against_dijkstra(src, dst, *cm, nontrivial, runner_ups);
+    }
+  }
+  INFO("plans " << plans << ", with steps " << nontrivial << ", runner-ups " << runner_ups << ", merged with different lengths "
+                << merged << ", not merged " << unmerged);
+  CHECK(merged > plans / 4);
+  CHECK(unmerged > plans / 10);
   CHECK(runner_ups > nontrivial / 2);
 }

@@ -646,22 +646,40 @@ void GraphContext::use_symmetry() {
       sym_flat_[sym_flat_n_++] = static_cast<std::int8_t>(m);
       mesh_rep_[static_cast<std::size_t>(m)] = static_cast<std::int8_t>(c.front());
     }
-  // Interchangeable tensor dims: one length, no entry in the source or the target (both stay as
-  // they are when the dims are exchanged), and some earlier tensor dim longer than the mesh has
-  // ranks. Every layout splits that dim into at most that many parts, so some rank holds two or
-  // more of its indices: a gather or reduce_scatter along any later dim is never contiguous
-  // (step_buffers), whichever of the exchanged dims it runs along. Everything else a step costs
-  // (bytes, peers, copies, peaks) and every bound reads the dims' lengths and entries only.
+  // Interchangeable tensor dims: no entry in the source or the target (both stay as they are
+  // when the dims are exchanged), some earlier tensor dim longer than the mesh has ranks, and
+  // either one length or lengths that every product of mesh dims divides (no strided entry at
+  // either end, so no step makes one). Every layout splits that earlier dim into at most as many
+  // parts as there are ranks, so some rank holds two or more of its indices: a gather or
+  // reduce_scatter along any later dim is never contiguous (step_buffers), whichever of the
+  // exchanged dims it runs along. Everything else a step costs (bytes, peers, copies, peaks) and
+  // every bound reads the dims' lengths and entries only: with one length the exchanged layout
+  // reads the same values; with divisible lengths every split of either dim is even, each rank's
+  // range along a dim is its length times a fraction that the entries alone fix, and what is
+  // counted is a product over tensor dims of such ranges' sizes and overlaps, the same with the
+  // lengths exchanged.
   const int nd = static_cast<int>(shape.size());
   int first = 0;  // the first tensor dim after one longer than the mesh has ranks
   while (first < nd && shape[static_cast<std::size_t>(first)] <= mesh.num_ranks()) ++first;
   ++first;
   auto free_dim = [&](int i) { return src.entries(i).empty() && dst.entries(i).empty(); };
+  auto plain = [](const Sharding& s) {
+    for (int d = 0; d < s.tensor_ndim(); ++d)
+      for (const auto& e : s.entries(d))
+        if (e.strided || e.split_factor != 1) return false;
+    return true;
+  };
+  const bool even_splits = plain(src) && plain(dst);
+  // the dims' class key: their length, or -1 for every length that the mesh's rank count divides
+  auto length_key = [&](int i) -> std::int64_t {
+    const std::int64_t n = shape[static_cast<std::size_t>(i)];
+    return even_splits && n > 0 && n % mesh.num_ranks() == 0 ? -1 : n;
+  };
   std::uint32_t placed = 0;  // (no allocation unless some class has two dims: most queries have none)
   for (int i = first; i < nd; ++i) {
     if ((placed >> i) & 1u || !free_dim(i)) continue;
     for (int j = i + 1; j < nd; ++j) {
-      if ((placed >> j) & 1u || !free_dim(j) || shape[static_cast<std::size_t>(j)] != shape[static_cast<std::size_t>(i)]) continue;
+      if ((placed >> j) & 1u || !free_dim(j) || length_key(j) != length_key(i)) continue;
       if (!((placed >> i) & 1u)) {
         tensor_sym_classes.push_back({i});
         placed |= 1u << i;
