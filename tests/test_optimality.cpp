@@ -635,3 +635,65 @@ TEST_CASE("planner is optimal at real sizes with interchangeable tensor dims of 
   CHECK(unmerged > plans / 10);
   CHECK(runner_ups > nontrivial / 2);
 }
+
+TEST_CASE("state keys: a move's key is the key of the layout it makes, and the canonical relabeling reads the same on both", "[optimality]") {
+  // The searches intern states by StateKey and make a next layout only when its key is new
+  // (GraphContext::edges_of): for every move out of every layout (shard orders, Partials,
+  // strided kinds, meshes of five dims so both key words are used), key_after must give the key
+  // of the layout the move makes, the key must tell layouts apart, and the canonical relabeling
+  // found on the key must be the one found on the layout.
+  std::int64_t moves = 0, relabeled = 0;
+  const auto stride = sample_stride();
+  auto check = [&](const char* mesh_text, std::vector<std::int64_t> shape, const std::vector<oracle::Pl>& options,
+                   const char* src_text, const char* dst_text) {
+    const Mesh mesh = Mesh::parse(mesh_text);
+    const Layout sl = Layout::parse(mesh, shape, DType::f32, src_text), dl = Layout::parse(mesh, shape, DType::f32, dst_text);
+    const CostModel cm = CostModel::default_model();
+    GraphContext ctx(sl, dl, cm, EdgeSet::all);
+    ctx.use_symmetry();
+    REQUIRE(ctx.keyed());
+    std::unordered_map<std::uint64_t, Sharding> seen;  // key words -> layout: distinct layouts, distinct keys
+    std::int64_t k = 0;
+    for (const auto& pls : oracle::layouts(mesh.ndim(), static_cast<int>(shape.size()), options)) {
+      if (k++ % stride != 0) continue;
+      Sharding from;
+      try {
+        from = Sharding::parse(oracle::text(pls), mesh.ndim(), static_cast<int>(shape.size()));
+      } catch (const InputError&) {
+        continue;  // (Partial ops that do not mix)
+      }
+      const StateKey key = ctx.key_of(from);
+      const auto [it, fresh] = seen.try_emplace(key.w[0] * 0x9e3779b97f4a7c15ULL ^ key.w[1], from);
+      if (!fresh) CHECK(it->second == from);
+      DimPerm p = identity_perm(), q = identity_perm();
+      CHECK(ctx.canonical_key_perm(key, p) == ctx.canonical_mesh_perm(from, q));
+      CHECK(p == q);
+      enumerate_moves(ctx, from, [&](StepKind kind, const DimList& group, const Move& mv) {
+        const Sharding to = mv.apply(from, ctx.dst, group);
+        const StateKey want = ctx.key_of(to);
+        const StateKey got = ctx.key_after(key, from, mv, group);
+        if (!(got == want)) FAIL_CHECK(from.str() << " " << to_string(kind) << " -> " << to.str() << ": key_after differs");
+        CHECK((got == key) == (to == from));
+        DimPerm a = identity_perm(), b = identity_perm();
+        const bool moved = ctx.canonical_key_perm(got, a);
+        CHECK(moved == ctx.canonical_mesh_perm(to, b));
+        CHECK(a == b);
+        if (moved) {
+          ++relabeled;
+          CHECK(ctx.relabeled_key(got, a) == ctx.key_of(to.with_mesh_dims_relabeled(std::span<const std::int8_t>(a.data(), static_cast<std::size_t>(mesh.ndim())))));
+        }
+        ++moves;
+      });
+    }
+  };
+  const std::vector<oracle::Pl> plain{{'R'}, {'P'}, {'M'}, {'S', 0, 1}, {'S', 1, 1}};
+  const std::vector<oracle::Pl> strided{{'R'}, {'P'}, {'S', 0, 1}, {'S', 0, 2}, {'S', 1, 1}};
+  check("2x2x2", {8, 8}, plain, "S(0)RR", "RRS(1)");
+  check("2x2x2x2", {16, 8}, plain, "P(sum)RRR", "RRRR");
+  check("2x2x2", {8, 8}, strided, "_S(0, 2)RS(1)", "RS(0)R");
+  check("2x2x1x2x2", {16, 8}, plain, "S(0)RRRP(sum)", "RRRS(1)S(1)");
+  check("3x2x2x2x2", {12, 8}, strided, "_S(0, 2)RRRS(0)", "RRRRR");
+  INFO("moves " << moves << ", relabeled on the key " << relabeled);
+  CHECK(moves > 20000 / stride);
+  CHECK(relabeled > 1000 / stride);
+}

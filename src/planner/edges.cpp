@@ -77,6 +77,7 @@ Query::Query(const Layout& s, const Layout& d, const CostModel& c, EdgeSet e)
 
 void StateTable::reset() {
   states.clear();
+  keys.clear();
   state_ids.clear();
   bound.clear();
   edge_list.clear();
@@ -106,12 +107,21 @@ constexpr std::size_t kSpareStates = 256;  // larger tables are freed, not kept
 
 GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c, EdgeSet e)
     : Query(s, d, c, e), bounds(static_cast<const Query&>(*this)) {
+  // States are keyed by StateKey when every shard kind has a 6-bit index (the source's and the
+  // target's entries are of those kinds, and so is every entry an edge makes).
+  keyed_ = shard_kinds.size() <= 64;
+  for (const Sharding* x : {&src, &dst})
+    for (int t = 0; t < x->tensor_ndim() && keyed_; ++t)
+      for (const auto& en : x->entries(t))
+        keyed_ = keyed_ && std::find(shard_kinds.begin(), shard_kinds.end(), std::pair{en.split_factor, en.strided}) != shard_kinds.end();
+  if (keyed_) dst_key_ = key_of(dst);
   if (spare_table.full) {
     table = std::move(spare_table.table);
     spare_table.full = false;
     return;
   }
   table.states.reserve(64);
+  table.keys.reserve(64);
   table.bound.reserve(64);
   table.edge_list.reserve(64);
   table.edges_done.reserve(64);
@@ -322,48 +332,76 @@ bool all_gather_group(const Sharding& from, std::uint32_t mask, DimList& group) 
   return true;
 }
 
+Sharding Move::apply(const Sharding& from, const Sharding& dst, const DimList& group) const {
+  switch (op) {
+    case Op::target: return dst;
+    case Op::append: return from.with_shard_appended(d, entry);
+    case Op::partial: return from.with_partial(m, rop);
+    case Op::replicate: return from.with_replicate(m);
+    case Op::replicated: return from.with_replicated(mask);
+    case Op::scatter: {
+      Sharding to = from;
+      for (int x : group.span()) to = to.with_shard_appended(d, {x, 1, false});
+      return to;
+    }
+  }
+  return from;
+}
+
 namespace {
 
-// Every edge out of `from`, in the planner's deterministic order, as emit(kind, group, to).
-template <typename Emit>
-void for_each_edge(const EdgeScope& sc, const Sharding& from, Emit&& emit_raw, bool with_direct) {
+// Every move out of `from`, in the planner's deterministic order, as on_move(kind, group, move):
+// the edges before two checks that are the caller's (the next layout is not `from`, and its
+// Partial ops mix).
+template <typename OnMove>
+void for_each_move(const EdgeScope& sc, const Sharding& from, OnMove&& on_move, bool with_direct) {
   const int md = sc.mesh.ndim();
   const bool all = sc.edges == EdgeSet::all;
-  auto emit = [&](StepKind kind, DimList dims, const Sharding& to) {
-    if (to == from || !ops_mixable(to)) return;
-    emit_raw(kind, dims, to);
+  auto move = [](Move::Op op, int m, int d) {
+    Move mv;
+    mv.op = op;
+    mv.m = static_cast<std::int8_t>(m);
+    mv.d = static_cast<std::int8_t>(d);
+    return mv;
   };
   // relabel (equivalent layouts, e.g. orders of a size-1 dim): a transition PyTorch's planner
   // does not know, so only in the `all` edge set
   if (all && from != sc.dst && equivalent(from, sc.dst, sc.mesh.shape(), sc.shape))
-    emit(StepKind::relabel, {}, sc.dst);
+    on_move(StepKind::relabel, DimList{}, Move{});
 
+  auto append = [&](StepKind kind, int m, int d, std::int64_t sf, bool strided) {
+    Move mv = move(Move::Op::append, m, d);
+    mv.entry = {m, sf, strided};
+    on_move(kind, DimList{m}, mv);
+  };
+  auto partial = [&](int m, ReduceOp op) {
+    Move mv = move(Move::Op::partial, m, 0);
+    mv.rop = op;
+    on_move(StepKind::local_fill, DimList{m}, mv);
+  };
   for (int m = 0; m < md; ++m) {
     const int a = from.shard_dim_of(m);
     const auto op = from.partial(m);
     if (a < 0 && !op) {  // Replicate on m
       for (int d : sc.play_dims)
-        for (const auto& [sf, strided] : sc.shard_kinds)
-          emit(StepKind::local_chunk, {m}, from.with_shard_appended(d, {m, sf, strided}));
-      if (auto target = sc.dst.partial(m)) emit(StepKind::local_fill, {m}, from.with_partial(m, *target));
+        for (const auto& [sf, strided] : sc.shard_kinds) append(StepKind::local_chunk, m, d, sf, strided);
+      if (auto target = sc.dst.partial(m)) partial(m, *target);
     } else if (op) {
-      emit(StepKind::all_reduce, {m}, from.with_replicate(m));
+      on_move(StepKind::all_reduce, DimList{m}, move(Move::Op::replicate, m, 0));
       for (int d : sc.play_dims)
-        for (const auto& [sf, strided] : sc.shard_kinds)
-          emit(StepKind::reduce_scatter, {m}, from.with_shard_appended(d, {m, sf, strided}));
+        for (const auto& [sf, strided] : sc.shard_kinds) append(StepKind::reduce_scatter, m, d, sf, strided);
     } else if (from.is_last_in_order(m)) {
-      emit(StepKind::all_gather, {m}, from.with_replicate(m));
+      on_move(StepKind::all_gather, DimList{m}, move(Move::Op::replicate, m, 0));
       const auto& entry = from.entries(a).back();
       for (int b : sc.play_dims) {
         for (const auto& [sf, strided] : sc.shard_kinds) {
           if (!all && (b == a || strided || entry.strided)) continue;  // PyTorch: plain S(a) -> S(b)
-          emit(StepKind::all_to_all, {m}, from.with_shard_appended(b, {m, sf, strided}));
+          append(StepKind::all_to_all, m, b, sf, strided);
         }
       }
       // S(d) -> P(sum), only where the target holds P(sum) on m: both edge sets (torch 2.15's graph
       // planner has it: _get_shard_to_partial_target_states)
-      if (!entry.strided && sc.dst.partial(m) == ReduceOp::sum)
-        emit(StepKind::local_fill, {m}, from.with_partial(m, ReduceOp::sum));
+      if (!entry.strided && sc.dst.partial(m) == ReduceOp::sum) partial(m, ReduceOp::sum);
     }
   }
 
@@ -374,10 +412,12 @@ void for_each_edge(const EdgeScope& sc, const Sharding& from, Emit&& emit_raw, b
       int dims_in_mask = 0;  // (counted here: without -mpopcnt, __builtin_popcount is a library call)
       for (std::uint32_t rest = mask; rest != 0; rest &= rest - 1) ++dims_in_mask;
       auto in = [&](int m) { return (mask >> m) & 1u; };
+      Move all_of = move(Move::Op::replicated, 0, 0);
+      all_of.mask = mask;
       // all_gather: the group's entries are a suffix of every tensor dim's order.
       DimList group;
       if (all_gather_group(from, mask, group) && static_cast<int>(group.size()) == dims_in_mask)
-        emit(StepKind::all_gather, group, from.with_replicated(mask));
+        on_move(StepKind::all_gather, group, all_of);
       // all_reduce / reduce_scatter: every group dim Partial with one op.
       std::optional<ReduceOp> gop;
       bool same = true;
@@ -390,19 +430,28 @@ void for_each_edge(const EdgeScope& sc, const Sharding& from, Emit&& emit_raw, b
         pdims.push(m);
       }
       if (!same) continue;
-      emit(StepKind::all_reduce, pdims, from.with_replicated(mask));  // (pdims: every dim of the mask)
+      on_move(StepKind::all_reduce, pdims, all_of);  // (pdims: every dim of the mask)
       DimList perm = pdims;
       do {
-        for (int d : sc.play_dims) {
-          Sharding to = from;
-          for (int m : perm.span()) to = to.with_shard_appended(d, {m, 1, false});
-          emit(StepKind::reduce_scatter, perm, to);
-        }
+        for (int d : sc.play_dims) on_move(StepKind::reduce_scatter, perm, move(Move::Op::scatter, 0, d));
       } while (std::next_permutation(perm.v.begin(), perm.v.begin() + perm.n));
     }
   }
 
-  if (with_direct && direct_allowed(sc, from)) emit(StepKind::direct, {}, sc.dst);
+  if (with_direct && direct_allowed(sc, from)) on_move(StepKind::direct, DimList{}, Move{});
+}
+
+// Every edge out of `from`, in the planner's deterministic order, as emit(kind, group, to).
+template <typename Emit>
+void for_each_edge(const EdgeScope& sc, const Sharding& from, Emit&& emit, bool with_direct) {
+  for_each_move(
+      sc, from,
+      [&](StepKind kind, const DimList& dims, const Move& mv) {
+        const Sharding to = mv.apply(from, sc.dst, dims);
+        if (to == from || !ops_mixable(to)) return;
+        emit(kind, dims, to);
+      },
+      with_direct);
 }
 
 }  // namespace
@@ -431,6 +480,19 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSi
 void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const TransitionSink& sink, bool with_direct) {
   for_each_edge(ctx.scope(), from, [&](StepKind kind, const DimList& dims, const Sharding& to) { sink(to, kind, dims); },
                 with_direct);
+}
+
+void enumerate_moves(const GraphContext& ctx, const Sharding& from, const MoveSink& sink) {
+  for_each_move(ctx.scope(), from, [&](StepKind kind, const DimList& dims, const Move& mv) { sink(kind, dims, mv); }, false);
+}
+
+bool move_keeps_ops_mixable(const Sharding& from, const Move& mv) {
+  if (mv.op != Move::Op::partial) return true;  // only a new Partial can make them unmixable
+  for (int m = 0; m < from.mesh_ndim(); ++m) {
+    const auto p = m == mv.m ? std::optional<ReduceOp>(mv.rop) : from.partial(m);
+    if (p && !mixable(*p, mv.rop)) return false;
+  }
+  return true;
 }
 
 bool is_edge(const EdgeScope& scope, const Sharding& from, StepKind kind, std::span<const int> group, const Sharding& to) {

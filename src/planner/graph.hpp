@@ -513,8 +513,8 @@ class Bounds {
 class StateIndex {
  public:
   // The id of a state equal to `s` among `states` (hash `h`), or -1; `slot` is where it would go.
-  [[nodiscard]] std::int64_t find(const Sharding& s, std::uint64_t h, const std::vector<Sharding>& states,
-                                  std::size_t& slot) const {
+  template <typename Key>
+  [[nodiscard]] std::int64_t find(const Key& s, std::uint64_t h, const std::vector<Key>& states, std::size_t& slot) const {
     if (slots_.empty()) return -1;
     for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
       const std::uint32_t v = slots_[i];
@@ -562,11 +562,53 @@ class StateIndex {
   std::size_t mask_ = 0;
 };
 
+// A layout in 16 bits per mesh dim, what the searches key the states they meet by (a layout
+// has one key and a key one layout, for a query's mesh, tensor dims and shard kinds): 0 for
+// Replicate, 0x4000 | op for a Partial, 0x8000 | tensor dim << 9 | position in its order << 6 |
+// shard kind for a shard (its index among the query's shard kinds, which run in the order of
+// (strided, split factor)). Mesh dims 0-3 in the first word, 4-7 in the second. The roles
+// compare as GraphContext::canonical_mesh_perm orders them, so the canonical relabeling can be
+// found on the key.
+struct StateKey {
+  std::array<std::uint64_t, 2> w{};
+  bool operator==(const StateKey&) const = default;
+  [[nodiscard]] std::uint16_t role(int m) const noexcept {
+    return static_cast<std::uint16_t>(w[static_cast<std::size_t>(m) >> 2] >> ((m & 3) * 16));
+  }
+  void set(int m, std::uint16_t r) noexcept {
+    auto& x = w[static_cast<std::size_t>(m) >> 2];
+    const int sh = (m & 3) * 16;
+    x = (x & ~(std::uint64_t{0xffff} << sh)) | std::uint64_t{r} << sh;
+  }
+  [[nodiscard]] std::uint64_t hash() const noexcept {
+    std::uint64_t h = w[0] * 0x9e3779b97f4a7c15ULL ^ w[1] * 0xc2b2ae3d27d4eb4fULL;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ h >> 32;
+  }
+};
+
+// How an edge's next layout is made from the layout it leaves: the target itself (relabel,
+// direct), an entry appended to tensor dim `d` (replacing what mesh dim `entry.mesh_dim` held:
+// local_chunk, reduce_scatter, all_to_all), a Partial on mesh dim `m`, mesh dim `m` or the dims
+// of `mask` replicated (gathers, all_reduce), or the edge's group appended in order to dim `d`
+// (a flattened reduce_scatter).
+struct Move {
+  enum class Op : std::uint8_t { target, append, partial, replicate, replicated, scatter };
+  Op op = Op::target;
+  std::int8_t m = 0, d = 0;
+  ReduceOp rop{};
+  ShardEntry entry{};
+  std::uint32_t mask = 0;
+  [[nodiscard]] Sharding apply(const Sharding& from, const Sharding& dst, const DimList& group) const;
+};
+
 // The search state of one query, shared by its plan and runner-up searches: the states met so
 // far as small integer ids (first met first), their lower bounds, their edge lists once
 // enumerated (direct excluded) and their direct steps once costed, with the limits on them.
 struct StateTable {
   std::vector<Sharding> states;
+  std::vector<StateKey> keys;  // per state, when the query keys its states (GraphContext::keyed)
   StateIndex state_ids;
   std::vector<SearchBound> bound;
   std::vector<std::vector<SearchEdge>> edge_list;
@@ -612,6 +654,12 @@ struct GraphContext : Query {
   mutable StateTable table;
   // The id of `s`, interning it (and computing its bound) when new; throws past table.max_states.
   std::uint32_t intern(const Sharding& s) const;
+  // Whether states are interned by their StateKey (every shard kind of the query has a key;
+  // otherwise by the layout itself), and a layout's key.
+  [[nodiscard]] bool keyed() const noexcept { return keyed_; }
+  [[nodiscard]] StateKey key_of(const Sharding& s) const;
+  // The key of the layout `mv` makes out of `from` (key `k`) with an edge over `group`.
+  [[nodiscard]] StateKey key_after(const StateKey& k, const Sharding& from, const Move& mv, const DimList& group) const noexcept;
   std::vector<SearchEdge>& edges_of(std::uint32_t id) const;
   // Costs edge `e` out of state `from` (once; the searches share the record).
   void cost_edge(std::uint32_t from, SearchEdge& e) const;
@@ -655,15 +703,24 @@ struct GraphContext : Query {
   }
   // Adds to table.search_bytes; throws past table.max_search_bytes.
   void charge(std::int64_t bytes) const;
+  // canonical_perm's mesh part: the relabeling of interchangeable mesh dims alone (`p` is left
+  // as it is when that is the identity)
+  [[nodiscard]] bool canonical_mesh_perm(const Sharding& s, DimPerm& p) const;
+  // the same on a state's key, and the key relabeled by it
+  [[nodiscard]] bool canonical_key_perm(const StateKey& k, DimPerm& p) const;
+  [[nodiscard]] StateKey relabeled_key(const StateKey& k, const DimPerm& p) const noexcept;
 
  private:
   // the dims of sym_classes as a bit mask and one after another (what canonical_perm reads)
   std::uint32_t sym_mask_ = 0;
   std::array<std::int8_t, Sharding::kMaxMeshDims> sym_flat_{};
   std::size_t sym_flat_n_ = 0;
-  // canonical_perm's mesh part: the relabeling of interchangeable mesh dims alone (`p` is left
-  // as it is when that is the identity)
-  [[nodiscard]] bool canonical_mesh_perm(const Sharding& s, DimPerm& p) const;
+  // the id of the state with key `k`, interning make() when new
+  template <typename Make>
+  std::uint32_t intern_key(const StateKey& k, Make&& make) const;
+  std::uint32_t add_state(const Sharding& s, std::uint64_t h, std::size_t slot, const StateKey* key) const;
+  bool keyed_ = false;
+  StateKey dst_key_{};
   // per mesh dim, the first dim of its class (itself where it has none): what a tensor dim's
   // entries are compared by when ordering interchangeable tensor dims (no mesh relabeling
   // changes it)
@@ -692,6 +749,11 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSi
 // edge later, when it may still matter.
 using TransitionSink = std::function<void(const Sharding& to, StepKind kind, const DimList& group)>;
 void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const TransitionSink& sink, bool with_direct);
+// The same edges as moves, before two checks that are the caller's: the next layout differs
+// from `from`, and its Partial ops mix (move_keeps_ops_mixable). Direct excluded.
+using MoveSink = std::function<void(StepKind kind, const DimList& group, const Move& move)>;
+void enumerate_moves(const GraphContext& ctx, const Sharding& from, const MoveSink& sink);
+[[nodiscard]] bool move_keeps_ops_mixable(const Sharding& from, const Move& mv);
 // The edge set a request plans with: the options', else the cost profile's own (pytorch for the
 // pytorch profile, all otherwise).
 [[nodiscard]] inline EdgeSet edge_set_of(const CostModel& cost, const PlanOptions& options) {

@@ -577,12 +577,59 @@ void GraphContext::charge(std::int64_t bytes) const {
                                  "search within it", src.str(), dst.str(), table.max_search_bytes));
 }
 
-std::uint32_t GraphContext::intern(const Sharding& s) const {
+StateKey GraphContext::key_of(const Sharding& s) const {
+  StateKey k;
+  for (int m = 0; m < s.mesh_ndim(); ++m)
+    if (const auto op = s.partial(m)) k.set(m, static_cast<std::uint16_t>(0x4000 | static_cast<unsigned>(*op)));
+  for (int d = 0; d < s.tensor_ndim(); ++d) {
+    const auto es = s.entries(d);
+    for (std::size_t i = 0; i < es.size(); ++i) {
+      const auto kind = std::find(shard_kinds.begin(), shard_kinds.end(), std::pair{es[i].split_factor, es[i].strided});
+      if (kind == shard_kinds.end())  // (no edge makes one: only a caller's own layout can have it)
+        throw std::logic_error("GraphContext::key_of: " + s.str() + " has a shard kind that neither the source nor the target has");
+      k.set(es[i].mesh_dim, static_cast<std::uint16_t>(0x8000 | d << 9 | static_cast<int>(i) << 6 |
+                                                       static_cast<int>(kind - shard_kinds.begin())));
+    }
+  }
+  return k;
+}
+
+StateKey GraphContext::key_after(const StateKey& k, const Sharding& from, const Move& mv, const DimList& group) const noexcept {
+  StateKey r = k;
+  switch (mv.op) {
+    case Move::Op::target: return dst_key_;
+    case Move::Op::append: {
+      // after the entries of dim d, less the one the mesh dim leaves there (all_to_all within a
+      // dim: the last, so no other entry moves)
+      const int m = mv.entry.mesh_dim;
+      const int at = static_cast<int>(from.entries(mv.d).size()) - (from.shard_dim_of(m) == mv.d ? 1 : 0);
+      const auto kind = std::find(shard_kinds.begin(), shard_kinds.end(), std::pair{mv.entry.split_factor, mv.entry.strided});
+      r.set(m, static_cast<std::uint16_t>(0x8000 | mv.d << 9 | at << 6 | static_cast<int>(kind - shard_kinds.begin())));
+      return r;
+    }
+    case Move::Op::partial: r.set(mv.m, static_cast<std::uint16_t>(0x4000 | static_cast<unsigned>(mv.rop))); return r;
+    case Move::Op::replicate: r.set(mv.m, 0); return r;
+    case Move::Op::replicated:
+      for (int m = 0; m < from.mesh_ndim(); ++m)
+        if ((mv.mask >> m) & 1u) r.set(m, 0);
+      return r;
+    case Move::Op::scatter: {
+      int at = static_cast<int>(from.entries(mv.d).size());
+      for (int m : group.span()) r.set(m, static_cast<std::uint16_t>(0x8000 | mv.d << 9 | at++ << 6));  // (plain: kind 0)
+      return r;
+    }
+  }
+  return r;
+}
+
+StateKey GraphContext::relabeled_key(const StateKey& k, const DimPerm& p) const noexcept {
+  StateKey r;
+  for (int m = 0; m < mesh.ndim(); ++m) r.set(p[static_cast<std::size_t>(m)], k.role(m));
+  return r;
+}
+
+std::uint32_t GraphContext::add_state(const Sharding& s, std::uint64_t h, std::size_t slot, const StateKey* key) const {
   auto& T = table;
-  // hash_value mixed so that its low bits (the index's slot) depend on all of it
-  const std::uint64_t h = (static_cast<std::uint64_t>(hash_value(s)) * 0x9e3779b97f4a7c15ULL) >> 17;
-  std::size_t slot = 0;
-  if (const std::int64_t id = T.state_ids.find(s, h, T.states, slot); id >= 0) return static_cast<std::uint32_t>(id);
   if (static_cast<std::int64_t>(T.states.size()) >= T.max_states) {
     throw InputError(fmt::format("planning {} -> {} explored more than {} states (PlanOptions::max_states, CLI --max-states); the "
                                  "mesh and tensor have too many intermediate layouts to search exhaustively",
@@ -592,12 +639,31 @@ std::uint32_t GraphContext::intern(const Sharding& s) const {
   const auto id = static_cast<std::uint32_t>(T.states.size());
   T.bound.push_back(bounds.lower_bound(s));
   T.states.push_back(s);
+  if (keyed_) T.keys.push_back(*key);
   T.edge_list.emplace_back();
   T.edges_done.push_back(0);
   T.direct_at.push_back(-1);
   T.direct_floor.push_back(-1);
   T.state_ids.insert(id, h, slot);
   return id;
+}
+
+template <typename Make>
+std::uint32_t GraphContext::intern_key(const StateKey& k, Make&& make) const {
+  const std::uint64_t h = k.hash();
+  std::size_t slot = 0;
+  if (const std::int64_t id = table.state_ids.find(k, h, table.keys, slot); id >= 0) return static_cast<std::uint32_t>(id);
+  return add_state(make(), h, slot, &k);
+}
+
+std::uint32_t GraphContext::intern(const Sharding& s) const {
+  if (keyed_) return intern_key(key_of(s), [&]() -> const Sharding& { return s; });
+  auto& T = table;
+  // hash_value mixed so that its low bits (the index's slot) depend on all of it
+  const std::uint64_t h = (static_cast<std::uint64_t>(hash_value(s)) * 0x9e3779b97f4a7c15ULL) >> 17;
+  std::size_t slot = 0;
+  if (const std::int64_t id = T.state_ids.find(s, h, T.states, slot); id >= 0) return static_cast<std::uint32_t>(id);
+  return add_state(s, h, slot, nullptr);
 }
 
 void GraphContext::use_symmetry() {
@@ -826,6 +892,28 @@ bool GraphContext::canonical_mesh_perm(const Sharding& s, DimPerm& p) const {
   return moved;
 }
 
+bool GraphContext::canonical_key_perm(const StateKey& k, DimPerm& p) const {
+  // canonical_mesh_perm's order on the key's roles (which compare as its roles do): the same
+  // stable insertion sort per class
+  bool moved = false;
+  for (const auto& cls : sym_classes) {
+    const std::size_t n = cls.size();
+    std::size_t i = 1;
+    while (i < n && !(k.role(cls[i]) < k.role(cls[i - 1]))) ++i;
+    if (i == n) continue;
+    std::array<int, Sharding::kMaxMeshDims> order{};
+    for (i = 0; i < n; ++i) {
+      const int x = cls[i];
+      std::size_t j = i;
+      for (; j > 0 && k.role(x) < k.role(order[j - 1]); --j) order[j] = order[j - 1];
+      order[j] = x;
+    }
+    for (i = 0; i < n; ++i) p[static_cast<std::size_t>(order[i])] = static_cast<std::int8_t>(cls[i]);
+    moved = true;
+  }
+  return moved;
+}
+
 Sharding GraphContext::canonical(const Sharding& s, Relabeling& p) const { return canonical_perm(s, p) ? relabel(s, p) : s; }
 
 std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
@@ -835,7 +923,30 @@ std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
     thread_local std::vector<SearchEdge> scratch;
     scratch.clear();
     const Sharding from = T.states[id];  // interning may grow `states`
-    if (!merges()) {
+    if (keyed_ && tensor_sym_classes.empty()) {
+      // On the states' keys: a move changes the roles of the mesh dims it touches, and the next
+      // layout is made only when its key is new. As below, from a canonical state a step over no
+      // mesh dim of a class leaves the layout canonical.
+      const StateKey k0 = T.keys[id];
+      DimPerm p0 = identity_perm();
+      const bool from_canonical = !merges() || !canonical_key_perm(k0, p0);
+      enumerate_moves(*this, from, [&](StepKind kind, const DimList& group, const Move& mv) {
+        const StateKey k = key_after(k0, from, mv, group);
+        if (k == k0 || !move_keeps_ops_mixable(from, mv)) return;
+        std::uint32_t touched = 0;  // (the group: every mesh dim whose role the move changes)
+        for (int m : group.span()) touched |= 1u << m;
+        DimPerm p = identity_perm();
+        if ((from_canonical && (touched & sym_mask_) == 0) || !canonical_key_perm(k, p)) {
+          scratch.push_back({intern_key(k, [&] { return mv.apply(from, dst, group); }), kind, group});
+          return;
+        }
+        const StateKey c = relabeled_key(k, p);
+        const auto made = [&] {
+          return mv.apply(from, dst, group).with_mesh_dims_relabeled(std::span<const std::int8_t>(p.data(), static_cast<std::size_t>(mesh.ndim())));
+        };
+        scratch.push_back({intern_key(c, made), kind, group, relabeling_id(Relabeling{p})});
+      });
+    } else if (!merges()) {
       enumerate_transitions(
           *this, from, [&](const Sharding& to, StepKind kind, const DimList& group) { scratch.push_back({intern(to), kind, group}); },
           false);
