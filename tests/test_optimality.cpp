@@ -636,14 +636,18 @@ TEST_CASE("planner is optimal at real sizes with interchangeable tensor dims of 
   CHECK(runner_ups > nontrivial / 2);
 }
 
-TEST_CASE("state keys: a move's key is the key of the layout it makes, and the canonical relabeling reads the same on both", "[optimality]") {
+TEST_CASE("state keys: a move's key is the key of the layout it makes, and the canonical relabelings read the same on both", "[optimality]") {
   // The searches intern states by StateKey and make a next layout only when its key is new
   // (GraphContext::edges_of): for every move out of every layout (shard orders, Partials,
   // strided kinds, meshes of five dims so both key words are used), key_after must give the key
   // of the layout the move makes, the key must tell layouts apart, and the canonical relabeling
   // found on the key must be the one found on the layout.
-  std::int64_t moves = 0, relabeled = 0;
+  std::int64_t moves = 0, relabeled = 0, tensor_moved = 0, wrong = 0;
   const auto stride = sample_stride();
+  auto expect = [&](bool ok, const Sharding& s, const std::string& what) {
+    if (ok) return;
+    if (++wrong <= 10) FAIL_CHECK(s.str() << ": " << what);
+  };
   auto check = [&](const char* mesh_text, std::vector<std::int64_t> shape, const std::vector<oracle::Pl>& options,
                    const char* src_text, const char* dst_text) {
     const Mesh mesh = Mesh::parse(mesh_text);
@@ -664,24 +668,31 @@ TEST_CASE("state keys: a move's key is the key of the layout it makes, and the c
       }
       const StateKey key = ctx.key_of(from);
       const auto [it, fresh] = seen.try_emplace(key.w[0] * 0x9e3779b97f4a7c15ULL ^ key.w[1], from);
-      if (!fresh) CHECK(it->second == from);
+      expect(fresh || it->second == from, from, "two layouts, one key");
       DimPerm p = identity_perm(), q = identity_perm();
-      CHECK(ctx.canonical_key_perm(key, p) == ctx.canonical_mesh_perm(from, q));
-      CHECK(p == q);
+      expect(ctx.canonical_key_perm(key, p) == ctx.canonical_mesh_perm(from, q) && p == q, from, "canonical relabeling");
       enumerate_moves(ctx, from, [&](StepKind kind, const DimList& group, const Move& mv) {
         const Sharding to = mv.apply(from, ctx.dst, group);
         const StateKey want = ctx.key_of(to);
         const StateKey got = ctx.key_after(key, from, mv, group);
-        if (!(got == want)) FAIL_CHECK(from.str() << " " << to_string(kind) << " -> " << to.str() << ": key_after differs");
-        CHECK((got == key) == (to == from));
+        expect(got == want, to, std::string(to_string(kind)) + " key_after");
+        expect((got == key) == (to == from), to, "key equal to the source's");
         DimPerm a = identity_perm(), b = identity_perm();
         const bool moved = ctx.canonical_key_perm(got, a);
-        CHECK(moved == ctx.canonical_mesh_perm(to, b));
-        CHECK(a == b);
+        expect(moved == ctx.canonical_mesh_perm(to, b) && a == b, to, "canonical mesh relabeling");
         if (moved) {
           ++relabeled;
-          CHECK(ctx.relabeled_key(got, a) == ctx.key_of(to.with_mesh_dims_relabeled(std::span<const std::int8_t>(a.data(), static_cast<std::size_t>(mesh.ndim())))));
+          expect(ctx.relabeled_key(got, a) ==
+                     ctx.key_of(to.with_mesh_dims_relabeled(std::span<const std::int8_t>(a.data(), static_cast<std::size_t>(mesh.ndim())))),
+                 to, "relabeled key");
         }
+        // with interchangeable tensor dims too: the relabeling and the canonical layout's key
+        Relabeling ra, rb;
+        StateKey c;
+        const bool any = ctx.canonical_key(got, ra, c);
+        expect(any == ctx.canonical_perm(to, rb) && ra == rb, to, "canonical relabeling");
+        expect(c == ctx.key_of(any ? ctx.relabel(to, rb) : to), to, "canonical key");
+        tensor_moved += ra.tensor != Relabeling::kTensorIdentity ? 1 : 0;
         ++moves;
       });
     }
@@ -693,7 +704,13 @@ TEST_CASE("state keys: a move's key is the key of the layout it makes, and the c
   check("2x2x2", {8, 8}, strided, "_S(0, 2)RS(1)", "RS(0)R");
   check("2x2x1x2x2", {16, 8}, plain, "S(0)RRRP(sum)", "RRRS(1)S(1)");
   check("3x2x2x2x2", {12, 8}, strided, "_S(0, 2)RRRS(0)", "RRRRR");
-  INFO("moves " << moves << ", relabeled on the key " << relabeled);
+  // interchangeable tensor dims (of one length, and of lengths the ranks divide)
+  const std::vector<oracle::Pl> three{{'R'}, {'P'}, {'S', 0, 1}, {'S', 1, 1}, {'S', 2, 1}};
+  check("2x2x2", {9, 4, 4}, three, "S(0)RR", "RRR");
+  check("2x2x1x2x2", {17, 16, 32}, three, "RS(0)RRR", "P(sum)RRRR");
+  INFO("moves " << moves << ", relabeled on the key " << relabeled << ", tensor dims exchanged " << tensor_moved);
+  CHECK(wrong == 0);
   CHECK(moves > 20000 / stride);
   CHECK(relabeled > 1000 / stride);
+  CHECK(tensor_moved > 1000 / stride);
 }

@@ -369,11 +369,13 @@ void for_each_move(const EdgeScope& sc, const Sharding& from, OnMove&& on_move, 
   if (all && from != sc.dst && equivalent(from, sc.dst, sc.mesh.shape(), sc.shape))
     on_move(StepKind::relabel, DimList{}, Move{});
 
-  auto append = [&](StepKind kind, int m, int d, std::int64_t sf, bool strided) {
+  auto append = [&](StepKind kind, int m, int d, std::size_t k) {
     Move mv = move(Move::Op::append, m, d);
-    mv.entry = {m, sf, strided};
+    mv.entry = {m, sc.shard_kinds[k].first, sc.shard_kinds[k].second};
+    mv.kind = static_cast<std::uint8_t>(k);
     on_move(kind, DimList{m}, mv);
   };
+  const std::size_t kinds = sc.shard_kinds.size();
   auto partial = [&](int m, ReduceOp op) {
     Move mv = move(Move::Op::partial, m, 0);
     mv.rop = op;
@@ -384,19 +386,19 @@ void for_each_move(const EdgeScope& sc, const Sharding& from, OnMove&& on_move, 
     const auto op = from.partial(m);
     if (a < 0 && !op) {  // Replicate on m
       for (int d : sc.play_dims)
-        for (const auto& [sf, strided] : sc.shard_kinds) append(StepKind::local_chunk, m, d, sf, strided);
+        for (std::size_t k = 0; k < kinds; ++k) append(StepKind::local_chunk, m, d, k);
       if (auto target = sc.dst.partial(m)) partial(m, *target);
     } else if (op) {
       on_move(StepKind::all_reduce, DimList{m}, move(Move::Op::replicate, m, 0));
       for (int d : sc.play_dims)
-        for (const auto& [sf, strided] : sc.shard_kinds) append(StepKind::reduce_scatter, m, d, sf, strided);
+        for (std::size_t k = 0; k < kinds; ++k) append(StepKind::reduce_scatter, m, d, k);
     } else if (from.is_last_in_order(m)) {
       on_move(StepKind::all_gather, DimList{m}, move(Move::Op::replicate, m, 0));
       const auto& entry = from.entries(a).back();
       for (int b : sc.play_dims) {
-        for (const auto& [sf, strided] : sc.shard_kinds) {
-          if (!all && (b == a || strided || entry.strided)) continue;  // PyTorch: plain S(a) -> S(b)
-          append(StepKind::all_to_all, m, b, sf, strided);
+        for (std::size_t k = 0; k < kinds; ++k) {
+          if (!all && (b == a || sc.shard_kinds[k].second || entry.strided)) continue;  // PyTorch: plain S(a) -> S(b)
+          append(StepKind::all_to_all, m, b, k);
         }
       }
       // S(d) -> P(sum), only where the target holds P(sum) on m: both edge sets (torch 2.15's graph

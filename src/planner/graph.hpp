@@ -597,6 +597,7 @@ struct Move {
   enum class Op : std::uint8_t { target, append, partial, replicate, replicated, scatter };
   Op op = Op::target;
   std::int8_t m = 0, d = 0;
+  std::uint8_t kind = 0;  // append: the entry's index among the query's shard kinds
   ReduceOp rop{};
   ShardEntry entry{};
   std::uint32_t mask = 0;
@@ -709,6 +710,9 @@ struct GraphContext : Query {
   // the same on a state's key, and the key relabeled by it
   [[nodiscard]] bool canonical_key_perm(const StateKey& k, DimPerm& p) const;
   [[nodiscard]] StateKey relabeled_key(const StateKey& k, const DimPerm& p) const noexcept;
+  // canonical_perm on a state's key: the relabeling `r`, and `c` the canonical layout's key
+  // (false, and `c` the key itself, when the layout is canonical)
+  [[nodiscard]] bool canonical_key(const StateKey& k, Relabeling& r, StateKey& c) const;
 
  private:
   // the dims of sym_classes as a bit mask and one after another (what canonical_perm reads)

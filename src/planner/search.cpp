@@ -602,9 +602,10 @@ StateKey GraphContext::key_after(const StateKey& k, const Sharding& from, const 
       // after the entries of dim d, less the one the mesh dim leaves there (all_to_all within a
       // dim: the last, so no other entry moves)
       const int m = mv.entry.mesh_dim;
-      const int at = static_cast<int>(from.entries(mv.d).size()) - (from.shard_dim_of(m) == mv.d ? 1 : 0);
-      const auto kind = std::find(shard_kinds.begin(), shard_kinds.end(), std::pair{mv.entry.split_factor, mv.entry.strided});
-      r.set(m, static_cast<std::uint16_t>(0x8000 | mv.d << 9 | at << 6 | static_cast<int>(kind - shard_kinds.begin())));
+      const std::uint16_t was = k.role(m);
+      const bool on_d = (was & 0x8000) != 0 && (was >> 9 & 0xf) == mv.d;
+      const int at = static_cast<int>(from.entries(mv.d).size()) - (on_d ? 1 : 0);
+      r.set(m, static_cast<std::uint16_t>(0x8000 | mv.d << 9 | at << 6 | mv.kind));
       return r;
     }
     case Move::Op::partial: r.set(mv.m, static_cast<std::uint16_t>(0x4000 | static_cast<unsigned>(mv.rop))); return r;
@@ -914,6 +915,59 @@ bool GraphContext::canonical_key_perm(const StateKey& k, DimPerm& p) const {
   return moved;
 }
 
+bool GraphContext::canonical_key(const StateKey& k, Relabeling& r, StateKey& c) const {
+  r = Relabeling{};
+  StateKey t = k;
+  bool moved = false;
+  if (!tensor_sym_classes.empty()) {
+    // canonical_perm's order of interchangeable tensor dims, read on the key: per dim its
+    // entries' (mesh dim's class, shard kind) by position
+    std::array<std::array<std::uint16_t, Sharding::kMaxMeshDims>, Sharding::kMaxTensorDims> seq;  // NOLINT: read below len only
+    std::array<std::uint8_t, Sharding::kMaxTensorDims> len{};
+    for (int m = 0; m < mesh.ndim(); ++m) {
+      const std::uint16_t role = k.role(m);
+      if (!(role & 0x8000)) continue;
+      const int d = role >> 9 & 0xf, pos = role >> 6 & 7;
+      seq[static_cast<std::size_t>(d)][static_cast<std::size_t>(pos)] =
+          static_cast<std::uint16_t>(mesh_rep_[static_cast<std::size_t>(m)] << 6 | (role & 0x3f));
+      len[static_cast<std::size_t>(d)] = std::max<std::uint8_t>(len[static_cast<std::size_t>(d)], static_cast<std::uint8_t>(pos + 1));
+    }
+    auto less = [&](int a, int b) {
+      const auto& sa = seq[static_cast<std::size_t>(a)];
+      const auto& sb = seq[static_cast<std::size_t>(b)];
+      const std::size_t la = len[static_cast<std::size_t>(a)], lb = len[static_cast<std::size_t>(b)];
+      for (std::size_t i = 0; i < la && i < lb; ++i)
+        if (sa[i] != sb[i]) return sa[i] < sb[i];
+      return la < lb;
+    };
+    for (const auto& cls : tensor_sym_classes) {
+      const std::size_t n = cls.size();
+      std::size_t i = 1;
+      while (i < n && !less(cls[i], cls[i - 1])) ++i;
+      if (i == n) continue;
+      std::array<int, Sharding::kMaxTensorDims> order{};  // a stable insertion sort
+      for (i = 0; i < n; ++i) {
+        const int x = cls[i];
+        std::size_t j = i;
+        for (; j > 0 && less(x, order[j - 1]); --j) order[j] = order[j - 1];
+        order[j] = x;
+      }
+      for (i = 0; i < n; ++i) r.tensor[static_cast<std::size_t>(order[i])] = static_cast<std::int8_t>(cls[i]);
+      moved = true;
+    }
+    if (moved)
+      for (int m = 0; m < mesh.ndim(); ++m) {
+        const std::uint16_t role = k.role(m);
+        if (!(role & 0x8000)) continue;
+        const int d = r.tensor[static_cast<std::size_t>(role >> 9 & 0xf)];
+        t.set(m, static_cast<std::uint16_t>((role & ~(0xf << 9)) | d << 9));
+      }
+  }
+  const bool mesh_moved = canonical_key_perm(t, r.mesh);
+  c = mesh_moved ? relabeled_key(t, r.mesh) : t;
+  return moved || mesh_moved;
+}
+
 Sharding GraphContext::canonical(const Sharding& s, Relabeling& p) const { return canonical_perm(s, p) ? relabel(s, p) : s; }
 
 std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
@@ -923,7 +977,21 @@ std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
     thread_local std::vector<SearchEdge> scratch;
     scratch.clear();
     const Sharding from = T.states[id];  // interning may grow `states`
-    if (keyed_ && tensor_sym_classes.empty()) {
+    if (keyed_ && !tensor_sym_classes.empty()) {
+      // With interchangeable tensor dims every next layout is made canonical (as below), on its key.
+      const StateKey k0 = T.keys[id];
+      enumerate_moves(*this, from, [&](StepKind kind, const DimList& group, const Move& mv) {
+        const StateKey k = key_after(k0, from, mv, group);
+        if (k == k0 || !move_keeps_ops_mixable(from, mv)) return;
+        Relabeling p;
+        StateKey c;
+        if (!canonical_key(k, p, c)) {
+          scratch.push_back({intern_key(k, [&] { return mv.apply(from, dst, group); }), kind, group});
+          return;
+        }
+        scratch.push_back({intern_key(c, [&] { return relabel(mv.apply(from, dst, group), p); }), kind, group, relabeling_id(p)});
+      });
+    } else if (keyed_) {
       // On the states' keys: a move changes the roles of the mesh dims it touches, and the next
       // layout is made only when its key is new. As below, from a canonical state a step over no
       // mesh dim of a class leaves the layout canonical.
