@@ -408,9 +408,16 @@ void for_each_move(const EdgeScope& sc, const Sharding& from, OnMove&& on_move, 
   }
 
   if (all && md >= 2) {
-    // Flattened collectives over a group of mesh dims.
+    // Flattened collectives over a group of mesh dims: a gather's dims all shard, a reduction's
+    // are all Partial (a mask with another dim has neither).
+    std::uint32_t sharding = 0, partial = 0;
+    for (int m = 0; m < md; ++m) {
+      if (from.partial(m)) partial |= 1u << m;
+      else if (from.shard_dim_of(m) >= 0) sharding |= 1u << m;
+    }
     for (std::uint32_t mask = 1; mask < (1u << md); ++mask) {
       if ((mask & (mask - 1)) == 0) continue;  // a group of two or more mesh dims
+      if ((mask & sharding) != mask && (mask & partial) != mask) continue;
       int dims_in_mask = 0;  // (counted here: without -mpopcnt, __builtin_popcount is a library call)
       for (std::uint32_t rest = mask; rest != 0; rest &= rest - 1) ++dims_in_mask;
       auto in = [&](int m) { return (mask >> m) & 1u; };
