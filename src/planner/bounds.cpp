@@ -96,6 +96,7 @@ void Bounds::init_bounds() {
     if (const auto ranges = geo.variant_ranges(es, shape[static_cast<std::size_t>(d)]); !ranges.empty()) {
       t.need.reserve(ranges.size());
       for (const auto& r : ranges) t.need.push_back(r.size());
+      t.range = ranges;
     } else {
       for (const auto& set : geo.variant_sets(es, shape[static_cast<std::size_t>(d)])) t.need.push_back(set.size());
     }
@@ -597,7 +598,17 @@ std::size_t Bounds::held_table(std::uint32_t r) const {
       continue;
     }
     seen.emplace_back(pair, p);
-    held[p] = e == dst_e ? owned_count(e, len, ms, coords_[p]) : owned_overlap(e, coords_[p], dst_e, coords_[p], len, ms);
+    if (e == dst_e) {
+      held[p] = owned_count(e, len, ms, coords_[p]);
+    } else if (const auto& t = dst_tables_[static_cast<std::size_t>(d)]; !t.range.empty()) {
+      // (the target's range of this variant kept from init_bounds: only the state's is found)
+      const auto ra = owned_range(e, len, ms, coords_[p]);
+      const Interval& rb = t.range[static_cast<std::size_t>(t.variant[p])];
+      held[p] = ra ? std::max<std::int64_t>(0, std::min(ra->stop, rb.stop) - std::max(ra->start, rb.start))
+                   : owned_overlap(e, coords_[p], dst_e, coords_[p], len, ms);
+    } else {
+      held[p] = owned_overlap(e, coords_[p], dst_e, coords_[p], len, ms);
+    }
   }
   held_[r].rank_at = static_cast<std::int32_t>(at);
   return at;

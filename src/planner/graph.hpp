@@ -369,6 +369,7 @@ class Bounds {
   struct DimTable {
     std::vector<std::int32_t> variant;  // per rank position: variant of the target's dim
     std::vector<std::int64_t> need;     // per target variant: owned size
+    std::vector<Interval> range;        // per target variant: its one range (empty: strided)
   };
   void init_bounds();  // the tables below (bounds.cpp)
   // optimistic_.wire_floor_us(bytes) at its rate computed once: the least time of the steps that
