@@ -491,7 +491,7 @@ void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const 
                 with_direct);
 }
 
-void enumerate_moves(const GraphContext& ctx, const Sharding& from, const MoveSink& sink) {
+void enumerate_moves(const GraphContext& ctx, const Sharding& from, MoveSink sink) {
   for_each_move(ctx.scope(), from, [&](StepKind kind, const DimList& dims, const Move& mv) { sink(kind, dims, mv); }, false);
 }
 

@@ -6,6 +6,8 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <type_traits>
+#include <utility>
 #include <optional>
 #include <initializer_list>
 #include <span>
@@ -754,10 +756,28 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSi
 // edge later, when it may still matter.
 using TransitionSink = std::function<void(const Sharding& to, StepKind kind, const DimList& group)>;
 void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const TransitionSink& sink, bool with_direct);
+// A callable's reference (it must outlive the call it is passed to): no copy, no allocation,
+// for sinks called once per edge.
+template <typename Signature>
+class CallRef;
+template <typename R, typename... Args>
+class CallRef<R(Args...)> {
+ public:
+  template <typename F>
+  CallRef(F&& f) noexcept  // NOLINT: converts from any callable, like std::function
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* o, Args... a) -> R { return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<Args>(a)...); }) {}
+  R operator()(Args... a) const { return call_(obj_, std::forward<Args>(a)...); }
+
+ private:
+  void* obj_;
+  R (*call_)(void*, Args...);
+};
+
 // The same edges as moves, before two checks that are the caller's: the next layout differs
 // from `from`, and its Partial ops mix (move_keeps_ops_mixable). Direct excluded.
-using MoveSink = std::function<void(StepKind kind, const DimList& group, const Move& move)>;
-void enumerate_moves(const GraphContext& ctx, const Sharding& from, const MoveSink& sink);
+using MoveSink = CallRef<void(StepKind kind, const DimList& group, const Move& move)>;
+void enumerate_moves(const GraphContext& ctx, const Sharding& from, MoveSink sink);
 [[nodiscard]] bool move_keeps_ops_mixable(const Sharding& from, const Move& mv);
 // The edge set a request plans with: the options', else the cost profile's own (pytorch for the
 // pytorch profile, all otherwise).
