@@ -804,6 +804,28 @@ std::uint16_t GraphContext::relabeling_id(const Relabeling& p) const {
   return id;
 }
 
+namespace {
+// The stable order of a class's dims by `less` (equal ones keep their class order), written into
+// the relabeling `p` (p[dim] = the class slot the dim goes to); false, and `p` left as it is,
+// when the class is in order already (most are). An insertion sort: a class has at most 16 dims.
+template <typename Perm, typename Less>
+[[gnu::always_inline]] inline bool order_class(const std::vector<int>& cls, Less&& less, Perm& p) {
+  const std::size_t n = cls.size();
+  std::size_t k = 1;
+  while (k < n && !less(cls[k], cls[k - 1])) ++k;
+  if (k == n) return false;
+  std::array<int, Sharding::kMaxTensorDims> order{};
+  for (k = 0; k < n; ++k) {
+    const int x = cls[k];
+    std::size_t j = k;
+    for (; j > 0 && less(x, order[j - 1]); --j) order[j] = order[j - 1];
+    order[j] = x;
+  }
+  for (k = 0; k < n; ++k) p[static_cast<std::size_t>(order[k])] = static_cast<std::int8_t>(cls[k]);
+  return true;
+}
+}  // namespace
+
 bool GraphContext::canonical_perm(const Sharding& s, Relabeling& r) const {
   r = Relabeling{};
   if (tensor_sym_classes.empty()) return canonical_mesh_perm(s, r.mesh);
@@ -825,21 +847,7 @@ bool GraphContext::canonical_perm(const Sharding& s, Relabeling& r) const {
     return ea.size() < eb.size();
   };
   bool moved = false;
-  for (const auto& cls : tensor_sym_classes) {
-    const std::size_t n = cls.size();
-    std::size_t k = 1;
-    while (k < n && !less(cls[k], cls[k - 1])) ++k;
-    if (k == n) continue;
-    std::array<int, Sharding::kMaxTensorDims> order{};  // a stable insertion sort
-    for (k = 0; k < n; ++k) {
-      const int x = cls[k];
-      std::size_t j = k;
-      for (; j > 0 && less(x, order[j - 1]); --j) order[j] = order[j - 1];
-      order[j] = x;
-    }
-    for (k = 0; k < n; ++k) r.tensor[static_cast<std::size_t>(order[k])] = static_cast<std::int8_t>(cls[k]);
-    moved = true;
-  }
+  for (const auto& cls : tensor_sym_classes) moved = order_class(cls, less, r.tensor) || moved;
   if (!moved) return canonical_mesh_perm(s, r.mesh);
   (void)canonical_mesh_perm(s.with_tensor_dims_permuted(std::span<const std::int8_t>(r.tensor.data(), static_cast<std::size_t>(s.tensor_ndim()))),
                             r.mesh);
@@ -873,45 +881,18 @@ bool GraphContext::canonical_mesh_perm(const Sharding& s, DimPerm& p) const {
                                                               static_cast<std::uint64_t>(k) << 1 | (es[k].strided ? 1u : 0u),
                                                           es[k].split_factor};
   }
+  // the class's dims by role, equal roles in class order
+  auto less = [&](int a, int b) { return role[static_cast<std::size_t>(a)] < role[static_cast<std::size_t>(b)]; };
   bool moved = false;
-  for (const auto& cls : sym_classes) {
-    const std::size_t n = cls.size();
-    std::size_t k = 1;  // most classes are in order already
-    while (k < n && !(role[static_cast<std::size_t>(cls[k])] < role[static_cast<std::size_t>(cls[k - 1])])) ++k;
-    if (k == n) continue;
-    // the class's dims by role, equal roles in class order: a stable insertion sort (n <= 8)
-    std::array<int, Sharding::kMaxMeshDims> order{};
-    for (k = 0; k < n; ++k) {
-      const int x = cls[k];
-      std::size_t j = k;
-      for (; j > 0 && role[static_cast<std::size_t>(x)] < role[static_cast<std::size_t>(order[j - 1])]; --j) order[j] = order[j - 1];
-      order[j] = x;
-    }
-    for (k = 0; k < n; ++k) p[static_cast<std::size_t>(order[k])] = static_cast<std::int8_t>(cls[k]);
-    moved = true;
-  }
+  for (const auto& cls : sym_classes) moved = order_class(cls, less, p) || moved;
   return moved;
 }
 
 bool GraphContext::canonical_key_perm(const StateKey& k, DimPerm& p) const {
-  // canonical_mesh_perm's order on the key's roles (which compare as its roles do): the same
-  // stable insertion sort per class
+  // canonical_mesh_perm's order on the key's roles (which compare as its roles do)
+  auto less = [&](int a, int b) { return k.role(a) < k.role(b); };
   bool moved = false;
-  for (const auto& cls : sym_classes) {
-    const std::size_t n = cls.size();
-    std::size_t i = 1;
-    while (i < n && !(k.role(cls[i]) < k.role(cls[i - 1]))) ++i;
-    if (i == n) continue;
-    std::array<int, Sharding::kMaxMeshDims> order{};
-    for (i = 0; i < n; ++i) {
-      const int x = cls[i];
-      std::size_t j = i;
-      for (; j > 0 && k.role(x) < k.role(order[j - 1]); --j) order[j] = order[j - 1];
-      order[j] = x;
-    }
-    for (i = 0; i < n; ++i) p[static_cast<std::size_t>(order[i])] = static_cast<std::int8_t>(cls[i]);
-    moved = true;
-  }
+  for (const auto& cls : sym_classes) moved = order_class(cls, less, p) || moved;
   return moved;
 }
 
@@ -940,21 +921,7 @@ bool GraphContext::canonical_key(const StateKey& k, Relabeling& r, StateKey& c) 
         if (sa[i] != sb[i]) return sa[i] < sb[i];
       return la < lb;
     };
-    for (const auto& cls : tensor_sym_classes) {
-      const std::size_t n = cls.size();
-      std::size_t i = 1;
-      while (i < n && !less(cls[i], cls[i - 1])) ++i;
-      if (i == n) continue;
-      std::array<int, Sharding::kMaxTensorDims> order{};  // a stable insertion sort
-      for (i = 0; i < n; ++i) {
-        const int x = cls[i];
-        std::size_t j = i;
-        for (; j > 0 && less(x, order[j - 1]); --j) order[j] = order[j - 1];
-        order[j] = x;
-      }
-      for (i = 0; i < n; ++i) r.tensor[static_cast<std::size_t>(order[i])] = static_cast<std::int8_t>(cls[i]);
-      moved = true;
-    }
+    for (const auto& cls : tensor_sym_classes) moved = order_class(cls, less, r.tensor) || moved;
     if (moved)
       for (int m = 0; m < mesh.ndim(); ++m) {
         const std::uint16_t role = k.role(m);
