@@ -656,7 +656,7 @@ TEST_CASE("state keys: a move's key is the key of the layout it makes, and the c
     GraphContext ctx(sl, dl, cm, EdgeSet::all);
     ctx.use_symmetry();
     REQUIRE(ctx.keyed());
-    std::unordered_map<std::uint64_t, Sharding> seen;  // key words -> layout: distinct layouts, distinct keys
+    std::map<std::array<std::uint64_t, 2>, Sharding> seen;  // key -> layout: distinct layouts, distinct keys
     std::int64_t k = 0;
     for (const auto& pls : oracle::layouts(mesh.ndim(), static_cast<int>(shape.size()), options)) {
       if (k++ % stride != 0) continue;
@@ -667,7 +667,7 @@ TEST_CASE("state keys: a move's key is the key of the layout it makes, and the c
         continue;  // (Partial ops that do not mix)
       }
       const StateKey key = ctx.key_of(from);
-      const auto [it, fresh] = seen.try_emplace(key.w[0] * 0x9e3779b97f4a7c15ULL ^ key.w[1], from);
+      const auto [it, fresh] = seen.try_emplace(key.w, from);
       expect(fresh || it->second == from, from, "two layouts, one key");
       DimPerm p = identity_perm(), q = identity_perm();
       expect(ctx.canonical_key_perm(key, p) == ctx.canonical_mesh_perm(from, q) && p == q, from, "canonical relabeling");
