@@ -330,10 +330,10 @@ TEST_CASE("interchangeable tensor dims: a step costs the same with the dims exch
 
 TEST_CASE("interchangeable tensor dims: plans are graph paths, plan and runner-up costs are the oracle's", "[optimality]") {
   // Targets that neither shard tensor dim 1 nor 2 (of one length or of lengths the ranks divide,
-  // after a dim longer than the mesh's ranks): the planner searches one layout per exchange of the two and permutes the
-  // steps back. From every layout of 2x2, with and without fitted curves. The canonical layout
-  // puts the entries on dim 2 where only one of them has any: plans that shard dim 1 on the way
-  // were permuted back.
+  // after a dim longer than the mesh's ranks): the planner searches one layout per exchange of
+  // the two and permutes the steps back. From every layout of 2x2, with and without fitted
+  // curves. The canonical layout puts the entries on dim 2 where only one of them has any: plans
+  // that shard dim 1 on the way were permuted back.
   MergedCounts n;
   std::int64_t through_dim1 = 0;
   const Mesh mesh = Mesh::parse("2x2");
