@@ -107,14 +107,9 @@ constexpr std::size_t kSpareStates = 256;  // larger tables are freed, not kept
 
 GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c, EdgeSet e)
     : Query(s, d, c, e), bounds(static_cast<const Query&>(*this)) {
-  // States are keyed by StateKey when every shard kind has a 6-bit index (the source's and the
-  // target's entries are of those kinds, and so is every entry an edge makes).
-  keyed_ = shard_kinds.size() <= 64;
-  for (const Sharding* x : {&src, &dst})
-    for (int t = 0; t < x->tensor_ndim() && keyed_; ++t)
-      for (const auto& en : x->entries(t))
-        keyed_ = keyed_ && std::find(shard_kinds.begin(), shard_kinds.end(), std::pair{en.split_factor, en.strided}) != shard_kinds.end();
-  if (keyed_) dst_key_ = key_of(dst);
+  // (the shard kinds are the plain one and the source's and target's strided ones, at most 17:
+  // every kind has its 6-bit index in a StateKey)
+  dst_key_ = key_of(dst);
   if (spare_table.full) {
     table = std::move(spare_table.table);
     spare_table.full = false;
@@ -484,11 +479,6 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSi
         sink(to, kind, dims, make_step(ctx, kind, dims.span(), from, to, full));
       },
       with_direct);
-}
-
-void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const TransitionSink& sink, bool with_direct) {
-  for_each_edge(ctx.scope(), from, [&](StepKind kind, const DimList& dims, const Sharding& to) { sink(to, kind, dims); },
-                with_direct);
 }
 
 void enumerate_moves(const GraphContext& ctx, const Sharding& from, MoveSink sink) {

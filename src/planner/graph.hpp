@@ -511,13 +511,39 @@ class Bounds {
   [[nodiscard]] double block_bound_us(const Sharding& s, std::span<const std::uint32_t> records, bool* enters) const;
 };
 
-// The ids of a table's states by value: open addressing over their hashes (linear probing, at
+// A layout in 16 bits per mesh dim, what the searches key the states they meet by (a layout
+// has one key and a key one layout, for a query's mesh, tensor dims and shard kinds): 0 for
+// Replicate, 0x4000 | op for a Partial, 0x8000 | tensor dim << 9 | position in its order << 6 |
+// shard kind for a shard (its index among the query's shard kinds, which run in the order of
+// (strided, split factor)). Mesh dims 0-3 in the first word, 4-7 in the second. The roles
+// compare as GraphContext::canonical_mesh_perm orders them, so the canonical relabeling can be
+// found on the key.
+struct StateKey {
+  std::array<std::uint64_t, 2> w{};
+  bool operator==(const StateKey&) const = default;
+  [[nodiscard]] std::uint16_t role(int m) const noexcept {
+    return static_cast<std::uint16_t>(w[static_cast<std::size_t>(m) >> 2] >> ((m & 3) * 16));
+  }
+  void set(int m, std::uint16_t r) noexcept {
+    auto& x = w[static_cast<std::size_t>(m) >> 2];
+    const int sh = (m & 3) * 16;
+    x = (x & ~(std::uint64_t{0xffff} << sh)) | std::uint64_t{r} << sh;
+  }
+  [[nodiscard]] std::uint64_t hash() const noexcept {
+    std::uint64_t h = w[0] * 0x9e3779b97f4a7c15ULL ^ w[1] * 0xc2b2ae3d27d4eb4fULL;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ h >> 32;
+  }
+};
+
+// The ids of a table's states by their keys: open addressing over their hashes (linear probing, at
 // most half full), no node per state.
 class StateIndex {
  public:
-  // The id of a state equal to `s` among `states` (hash `h`), or -1; `slot` is where it would go.
-  template <typename Key>
-  [[nodiscard]] std::int64_t find(const Key& s, std::uint64_t h, const std::vector<Key>& states, std::size_t& slot) const {
+  // The id of the state with key `s` among `states`' keys (hash `h`), or -1; `slot` is where it
+  // would go.
+  [[nodiscard]] std::int64_t find(const StateKey& s, std::uint64_t h, const std::vector<StateKey>& states, std::size_t& slot) const {
     if (slots_.empty()) return -1;
     for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
       const std::uint32_t v = slots_[i];
@@ -565,32 +591,6 @@ class StateIndex {
   std::size_t mask_ = 0;
 };
 
-// A layout in 16 bits per mesh dim, what the searches key the states they meet by (a layout
-// has one key and a key one layout, for a query's mesh, tensor dims and shard kinds): 0 for
-// Replicate, 0x4000 | op for a Partial, 0x8000 | tensor dim << 9 | position in its order << 6 |
-// shard kind for a shard (its index among the query's shard kinds, which run in the order of
-// (strided, split factor)). Mesh dims 0-3 in the first word, 4-7 in the second. The roles
-// compare as GraphContext::canonical_mesh_perm orders them, so the canonical relabeling can be
-// found on the key.
-struct StateKey {
-  std::array<std::uint64_t, 2> w{};
-  bool operator==(const StateKey&) const = default;
-  [[nodiscard]] std::uint16_t role(int m) const noexcept {
-    return static_cast<std::uint16_t>(w[static_cast<std::size_t>(m) >> 2] >> ((m & 3) * 16));
-  }
-  void set(int m, std::uint16_t r) noexcept {
-    auto& x = w[static_cast<std::size_t>(m) >> 2];
-    const int sh = (m & 3) * 16;
-    x = (x & ~(std::uint64_t{0xffff} << sh)) | std::uint64_t{r} << sh;
-  }
-  [[nodiscard]] std::uint64_t hash() const noexcept {
-    std::uint64_t h = w[0] * 0x9e3779b97f4a7c15ULL ^ w[1] * 0xc2b2ae3d27d4eb4fULL;
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ULL;
-    return h ^ h >> 32;
-  }
-};
-
 // How an edge's next layout is made from the layout it leaves: the target itself (relabel,
 // direct), an entry appended to tensor dim `d` (replacing what mesh dim `entry.mesh_dim` held:
 // local_chunk, reduce_scatter, all_to_all), a Partial on mesh dim `m`, mesh dim `m` or the dims
@@ -612,7 +612,7 @@ struct Move {
 // enumerated (direct excluded) and their direct steps once costed, with the limits on them.
 struct StateTable {
   std::vector<Sharding> states;
-  std::vector<StateKey> keys;  // per state, when the query keys its states (GraphContext::keyed)
+  std::vector<StateKey> keys;  // per state: its key, what state_ids finds it by
   StateIndex state_ids;
   std::vector<SearchBound> bound;
   std::vector<std::vector<SearchEdge>> edge_list;
@@ -658,9 +658,8 @@ struct GraphContext : Query {
   mutable StateTable table;
   // The id of `s`, interning it (and computing its bound) when new; throws past table.max_states.
   std::uint32_t intern(const Sharding& s) const;
-  // Whether states are interned by their StateKey (every shard kind of the query has a key;
-  // otherwise by the layout itself), and a layout's key.
-  [[nodiscard]] bool keyed() const noexcept { return keyed_; }
+  // A layout's key (every layout of the query's shard kinds has one: the source's, the target's
+  // and every one an edge makes).
   [[nodiscard]] StateKey key_of(const Sharding& s) const;
   // The key of the layout `mv` makes out of `from` (key `k`) with an edge over `group`.
   [[nodiscard]] StateKey key_after(const StateKey& k, const Sharding& from, const Move& mv, const DimList& group) const noexcept;
@@ -725,8 +724,7 @@ struct GraphContext : Query {
   // the id of the state with key `k`, interning make() when new
   template <typename Make>
   std::uint32_t intern_key(const StateKey& k, Make&& make) const;
-  std::uint32_t add_state(const Sharding& s, std::uint64_t h, std::size_t slot, const StateKey* key) const;
-  bool keyed_ = false;
+  std::uint32_t add_state(const Sharding& s, const StateKey& key, std::uint64_t h, std::size_t slot) const;
   StateKey dst_key_{};
   // per mesh dim, the first dim of its class (itself where it has none): what a tensor dim's
   // entries are compared by when ordering interchangeable tensor dims (no mesh relabeling
@@ -752,10 +750,6 @@ void enumerate_edges(const GraphContext& ctx, const Sharding& from, std::vector<
 // The same edges, in the same order, handed to `sink` one by one (nothing stored).
 using EdgeSink = std::function<void(const Sharding& to, StepKind kind, const DimList& group, const Step& step)>;
 void enumerate_edges(const GraphContext& ctx, const Sharding& from, const EdgeSink& sink, bool full, bool with_direct);
-// The same edges' transitions only (no step records): what the search enumerates, costing each
-// edge later, when it may still matter.
-using TransitionSink = std::function<void(const Sharding& to, StepKind kind, const DimList& group)>;
-void enumerate_transitions(const GraphContext& ctx, const Sharding& from, const TransitionSink& sink, bool with_direct);
 // A callable's reference (it must outlive the call it is passed to): no copy, no allocation,
 // for sinks called once per edge.
 template <typename Signature>
@@ -775,7 +769,8 @@ class CallRef<R(Args...)> {
 };
 
 // The same edges as moves, before two checks that are the caller's: the next layout differs
-// from `from`, and its Partial ops mix (move_keeps_ops_mixable). Direct excluded.
+// from `from`, and its Partial ops mix (move_keeps_ops_mixable). Direct excluded: what the search
+// enumerates, costing each edge later, when it may still matter.
 using MoveSink = CallRef<void(StepKind kind, const DimList& group, const Move& move)>;
 void enumerate_moves(const GraphContext& ctx, const Sharding& from, MoveSink sink);
 [[nodiscard]] bool move_keeps_ops_mixable(const Sharding& from, const Move& mv);

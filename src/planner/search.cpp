@@ -629,7 +629,7 @@ StateKey GraphContext::relabeled_key(const StateKey& k, const DimPerm& p) const 
   return r;
 }
 
-std::uint32_t GraphContext::add_state(const Sharding& s, std::uint64_t h, std::size_t slot, const StateKey* key) const {
+std::uint32_t GraphContext::add_state(const Sharding& s, const StateKey& key, std::uint64_t h, std::size_t slot) const {
   auto& T = table;
   if (static_cast<std::int64_t>(T.states.size()) >= T.max_states) {
     throw InputError(fmt::format("planning {} -> {} explored more than {} states (PlanOptions::max_states, CLI --max-states); the "
@@ -640,7 +640,7 @@ std::uint32_t GraphContext::add_state(const Sharding& s, std::uint64_t h, std::s
   const auto id = static_cast<std::uint32_t>(T.states.size());
   T.bound.push_back(bounds.lower_bound(s));
   T.states.push_back(s);
-  if (keyed_) T.keys.push_back(*key);
+  T.keys.push_back(key);
   T.edge_list.emplace_back();
   T.edges_done.push_back(0);
   T.direct_at.push_back(-1);
@@ -654,17 +654,11 @@ std::uint32_t GraphContext::intern_key(const StateKey& k, Make&& make) const {
   const std::uint64_t h = k.hash();
   std::size_t slot = 0;
   if (const std::int64_t id = table.state_ids.find(k, h, table.keys, slot); id >= 0) return static_cast<std::uint32_t>(id);
-  return add_state(make(), h, slot, &k);
+  return add_state(make(), k, h, slot);
 }
 
 std::uint32_t GraphContext::intern(const Sharding& s) const {
-  if (keyed_) return intern_key(key_of(s), [&]() -> const Sharding& { return s; });
-  auto& T = table;
-  // hash_value mixed so that its low bits (the index's slot) depend on all of it
-  const std::uint64_t h = (static_cast<std::uint64_t>(hash_value(s)) * 0x9e3779b97f4a7c15ULL) >> 17;
-  std::size_t slot = 0;
-  if (const std::int64_t id = T.state_ids.find(s, h, T.states, slot); id >= 0) return static_cast<std::uint32_t>(id);
-  return add_state(s, h, slot, nullptr);
+  return intern_key(key_of(s), [&]() -> const Sharding& { return s; });
 }
 
 void GraphContext::use_symmetry() {
@@ -944,85 +938,30 @@ std::vector<SearchEdge>& GraphContext::edges_of(std::uint32_t id) const {
     thread_local std::vector<SearchEdge> scratch;
     scratch.clear();
     const Sharding from = T.states[id];  // interning may grow `states`
-    if (keyed_ && !tensor_sym_classes.empty()) {
-      // With interchangeable tensor dims every next layout is made canonical (as below), on its key.
-      const StateKey k0 = T.keys[id];
-      enumerate_moves(*this, from, [&](StepKind kind, const DimList& group, const Move& mv) {
-        const StateKey k = key_after(k0, from, mv, group);
-        if (k == k0 || !move_keeps_ops_mixable(from, mv)) return;
-        Relabeling p;
-        StateKey c;
-        if (!canonical_key(k, p, c)) {
-          scratch.push_back({intern_key(k, [&] { return mv.apply(from, dst, group); }), kind, group});
-          return;
-        }
-        scratch.push_back({intern_key(c, [&] { return relabel(mv.apply(from, dst, group), p); }), kind, group, relabeling_id(p)});
-      });
-    } else if (keyed_) {
-      // On the states' keys: a move changes the roles of the mesh dims it touches, and the next
-      // layout is made only when its key is new. As below, from a canonical state a step over no
-      // mesh dim of a class leaves the layout canonical.
-      const StateKey k0 = T.keys[id];
-      DimPerm p0 = identity_perm();
-      const bool from_canonical = !merges() || !canonical_key_perm(k0, p0);
-      enumerate_moves(*this, from, [&](StepKind kind, const DimList& group, const Move& mv) {
-        const StateKey k = key_after(k0, from, mv, group);
-        if (k == k0 || !move_keeps_ops_mixable(from, mv)) return;
-        std::uint32_t touched = 0;  // (the group: every mesh dim whose role the move changes)
-        for (int m : group.span()) touched |= 1u << m;
-        DimPerm p = identity_perm();
-        if ((from_canonical && (touched & sym_mask_) == 0) || !canonical_key_perm(k, p)) {
-          scratch.push_back({intern_key(k, [&] { return mv.apply(from, dst, group); }), kind, group});
-          return;
-        }
-        const StateKey c = relabeled_key(k, p);
-        const auto made = [&] {
-          return mv.apply(from, dst, group).with_mesh_dims_relabeled(std::span<const std::int8_t>(p.data(), static_cast<std::size_t>(mesh.ndim())));
-        };
-        scratch.push_back({intern_key(c, made), kind, group, relabeling_id(Relabeling{p})});
-      });
-    } else if (!merges()) {
-      enumerate_transitions(
-          *this, from, [&](const Sharding& to, StepKind kind, const DimList& group) { scratch.push_back({intern(to), kind, group}); },
-          false);
-    } else if (tensor_sym_classes.empty()) {
-      // Every state met is canonical but the source may not be. From a canonical state a step
-      // over no mesh dim of a class leaves the class dims' roles in their order (it changes their
-      // entries' positions only by removing the last entries of a tensor dim or appending after
-      // them; a relabel or direct step makes the target, which every relabeling fixes): its
-      // layout is canonical as it is, without asking. (Mesh dims only: the relabelings' mesh
-      // part alone, the hot path of most merging queries.)
-      DimPerm p0 = identity_perm();
-      const bool from_canonical = !canonical_mesh_perm(from, p0);
-      enumerate_transitions(
-          *this, from,
-          [&](const Sharding& to, StepKind kind, const DimList& group) {
-            std::uint32_t touched = 0;
-            for (int m : group.span()) touched |= 1u << m;
-            DimPerm p = identity_perm();
-            if ((from_canonical && (touched & sym_mask_) == 0) || !canonical_mesh_perm(to, p)) {
-              scratch.push_back({intern(to), kind, group});
-              return;
-            }
-            const Sharding c = to.with_mesh_dims_relabeled(std::span<const std::int8_t>(p.data(), static_cast<std::size_t>(mesh.ndim())));
-            scratch.push_back({intern(c), kind, group, relabeling_id(Relabeling{p})});
-          },
-          false);
-    } else {
-      // With interchangeable tensor dims a step over any mesh dim may change their entries, and
-      // so their order: every next layout is made canonical.
-      enumerate_transitions(
-          *this, from,
-          [&](const Sharding& to, StepKind kind, const DimList& group) {
-            Relabeling p;
-            if (!canonical_perm(to, p)) {
-              scratch.push_back({intern(to), kind, group});
-              return;
-            }
-            scratch.push_back({intern(relabel(to, p)), kind, group, relabeling_id(p)});
-          },
-          false);
-    }
+    // On the states' keys: a move changes the roles of the mesh dims it touches, and the next
+    // layout is made only when its key is new. Every state met is canonical but the source may
+    // not be. Without interchangeable tensor dims, from a canonical state a step over no mesh dim
+    // of a class leaves the class dims' roles in their order (it changes their entries' positions
+    // only by removing the last entries of a tensor dim or appending after them; a relabel or
+    // direct step makes the target, which every relabeling fixes): its layout is canonical as it
+    // is, without asking. With interchangeable tensor dims a step over any mesh dim may change
+    // their entries, and so their order: every next layout is made canonical.
+    const StateKey k0 = T.keys[id];
+    DimPerm p0 = identity_perm();
+    const bool untouched_canonical = tensor_sym_classes.empty() && (!merges() || !canonical_key_perm(k0, p0));
+    enumerate_moves(*this, from, [&](StepKind kind, const DimList& group, const Move& mv) {
+      const StateKey k = key_after(k0, from, mv, group);
+      if (k == k0 || !move_keeps_ops_mixable(from, mv)) return;
+      std::uint32_t touched = 0;  // (the group: every mesh dim whose role the move changes)
+      for (int m : group.span()) touched |= 1u << m;
+      Relabeling p;
+      StateKey c;
+      if ((untouched_canonical && (touched & sym_mask_) == 0) || !canonical_key(k, p, c)) {
+        scratch.push_back({intern_key(k, [&] { return mv.apply(from, dst, group); }), kind, group});
+        return;
+      }
+      scratch.push_back({intern_key(c, [&] { return relabel(mv.apply(from, dst, group), p); }), kind, group, relabeling_id(p)});
+    });
     charge(static_cast<std::int64_t>(scratch.size() * sizeof(SearchEdge) + 64));
     T.edge_list[id].assign(scratch.begin(), scratch.end());
     T.edges_done[id] = 1;
