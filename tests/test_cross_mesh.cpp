@@ -3,6 +3,7 @@
 // independent oracle; the chosen intermediate layouts against every pair of intermediates; the
 // sender balance against brute force; bad input.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <cstdlib>
 #include <map>
 #include <numeric>
@@ -286,6 +287,56 @@ TEST_CASE("cross-mesh: bad input names the value", "[cross_mesh]") {
   o = {};
   o.src_via = Sharding::parse("P(sum)", 1, 1);
   CHECK_THROWS_WITH(plan_cross_mesh(src, two, dst, two, m, o), Catch::Contains("P(sum)"));
+}
+
+TEST_CASE("cross-mesh: world rank ids are checked first, and tables follow the ranks used", "[cross_mesh]") {
+  const auto m = CostModel::default_model();
+  const Layout src = Layout::parse(Mesh::parse("2x2"), {8, 4}, DType::f32, "S(0)S(1)");
+  const Layout dst = Layout::parse(Mesh::parse("2"), {8, 4}, DType::f32, "S(1)");
+  const auto four = iota(4);
+  // ids at or above 2^31 are refused by name before any arithmetic on them (max + 1 overflowed)
+  for (const std::int64_t bad : {INT64_MAX, kMaxWorldSize, std::int64_t{1} << 40})
+    CHECK_THROWS_WITH(plan_cross_mesh(src, four, dst, std::vector<std::int64_t>{4, bad}, m),
+                      Catch::Contains(fmt::format("target world rank {} is not below 2^31", bad)));
+  CHECK_THROWS_WITH(plan_cross_mesh(src, std::vector<std::int64_t>{0, 1, INT64_MAX, 3}, dst, std::vector<std::int64_t>{4, 5}, m),
+                    Catch::Contains(fmt::format("source world rank {} is not below 2^31", INT64_MAX)));
+  CHECK_THROWS_WITH(plan_cross_mesh(src, four, dst, std::vector<std::int64_t>{INT64_MIN, 5}, m), Catch::Contains("is negative"));
+  CrossMeshOptions big;
+  big.world_size = kMaxWorldSize + 1;
+  CHECK_THROWS_WITH(plan_cross_mesh(src, four, dst, std::vector<std::int64_t>{4, 5}, m, big), Catch::Contains("above 2^31"));
+  // the largest ids plan, round-trip and simulate; the plan is the one of the same ranks numbered
+  // compactly whenever the ids do not change which ranks share a host
+  CostModel flat = m;
+  flat.devices_per_host = 0;
+  for (const auto& far : {std::vector<std::int64_t>{0, kMaxWorldSize - 2}, std::vector<std::int64_t>{kMaxWorldSize - 1, 3}}) {
+    const auto plan = plan_cross_mesh(src, four, dst, far, flat);
+    CHECK(plan.world_size == std::max(far[0], far[1]) + 1);
+    const auto near = plan_cross_mesh(src, four, dst, std::vector<std::int64_t>{far[0] > 3 ? 4 : far[0], far[1] > 3 ? 4 : far[1]}, flat);
+    CHECK(plan.messages == near.messages);
+    CHECK(plan.total_cost_us == near.total_cost_us);
+    const auto back = CrossMeshPlan::from_json(plan.to_json());
+    CHECK(back.hash() == plan.hash());
+    CHECK(simulation_bytes(back) < (std::int64_t{1} << 30));  // five threads' stacks and the buffers
+    const auto res = simulate(back);
+    CHECK(res.verified);
+  }
+  // a world far larger than the ranks used: only the used ranks are simulated
+  const auto plan = plan_cross_mesh(src, four, dst, std::vector<std::int64_t>{4, 5}, m);
+  std::string json = plan.to_json();
+  const auto at = json.find("\"world_size\":6");
+  REQUIRE(at != std::string::npos);
+  json.replace(at, 14, "\"world_size\":1048576");
+  // the figures do not depend on the world size, the hash does
+  const auto h = json.find("\"hash\":\"", json.rfind("\"cost_model\""));
+  REQUIRE(h != std::string::npos);
+  CrossMeshPlan wide = plan;
+  wide.world_size = 1048576;
+  json.replace(h + 8, 16, fmt::format("{:016x}", wide.hash()));
+  const auto read = CrossMeshPlan::from_json(json);
+  CHECK(read.world_size == 1048576);
+  CHECK(simulate(read).verified);
+  json.replace(json.find("\"world_size\":1048576"), 20, "\"world_size\":2147483649");
+  CHECK_THAT(error_of([&] { (void)CrossMeshPlan::from_json(json); }), Catch::Contains("world_size"));
 }
 
 TEST_CASE("cross-mesh: replicas share a piece by rows to reach the balanced bound", "[cross_mesh]") {

@@ -113,9 +113,9 @@ std::vector<std::int64_t> parse_rank_list(const char* flag, const std::string& t
     const std::string item = text.substr(pos, comma - pos);
     const auto dash = item.find('-', 1);
     if (dash == std::string::npos) {
-      out.push_back(parse_index(flag, item, INT64_MAX));
+      out.push_back(parse_index(flag, item, kMaxWorldSize));
     } else {
-      const auto lo = parse_index(flag, item.substr(0, dash), INT64_MAX), hi = parse_index(flag, item.substr(dash + 1), INT64_MAX);
+      const auto lo = parse_index(flag, item.substr(0, dash), kMaxWorldSize), hi = parse_index(flag, item.substr(dash + 1), kMaxWorldSize);
       if (hi < lo) throw InputError(fmt::format("{} range {} runs backwards", flag, quote_input(item)));
       if (hi - lo >= (std::int64_t{1} << 20)) throw InputError(fmt::format("{} range {} is too long", flag, quote_input(item)));
       for (std::int64_t r = lo; r <= hi; ++r) out.push_back(r);

@@ -68,7 +68,8 @@ void simulate_cross() {
     std::cout << j.dump() << "\n";
   } else {
     std::cout << explain(plan);
-    std::cout << fmt::format("simulated on a world of {} ranks (one thread each)\n", plan.world_size);
+    std::cout << fmt::format("simulated on the {} world ranks it uses, of a world of {} (one thread each)\n",
+                             used_world_ranks(plan.src_ranks, plan.dst_ranks).size(), plan.world_size);
     std::cout << (res.verified ? "verified: every target rank holds exactly its target data\n"
                                : "VERIFICATION FAILED: " + res.mismatch + "\n");
   }

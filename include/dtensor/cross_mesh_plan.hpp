@@ -20,6 +20,10 @@ namespace dtensor {
 
 class PlanCache;
 
+// World ranks are ids below 2^31 (a world has at most 2^31 ranks). Every table a cross-mesh plan
+// sizes by world rank is indexed by the ranks the plan uses (used_world_ranks), never by the id.
+inline constexpr std::int64_t kMaxWorldSize = std::int64_t{1} << 31;
+
 struct CrossMeshPlan {
   // The source layout on mesh A and the target on mesh B (same shape and dtype), and the world
   // rank of every mesh rank: src_ranks[r] is where A's rank r lives (r as the mesh numbers its
@@ -70,6 +74,11 @@ struct CrossMeshPlan {
   [[nodiscard]] static CrossMeshPlan from_json(std::string_view json);
   friend bool operator==(const CrossMeshPlan&, const CrossMeshPlan&) = default;
 };
+
+// The distinct world ranks on either mesh, ascending: a plan's ranks numbered compactly (a rank's
+// index in this list). Ranks of the world on neither mesh take no part in the plan.
+[[nodiscard]] std::vector<std::int64_t> used_world_ranks(std::span<const std::int64_t> src_ranks,
+                                                         std::span<const std::int64_t> dst_ranks);
 
 // The tensor dim a split message's rows run along: the first dim of the intersection `box` with
 // more than one index (0 when none has).

@@ -70,23 +70,28 @@ struct BatchSimulationResult {
   std::int64_t collectives = 0;       // launched by rank 0 (a group of collectives once)
 };
 [[nodiscard]] BatchSimulationResult simulate(const BatchPlan& batch);
-// About the host memory simulate(batch) holds at once: every plan's, plus every rank's staging.
+// About the host memory simulate(batch) holds at once: every plan's buffers, every rank's staging
+// and one thread stack per rank.
 [[nodiscard]] std::int64_t simulation_bytes(const BatchPlan& batch);
 
 // Runs a cross-mesh plan on fresh in-process worlds (the world, mesh A, mesh B), one thread per
-// world rank, over seeded inputs, and verifies every target rank (`dtensor simulate --to-mesh`).
+// world rank the plan uses (numbered compactly; failures name the world rank id), over seeded inputs, and verifies every target rank (`dtensor simulate --to-mesh`).
 struct CrossMeshSimulationResult {
   bool verified = false;
   std::string mismatch;  // first mismatch, when not verified
   std::vector<std::vector<std::byte>> outputs;  // by target mesh rank
 };
 [[nodiscard]] CrossMeshSimulationResult simulate(const CrossMeshPlan& plan);
-// About the host memory simulate(cross-mesh plan) holds at once: its two parts' simulations.
+// About the host memory simulate(cross-mesh plan) holds at once: its two parts' buffers and one
+// thread stack per world rank it uses (ranks on neither mesh are not simulated; ids do not count).
 [[nodiscard]] std::int64_t simulation_bytes(const CrossMeshPlan& plan);
 
 // About the host memory simulate(plan) holds at once: every rank's input, output and workspace,
-// the outputs again as doubles for the report, and the verification's coverage counts.
+// the outputs again as doubles for the report, the verification's coverage counts, and one
+// thread stack (simulation_thread_bytes) per rank.
 [[nodiscard]] std::int64_t simulation_bytes(const Plan& plan);
+// The stack a simulation's thread reserves (this process's default thread stack size).
+[[nodiscard]] std::int64_t simulation_thread_bytes();
 // The default bound on it (the CLI's --sim-memory-limit, Python's memory_limit): half of this
 // machine's physical memory.
 [[nodiscard]] std::int64_t default_simulation_limit();

@@ -29,13 +29,18 @@ void check_rank_list(const char* which, const Mesh& mesh, std::span<const std::i
   if (static_cast<std::int64_t>(ranks.size()) != mesh.num_ranks())
     throw InputError(fmt::format("{} mesh {} has {} ranks but its world rank list has {} entries", which, mesh.str(),
                                  mesh.num_ranks(), ranks.size()));
-  std::set<std::int64_t> seen;
+  // checked before any arithmetic on them (the world size is one more than the largest)
   for (auto r : ranks) {
     if (r < 0) throw InputError(fmt::format("{} world rank {} is negative", which, r));
+    if (r >= kMaxWorldSize)
+      throw InputError(fmt::format("{} world rank {} is not below 2^31 ({})", which, r, kMaxWorldSize));
     if (world >= 0 && r >= world)
       throw InputError(fmt::format("{} world rank {} does not exist in a world of {} ranks", which, r, world));
-    if (!seen.insert(r).second) throw InputError(fmt::format("{} world rank {} is listed twice", which, r));
   }
+  std::vector<std::int64_t> sorted(ranks.begin(), ranks.end());
+  std::sort(sorted.begin(), sorted.end());
+  if (const auto it = std::adjacent_find(sorted.begin(), sorted.end()); it != sorted.end())
+    throw InputError(fmt::format("{} world rank {} is listed twice", which, *it));
 }
 
 std::int64_t world_of(std::span<const std::int64_t> a, std::span<const std::int64_t> b, std::int64_t given) {
@@ -45,6 +50,23 @@ std::int64_t world_of(std::span<const std::int64_t> a, std::span<const std::int6
   for (auto r : b) m = std::max(m, r + 1);
   return m;
 }
+
+// The world ranks a plan uses, numbered compactly (0 .. used-1 in the order of their ids), so
+// that every per-world-rank table follows the plan's ranks, never the largest id.
+struct UsedRanks {
+  std::span<const std::int64_t> src_ids, dst_ids;  // world rank ids, by mesh rank
+  std::vector<std::int64_t> src, dst;              // compact index, by mesh rank
+  std::size_t used = 0;
+  UsedRanks(std::span<const std::int64_t> a, std::span<const std::int64_t> b) : src_ids(a), dst_ids(b) {
+    const auto ids = used_world_ranks(a, b);
+    used = ids.size();
+    auto index = [&](std::span<const std::int64_t> ranks, std::vector<std::int64_t>& out) {
+      for (auto r : ranks) out.push_back(std::lower_bound(ids.begin(), ids.end(), r) - ids.begin());
+    };
+    index(a, src);
+    index(b, dst);
+  }
+};
 
 // Per mesh rank, its index sets under `l`.
 std::vector<std::vector<IndexSet>> rank_sets(const Layout& l) {
@@ -93,29 +115,29 @@ struct Piece {
   std::int64_t b, n, rows;
 };
 
-TransferResult finish(std::vector<CrossMeshPlan::Message> messages, std::span<const std::int64_t> src_ranks,
-                      std::span<const std::int64_t> dst_ranks, std::int64_t world, std::int64_t s,
+TransferResult finish(std::vector<CrossMeshPlan::Message> messages, const UsedRanks& u, std::int64_t s,
                       std::int64_t devices_per_host, std::int64_t bound) {
   TransferResult t;
   std::sort(messages.begin(), messages.end(),
             [](const auto& x, const auto& y) { return x.to != y.to ? x.to < y.to : x.from < y.from; });
-  std::vector<std::int64_t> sent(static_cast<std::size_t>(world), 0), recv(static_cast<std::size_t>(world), 0),
-      local(static_cast<std::size_t>(world), 0);
-  std::vector<std::vector<std::int64_t>> peers(static_cast<std::size_t>(world));
+  std::vector<std::int64_t> sent(u.used, 0), recv(u.used, 0), local(u.used, 0);
+  std::vector<std::vector<std::int64_t>> peers(u.used);
   for (const auto& m : messages) {
-    const auto wa = src_ranks[static_cast<std::size_t>(m.from)], wb = dst_ranks[static_cast<std::size_t>(m.to)];
+    const auto wa = static_cast<std::size_t>(u.src[static_cast<std::size_t>(m.from)]);
+    const auto wb = static_cast<std::size_t>(u.dst[static_cast<std::size_t>(m.to)]);
     if (wa == wb) {
-      local[static_cast<std::size_t>(wa)] += m.elements;
+      local[wa] += m.elements;
       continue;
     }
-    sent[static_cast<std::size_t>(wa)] += m.elements;
-    recv[static_cast<std::size_t>(wb)] += m.elements;
+    sent[wa] += m.elements;
+    recv[wb] += m.elements;
     t.transfer_bytes += m.elements * s;
-    peers[static_cast<std::size_t>(wa)].push_back(wb);
-    peers[static_cast<std::size_t>(wb)].push_back(wa);
-    if (devices_per_host > 0 && wa / devices_per_host != wb / devices_per_host) t.inter_host = true;
+    peers[wa].push_back(static_cast<std::int64_t>(wb));
+    peers[wb].push_back(static_cast<std::int64_t>(wa));
+    const auto ida = u.src_ids[static_cast<std::size_t>(m.from)], idb = u.dst_ids[static_cast<std::size_t>(m.to)];
+    if (devices_per_host > 0 && ida / devices_per_host != idb / devices_per_host) t.inter_host = true;
   }
-  for (std::size_t w = 0; w < static_cast<std::size_t>(world); ++w) {
+  for (std::size_t w = 0; w < u.used; ++w) {
     auto& pw = peers[w];
     std::sort(pw.begin(), pw.end());
     pw.erase(std::unique(pw.begin(), pw.end()), pw.end());
@@ -150,15 +172,13 @@ double transfer_cost(const TransferResult& t, const CostModel& cost) {
 //  - split: each class's pieces, in receiver order, filled into its holders in rank order up to
 //    an even share each (a piece split by rows of its first dim longer than 1), which reaches the
 //    balanced bound within one row.
-TransferResult compute_transfer(const Side& A, std::span<const std::int64_t> src_ranks, const Side& B,
-                                std::span<const std::int64_t> dst_ranks, std::int64_t world, std::int64_t s,
-                                const CostModel& cost) {
+TransferResult compute_transfer(const Side& A, const Side& B, const UsedRanks& u, std::int64_t s, const CostModel& cost) {
   std::vector<CrossMeshPlan::Message> fixed;  // local copies
   std::vector<Piece> pending;
-  std::vector<std::int64_t> recv(static_cast<std::size_t>(world), 0), class_total(A.classes.size(), 0);
+  std::vector<std::int64_t> recv(u.used, 0), class_total(A.classes.size(), 0);
   for (std::int64_t b = 0; b < static_cast<std::int64_t>(B.sets.size()); ++b) {
     const auto& nb = B.sets[static_cast<std::size_t>(b)];
-    const auto wb = dst_ranks[static_cast<std::size_t>(b)];
+    const auto wb = u.dst[static_cast<std::size_t>(b)];
     for (std::size_t k = 0; k < A.classes.size(); ++k) {
       const auto& hk = A.sets[static_cast<std::size_t>(A.classes[k].front())];
       std::int64_t n = 1, rows = 1;
@@ -174,7 +194,7 @@ TransferResult compute_transfer(const Side& A, std::span<const std::int64_t> src
       if (n == 0) continue;
       std::optional<std::int64_t> self;
       for (auto a : A.classes[k])
-        if (src_ranks[static_cast<std::size_t>(a)] == wb) self = a;
+        if (u.src[static_cast<std::size_t>(a)] == wb) self = a;
       if (self) {
         fixed.push_back({*self, b, n});
         continue;
@@ -195,11 +215,11 @@ TransferResult compute_transfer(const Side& A, std::span<const std::int64_t> src
   {
     std::vector<Piece> order = pending;
     std::stable_sort(order.begin(), order.end(), [](const Piece& x, const Piece& y) { return x.n > y.n; });
-    std::vector<std::int64_t> sent(static_cast<std::size_t>(world), 0);
+    std::vector<std::int64_t> sent(u.used, 0);
     for (const auto& p : order) {
       std::int64_t best = -1, best_key = 0, best_sent = 0;
       for (auto a : A.classes[p.k]) {
-        const auto w = static_cast<std::size_t>(src_ranks[static_cast<std::size_t>(a)]);
+        const auto w = static_cast<std::size_t>(u.src[static_cast<std::size_t>(a)]);
         const auto key = std::max(sent[w] + p.n, recv[w]);
         if (best < 0 || key < best_key || (key == best_key && sent[w] < best_sent)) {
           best = a;
@@ -207,11 +227,11 @@ TransferResult compute_transfer(const Side& A, std::span<const std::int64_t> src
           best_sent = sent[w];
         }
       }
-      sent[static_cast<std::size_t>(src_ranks[static_cast<std::size_t>(best)])] += p.n;
+      sent[static_cast<std::size_t>(u.src[static_cast<std::size_t>(best)])] += p.n;
       whole.push_back({best, p.b, p.n});
     }
   }
-  auto t_whole = finish(std::move(whole), src_ranks, dst_ranks, world, s, cost.devices_per_host, bound);
+  auto t_whole = finish(std::move(whole), u, s, cost.devices_per_host, bound);
   bool any_split = false;
   for (const auto& c : A.classes) any_split = any_split || c.size() > 1;
   if (!any_split) return t_whole;
@@ -245,7 +265,7 @@ TransferResult compute_transfer(const Side& A, std::span<const std::int64_t> src
       }
     }
   }
-  auto t_split = finish(std::move(split), src_ranks, dst_ranks, world, s, cost.devices_per_host, bound);
+  auto t_split = finish(std::move(split), u, s, cost.devices_per_host, bound);
   return transfer_cost(t_split, cost) < transfer_cost(t_whole, cost) ? t_split : t_whole;
 }
 
@@ -397,6 +417,14 @@ std::uint64_t CrossMeshPlan::hash() const {
   return h;
 }
 
+std::vector<std::int64_t> used_world_ranks(std::span<const std::int64_t> src_ranks, std::span<const std::int64_t> dst_ranks) {
+  std::vector<std::int64_t> ids(src_ranks.begin(), src_ranks.end());
+  ids.insert(ids.end(), dst_ranks.begin(), dst_ranks.end());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
 CrossMeshPlan plan_cross_mesh(const Layout& src, std::span<const std::int64_t> src_ranks, const Layout& dst,
                               std::span<const std::int64_t> dst_ranks, const CostModel& cost,
                               const CrossMeshOptions& options) {
@@ -408,9 +436,12 @@ CrossMeshPlan plan_cross_mesh(const Layout& src, std::span<const std::int64_t> s
                                  to_string(dst.dtype())));
   if (options.world_size == 0 || options.world_size < -1)
     throw InputError(fmt::format("world size {} is not positive", options.world_size));
+  if (options.world_size > kMaxWorldSize)
+    throw InputError(fmt::format("world size {} is above 2^31 ({})", options.world_size, kMaxWorldSize));
   check_rank_list("source", src.mesh(), src_ranks, options.world_size);
   check_rank_list("target", dst.mesh(), dst_ranks, options.world_size);
   const std::int64_t world = world_of(src_ranks, dst_ranks, options.world_size);
+  const UsedRanks used(src_ranks, dst_ranks);
 
   CrossMeshPlan best;
   std::optional<double> best_cost;
@@ -555,7 +586,7 @@ CrossMeshPlan plan_cross_mesh(const Layout& src, std::span<const std::int64_t> s
     if (!post_p || (best_cost && pre_p->total_cost_us + post_p->total_cost_us + tf > *best_cost)) continue;
     const Plan& pre = *pre_p;
     const Plan& post = *post_p;
-    const auto t = compute_transfer(src_sides[i], src_ranks, dst_sides[j], dst_ranks, world, s, cost);
+    const auto t = compute_transfer(src_sides[i], dst_sides[j], used, s, cost);
     const double tc = transfer_cost(t, cost);
     const double total = pre.total_cost_us + tc + post.total_cost_us;
     // ties: the earlier pair in candidate order (the source's and target's own layouts first)
@@ -587,6 +618,8 @@ void validate_cross_mesh_plan(const CrossMeshPlan& p) {
   if (p.src.shape() != p.dst.shape() || p.src.dtype() != p.dst.dtype())
     throw InputError("cross-mesh plan: source and target differ in shape or dtype");
   if (p.world_size <= 0) throw InputError(fmt::format("cross-mesh plan: world size {} is not positive", p.world_size));
+  if (p.world_size > kMaxWorldSize)
+    throw InputError(fmt::format("cross-mesh plan: world size {} is above 2^31 ({})", p.world_size, kMaxWorldSize));
   check_rank_list("source", p.src.mesh(), p.src_ranks, p.world_size);
   check_rank_list("target", p.dst.mesh(), p.dst_ranks, p.world_size);
   if (p.pre.src != p.src) throw InputError("cross-mesh plan: the plan inside A does not start at the source layout");
@@ -681,11 +714,10 @@ CrossMeshPlan CrossMeshPlan::from_json(std::string_view text) {
                                    detail::json_quote(v)));
     return v.get<double>();
   };
-  constexpr std::int64_t kMaxRank = std::int64_t{1} << 31;
   if (field(j, "kind") != "cross_mesh") throw InputError("cross-mesh plan JSON 'kind' must be \"cross_mesh\"");
   if (detail::json_int(field(j, "version"), "version", 1, 1 << 20) != 1) throw InputError("cross-mesh plan JSON version must be 1");
   CrossMeshPlan p;
-  p.world_size = detail::json_int(field(j, "world_size"), "world_size", 1, kMaxRank);
+  p.world_size = detail::json_int(field(j, "world_size"), "world_size", 1, kMaxWorldSize);
   auto plan_of = [&](const char* key) {
     try {
       return Plan::from_json(field(j, key).dump());
@@ -731,7 +763,7 @@ CrossMeshPlan CrossMeshPlan::from_json(std::string_view text) {
   }
   validate_cross_mesh_plan(p);
   // the transfer's figures, as its messages give them
-  const auto t = finish(p.messages, p.src_ranks, p.dst_ranks, p.world_size, static_cast<std::int64_t>(itemsize(p.src.dtype())), 0, 0);
+  const auto t = finish(p.messages, UsedRanks(p.src_ranks, p.dst_ranks), static_cast<std::int64_t>(itemsize(p.src.dtype())), 0, 0);
   p.transfer_bytes = detail::json_int(field(j, "transfer_bytes"), "transfer_bytes", 0, INT64_MAX);
   p.busiest_bytes = detail::json_int(field(j, "busiest_bytes"), "busiest_bytes", 0, INT64_MAX);
   p.busiest_peers = detail::json_int(field(j, "busiest_peers"), "busiest_peers", 0, INT64_MAX);

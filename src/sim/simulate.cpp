@@ -3,7 +3,7 @@
 // `tune validate`), and the host memory such a run holds.
 #include <algorithm>
 #include <climits>
-#include <thread>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -18,9 +18,14 @@ std::int64_t rank_index(const std::vector<std::int64_t>& ranks, std::int64_t w) 
   const auto it = std::find(ranks.begin(), ranks.end(), w);
   return it == ranks.end() ? -1 : static_cast<std::int64_t>(it - ranks.begin());
 }
-}  // namespace
 
-std::int64_t simulation_bytes(const Plan& plan) {
+std::int64_t saturating_add(std::int64_t a, long double b) {
+  const long double t = static_cast<long double>(a) + b;
+  return t > static_cast<long double>(INT64_MAX) ? INT64_MAX : static_cast<std::int64_t>(t);
+}
+
+// The buffers simulate(plan) holds, without its threads' stacks.
+std::int64_t data_bytes(const Plan& plan) {
   const Layout src = plan.src, dst = plan.dst;
   const auto s = static_cast<std::int64_t>(itemsize(plan.dtype()));
   const auto R = plan.mesh().num_ranks();
@@ -31,6 +36,22 @@ std::int64_t simulation_bytes(const Plan& plan) {
   }
   if (dst.numel() <= (std::int64_t{1} << 26)) total += static_cast<long double>(dst.numel()) * 4;
   return total > static_cast<long double>(INT64_MAX) ? INT64_MAX : static_cast<std::int64_t>(total);
+}
+
+}  // namespace
+
+std::int64_t simulation_thread_bytes() {
+  pthread_attr_t attr;
+  std::size_t size = 0;
+  if (::pthread_attr_init(&attr) == 0) {
+    if (::pthread_attr_getstacksize(&attr, &size) != 0) size = 0;
+    ::pthread_attr_destroy(&attr);
+  }
+  return size > 0 ? static_cast<std::int64_t>(size) : (std::int64_t{8} << 20);
+}
+
+std::int64_t simulation_bytes(const Plan& plan) {
+  return saturating_add(data_bytes(plan), static_cast<long double>(plan.mesh().num_ranks()) * simulation_thread_bytes());
 }
 
 std::int64_t default_simulation_limit() {
@@ -147,9 +168,10 @@ class CountingCommunicator final : public Communicator {
 }  // namespace
 
 std::int64_t simulation_bytes(const BatchPlan& batch) {
-  std::int64_t need = batch.staging_bytes() * batch.plans.front().mesh().num_ranks();
-  for (const auto& p : batch.plans) need += simulation_bytes(p);
-  return need;
+  const auto R = batch.plans.front().mesh().num_ranks();
+  long double need = static_cast<long double>(batch.staging_bytes()) * R + static_cast<long double>(R) * simulation_thread_bytes();
+  for (const auto& p : batch.plans) need += data_bytes(p);
+  return saturating_add(0, need);
 }
 
 BatchSimulationResult simulate(const BatchPlan& batch) {
@@ -186,37 +208,39 @@ BatchSimulationResult simulate(const BatchPlan& batch) {
 }
 
 
-std::int64_t simulation_bytes(const CrossMeshPlan& plan) { return simulation_bytes(plan.pre) + simulation_bytes(plan.post); }
+std::int64_t simulation_bytes(const CrossMeshPlan& plan) {
+  const auto used = used_world_ranks(plan.src_ranks, plan.dst_ranks).size();
+  return saturating_add(data_bytes(plan.pre) + data_bytes(plan.post),
+                        static_cast<long double>(used) * simulation_thread_bytes());
+}
 
 CrossMeshSimulationResult simulate(const CrossMeshPlan& plan) {
   validate_cross_mesh_plan(plan);
+  // Ranks of the world on neither mesh take no part, and a message's world ranks matter only in
+  // whether they are one: the world simulated is the used ranks, numbered compactly (a thread
+  // each), whatever their ids.
+  const auto ids = used_world_ranks(plan.src_ranks, plan.dst_ranks);
+  CrossMeshPlan compact = plan;
+  for (auto* list : {&compact.src_ranks, &compact.dst_ranks})
+    for (auto& r : *list) r = std::lower_bound(ids.begin(), ids.end(), r) - ids.begin();
+  compact.world_size = static_cast<std::int64_t>(ids.size());
   CrossMeshSimulationResult res;
-  SimulatedWorld world(Mesh(std::vector<std::int64_t>{plan.world_size}));
+  SimulatedWorld world(Mesh(std::vector<std::int64_t>{compact.world_size}));
   SimulatedWorld on_a(plan.src.mesh()), on_b(plan.dst.mesh());
-  const auto W = static_cast<std::size_t>(plan.world_size);
   std::vector<std::vector<std::byte>> outputs(static_cast<std::size_t>(plan.dst.mesh().num_ranks()));
-  std::vector<std::string> errors(W);
-  std::vector<std::thread> threads;
-  for (std::size_t w = 0; w < W; ++w) {
-    threads.emplace_back([&, w] {
-      try {
-        const auto wr = static_cast<std::int64_t>(w);
-        const std::int64_t ra = rank_index(plan.src_ranks, wr), rb = rank_index(plan.dst_ranks, wr);
-        CrossMeshExecutor ex(plan, world.communicator(wr), ra >= 0 ? &on_a.communicator(ra) : nullptr,
-                             rb >= 0 ? &on_b.communicator(rb) : nullptr);
-        std::vector<std::byte> in = ra >= 0 ? seeded_input(plan.src, ra) : std::vector<std::byte>{};
-        std::vector<std::byte> out(static_cast<std::size_t>(ex.output_bytes()));
-        std::vector<std::byte> ws(static_cast<std::size_t>(ex.workspace_bytes()));
-        ex.execute(Buffers{in, out, ws});
-        if (rb >= 0) outputs[static_cast<std::size_t>(rb)] = std::move(out);
-      } catch (const std::exception& e) {
-        errors[w] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (std::size_t w = 0; w < W; ++w)
-    if (!errors[w].empty()) throw BackendError(fmt::format("world rank {}: {}", w, errors[w]));
+  run_rank_threads(world, [&](std::int64_t w, Communicator& comm) {
+    try {
+      const std::int64_t ra = rank_index(compact.src_ranks, w), rb = rank_index(compact.dst_ranks, w);
+      CrossMeshExecutor ex(compact, comm, ra >= 0 ? &on_a.communicator(ra) : nullptr, rb >= 0 ? &on_b.communicator(rb) : nullptr);
+      std::vector<std::byte> in = ra >= 0 ? seeded_input(plan.src, ra) : std::vector<std::byte>{};
+      std::vector<std::byte> out(static_cast<std::size_t>(ex.output_bytes()));
+      std::vector<std::byte> ws(static_cast<std::size_t>(ex.workspace_bytes()));
+      ex.execute(Buffers{in, out, ws});
+      if (rb >= 0) outputs[static_cast<std::size_t>(rb)] = std::move(out);
+    } catch (const std::exception& e) {
+      throw BackendError(fmt::format("world rank {}: {}", ids[static_cast<std::size_t>(w)], e.what()));
+    }
+  });
   res.mismatch = verify_outputs(plan.dst, outputs, plan.src.mesh().num_ranks());
   res.verified = res.mismatch.empty();
   res.outputs = std::move(outputs);

@@ -11,6 +11,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <system_error>
 #include <thread>
 #include <map>
 #include <mutex>
@@ -537,6 +538,7 @@ void SimulatedWorld::Impl::run_threads(const std::function<void(std::int64_t, Co
   if (pool.threads.empty()) {
     for (std::int64_t r = 0; r < R; ++r) {
       Communicator* c = comms[static_cast<std::size_t>(r)].get();
+      try {
       pool.threads.emplace_back([this, r, c] {
         std::uint64_t seen = 0;
         std::unique_lock l(pool.mu);
@@ -557,6 +559,18 @@ void SimulatedWorld::Impl::run_threads(const std::function<void(std::int64_t, Co
           if (--pool.running == 0) pool.finished.notify_all();
         }
       });
+      } catch (const std::system_error& e) {
+        // the threads started so far wait for work: stop them, then report (never terminate)
+        pool.stop = true;
+        lock.unlock();
+        pool.work.notify_all();
+        for (auto& t : pool.threads) t.join();
+        lock.lock();
+        pool.threads.clear();
+        pool.stop = false;
+        throw BackendError(fmt::format("the simulated world could not start the thread of rank {} ({} threads needed, "
+                                       "one per rank): {}", r, R, e.what()));
+      }
     }
   }
   pool.errors.assign(static_cast<std::size_t>(R), nullptr);
