@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     const BatchPlan batch = plan_batch(pairs, cost);
     const BatchExecutor bex(batch, comm);
     std::vector<Executor> singles;
-    for (const auto& p : batch.plans) singles.emplace_back(p, comm);
+    for (std::size_t t = 0; t < batch.size(); ++t) singles.emplace_back(batch.plan(t), comm);
     const std::size_t T = pairs.size();
     std::vector<std::vector<std::byte>> in(T), out(T), ws(T);
     std::vector<Buffers> bufs(T);

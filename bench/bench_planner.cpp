@@ -4,17 +4,25 @@
 //   bench_planner                    Google Benchmark: one benchmark per case and configuration
 //   bench_planner --summary [FILE]   medians per case and per class, ratios to the targets (one run)
 //   bench_planner --summary --json   the same as JSON (read by bench/torch_planner_compare.py)
+//   bench_planner --batch-scaling [MAX]  plan_batch time and peak memory for 1k, 10k, 100k and
+//                                    2^20 pairs (up to MAX), identical and 64 distinct cycled
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dtensor/batch.hpp"
 #include "dtensor/plan_cache.hpp"
@@ -330,6 +338,62 @@ BENCHMARK_CAPTURE(BM_validate, plan_4x4x8_unshard, "4x4x8", {8192, 8192, 128}, "
 BENCHMARK_CAPTURE(BM_validate, validate_2x2_partial, "2x2", {1000, 512}, "P(sum)P(sum)", "S(0)[1]S(0)[0]", false);
 BENCHMARK_CAPTURE(BM_validate, plan_2x2_partial, "2x2", {1000, 512}, "P(sum)P(sum)", "S(0)[1]S(0)[0]", true);
 
+// plan_batch's scaling in the number of tensors (docs/batch.md, "Bounded time"): on 2x4, a
+// 64x32 bf16 S(0)S(1) -> RS(1) pair repeated, and 64 distinct pairs (rows 64..127, the source
+// alternating S(0)S(1) and S(1)S(0)) cycled. Each size runs in a forked child, so the peak
+// resident memory reported is that run's alone (the pairs included).
+std::vector<std::pair<Layout, Layout>> scaling_pairs(std::size_t n, bool distinct) {
+  const Mesh mesh = Mesh::parse("2x4");
+  std::vector<std::pair<Layout, Layout>> kinds;
+  for (int i = 0; i < (distinct ? 64 : 1); ++i) {
+    const std::vector<std::int64_t> shape{64 + i, 32};
+    kinds.emplace_back(Layout::parse(mesh, shape, DType::bf16, i % 2 ? "S(1)S(0)" : "S(0)S(1)"),
+                       Layout::parse(mesh, shape, DType::bf16, "RS(1)"));
+  }
+  std::vector<std::pair<Layout, Layout>> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) out.push_back(kinds[i % kinds.size()]);
+  return out;
+}
+
+int batch_scaling(std::size_t max_n) {
+  std::cout << "pairs      kind       plan_batch_s  peak_rss_MiB  stages  collectives\n";
+  for (std::size_t n : {std::size_t{1000}, std::size_t{10000}, std::size_t{100000}, std::size_t{1} << 20}) {
+    if (n > max_n) break;
+    for (bool distinct : {false, true}) {
+      int fd[2];
+      if (::pipe(fd) != 0) return 1;
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::close(fd[0]);
+        const auto pairs = scaling_pairs(n, distinct);
+        const auto t0 = std::chrono::steady_clock::now();
+        const BatchPlan b = plan_batch(pairs, CostModel::default_model());
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const auto line = fmt::format("{:.3f} {} {}", s, b.stages.size(), b.collectives());
+        if (::write(fd[1], line.data(), line.size()) < 0) ::_exit(1);
+        ::_exit(0);
+      }
+      ::close(fd[1]);
+      char buf[256] = {};
+      const auto got = ::read(fd[0], buf, sizeof buf - 1);
+      ::close(fd[0]);
+      int status = 0;
+      rusage ru{};
+      ::wait4(pid, &status, 0, &ru);
+      if (got <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        std::cerr << "error: the run of " << n << " pairs failed\n";
+        return 1;
+      }
+      double secs = 0;
+      long long stages = 0, colls = 0;
+      std::sscanf(buf, "%lf %lld %lld", &secs, &stages, &colls);
+      std::cout << fmt::format("{:<10} {:<10} {:>12.3f}  {:>12.1f}  {:>6}  {:>11}\n", n, distinct ? "64-cycled" : "identical",
+                               secs, static_cast<double>(ru.ru_maxrss) / 1024.0, stages, colls);
+    }
+  }
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -340,6 +404,10 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--summary") == 0) {
       want_summary = true;
       if (i + 1 < argc && argv[i + 1][0] != '-') cases = argv[++i];
+    } else if (std::strcmp(argv[i], "--batch-scaling") == 0) {
+      std::size_t max_n = std::size_t{1} << 20;
+      if (i + 1 < argc && argv[i + 1][0] != '-') max_n = std::strtoull(argv[++i], nullptr, 10);
+      return batch_scaling(max_n);
     } else if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
     } else if (std::strcmp(argv[i], "--write-fitted") == 0 && i + 1 < argc) {

@@ -36,7 +36,7 @@ std::string run_batch(const BatchPlan& batch, std::int64_t* collectives = nullpt
   if (collectives) *collectives = res.collectives;
   for (std::size_t t = 0; t < res.mismatch.size(); ++t)
     if (!res.mismatch[t].empty())
-      return fmt::format("tensor {} ({} -> {}): {}", t, batch.plans[t].src.placements_str(), batch.plans[t].dst.placements_str(),
+      return fmt::format("tensor {} ({} -> {}): {}", t, batch.plan(t).src.placements_str(), batch.plan(t).dst.placements_str(),
                          res.mismatch[t]);
   return res.verified ? "" : "not verified";
 }
@@ -217,7 +217,7 @@ TEST_CASE("batch: equal-cost plans are chosen to share stages, against brute for
   INFO(explain(chosen));
   CHECK(chosen.stages.size() == 2);
   CHECK(chosen.collectives() == 2);
-  CHECK(chosen.plans[0].steps.front().mesh_dims == std::vector<int>{1});
+  CHECK(chosen.plan(0).steps.front().mesh_dims == std::vector<int>{1});
   CHECK(run_batch(chosen) == "");
 }
 
@@ -480,7 +480,7 @@ TEST_CASE("batch: overlapping buffers are refused before anything moves", "[batc
   std::atomic<int> refused{0};
   run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
     BatchExecutor ex(b, comm);
-    auto in0 = seeded_input(b.plans[0].src, rank), in1 = seeded_input(b.plans[1].src, rank);
+    auto in0 = seeded_input(b.plan(0).src, rank), in1 = seeded_input(b.plan(1).src, rank);
     std::vector<std::byte> out(16), staging(static_cast<std::size_t>(ex.staging_bytes()));
     // both tensors write the same output
     std::vector<Buffers> bufs{{in0, out, {}}, {in1, out, {}}};
@@ -503,7 +503,7 @@ TEST_CASE("batch: overlapping buffers are refused before anything moves", "[batc
     REQUIRE(ex.executor(0).input_bytes() == 64);
     std::vector<std::byte> big(64), out0(static_cast<std::size_t>(ex.executor(0).output_bytes()));
     std::vector<std::byte> staging(static_cast<std::size_t>(ex.staging_bytes()));
-    const auto in0 = seeded_input(nb.plans[0].src, rank);
+    const auto in0 = seeded_input(nb.plan(0).src, rank);
     std::copy(in0.begin(), in0.end(), big.begin());
     const std::span<std::byte> all(big);
     std::vector<Buffers> bufs{{all, out0, {}}, {all.subspan(8, 8), all.subspan(32, 16), {}}};
@@ -536,13 +536,13 @@ TEST_CASE("batch: the batch plan cache hands out one plan per request, keyed by 
   CHECK(*second == plan_batch(other, cost));
   auto swapped = pairs;
   std::swap(swapped[0], swapped[1]);
-  CHECK(cache.get_or_plan(swapped, cost)->plans[0] == first->plans[1]);
+  CHECK(cache.get_or_plan(swapped, cost)->plan(0) == first->plan(1));
   s = cache.stats();
   CHECK((s.misses == 3 && s.evictions == 1 && s.size == 2));  // capacity 2: the least recent went
   CHECK(cache.get_or_plan(pairs, CostModel::pytorch())->cost_model == "pytorch");
   PlanOptions no_runner_up;
   no_runner_up.runner_up = false;
-  CHECK(!cache.get_or_plan(pairs, cost, no_runner_up)->plans[0].runner_up);
+  CHECK(!cache.get_or_plan(pairs, cost, no_runner_up)->plan(0).runner_up);
   // a refused batch is not cached: the error each time
   std::vector<std::pair<Layout, Layout>> mixed{pairs[0], {Layout::parse(Mesh::parse("4"), {8}, DType::f32, "S(0)"),
                                                            Layout::parse(Mesh::parse("4"), {8}, DType::f32, "R")}};

@@ -365,7 +365,7 @@ TEST_CASE("NCCL backend on the CPU stand-in: a batch with grouped and coalesced 
       std::vector<std::vector<std::byte>> ins, ws;
       std::vector<Buffers> bufs;
       for (std::size_t t = 0; t < tensors.size(); ++t) {
-        ins.push_back(seeded_input(batch.plans[t].src, rank));
+        ins.push_back(seeded_input(batch.plan(t).src, rank));
         auto& out = outputs[t][static_cast<std::size_t>(mesh.position(mesh.coord_of_rank(rank)))];
         out.resize(static_cast<std::size_t>(ex.executor(t).output_bytes()));
         ws.emplace_back(static_cast<std::size_t>(ex.executor(t).workspace_bytes()));

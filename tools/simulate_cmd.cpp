@@ -26,7 +26,7 @@ void simulate_batch() {
   if (const auto need = simulation_bytes(batch), limit = memory_limit(); need > limit)
     throw InputError(fmt::format("simulating the batch of {} tensors on mesh {} needs about {} bytes of host memory, above the "
                                  "limit of {} bytes (--sim-memory-limit)",
-                                 batch.plans.size(), batch.plans.front().mesh().str(), need, limit));
+                                 batch.size(), batch.plan(0).mesh().str(), need, limit));
   const BatchSimulationResult res = simulate(batch);
   if (args.format == "json") {
     auto j = nlohmann::ordered_json::parse(batch.to_json());
@@ -34,8 +34,8 @@ void simulate_batch() {
     j["verified"] = res.verified;
     j["collectives_issued"] = res.collectives;
     j["results"] = nlohmann::ordered_json::array();
-    for (std::size_t t = 0; t < batch.plans.size(); ++t) {
-      const auto& p = batch.plans[t];
+    for (std::size_t t = 0; t < batch.size(); ++t) {
+      const auto& p = batch.plan(t);
       nlohmann::ordered_json tj{{"index", t}, {"shape", p.shape()}, {"dtype", std::string(to_string(p.dtype()))},
                                 {"from", p.src.placements_str()}, {"to", p.dst.placements_str()}, {"trace", p.trace()},
                                 {"verified", res.mismatch[t].empty()}};
@@ -45,9 +45,9 @@ void simulate_batch() {
     std::cout << j.dump() << "\n";
   } else {
     std::cout << explain(batch);
-    std::cout << fmt::format("\nsimulated on mesh {} ({} ranks): {} collective(s) issued per rank\n", batch.plans.front().mesh().str(),
-                             batch.plans.front().mesh().num_ranks(), res.collectives);
-    for (std::size_t t = 0; t < batch.plans.size(); ++t)
+    std::cout << fmt::format("\nsimulated on mesh {} ({} ranks): {} collective(s) issued per rank\n", batch.plan(0).mesh().str(),
+                             batch.plan(0).mesh().num_ranks(), res.collectives);
+    for (std::size_t t = 0; t < batch.size(); ++t)
       if (!res.mismatch[t].empty()) std::cout << fmt::format("tensor {}: VERIFICATION FAILED: {}\n", t, res.mismatch[t]);
     if (res.verified) std::cout << "verified: every rank holds exactly every tensor's target data\n";
   }

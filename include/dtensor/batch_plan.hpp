@@ -26,7 +26,7 @@ struct BatchStage {
   StepKind kind = StepKind::relabel;  // local stages: the first member's kind
   std::vector<int> mesh_dims;         // the collective's group (empty for local and direct stages)
   struct Member {
-    std::int32_t tensor = 0;  // index into BatchPlan::plans
+    std::int32_t tensor = 0;  // the tensor (BatchPlan::plan(tensor))
     std::int32_t step = 0;    // index into that plan's steps
     friend bool operator==(const Member&, const Member&) = default;
   };
@@ -38,11 +38,21 @@ struct BatchStage {
 };
 
 struct BatchPlan {
-  std::vector<Plan> plans;  // per tensor, in the order given
+  // The plans, each distinct plan once (in order of first use), and per tensor (in the order
+  // given) the index of its plan: a model's tensors repeat a few shapes and layouts, so a batch
+  // of 2^20 tensors holds its few distinct plans, not 2^20 copies (docs/batch.md).
+  std::vector<Plan> distinct_plans;
+  std::vector<std::uint32_t> plan_index;
   std::vector<BatchStage> stages;
   double total_cost_us = 0;     // the stages' costs
   double separate_cost_us = 0;  // the plans run one after another
   std::string cost_model;
+
+  // Tensors in the batch, and tensor t's plan.
+  [[nodiscard]] std::size_t size() const noexcept { return plan_index.size(); }
+  [[nodiscard]] const Plan& plan(std::size_t t) const { return distinct_plans[plan_index[t]]; }
+  // Sets the tensors' plans, each distinct plan kept once (equal plans share one entry).
+  void set_plans(std::span<const Plan> plans);
 
   // Collectives issued (a coalesced stage counts once, a grouped stage as one launch), and without
   // batching.

@@ -512,7 +512,14 @@ NB_MODULE(_core, m) {
       .def_ro("grouped", &BatchStage::grouped, "The members' own collectives launched as one group (no packing)")
       .def_ro("cost_us", &BatchStage::cost_us);
   nb::class_<BatchPlan>(m, "BatchPlan", "Many tensors' plans on one mesh, scheduled into stages.")
-      .def_ro("plans", &BatchPlan::plans)
+      .def_prop_ro("plans",
+                   [](const BatchPlan& b) {
+                     std::vector<Plan> out;
+                     out.reserve(b.size());
+                     for (std::size_t t = 0; t < b.size(); ++t) out.push_back(b.plan(t));
+                     return out;
+                   },
+                   "Per tensor, its plan (copies; the batch keeps each distinct plan once)")
       .def_ro("stages", &BatchPlan::stages)
       .def_ro("total_cost_us", &BatchPlan::total_cost_us)
       .def_ro("separate_cost_us", &BatchPlan::separate_cost_us, "The plans run one after another")
@@ -525,9 +532,9 @@ NB_MODULE(_core, m) {
       .def("to_json", &BatchPlan::to_json, "indent"_a = -1)
       .def_static("from_json", [](const std::string& s) { return BatchPlan::from_json(s); }, "json"_a)
       .def("__eq__", [](const BatchPlan& a, const BatchPlan& b) { return a == b; })
-      .def("__len__", [](const BatchPlan& b) { return b.plans.size(); })
+      .def("__len__", [](const BatchPlan& b) { return b.size(); })
       .def("__repr__", [](const BatchPlan& b) {
-        return fmt::format("BatchPlan({} tensors, {} stages, {} collectives against {}, {:.3f} us)", b.plans.size(),
+        return fmt::format("BatchPlan({} tensors, {} stages, {} collectives against {}, {:.3f} us)", b.size(),
                            b.stages.size(), b.collectives(), b.separate_collectives(), b.total_cost_us);
       });
   m.def("plan_batch",
@@ -682,7 +689,7 @@ NB_MODULE(_core, m) {
           const std::int64_t limit = memory_limit.value_or(default_simulation_limit());
           if (const auto need = simulation_bytes(batch); need > limit)
             throw InputError(fmt::format("simulating the batch of {} tensors needs about {} bytes of host memory, above "
-                                         "memory_limit {}", batch.plans.size(), need, limit));
+                                         "memory_limit {}", batch.size(), need, limit));
           nb::gil_scoped_release release;
           return simulate(batch);
         },

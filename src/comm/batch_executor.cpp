@@ -48,8 +48,8 @@ struct BatchExecutor::Impl {
 BatchExecutor::BatchExecutor(const BatchPlan& batch, Communicator& comm, ExecutorOptions options)
     : impl_(std::make_unique<Impl>()) {
   validate_batch_plan(batch);
-  if (batch.plans.front().mesh() != comm.mesh())
-    throw InputError(fmt::format("batch plan is for mesh {}, the communicator's mesh is {}", batch.plans.front().mesh().str(),
+  if (batch.plan(0).mesh() != comm.mesh())
+    throw InputError(fmt::format("batch plan is for mesh {}, the communicator's mesh is {}", batch.plan(0).mesh().str(),
                                  comm.mesh().str()));
   Impl& I = *impl_;
   I.comm = &comm;
@@ -57,7 +57,8 @@ BatchExecutor::BatchExecutor(const BatchPlan& batch, Communicator& comm, Executo
   ExecutorOptions each = options;
   each.check_plans_agree = false;  // the batch's hash covers every plan
   each.check_plans_every_call = false;
-  for (const auto& p : batch.plans) {
+  for (std::size_t t = 0; t < batch.size(); ++t) {
+    const Plan& p = batch.plan(t);
     I.executors.emplace_back(p, comm, each);
     if (p.steps.empty()) I.empty_plans.push_back(I.executors.size() - 1);
   }

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -42,6 +45,7 @@ struct Key {
   DType dtype;
   std::optional<ReduceOp> op;
   friend bool operator==(const Key&, const Key&) = default;
+  friend auto operator<=>(const Key&, const Key&) = default;
 };
 // Direct exchanges of any tensors share one grouped send/recv (their transfer lists joined).
 Key key_of(const Plan& p, const Step& s) {
@@ -64,13 +68,41 @@ std::int64_t member_count(const Step& s) { return s.buffers.chunk; }
 // optimal plans changes them (no copies).
 struct PlanList {
   std::vector<const Plan*> p;
-  explicit PlanList(const std::vector<Plan>& plans) {
-    p.reserve(plans.size());
-    for (const auto& x : plans) p.push_back(&x);
+  explicit PlanList(const BatchPlan& b) {
+    p.reserve(b.size());
+    for (auto i : b.plan_index) p.push_back(&b.distinct_plans[i]);
   }
   const Plan& operator[](std::size_t i) const { return *p[i]; }
   [[nodiscard]] std::size_t size() const noexcept { return p.size(); }
 };
+
+// Sets b's plans from one plan per tensor: each distinct plan copied once, in order of first use
+// (the same pointer, or an equal plan, shares an entry), so that equal batches are equal values.
+void assign_plans(BatchPlan& b, std::span<const Plan* const> per_tensor) {
+  std::vector<Plan> distinct;
+  std::vector<std::uint32_t> index;
+  index.reserve(per_tensor.size());
+  std::unordered_map<const Plan*, std::uint32_t> by_address;
+  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> by_hash;
+  for (const Plan* p : per_tensor) {
+    if (const auto it = by_address.find(p); it != by_address.end()) {
+      index.push_back(it->second);
+      continue;
+    }
+    auto& same_hash = by_hash[p->hash()];
+    std::uint32_t at = static_cast<std::uint32_t>(distinct.size());
+    for (const auto i : same_hash)
+      if (distinct[i] == *p) at = i;
+    if (at == distinct.size()) {
+      distinct.push_back(*p);
+      same_hash.push_back(at);
+    }
+    by_address.emplace(p, at);
+    index.push_back(at);
+  }
+  b.distinct_plans = std::move(distinct);
+  b.plan_index = std::move(index);
+}
 
 // A coalesced stage's traffic summed member by member, in member order: coalesced_cost folds a
 // stage's members, the scheduler adds its candidates one at a time (the same sums either way).
@@ -194,6 +226,13 @@ bool close(double a, double b) { return std::abs(a - b) <= 1e-6 + 1e-9 * std::ma
 
 }  // namespace
 
+void BatchPlan::set_plans(std::span<const Plan> plans) {
+  std::vector<const Plan*> per_tensor;
+  per_tensor.reserve(plans.size());
+  for (const auto& p : plans) per_tensor.push_back(&p);
+  assign_plans(*this, per_tensor);
+}
+
 std::int64_t BatchPlan::collectives() const {
   std::int64_t n = 0;
   for (const auto& st : stages) {
@@ -202,21 +241,23 @@ std::int64_t BatchPlan::collectives() const {
       continue;
     }
     for (const auto& m : st.members)
-      n += is_local(plans[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)].kind) ? 0 : 1;
+      n += is_local(plan(static_cast<std::size_t>(m.tensor)).steps[static_cast<std::size_t>(m.step)].kind) ? 0 : 1;
   }
   return n;
 }
 
 std::int64_t BatchPlan::separate_collectives() const {
+  std::vector<std::int64_t> per(distinct_plans.size(), 0);
+  for (std::size_t i = 0; i < distinct_plans.size(); ++i)
+    for (const auto& s : distinct_plans[i].steps) per[i] += is_local(s.kind) ? 0 : 1;
   std::int64_t n = 0;
-  for (const auto& p : plans)
-    for (const auto& s : p.steps) n += is_local(s.kind) ? 0 : 1;
+  for (auto i : plan_index) n += per[i];
   return n;
 }
 
 std::int64_t BatchPlan::staging_bytes() const {
   std::int64_t b = 0;
-  const PlanList P(plans);
+  const PlanList P(*this);
   for (const auto& st : stages) b = std::max(b, stage_staging_bytes(P, st));
   return b;
 }
@@ -243,74 +284,105 @@ double schedule(const PlanList& P, std::vector<BatchStage>& stages, const CostMo
     st.cost_us = step_at(t).cost_us;
     stages.push_back(std::move(st));
   };
+  // Who waits on what, kept as the steps advance so that a round costs what it schedules (plus
+  // logarithms), never a pass over every tensor: the tensors whose next step is local, those
+  // whose next step shares no collective, and per collective key the tensors whose next step has
+  // it, by size (then index) and by index; the keys ordered by (most tensors, first tensor).
+  struct Bucket {
+    Key key;
+    std::set<std::pair<std::int64_t, std::size_t>> by_size;
+    std::set<std::size_t> ids;
+  };
+  std::vector<Bucket> buckets;
+  std::map<Key, std::size_t> bucket_of;
+  std::set<std::tuple<std::size_t, std::size_t, std::size_t>> ranked;  // (T - count, first, bucket)
+  std::set<std::size_t> local_ready, single_ready;
+  std::vector<std::size_t> in_bucket(T, SIZE_MAX);
+  auto size_of = [&](std::size_t t) { return std::max(step_at(t).bytes_sent, step_at(t).bytes_received); };
+  auto rank_entry = [&](std::size_t b) {
+    return std::tuple{T - buckets[b].ids.size(), *buckets[b].ids.begin(), b};
+  };
+  auto enter = [&](std::size_t t) {
+    if (next[t] >= P[t].steps.size()) return;
+    const StepKind kind = step_at(t).kind;
+    if (is_local(kind)) {
+      local_ready.insert(t);
+    } else if (!coalescible(kind)) {
+      single_ready.insert(t);
+    } else {
+      Key key = key_of(P[t], step_at(t));
+      auto [it, fresh] = bucket_of.try_emplace(key, buckets.size());
+      if (fresh) buckets.push_back({std::move(key), {}, {}});
+      const std::size_t b = it->second;
+      if (!buckets[b].ids.empty()) ranked.erase(rank_entry(b));
+      buckets[b].by_size.insert({size_of(t), t});
+      buckets[b].ids.insert(t);
+      ranked.insert(rank_entry(b));
+      in_bucket[t] = b;
+    }
+  };
+  auto leave = [&](std::size_t t) {
+    if (local_ready.erase(t) || single_ready.erase(t)) return;
+    const std::size_t b = std::exchange(in_bucket[t], SIZE_MAX);
+    ranked.erase(rank_entry(b));
+    buckets[b].by_size.erase({size_of(t), t});
+    buckets[b].ids.erase(t);
+    if (!buckets[b].ids.empty()) ranked.insert(rank_entry(b));
+  };
+  auto advance = [&](std::size_t t) {
+    leave(t);
+    ++next[t];
+    --left;
+    enter(t);
+  };
+  for (std::size_t t = 0; t < T; ++t) enter(t);
   while (left > 0) {
-    BatchStage local;
-    for (std::size_t t = 0; t < T; ++t)
-      if (next[t] < P[t].steps.size() && is_local(step_at(t).kind)) {
-        if (local.members.empty()) local.kind = step_at(t).kind;
-        local.members.push_back({static_cast<std::int32_t>(t), static_cast<std::int32_t>(next[t])});
-      }
-    if (!local.members.empty()) {
+    if (!local_ready.empty()) {
+      BatchStage local;
+      const std::vector<std::size_t> who(local_ready.begin(), local_ready.end());
+      local.kind = step_at(who.front()).kind;
+      for (std::size_t t : who) local.members.push_back({static_cast<std::int32_t>(t), static_cast<std::int32_t>(next[t])});
       local.cost_us = members_cost(P, local);
-      for (const auto& m : local.members) ++next[static_cast<std::size_t>(m.tensor)];
-      left -= local.members.size();
+      for (std::size_t t : who) advance(t);
       stages.push_back(std::move(local));
       continue;
     }
-    // the most shared collective key among the next steps (direct steps of one dtype share one)
-    std::vector<Key> keys;
-    std::vector<std::size_t> key_count, key_first;
-    std::size_t best_t = T, best_count = 0;
-    for (std::size_t t = 0; t < T; ++t) {
-      if (next[t] >= P[t].steps.size()) continue;
-      if (!coalescible(step_at(t).kind)) {
-        if (best_count == 0) {
-          best_count = 1;
-          best_t = t;
-        }
-        continue;
+    // the most shared collective key among the next steps (direct steps of one dtype share one);
+    // ties go to the key whose first tensor comes first, a step that shares nothing counting one
+    std::size_t best_t = single_ready.empty() ? T : *single_ready.begin();
+    std::size_t best_count = single_ready.empty() ? 0 : 1;
+    std::size_t best_bucket = SIZE_MAX;
+    if (!ranked.empty()) {
+      const auto [inv, first, b] = *ranked.begin();
+      const std::size_t count = T - inv;
+      if (count > best_count || (count == best_count && first < best_t)) {
+        best_count = count;
+        best_t = first;
+        best_bucket = b;
       }
-      const Key k = key_of(P[t], step_at(t));
-      std::size_t i = 0;
-      while (i < keys.size() && !(keys[i] == k)) ++i;
-      if (i == keys.size()) {
-        keys.push_back(k);
-        key_count.push_back(0);
-        key_first.push_back(t);
-      }
-      ++key_count[i];
     }
-    // the largest count wins; ties go to the key whose first tensor comes first
-    for (std::size_t i = 0; i < keys.size(); ++i)
-      if (key_count[i] > best_count || (key_count[i] == best_count && key_first[i] < best_t)) {
-        best_count = key_count[i];
-        best_t = key_first[i];
-      }
-    if (!coalescible(step_at(best_t).kind) || best_count == 1) {
+    if (best_bucket == SIZE_MAX || best_count == 1) {
       push_single(best_t);
-      ++next[best_t];
-      --left;
+      advance(best_t);
       continue;
     }
     // The members: every tensor whose next step is this collective, smallest first; each joins
     // the coalesced group when that costs less than running it on its own (its latency saved
     // against packing and unpacking it), and the group's staging fits the memory bound. The
     // others run on their own.
-    const Key k = key_of(P[best_t], step_at(best_t));
-    std::vector<std::size_t> cands;
-    for (std::size_t u = 0; u < T; ++u)
-      if (next[u] < P[u].steps.size() && coalescible(step_at(u).kind) && key_of(P[u], step_at(u)) == k) cands.push_back(u);
-    std::stable_sort(cands.begin(), cands.end(), [&](std::size_t x, std::size_t y) {
-      return std::max(step_at(x).bytes_sent, step_at(x).bytes_received) < std::max(step_at(y).bytes_sent, step_at(y).bytes_received);
-    });
+    const Key k = buckets[best_bucket].key;
     // NCCL takes at most 2048 operations in one group (an all_to_all is a send and a receive per
     // member): the smallest that fit are this round's candidates, the others wait for the next
-    if (is_collective(step_at(best_t).kind)) {
-      const std::size_t per = step_at(best_t).kind == StepKind::all_to_all
-                                  ? static_cast<std::size_t>(2 * group_size(P[best_t].mesh(), k.mesh_dims))
-                                  : 1;
-      const std::size_t cap = std::max<std::size_t>(2, kMaxGroupOps / per);
-      if (cands.size() > cap) cands.resize(cap);
+    std::size_t cap = SIZE_MAX;
+    if (is_collective(k.kind)) {
+      const std::size_t per =
+          k.kind == StepKind::all_to_all ? static_cast<std::size_t>(2 * group_size(P[best_t].mesh(), k.mesh_dims)) : 1;
+      cap = std::max<std::size_t>(2, kMaxGroupOps / per);
+    }
+    std::vector<std::size_t> cands;
+    for (const auto& [bytes, u] : buckets[best_bucket].by_size) {
+      if (cands.size() == cap) break;
+      cands.push_back(u);
     }
     BatchStage st;
     st.kind = step_at(best_t).kind;
@@ -388,8 +460,7 @@ double schedule(const PlanList& P, std::vector<BatchStage>& stages, const CostMo
       }
     }
     auto take = [&](BatchStage stage) {
-      for (const auto& m : stage.members) ++next[static_cast<std::size_t>(m.tensor)];
-      left -= stage.members.size();
+      for (const auto& m : stage.members) advance(static_cast<std::size_t>(m.tensor));
       stages.push_back(std::move(stage));
     };
     if (way == Way::b) {
@@ -407,8 +478,7 @@ double schedule(const PlanList& P, std::vector<BatchStage>& stages, const CostMo
     }
     for (std::size_t u : alone) {
       push_single(u);
-      ++next[u];
-      --left;
+      advance(u);
     }
   }
   double total = 0;
@@ -428,13 +498,13 @@ constexpr std::size_t kChoiceTensorSteps = 1 << 16;  // ... and at most this man
 // earlier combination (the planner's own plans first).
 void choose_alternatives(BatchPlan& b, const std::vector<std::vector<Plan>>& alts, const std::vector<std::size_t>& klass,
                          const CostModel& cost, const PlanOptions& options) {
-  const std::size_t T = b.plans.size(), K = alts.size();
+  const std::size_t T = b.size(), K = alts.size();
   double combos_per_class = 1, combos_per_tensor = 1;
   for (std::size_t k = 0; k < K; ++k) combos_per_class *= static_cast<double>(alts[k].size() + 1);
   if (combos_per_class <= 1) return;  // every pair has one optimal plan
   for (std::size_t t = 0; t < T; ++t) combos_per_tensor *= static_cast<double>(alts[klass[t]].size() + 1);
   const std::size_t budget = std::min(kChoiceSchedules, std::max<std::size_t>(1, kChoiceTensorSteps / T));
-  PlanList P(b.plans);
+  PlanList P(b);
   const std::vector<const Plan*> own = P.p;
   auto plan_of = [&](std::size_t t, std::size_t c) { return c == 0 ? own[t] : &alts[klass[t]][c - 1]; };
   std::vector<BatchStage> stages;
@@ -474,15 +544,15 @@ void choose_alternatives(BatchPlan& b, const std::vector<std::vector<Plan>>& alt
   bool changed = false;
   for (auto c : best_choice) changed = changed || c != 0;
   if (!changed) return;
-  std::vector<Plan> chosen;
+  std::vector<const Plan*> chosen;
   chosen.reserve(T);
   b.separate_cost_us = 0;
   for (std::size_t t = 0; t < T; ++t) {
-    chosen.push_back(*plan_of(t, best_choice[t]));
-    b.separate_cost_us += chosen.back().total_cost_us;
+    chosen.push_back(plan_of(t, best_choice[t]));
+    b.separate_cost_us += chosen.back()->total_cost_us;
   }
-  b.plans = std::move(chosen);
-  b.total_cost_us = schedule(PlanList(b.plans), b.stages, cost, options);
+  assign_plans(b, chosen);
+  b.total_cost_us = schedule(PlanList(b), b.stages, cost, options);
 }
 
 }  // namespace
@@ -503,8 +573,8 @@ BatchPlan plan_batch_from(std::vector<Plan> plans, const CostModel& cost, const 
     validate_plan(plans[i]);
     b.separate_cost_us += plans[i].total_cost_us;
   }
-  b.plans = std::move(plans);
-  b.total_cost_us = schedule(PlanList(b.plans), b.stages, cost, options);
+  b.set_plans(plans);
+  b.total_cost_us = schedule(PlanList(b), b.stages, cost, options);
   return b;
 }
 
@@ -517,7 +587,7 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
   const Mesh& mesh = pairs.front().first.mesh();
   // A model's tensors repeat a few shapes and layouts: each distinct pair is planned once.
   std::unordered_map<std::string, std::size_t> planned;
-  b.plans.reserve(pairs.size());
+  b.plan_index.reserve(pairs.size());
   // Per distinct pair, its other candidate plans; per tensor, its distinct pair.
   std::vector<std::vector<Plan>> alternatives;
   std::vector<std::size_t> klass;
@@ -529,7 +599,7 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
     const std::string key = fmt::format("{}|{}|{}|{}|{}|{}", fmt::join(src.shape(), ","), to_string(src.dtype()),
                                         src.sharding().str(), fmt::join(dst.shape(), ","), to_string(dst.dtype()), dst.sharding().str());
     if (auto it = planned.find(key); it != planned.end()) {
-      b.plans.push_back(b.plans[it->second]);
+      b.plan_index.push_back(b.plan_index[it->second]);
       klass.push_back(klass[it->second]);
     } else {
       try {
@@ -537,7 +607,8 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
         // the optimal plans, and those dearer by at most the latency of the planner's own plan's
         // steps (what sharing every launch could save it)
         auto all = near_optimal_plans(src, dst, cost, options, kMaxAlternatives, 0, 1.0);
-        b.plans.push_back(std::move(all.front()));
+        b.plan_index.push_back(static_cast<std::uint32_t>(b.distinct_plans.size()));
+        b.distinct_plans.push_back(std::move(all.front()));
         all.erase(all.begin());
         alternatives.push_back(std::move(all));
       } catch (const InputError& e) {
@@ -546,46 +617,58 @@ BatchPlan plan_batch(std::span<const std::pair<Layout, Layout>> pairs, const Cos
       planned.emplace(key, i);
       klass.push_back(alternatives.size() - 1);
     }
-    b.separate_cost_us += b.plans.back().total_cost_us;
+    b.separate_cost_us += b.plan(i).total_cost_us;
   }
-  b.total_cost_us = schedule(PlanList(b.plans), b.stages, cost, options);
+  b.total_cost_us = schedule(PlanList(b), b.stages, cost, options);
   choose_alternatives(b, alternatives, klass, cost, options);
   return b;
 }
 
 void validate_batch_plan(const BatchPlan& b) {
-  if (b.plans.empty()) throw InputError("batch plan has no tensors");
-  if (b.plans.size() > kMaxBatchTensors)
-    throw InputError(fmt::format("batch plan has {} tensors, above the limit of {}", b.plans.size(), kMaxBatchTensors));
-  const Mesh& mesh = b.plans.front().mesh();
+  const std::size_t T = b.size();
+  if (T == 0) throw InputError("batch plan has no tensors");
+  if (T > kMaxBatchTensors)
+    throw InputError(fmt::format("batch plan has {} tensors, above the limit of {}", T, kMaxBatchTensors));
+  if (b.distinct_plans.empty() || b.distinct_plans.size() > T)
+    throw InputError(fmt::format("batch plan has {} distinct plans for {} tensors", b.distinct_plans.size(), T));
+  std::vector<char> used(b.distinct_plans.size(), 0);
+  for (std::size_t t = 0; t < T; ++t) {
+    if (b.plan_index[t] >= b.distinct_plans.size())
+      throw InputError(fmt::format("batch plan tensor {}'s plan {} is not one of its {} distinct plans", t, b.plan_index[t],
+                                   b.distinct_plans.size()));
+    used[b.plan_index[t]] = 1;
+  }
+  for (std::size_t i = 0; i < used.size(); ++i)
+    if (!used[i]) throw InputError(fmt::format("batch plan's distinct plan {} is no tensor's plan", i));
+  const PlanList P(b);
+  const Mesh& mesh = P[0].mesh();
   double separate = 0;
-  for (std::size_t i = 0; i < b.plans.size(); ++i) {
-    if (b.plans[i].mesh() != mesh)
-      throw InputError(fmt::format("batch plan tensor {} is on mesh {}, tensor 0 on {}", i, b.plans[i].mesh().str(), mesh.str()));
-    separate += b.plans[i].total_cost_us;
+  for (std::size_t i = 0; i < T; ++i) {
+    if (P[i].mesh() != mesh)
+      throw InputError(fmt::format("batch plan tensor {} is on mesh {}, tensor 0 on {}", i, P[i].mesh().str(), mesh.str()));
+    separate += P[i].total_cost_us;
   }
   if (!close(separate, b.separate_cost_us))
     throw InputError(fmt::format("batch plan separate_cost_us {} is not its plans' total {}", b.separate_cost_us, separate));
-  std::vector<std::size_t> next(b.plans.size(), 0);
+  std::vector<std::size_t> next(T, 0), seen_in(T, SIZE_MAX);  // a tensor's next step; the last stage it was in
   double total = 0;
   for (std::size_t k = 0; k < b.stages.size(); ++k) {
     const BatchStage& st = b.stages[k];
     auto bad = [&](const std::string& what) { return InputError(fmt::format("batch plan stage {}: {}", k, what)); };
     if (st.members.empty()) throw bad("no members");
     if (!std::isfinite(st.cost_us) || st.cost_us < 0) throw bad(fmt::format("cost {} is not a finite non-negative time", st.cost_us));
-    std::vector<char> seen(b.plans.size(), 0);
     for (const auto& m : st.members) {
-      if (m.tensor < 0 || static_cast<std::size_t>(m.tensor) >= b.plans.size())
-        throw bad(fmt::format("member tensor {} is not one of the {} tensors", m.tensor, b.plans.size()));
+      if (m.tensor < 0 || static_cast<std::size_t>(m.tensor) >= T)
+        throw bad(fmt::format("member tensor {} is not one of the {} tensors", m.tensor, T));
       const auto t = static_cast<std::size_t>(m.tensor);
-      if (seen[t]) throw bad(fmt::format("tensor {} appears twice", t));
-      seen[t] = 1;
+      if (seen_in[t] == k) throw bad(fmt::format("tensor {} appears twice", t));
+      seen_in[t] = k;
       if (m.step < 0 || static_cast<std::size_t>(m.step) != next[t])
         throw bad(fmt::format("tensor {} runs step {} where its step {} is next", t, m.step, next[t]));
-      if (next[t] >= b.plans[t].steps.size()) throw bad(fmt::format("tensor {} has no step {}", t, m.step));
+      if (next[t] >= P[t].steps.size()) throw bad(fmt::format("tensor {} has no step {}", t, m.step));
       ++next[t];
     }
-    const auto& f = b.plans[static_cast<std::size_t>(st.members.front().tensor)];
+    const auto& f = P[static_cast<std::size_t>(st.members.front().tensor)];
     const Step& s0 = f.steps[static_cast<std::size_t>(st.members.front().step)];
     if (st.kind != s0.kind) throw bad(fmt::format("kind {} but its first member's step is {}", to_string(st.kind), to_string(s0.kind)));
     if (st.coalesced && st.grouped) throw bad("a stage is coalesced or grouped, not both");
@@ -598,34 +681,36 @@ void validate_batch_plan(const BatchPlan& b) {
       const Key k = key_of(f, s0);
       if (st.mesh_dims != k.mesh_dims) throw bad("its mesh dims are not its members'");
       for (const auto& m : st.members) {
-        const Plan& p = b.plans[static_cast<std::size_t>(m.tensor)];
+        const Plan& p = P[static_cast<std::size_t>(m.tensor)];
         if (!(key_of(p, p.steps[static_cast<std::size_t>(m.step)]) == k))
           throw bad(fmt::format("tensor {}'s step is not the same collective (kind, mesh dims, dtype, reduce op)", m.tensor));
       }
-      if (st.cost_us > members_cost(PlanList(b.plans), st) * (1 + 1e-9) + 1e-6)
-        throw bad(fmt::format("{} cost {} above its members' {}", what, st.cost_us, members_cost(PlanList(b.plans), st)));
+      if (st.cost_us > members_cost(P, st) * (1 + 1e-9) + 1e-6)
+        throw bad(fmt::format("{} cost {} above its members' {}", what, st.cost_us, members_cost(P, st)));
     } else {
       if (st.members.size() > 1)
         for (const auto& m : st.members)
-          if (!is_local(b.plans[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)].kind))
+          if (!is_local(P[static_cast<std::size_t>(m.tensor)].steps[static_cast<std::size_t>(m.step)].kind))
             throw bad(fmt::format("tensor {}'s step communicates: a stage of several members that is neither coalesced nor grouped runs local steps only", m.tensor));
       const std::vector<int> dims = st.members.size() == 1 && is_collective(s0.kind) ? s0.mesh_dims : std::vector<int>{};
       if (st.mesh_dims != dims) throw bad("its mesh dims are not its member's");
-      if (!close(st.cost_us, members_cost(PlanList(b.plans), st)))
-        throw bad(fmt::format("cost {} is not its members' {}", st.cost_us, members_cost(PlanList(b.plans), st)));
+      if (!close(st.cost_us, members_cost(P, st)))
+        throw bad(fmt::format("cost {} is not its members' {}", st.cost_us, members_cost(P, st)));
     }
     total += st.cost_us;
   }
-  for (std::size_t t = 0; t < b.plans.size(); ++t)
-    if (next[t] != b.plans[t].steps.size())
-      throw InputError(fmt::format("batch plan runs {} of tensor {}'s {} steps", next[t], t, b.plans[t].steps.size()));
+  for (std::size_t t = 0; t < T; ++t)
+    if (next[t] != P[t].steps.size())
+      throw InputError(fmt::format("batch plan runs {} of tensor {}'s {} steps", next[t], t, P[t].steps.size()));
   if (!close(total, b.total_cost_us))
     throw InputError(fmt::format("batch plan total_cost_us {} is not its stages' total {}", b.total_cost_us, total));
 }
 
 std::uint64_t BatchPlan::hash() const {
-  std::string canon = fmt::format("batch|{}|{}", cost_model, plans.size());
-  for (const auto& p : plans) canon += fmt::format("|{:016x}", p.hash());
+  std::string canon = fmt::format("batch|{}|{}", cost_model, size());
+  std::vector<std::string> hashes;
+  for (const auto& p : distinct_plans) hashes.push_back(fmt::format("|{:016x}", p.hash()));
+  for (auto i : plan_index) canon += hashes[i];
   for (const auto& st : stages) {
     canon += fmt::format(";{}:{}:{}:{}", to_string(st.kind), fmt::join(st.mesh_dims, ","), st.coalesced ? 1 : st.grouped ? 2 : 0,
                          std::llround(st.cost_us * 1e6));
@@ -639,7 +724,7 @@ std::string BatchPlan::to_json(int indent) const {
   j["version"] = 1;
   j["kind"] = "batch";
   j["cost_model"] = cost_model;
-  j["tensors"] = plans.size();
+  j["tensors"] = size();
   j["total_cost_us"] = total_cost_us;
   j["separate_cost_us"] = separate_cost_us;
   j["collectives"] = collectives();
@@ -660,7 +745,9 @@ std::string BatchPlan::to_json(int indent) const {
     j["stages"].push_back(s);
   }
   j["plans"] = ordered::array();
-  for (const auto& p : plans) j["plans"].push_back(ordered::parse(p.to_json()));
+  std::vector<ordered> distinct;
+  for (const auto& p : distinct_plans) distinct.push_back(ordered::parse(p.to_json()));
+  for (auto i : plan_index) j["plans"].push_back(distinct[i]);
   return j.dump(indent);
 }
 
@@ -690,23 +777,35 @@ BatchPlan BatchPlan::from_json(std::string_view text) {
   const json& plans = field(j, "plans");
   if (!plans.is_array() || plans.empty() || plans.size() > kMaxBatchTensors)
     throw InputError(fmt::format("batch plan JSON 'plans' must be a list of 1 to {} plans", kMaxBatchTensors));
+  // each distinct plan kept once, as plan_batch keeps them (equal plans share an entry)
+  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> by_hash;
   for (std::size_t i = 0; i < plans.size(); ++i) {
+    Plan p;
     try {
-      b.plans.push_back(Plan::from_json(plans[i].dump()));
+      p = Plan::from_json(plans[i].dump());
     } catch (const InputError& e) {
       throw InputError(fmt::format("batch plan JSON plans[{}]: {}", i, e.what()));
     }
-    if (b.plans.back().cost_model != b.cost_model)
+    if (p.cost_model != b.cost_model)
       throw InputError(fmt::format("batch plan JSON plans[{}] was planned under cost model {}, the batch under {}", i,
-                                   quote_input(b.plans.back().cost_model), quote_input(b.cost_model)));
+                                   quote_input(p.cost_model), quote_input(b.cost_model)));
+    auto& same_hash = by_hash[p.hash()];
+    auto at = static_cast<std::uint32_t>(b.distinct_plans.size());
+    for (const auto k : same_hash)
+      if (b.distinct_plans[k] == p) at = k;
+    if (at == b.distinct_plans.size()) {
+      b.distinct_plans.push_back(std::move(p));
+      same_hash.push_back(at);
+    }
+    b.plan_index.push_back(at);
   }
   const json& stages = field(j, "stages");
   if (!stages.is_array()) throw InputError("batch plan JSON 'stages' must be a list");
   std::size_t total_steps = 0;
-  for (const auto& p : b.plans) total_steps += p.steps.size();
+  for (auto i : b.plan_index) total_steps += b.distinct_plans[i].steps.size();
   if (stages.size() > total_steps)
     throw InputError(fmt::format("batch plan JSON has {} stages for {} steps", stages.size(), total_steps));
-  const auto T = static_cast<std::int64_t>(b.plans.size());
+  const auto T = static_cast<std::int64_t>(b.size());
   for (std::size_t k = 0; k < stages.size(); ++k) {
     const json& s = stages[k];
     if (!s.is_object()) throw InputError(fmt::format("batch plan JSON stages[{}] must be an object", k));
@@ -714,7 +813,7 @@ BatchPlan BatchPlan::from_json(std::string_view text) {
     const json& kind = field(s, "kind");
     if (!kind.is_string()) throw InputError(fmt::format("batch plan JSON stages[{}].kind must be a string", k));
     st.kind = parse_step_kind(kind.get<std::string>());
-    const int md = b.plans.front().mesh().ndim();
+    const int md = b.plan(0).mesh().ndim();
     for (auto m : detail::json_int_list(field(s, "mesh_dims"), "mesh_dims", 0, md - 1)) st.mesh_dims.push_back(static_cast<int>(m));
     const json& co = field(s, "coalesced");
     if (!co.is_boolean()) throw InputError(fmt::format("batch plan JSON stages[{}].coalesced must be true or false", k));
@@ -726,7 +825,7 @@ BatchPlan BatchPlan::from_json(std::string_view text) {
     }
     st.cost_us = number(s, "cost_us");
     const json& members = field(s, "members");
-    if (!members.is_array() || members.empty() || members.size() > b.plans.size())
+    if (!members.is_array() || members.empty() || members.size() > b.size())
       throw InputError(fmt::format("batch plan JSON stages[{}].members must be a list of 1 to {} [tensor, step] pairs", k, T));
     for (const auto& m : members) {
       if (!m.is_array() || m.size() != 2)
@@ -783,7 +882,7 @@ std::string explain(const BatchPlan& b) {
   std::string out = fmt::format(
       "batch of {} tensors on mesh {} (cost model {}): {} stage(s), {} collective(s) against {} planned one by one\n"
       "total {:.3f} us against {:.3f} us one after another ({:.2f}x), staging {} bytes\n",
-      b.plans.size(), b.plans.front().mesh().str(), b.cost_model, b.stages.size(), b.collectives(), b.separate_collectives(),
+      b.size(), b.plan(0).mesh().str(), b.cost_model, b.stages.size(), b.collectives(), b.separate_collectives(),
       b.total_cost_us, b.separate_cost_us, b.total_cost_us > 0 ? b.separate_cost_us / b.total_cost_us : 1.0, b.staging_bytes());
   out += fmt::format("\n {:>3}  {:<15} {:<9} {:>7} {:>14}  {}\n", "#", "kind", "mesh", "tensors", "cost us", "how");
   for (std::size_t k = 0; k < b.stages.size(); ++k) {
@@ -798,8 +897,8 @@ std::string explain(const BatchPlan& b) {
                        fmt::format("{}", fmt::join(st.mesh_dims, ",")), st.members.size(), st.cost_us, how, fmt::join(who, " "));
   }
   out += "\ntensors:\n";
-  for (std::size_t t = 0; t < b.plans.size(); ++t) {
-    const auto& p = b.plans[t];
+  for (std::size_t t = 0; t < b.size(); ++t) {
+    const auto& p = b.plan(t);
     out += fmt::format(" {:>3}  {} {} {} -> {}: {} step(s), {:.3f} us\n", t, shape_str(p.shape()), to_string(p.dtype()),
                        p.src.placements_str(), p.dst.placements_str(), p.steps.size(), p.total_cost_us);
   }

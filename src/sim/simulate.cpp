@@ -168,17 +168,19 @@ class CountingCommunicator final : public Communicator {
 }  // namespace
 
 std::int64_t simulation_bytes(const BatchPlan& batch) {
-  const auto R = batch.plans.front().mesh().num_ranks();
+  const auto R = batch.plan(0).mesh().num_ranks();
   long double need = static_cast<long double>(batch.staging_bytes()) * R + static_cast<long double>(R) * simulation_thread_bytes();
-  for (const auto& p : batch.plans) need += data_bytes(p);
+  std::vector<long double> per;
+  for (const auto& p : batch.distinct_plans) per.push_back(static_cast<long double>(data_bytes(p)));
+  for (auto i : batch.plan_index) need += per[i];
   return saturating_add(0, need);
 }
 
 BatchSimulationResult simulate(const BatchPlan& batch) {
   validate_batch_plan(batch);
-  const Mesh& mesh = batch.plans.front().mesh();
+  const Mesh& mesh = batch.plan(0).mesh();
   SimulatedWorld world(mesh);
-  const std::size_t T = batch.plans.size();
+  const std::size_t T = batch.size();
   const auto R = static_cast<std::size_t>(mesh.num_ranks());
   std::vector<std::vector<std::vector<std::byte>>> outputs(T, std::vector<std::vector<std::byte>>(R));
   BatchSimulationResult res;
@@ -188,7 +190,7 @@ BatchSimulationResult simulate(const BatchPlan& batch) {
     std::vector<std::vector<std::byte>> in(T), ws(T);
     std::vector<Buffers> bufs(T);
     for (std::size_t t = 0; t < T; ++t) {
-      in[t] = seeded_input(batch.plans[t].src, rank);
+      in[t] = seeded_input(batch.plan(t).src, rank);
       auto& out = outputs[t][static_cast<std::size_t>(rank)];
       out.assign(static_cast<std::size_t>(ex.executor(t).output_bytes()), std::byte{0});
       ws[t].assign(static_cast<std::size_t>(ex.executor(t).workspace_bytes()), std::byte{0});
@@ -201,7 +203,7 @@ BatchSimulationResult simulate(const BatchPlan& batch) {
   });
   res.verified = true;
   for (std::size_t t = 0; t < T; ++t) {
-    res.mismatch.push_back(verify_outputs(batch.plans[t].dst, outputs[t]));
+    res.mismatch.push_back(verify_outputs(batch.plan(t).dst, outputs[t]));
     res.verified = res.verified && res.mismatch.back().empty();
   }
   return res;
