@@ -16,9 +16,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::fprintf(stderr, "FINDING: plan JSON round trip\n");
       std::abort();
     }
-    // small enough to run: execute it (the executor checks every buffer region first)
-    if (p.mesh().num_ranks() <= 16 && p.src.numel() <= 4096 && p.peak_bytes <= (1 << 20))
-      (void)dtensor::simulate(p);
+    // small enough to run: execute it (the executor checks every buffer region first); an
+    // accepted plan must give the right result (its peak_bytes is what its steps need, so the
+    // tensor's size bounds the workspace too)
+    if (p.mesh().num_ranks() <= 16 && p.src.numel() <= 4096 && !dtensor::simulate(p).verified) {
+      std::fprintf(stderr, "FINDING: a plan the library accepted ran to a wrong result\n");
+      std::abort();
+    }
   } catch (const dtensor::Error&) {
   }
   return 0;
