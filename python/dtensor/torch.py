@@ -205,8 +205,44 @@ def distribute(tensor: torch.Tensor, device_mesh: DeviceMesh, placements: Sequen
     return DTensor(local, _spec_of(device_mesh, layout), requires_grad=False)
 
 
+_to_local_keeps_order = False
+
+
+def _keep_order_through_to_local() -> None:
+    """torch's `to_local` backward (`_ToTorchTensor`, 2.11-2.15) rebuilds the gradient with
+    `DTensor.from_local`, which knows no shard order: the gradient of a DTensor with an explicit,
+    non-default order comes back labelled with the default order while its local data is laid out
+    in the explicit one (docs/torch-defects.md). dtensor's shard orders are what make such
+    DTensors, so on the first one it makes, it wraps that backward: where the forward's spec had
+    an order the rebuilt gradient lost (same placements otherwise), the gradient gets the order
+    back. Nothing else changes, and DTensors without an explicit order are never touched."""
+    global _to_local_keeps_order
+    if _to_local_keeps_order:
+        return
+    from torch.distributed.tensor import _api
+    original = _api._ToTorchTensor.backward
+
+    def backward(ctx, grad_output):
+        grad, *rest = original(ctx, grad_output)
+        spec = getattr(ctx, "dtensor_spec", None)
+        if isinstance(grad, DTensor) and spec is not None and not spec.use_strided_shard_as_shard_order:
+            want = tuple(Replicate() if p.is_partial() else p for p in spec.placements)
+            g = grad._spec
+            if tuple(g.placements) == want and g.shard_order != spec.shard_order:
+                strided = any(isinstance(p, _StridedShard) for p in want)
+                fixed = DTensorSpec(g.mesh, g.placements, tensor_meta=g.tensor_meta, shard_order=spec.shard_order,
+                                    **({"use_strided_shard_as_shard_order": False} if strided else {}))
+                grad = DTensor(grad._local_tensor, fixed, requires_grad=grad.requires_grad)
+        return (grad, *rest)
+
+    _api._ToTorchTensor.backward = staticmethod(backward)
+    _to_local_keeps_order = True
+
+
 def _spec_of(device_mesh, layout: _core.Layout) -> DTensorSpec:
     placements, order = placements_of(layout)
+    if order is not None:
+        _keep_order_through_to_local()
     shape = list(layout.shape)
     stride, acc = [0] * len(shape), 1
     for i in range(len(shape) - 1, -1, -1):
@@ -241,6 +277,37 @@ def _set_timeout(timeout, pg) -> None:
     setter(timeout, pg)
 
 
+class _Failing:
+    """Turns a backend's failure inside a collective (gloo's "Connection reset by peer" or
+    "Timed out waiting", NCCL's errors: torch raises RuntimeError or its DistBackendError) into a
+    dtensor.BackendError naming the collective, the mesh dims and the peer ranks (torch ranks)."""
+
+    __slots__ = ("comm", "what", "mesh_dims", "peers")
+
+    def __init__(self, comm, what: str, mesh_dims, peers=None):
+        self.comm, self.what, self.mesh_dims, self.peers = comm, what, mesh_dims, peers
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        if err is None or not isinstance(err, RuntimeError) or isinstance(err, _core.BackendError):
+            return False
+        c = self.comm
+        if self.peers is not None:
+            peers = sorted(set(self.peers))
+        elif self.mesh_dims is not None:
+            peers = [r for r in c.members.get(tuple(self.mesh_dims), []) if r != c.my_rank]
+        else:
+            peers = [r for r in c.info.torch_ranks if r != c.my_rank]
+        where = f" over mesh dims {list(self.mesh_dims)}" if self.mesh_dims is not None else ""
+        text = " ".join(str(err).split())
+        if len(text) > 400:
+            text = text[:400] + " ..."
+        raise _core.BackendError(f"dtensor.torch: {self.what}{where} failed on rank {c.my_rank} (peer ranks "
+                                 f"{peers}): {type(err).__name__}: {text}") from err
+
+
 class _TorchComm:
     """The collectives and (device) copies of dtensor's executor, on torch tensors.
 
@@ -254,6 +321,7 @@ class _TorchComm:
         self.device = device
         self.my_rank, self.coord = info.my_coord()
         self.groups: dict[tuple, tuple] = {}
+        self.members: dict[tuple, list] = {}  # mesh dims -> the group's torch ranks, in member order
         self.whole = None
         self.buffers: tuple = ()
         self.views: Optional[list] = None
@@ -271,8 +339,9 @@ class _TorchComm:
         pending, self.pending, self.defer = self.pending, [], -1
         if len(pending) == 1:
             return pending[0]
-        for w in pending:
-            w.wait()
+        with _Failing(self, "the wait for an async_op call's collectives", None):
+            for w in pending:
+                w.wait()
         return None
 
     def _issued(self, work) -> None:
@@ -336,6 +405,7 @@ class _TorchComm:
         perm = None if order == list(range(n)) else torch.tensor(order, device=self.device)
         g = (pg, n, perm, members.index(self.my_rank))
         self.groups[key] = g
+        self.members[key] = members
         return g
 
     def prepare(self, groups) -> None:
@@ -364,7 +434,8 @@ class _TorchComm:
         # machine, its all_reduce of 4 int64 0.6 ms (docs/python.md).
         t = torch.zeros(n, dtype=torch.int64, device=self.device)
         t[dist.get_rank(self.whole)] = value
-        dist.all_reduce(t, group=self.whole)
+        with _Failing(self, "the plan-hash exchange (all_reduce)", None):
+            dist.all_reduce(t, group=self.whole)
         return [int(v) for v in t.cpu().tolist()]
 
     # -- collectives
@@ -396,7 +467,8 @@ class _TorchComm:
             return
         if self._overlaps(s, r):
             s = s.clone()
-        self._issued(self._into_members(self._op(dist.all_gather_into_tensor), r, s, n, nb, perm, pg))
+        with _Failing(self, "all_gather", mesh_dims):
+            self._issued(self._into_members(self._op(dist.all_gather_into_tensor), r, s, n, nb, perm, pg))
 
     def reduce_scatter(self, mesh_dims, send, recv, count, dtype, op) -> None:
         pg, n, perm, _ = self._group(mesh_dims)
@@ -407,7 +479,8 @@ class _TorchComm:
             s = s.view(n, count)[perm].reshape(-1)
         elif self._overlaps(s, r):
             s = s.clone()
-        self._issued(dist.reduce_scatter_tensor(r, s, op=_REDUCE_OPS[op], group=pg, async_op=self.defer >= 0))
+        with _Failing(self, "reduce_scatter", mesh_dims):
+            self._issued(dist.reduce_scatter_tensor(r, s, op=_REDUCE_OPS[op], group=pg, async_op=self.defer >= 0))
 
     def all_reduce(self, mesh_dims, send, recv, count, dtype, op) -> None:
         pg, _, _, _ = self._group(mesh_dims)
@@ -416,7 +489,8 @@ class _TorchComm:
         s, r = self._typed(send, count, dtype), self._typed(recv, count, dtype)
         if s.data_ptr() != r.data_ptr():
             r.copy_(s)
-        self._issued(dist.all_reduce(r, op=_REDUCE_OPS[op], group=pg, async_op=self.defer >= 0))
+        with _Failing(self, "all_reduce", mesh_dims):
+            self._issued(dist.all_reduce(r, op=_REDUCE_OPS[op], group=pg, async_op=self.defer >= 0))
 
     def all_to_all(self, mesh_dims, send, recv, count, dtype) -> None:
         pg, n, perm, _ = self._group(mesh_dims)
@@ -428,7 +502,8 @@ class _TorchComm:
             s = s.view(n, nb)[perm].reshape(-1)
         elif self._overlaps(s, r):
             s = s.clone()
-        self._issued(self._into_members(self._op(dist.all_to_all_single), r, s, n, nb, perm, pg))
+        with _Failing(self, "all_to_all", mesh_dims):
+            self._issued(self._into_members(self._op(dist.all_to_all_single), r, s, n, nb, perm, pg))
 
     def send_recv(self, sends, recvs, dtype) -> None:
         size = _core.itemsize(dtype)
@@ -446,12 +521,13 @@ class _TorchComm:
             elif count:
                 ops.append(dist.P2POp(dist.irecv, v, self.info.torch_ranks[peer]))
         if ops:
-            reqs = dist.batch_isend_irecv(ops)
-            if self.defer >= 0:
-                self.pending.extend(reqs)
-            else:
-                for req in reqs:
-                    req.wait()
+            with _Failing(self, "send/recv", None, [op.peer for op in ops]):
+                reqs = dist.batch_isend_irecv(ops)
+                if self.defer >= 0:
+                    self.pending.extend(reqs)
+                else:
+                    for req in reqs:
+                        req.wait()
 
     def _op(self, collective):
         """`collective`, issued with async_op=True while an async call is running."""
@@ -468,8 +544,9 @@ class _TorchComm:
         if k == self.defer:
             return  # the call's last collective: left in flight
         pending, self.pending = self.pending, []
-        for w in pending:
-            w.wait()
+        with _Failing(self, "the wait for an async_op call's collectives", None):
+            for w in pending:
+                w.wait()
 
     # -- device-memory copies (CPU buffers are copied in C++)
     def copy(self, dst, src, nbytes) -> None:
@@ -545,7 +622,10 @@ class _Runner:
         self.device = device
         self.world = _default_group()
         self.workspaces: dict = {}  # stream (GPU) or None (CPU) -> uint8 tensor
-        self.in_flight = None  # an async_op call's last collective (CPU), waited before the next run
+        # (output, work) of an async_op call (CPU) whose last collective is in flight, the work
+        # registered on the output with torch's functional-collective registry: waited (once,
+        # through the registry) before the next run
+        self.in_flight = None
 
     def executor(self, plan: _core.Plan):
         """The executor of `plan` on this runner, made (a collective: the plan hashes are compared)
@@ -584,10 +664,16 @@ class _Runner:
         return ws
 
     def drain(self) -> None:
-        """Waits for the collective an async_op call left in flight (it may read the workspace)."""
-        w, self.in_flight = self.in_flight, None
-        if w is not None:
-            w.wait()
+        """Waits for the collective an async_op call left in flight (it may read the workspace).
+
+        The work is registered on the call's output, which waits for it on first use as well:
+        both go through torch's registry (wait_tensor pops the work), so whichever comes first
+        waits and the other finds nothing. A work waited twice would block: gloo's send/recv
+        works wait for a second completion that never comes."""
+        pending, self.in_flight = self.in_flight, None
+        if pending is not None:
+            with _Failing(self.impl, "the wait for an async_op call's last collective", None):
+                torch.ops._c10d_functional.wait_tensor(pending[0])
 
     def run(self, ex, local: torch.Tensor, out: torch.Tensor, async_op: bool = False, check: Optional[int] = None):
         """Runs `ex`; with async_op on CPU, returns the work of its last collective left in flight
@@ -611,7 +697,10 @@ class _Runner:
                     work = self.impl.end_async()
                 self.impl.buffers = ()
                 self.impl.views = None
-            self.in_flight = work
+            if work is not None:
+                # as torch's funcol does: the tensor waits for its collective on first use
+                torch._C._distributed_c10d._register_work(out, work)
+                self.in_flight = (out, work)
             return work
 
 
@@ -662,9 +751,8 @@ class _Call:
                                self.plan_hash if self.shared and _plan_check == "every_call" else None)
         if work is None:
             return out
-        # as torch's funcol does: the tensor waits for its collective on first use
+        # registered on `out` by the runner: the tensor waits for its collective on first use
         from torch.distributed._functional_collectives import AsyncCollectiveTensor
-        torch._C._distributed_c10d._register_work(out, work)
         return AsyncCollectiveTensor(out)
 
 
@@ -895,7 +983,8 @@ def _redistribute_many(xs: list, placements_list, shard_orders, cost_model) -> l
     rank = runner.comm.rank
     ex = runner.batch_executor(batch)
     locals_, outs, wss = [], [], []
-    for i, (x, p) in enumerate(zip(xs, batch.plans)):
+    plans = batch.plans  # per tensor (one conversion)
+    for i, (x, p) in enumerate(zip(xs, plans)):
         local = x._local_tensor if x._local_tensor.is_contiguous() else x._local_tensor.contiguous()
         locals_.append(local.detach())
         outs.append(torch.empty(p.dst.local_shape(rank), dtype=x.dtype, device=device))
@@ -910,7 +999,7 @@ def _redistribute_many(xs: list, placements_list, shard_orders, cost_model) -> l
         finally:
             runner.impl.buffers = ()
             runner.impl.views = None
-    return [DTensor(o, _spec_of(mesh, p.dst), requires_grad=False) for o, p in zip(outs, batch.plans)]
+    return [DTensor(o, _spec_of(mesh, p.dst), requires_grad=False) for o, p in zip(outs, plans)]
 
 
 class _RedistributeMany(torch.autograd.Function):

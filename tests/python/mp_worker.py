@@ -188,6 +188,20 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0, torch_copies
             if err:
                 result["wrong"].append(f"case {i}: {name}: gradient: {err}")
             result["grad_checked"] += 1
+            # the same gradient through y.to_local(), a plain tensor (torch's to_local backward
+            # rebuilds y's gradient; an explicit target order must survive it): d/dy sum(y * w) = w
+            if not dst.partial_dims():
+                try:
+                    xg = _input(mesh, src, dtype, mesh.get_coordinate(), requires_grad=True)
+                    y = dt.redistribute(xg, dpl, shard_order=dorder)
+                    w = _input(mesh, dst, dtype, mesh.get_coordinate())._local_tensor
+                    g, = torch.autograd.grad((y.to_local() * w).sum(), xg)
+                    err = check(grad_spec(src, dst), dtype, _gather(g._local_tensor, world, ranks))
+                except Exception as e:  # noqa: BLE001
+                    err = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+                if err:
+                    result["wrong"].append(f"case {i}: {name}: gradient through to_local: {err}")
+                result["grad_checked"] += 1
             # torch's own API with dtensor switched in: forward and backward through dtensor (the
             # pairs its public redistribute takes: default target order, Partial only from
             # Shard as Partial(sum))

@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent("""
         assert isinstance(y._local_tensor, AsyncCollectiveTensor), type(y._local_tensor)
         if rank == 0:
             runner = dt._runner(mesh, torch.device("cpu"))
-            assert runner.in_flight is not None and not runner.in_flight.is_completed()
+            assert runner.in_flight is not None and not runner.in_flight[1].is_completed()
         assert torch.equal(y.full_tensor(), g)  # waits on first use
         assert torch.equal(y.to_local() + 0, x.redistribute(mesh, [Replicate(), Replicate()]).to_local())
         # two async calls in a row: the second waits for the first (it reuses the workspace)
