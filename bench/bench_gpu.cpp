@@ -2,9 +2,15 @@
 //  - pack/unpack kernel bandwidth: the executor's unpack of an all_gather on a non-leading dim
 //    (S(1) -> R, 8192x8192 f32, 8 peers) against cudaMemcpy device-to-device of the same bytes;
 //  - host overhead per executed step: execute() on a 6-step plan over NCCL (1-rank mesh);
-//  - CUDA-graph replay versus eager issue of the same plan.
+//  - CUDA-graph replay versus eager issue of the same plan;
+//  - the strided copy at run lengths 2, 4, 8, 16, 64 and 256 bytes (256 MiB moved each), and the
+//    device reduction (sum of 2 inputs, 64 Mi elements) for every dtype that reduces on the
+//    device: scripts/gpu-run.sh prints each as a ratio to the D2D copy of the same bytes.
 #include <benchmark/benchmark.h>
 
+#include <string>
+
+#include "dtensor/memory.hpp"
 #include "dtensor/nccl.hpp"
 #include "gpu/gpu_util.hpp"
 
@@ -62,6 +68,39 @@ void BM_memcpy_d2d(benchmark::State& st) {
   st.SetBytesProcessed(st.iterations() * bytes);
 }
 BENCHMARK(BM_memcpy_d2d)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The strided copy at one run length: runs of `run` bytes gathered from a source whose runs are
+// two apart (every other run), so source and destination differ in layout as an unpack's do.
+void BM_strided_copy(benchmark::State& st) {
+  const auto mem = device_memory(the_stream());
+  const std::int64_t run = st.range(0), bytes = std::int64_t{256} << 20, runs = bytes / run;
+  DeviceBuffer src(static_cast<std::size_t>(2 * bytes)), dst(static_cast<std::size_t>(bytes));
+  const std::vector<std::int64_t> count{runs}, ds{run}, ss{2 * run};
+  time_device(st, [&] { mem->copy_strided(dst.p, src.p, run, count, ds, ss); });
+  st.SetBytesProcessed(st.iterations() * bytes);
+}
+BENCHMARK(BM_strided_copy)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The device reduction out = a + b over 64 Mi elements of one dtype; bytes processed: the output's
+// (the D2D ratio then reads as output bandwidth against copy bandwidth).
+void BM_reduce(benchmark::State& st) {
+  const auto dtype = static_cast<DType>(st.range(0));
+  const auto mem = device_memory(the_stream());
+  if (!mem->supports(Collective::all_reduce, dtype, ReduceOp::sum)) {
+    st.SkipWithError("no device sum for this dtype");
+    return;
+  }
+  const std::int64_t n = std::int64_t{64} << 20, bytes = n * static_cast<std::int64_t>(itemsize(dtype));
+  DeviceBuffer a(static_cast<std::size_t>(bytes)), b(static_cast<std::size_t>(bytes)), out(static_cast<std::size_t>(bytes));
+  const void* const in[] = {a.p, b.p};
+  time_device(st, [&] { mem->reduce(dtype, ReduceOp::sum, out.p, in, n); });
+  st.SetBytesProcessed(st.iterations() * bytes);
+  st.SetLabel(std::string(to_string(dtype)));
+}
+void reduce_args(benchmark::internal::Benchmark* b) {
+  for (const DType d : kAllDTypes) b->Arg(static_cast<std::int64_t>(d));
+}
+BENCHMARK(BM_reduce)->Apply(reduce_args)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 struct NcclFixture {
   Plan plan;

@@ -85,6 +85,15 @@ unpack, copy = get("BM_unpack_kernel", "bytes_per_second"), get("BM_memcpy_d2d",
 if unpack and copy:
     r = unpack / copy
     print(f"pack/unpack vs D2D memcpy\t{'PASS' if r >= 0.85 else 'MISS'}\t{r:.2f}x ({unpack/1e9:.0f} vs {copy/1e9:.0f} GB/s; target >= 0.85x)")
+if copy:
+    for run in (2, 4, 8, 16, 64, 256):
+        v = get(f"BM_strided_copy/{run}", "bytes_per_second")
+        if v:
+            print(f"strided copy, {run}-byte runs vs D2D\tINFO\t{v / copy:.2f}x ({v/1e9:.0f} GB/s)")
+    for x in b.values():
+        if x["run_name"].startswith("BM_reduce/") and x.get("bytes_per_second"):
+            print(f"device sum {x.get('label', x['run_name'])} vs D2D\tINFO\t{x['bytes_per_second'] / copy:.2f}x "
+                  f"({x['bytes_per_second']/1e9:.0f} GB/s of output)")
 us = get("BM_host_overhead_per_step", "us_per_step")
 if us is not None:
     print(f"host time per step (eager)\tINFO\t{us * 1e6:.2f} us")  # the inverted rate is in seconds
