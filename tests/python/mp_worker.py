@@ -130,7 +130,7 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0, torch_copies
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60 if mode == "dtensor" else 10))
     meshes = {}
-    result = {"checked": 0, "grad_checked": 0, "enabled_checked": 0, "wrong": [], "distribute_checked": 0,
+    result = {"checked": 0, "grad_checked": 0, "to_local_checked": 0, "enabled_checked": 0, "wrong": [], "distribute_checked": 0,
               "distribute_wrong": []}
     lines = open(os.path.join(out_dir, f"rank{rank}.jsonl"), "a", buffering=1) if mode == "torch" else None
     for i, (mesh_shape, ranks, src, dst, dtype) in enumerate(cases):
@@ -201,7 +201,7 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0, torch_copies
                     err = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
                 if err:
                     result["wrong"].append(f"case {i}: {name}: gradient through to_local: {err}")
-                result["grad_checked"] += 1
+                result["to_local_checked"] += 1
             # torch's own API with dtensor switched in: forward and backward through dtensor (the
             # pairs its public redistribute takes: default target order, Partial only from
             # Shard as Partial(sum))

@@ -119,6 +119,8 @@ def test_redistribute_matches_expected_shards(world, meshes, seed, torch_copies,
     assert all(r["checked"] == len(cases) for r in results)
     floats = [c for c in cases if c[4] != "i32"]
     assert all(r["grad_checked"] == len(floats) for r in results)
+    # the gradient through y.to_local() (every float pair without a Partial target)
+    assert all(r["to_local_checked"] == sum(1 for c in floats if not c[3].partial_dims()) for r in results)
     assert all(r["enabled_checked"] == sum(1 for c in floats if not c[3].explicit_order and torch_api_takes(c[2], c[3]))
                for r in results)
     assert not wrong, f"{len(wrong)} of {len(cases)} pairs wrong:\n" + "\n".join(wrong[:10])
