@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dtensor/collective.hpp"
 #include "dtensor/layout.hpp"
 
 namespace dtensor {
@@ -15,6 +16,8 @@ enum class StepKind : std::uint8_t {
 [[nodiscard]] std::string_view to_string(StepKind k) noexcept;
 [[nodiscard]] StepKind parse_step_kind(std::string_view text);
 [[nodiscard]] bool is_communication(StepKind k) noexcept;
+// The collective a communication step runs (direct: the grouped send/recv); none for local steps.
+[[nodiscard]] std::optional<Collective> collective_of(StepKind k) noexcept;
 
 enum class EdgeSet : std::uint8_t { all, pytorch };
 [[nodiscard]] std::string_view to_string(EdgeSet e) noexcept;

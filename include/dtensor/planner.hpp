@@ -10,14 +10,18 @@
 
 namespace dtensor {
 
+// The default search limits (PlanOptions).
+inline constexpr std::int64_t kDefaultMaxStates = 2'000'000;
+inline constexpr std::int64_t kDefaultMaxSearchBytes = std::int64_t{1} << 30;
+
 struct PlanOptions {
   // Unset: the cost profile's own (pytorch for the pytorch profile, all otherwise).
   std::optional<EdgeSet> edges;
   std::optional<std::int64_t> max_peak_bytes;  // edges whose transient peak exceeds it are not taken
   bool runner_up = true;                       // also search the best plan with another first step
-  std::int64_t max_states = 2'000'000;         // search effort bound: beyond it, an error (never a wrong plan)
+  std::int64_t max_states = kDefaultMaxStates;  // search effort bound: beyond it, an error (never a wrong plan)
   // Memory bound of one planning call (states, edge and step memo tables): beyond it, an error.
-  std::int64_t max_search_bytes = std::int64_t{1} << 30;
+  std::int64_t max_search_bytes = kDefaultMaxSearchBytes;
   friend bool operator==(const PlanOptions&, const PlanOptions&) = default;
 };
 

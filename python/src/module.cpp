@@ -495,7 +495,7 @@ NB_MODULE(_core, m) {
           return plan_redistribution(src, dst, cost, o);
         },
         "src"_a, "dst"_a, "cost_model"_a = "default", "edges"_a = nb::none(), "max_memory"_a = nb::none(),
-        "runner_up"_a = true, "max_states"_a = 2'000'000,
+        "runner_up"_a = true, "max_states"_a = kDefaultMaxStates,
         "The cheapest plan from src to dst (same mesh, shape, dtype). edges: \"all\" or \"pytorch\" "
         "(default: the cost model's own); max_memory: a bound on any step's transient peak, bytes.");
 
@@ -546,7 +546,7 @@ NB_MODULE(_core, m) {
           return plan_batch(pairs, cost, o);
         },
         "pairs"_a, "cost_model"_a = "default", "edges"_a = nb::none(), "max_memory"_a = nb::none(), "runner_up"_a = true,
-        "max_states"_a = 2'000'000,
+        "max_states"_a = kDefaultMaxStates,
         "Plans a list of (src, dst) layout pairs on one mesh together: each tensor on its own optimal plan, the steps "
         "scheduled into stages, small tensors' collectives coalesced where the cost model says it pays (docs/batch.md).");
   nb::class_<BatchPlanCache>(m, "BatchPlanCache", "A bounded, thread-safe LRU of batch plans keyed by every pair.")

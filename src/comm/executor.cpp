@@ -159,17 +159,6 @@ namespace {
 
 using detail::group_members;
 
-// The collective a communication step runs (none for local steps).
-std::optional<Collective> collective_of(StepKind k) {
-  switch (k) {
-    case StepKind::all_gather: return Collective::all_gather;
-    case StepKind::reduce_scatter: return Collective::reduce_scatter;
-    case StepKind::all_reduce: return Collective::all_reduce;
-    case StepKind::all_to_all: return Collective::all_to_all;
-    case StepKind::direct: return Collective::send_recv;
-    default: return std::nullopt;
-  }
-}
 
 
 }  // namespace

@@ -130,7 +130,7 @@ CoalescedSum coalesced_start(const Plans& P, StepKind kind, const std::vector<in
   }
   a.n = group_size(p0.mesh(), mesh_dims);
   a.t.kind = Traffic::Kind::collective;
-  a.t.collective = collective_of(kind);
+  a.t.collective = collective_of(kind).value();  // communication kinds only
   a.t.group = a.n;
   a.t.inter_host = p0.steps[static_cast<std::size_t>(first.step)].inter_host;
   return a;

@@ -686,7 +686,7 @@ void Bounds::build_abstraction() {
     const std::int64_t n = mesh.size(m);
     const double nn = static_cast<double>(n);
     Traffic t;
-    t.collective = collective_of(kind);
+    t.collective = collective_of(kind).value();  // communication kinds only
     t.group = n;
     t.inter_host = cost.is_inter_host(mesh.shape(), m);
     t.shard_bytes = numel * s / shards;
@@ -968,7 +968,7 @@ double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sh
     for (std::size_t i = first_slot(at, from_max); floor_memo_[i].at != 0; i = (i + 1) & mask)
       if (floor_memo_[i].at == at && floor_memo_[i].from_max == from_max) return floor_memo_[i].us;
   }
-  t.collective = collective_of(kind);
+  t.collective = collective_of(kind).value();  // communication kinds only
   // PyTorch's count, exactly as make_step takes it: the formula's collective time depends on
   // nothing else, so there the floor is the step's cost
   t.shard_bytes = shard_bytes(numel, s, mesh.shape(), from);

@@ -243,7 +243,7 @@ Step make_step(const GraphContext& ctx, StepKind kind, std::span<const int> grou
       const std::int64_t real = kind == StepKind::all_gather ? b.to_min : b.from_min;
       st.padding_bytes = n > 1 ? (n * b.chunk - real) * s : 0;
       st.peers = n - 1;
-      t.collective = collective_of(kind);
+      t.collective = collective_of(kind).value();  // communication kinds only
       t.bytes = static_cast<double>(n * b.chunk * s);  // nccl-tests counts the whole buffer (n chunks)
       if (kind == StepKind::all_gather)
         st.copy_bytes = b.zero_copy ? 0 : (b.to_max + (b.pad_send ? b.chunk : 0)) * s;

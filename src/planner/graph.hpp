@@ -56,16 +56,6 @@ struct DimList {
   return numel * static_cast<double>(itemsize) / num_shards;
 }
 
-// The collective a communication step runs (direct: grouped send/recv).
-[[nodiscard]] inline Collective collective_of(StepKind k) noexcept {
-  switch (k) {
-    case StepKind::all_gather: return Collective::all_gather;
-    case StepKind::reduce_scatter: return Collective::reduce_scatter;
-    case StepKind::all_to_all: return Collective::all_to_all;
-    case StepKind::all_reduce: return Collective::all_reduce;
-    default: return Collective::send_recv;
-  }
-}
 
 struct SizeStats {
   std::int64_t max = 0;
@@ -637,8 +627,6 @@ struct StateTable {
   std::unordered_map<std::uint64_t, std::uint16_t> mesh_perm_ids;
   std::unordered_map<RelabelingKey, std::uint16_t, RelabelingHash> perm_ids;
   std::int64_t search_bytes = 0;  // approximate bytes held by the table and the searches' queues
-  static constexpr std::int64_t kDefaultMaxStates = 2'000'000;
-  static constexpr std::int64_t kDefaultMaxSearchBytes = std::int64_t{1} << 30;
   std::int64_t max_states = kDefaultMaxStates;
   std::int64_t max_search_bytes = kDefaultMaxSearchBytes;
   // Empty with the default limits, keeping the lists' memory (GraphContext reuses a small

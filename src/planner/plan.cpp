@@ -148,6 +148,17 @@ StepKind parse_step_kind(std::string_view text) {
   throw InputError(fmt::format("unknown step kind '{}'", text));
 }
 
+std::optional<Collective> collective_of(StepKind k) noexcept {
+  switch (k) {
+    case StepKind::all_gather: return Collective::all_gather;
+    case StepKind::reduce_scatter: return Collective::reduce_scatter;
+    case StepKind::all_reduce: return Collective::all_reduce;
+    case StepKind::all_to_all: return Collective::all_to_all;
+    case StepKind::direct: return Collective::send_recv;
+    default: return std::nullopt;
+  }
+}
+
 bool is_communication(StepKind k) noexcept {
   return k != StepKind::local_chunk && k != StepKind::local_fill && k != StepKind::relabel;
 }
