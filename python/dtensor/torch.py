@@ -413,6 +413,8 @@ class _TorchComm:
             self._group(dims)
 
     def supports(self, kind: str, dtype: str, op: str) -> bool:
+        # dtensor's rule (collective.hpp: `reducible`, no average of booleans) narrowed to what
+        # torch's process groups reduce: no fp8, no average of any integer dtype
         if kind in ("reduce_scatter", "all_reduce"):
             if dtype.startswith("f8"):
                 return False

@@ -133,9 +133,7 @@ MpiCommunicator::~MpiCommunicator() {
   if (world_ != MPI_COMM_NULL) V().comm_free(&world_);
 }
 
-bool MpiCommunicator::supports(Collective c, DType dtype, ReduceOp op) const {
-  return !(reduces(c) && dtype == DType::boolean && op == ReduceOp::avg);
-}
+bool MpiCommunicator::supports(Collective c, DType dtype, ReduceOp op) const { return reducible(c, dtype, op); }
 
 int MpiCommunicator::local_rank() const {
   MPI_Comm node;

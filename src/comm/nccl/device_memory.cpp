@@ -46,9 +46,7 @@ void DeviceMemory::download(void* dst, const void* src, std::size_t bytes) {
   check(V().copy_d2h(dst, src, bytes), "download");
 }
 void DeviceMemory::wait() { check(V().stream_synchronize(stream_), "stream synchronize"); }
-bool DeviceMemory::supports(Collective c, DType dtype, ReduceOp op) const {
-  return !(reduces(c) && dtype == DType::boolean && op == ReduceOp::avg);
-}
+bool DeviceMemory::supports(Collective c, DType dtype, ReduceOp op) const { return reducible(c, dtype, op); }
 void DeviceMemory::copy(void* dst, const void* src, std::int64_t bytes) {
   if (bytes <= 0 || dst == src) return;
   check(V().copy_d2d_async(dst, src, static_cast<std::size_t>(bytes), stream_), "device copy");

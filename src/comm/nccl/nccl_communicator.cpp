@@ -433,8 +433,8 @@ void NcclCommunicator::prepare(std::span<const Group> groups) {
 }
 
 bool NcclCommunicator::supports(Collective c, DType dtype, ReduceOp op) const {
+  if (!reducible(c, dtype, op)) return false;
   if (!reduces(c)) return true;
-  if (dtype == DType::boolean && op == ReduceOp::avg) return false;
   if (dtype == DType::f8e4m3 || dtype == DType::f8e5m2)  // fp8 reductions: NCCL >= 2.24 on sm_90+
     return nccl_version() >= 22400 && state_->cc_major >= 9;
   return true;
