@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/batch.hpp"
+#include "dtensor/batch_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/mpi.hpp"
 #include "dtensor/sim.hpp"

@@ -23,7 +23,7 @@
 
 #include <fmt/format.h>
 
-#include "dtensor/cross_mesh.hpp"
+#include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/plan_cache.hpp"
 #include "dtensor/simulated.hpp"
 #include "dtensor/sim.hpp"

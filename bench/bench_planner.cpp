@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dtensor/batch.hpp"
+#include "dtensor/batch_executor.hpp"
 #include "dtensor/plan_cache.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/tune.hpp"

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "dtensor/error.hpp"
-#include "dtensor/batch.hpp"
+#include "dtensor/batch_executor.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/sim.hpp"

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "dtensor/batch.hpp"
+#include "dtensor/batch_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/sim.hpp"
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "dtensor/cross_mesh.hpp"
+#include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/sim.hpp"
 

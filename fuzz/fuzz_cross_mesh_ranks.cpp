@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "dtensor/cross_mesh.hpp"
+#include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/sim.hpp"
 

@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "dtensor/batch.hpp"
+#include "dtensor/batch_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/explore.hpp"
 #include "dtensor/sim.hpp"

@@ -8,7 +8,7 @@
 #include <map>
 #include <numeric>
 
-#include "dtensor/cross_mesh.hpp"
+#include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/plan_cache.hpp"
 #include "dtensor/sim.hpp"

@@ -14,8 +14,8 @@
 
 #include "comm/nccl/device_args.hpp"
 #include "comm/nccl/vendor_cpu.hpp"
-#include "dtensor/batch.hpp"
-#include "dtensor/cross_mesh.hpp"
+#include "dtensor/batch_executor.hpp"
+#include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/nccl.hpp"

@@ -1,6 +1,6 @@
 #include "common.hpp"
 
-#include "dtensor/batch.hpp"
+#include "dtensor/batch_executor.hpp"
 
 #include <algorithm>
 #include <charconv>

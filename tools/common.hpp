@@ -6,7 +6,7 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/layout.hpp"
-#include "dtensor/cross_mesh.hpp"
+#include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/planner.hpp"
 
 namespace dtensor::cli {

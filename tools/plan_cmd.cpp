@@ -1,8 +1,8 @@
 #include <iostream>
 
 #include "common.hpp"
-#include "dtensor/batch.hpp"
-#include "dtensor/cross_mesh.hpp"
+#include "dtensor/batch_executor.hpp"
+#include "dtensor/cross_mesh_executor.hpp"
 
 namespace dtensor::cli {
 namespace {

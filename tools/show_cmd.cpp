@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "common.hpp"
-#include "dtensor/cross_mesh.hpp"
+#include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/viz.hpp"
 

@@ -21,10 +21,10 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include "dtensor/batch.hpp"
+#include "dtensor/batch_executor.hpp"
 #include "dtensor/comm.hpp"
 #include "dtensor/cost_model.hpp"
-#include "dtensor/cross_mesh.hpp"
+#include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/layout.hpp"

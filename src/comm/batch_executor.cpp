@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "dtensor/batch.hpp"
+#include "dtensor/batch_executor.hpp"
 #include "dtensor/error.hpp"
 #include "executor_impl.hpp"
 #include "placement/workspace.hpp"

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "dtensor/cross_mesh.hpp"
+#include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/error.hpp"
 #include "executor_impl.hpp"
 
