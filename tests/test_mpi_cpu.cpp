@@ -1,5 +1,5 @@
 // The MPI backend's logic (src/comm/mpi/mpi_communicator.cpp, the very code of dtensor::mpi) on
-// the one-process MPI stand-in (src/comm/mpi/vendor_cpu.hpp): a plan runs and verifies, every
+// the one-process MPI stand-in (tests/fakes/mpi_vendor_cpu.hpp): a plan runs and verifies, every
 // collective moves the rank's data, MPI error codes become BackendErrors naming the call and
 // MPI's text, a request that never completes ends in MPI_Abort after a message naming the
 // collective, and bad requests are refused before MPI is called. Multi-process behaviour is
@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <unistd.h>
 
-#include "comm/mpi/vendor_cpu.hpp"
+#include "fakes/mpi_vendor_cpu.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/mpi.hpp"

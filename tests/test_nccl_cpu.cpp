@@ -1,5 +1,5 @@
 // The NCCL backend's host logic (src/comm/nccl/nccl_communicator.cpp, the very code of
-// dtensor::nccl) on the CPU stand-in for NCCL 2.28's non-blocking mode (vendor_cpu.hpp): world
+// dtensor::nccl) on the CPU stand-in for NCCL 2.28's non-blocking mode (tests/fakes/nccl_vendor_cpu.hpp): world
 // creation, splits whose handles appear only when the parent is polled, calls that return
 // ncclInProgress, member order of flattened and permuted groups, grouped send/recv, the plan-hash
 // exchange, the watchdog and abort. Ranks are threads; every output is checked against the oracle.
@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "comm/nccl/device_args.hpp"
-#include "comm/nccl/vendor_cpu.hpp"
+#include "fakes/nccl_vendor_cpu.hpp"
 #include "dtensor/batch_executor.hpp"
 #include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/error.hpp"

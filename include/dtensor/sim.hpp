@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/batch.hpp"
-#include "dtensor/cross_mesh.hpp"
+#include "dtensor/batch_executor.hpp"
+#include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/layout.hpp"
 #include "dtensor/simulated.hpp"

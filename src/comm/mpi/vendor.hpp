@@ -3,8 +3,8 @@
 // (mpi_communicator.cpp) makes goes through this table, with MPI's own types and return codes.
 // Two implementations, one linked into each build of that logic:
 //   vendor_mpi.cpp  the real one (the MPI library): library dtensor::mpi;
-//   vendor_cpu.cpp  a one-process stand-in for tests (tests/test_mpi_cpu.cpp): a world of one
-//                   rank whose calls complete at once, with faults to inject (an error code from
+//   tests/fakes/mpi_vendor_cpu.cpp  a one-process stand-in for tests (tests/test_mpi_cpu.cpp; a
+//                   test double, so outside src/): a world of one rank whose calls complete at once, with faults to inject (an error code from
 //                   a chosen call, requests that never complete, MPI not initialised).
 #include <mpi.h>
 

@@ -4,8 +4,9 @@
 // Nothing here needs a CUDA or NCCL header, so the host logic compiles without them. Two
 // implementations exist, one linked into each build of the host logic:
 //   vendor_cuda.cpp  the real one (CUDA runtime, NCCL, kernels.cu): library dtensor::nccl;
-//   vendor_cpu.cpp   a CPU stand-in that behaves as NCCL 2.28 does in non-blocking mode and moves
-//                    data on host memory between ranks in threads: the CI test's library.
+//   tests/fakes/nccl_vendor_cpu.cpp  a CPU stand-in (a test double, so outside src/) that behaves
+//                    as NCCL 2.28 does in non-blocking mode and moves data on host memory
+//                    between ranks in threads: the CI test's library.
 // Result, data type and op values are NCCL's own (ncclResult_t, ncclDataType_t, ncclRedOp_t);
 // CUDA error codes are cudaError_t values.
 #include <cstddef>

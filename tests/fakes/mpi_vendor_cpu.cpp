@@ -3,7 +3,7 @@
 // sends meet the posted receives to self in order), and faults to inject (vendor_cpu.hpp). It
 // lets the backend's logic (errors, timeouts, counts, group splits) run in a test binary without
 // mpirun; the multi-process semantics are tested on the real MPI under mpirun.
-#include "vendor_cpu.hpp"
+#include "mpi_vendor_cpu.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "vendor.hpp"
+#include "comm/mpi/vendor.hpp"
 
 namespace dtensor::mpi_vendor {
 namespace stand_in {

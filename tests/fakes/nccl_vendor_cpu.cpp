@@ -1,6 +1,6 @@
 // A CPU stand-in for NCCL 2.28 (non-blocking mode) and the few CUDA runtime calls and kernels the
 // NCCL backend makes, on host memory, ranks in threads (what it reproduces: vendor_cpu.hpp).
-#include "vendor_cpu.hpp"
+#include "nccl_vendor_cpu.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -21,7 +21,7 @@
 #include "dtensor/dtype.hpp"
 #include "dtensor/memory.hpp"
 #include "dtensor/scalar.hpp"
-#include "vendor.hpp"
+#include "comm/nccl/vendor.hpp"
 
 namespace dtensor::nccl_vendor {
 namespace {
