@@ -86,10 +86,11 @@ struct CrossMeshSimulationResult {
 // thread stack per world rank it uses (ranks on neither mesh are not simulated; ids do not count).
 [[nodiscard]] std::int64_t simulation_bytes(const CrossMeshPlan& plan);
 
-// About the host memory simulate(plan) holds at once: every rank's input, output and workspace,
-// the outputs again as doubles for the report, the verification's coverage counts, and one
-// thread stack (simulation_thread_bytes) per rank.
-[[nodiscard]] std::int64_t simulation_bytes(const Plan& plan);
+// About the host memory simulate(plan, threads) holds at once: every rank's input, output and
+// workspace, the outputs again as doubles for the report, the verification's coverage counts, and
+// with `threads` one thread stack (simulation_thread_bytes) per rank (without, every rank runs
+// on the calling thread).
+[[nodiscard]] std::int64_t simulation_bytes(const Plan& plan, bool threads = false);
 // The stack a simulation's thread reserves (this process's default thread stack size).
 [[nodiscard]] std::int64_t simulation_thread_bytes();
 // The default bound on it (the CLI's --sim-memory-limit, Python's memory_limit): half of this

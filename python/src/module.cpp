@@ -672,7 +672,7 @@ NB_MODULE(_core, m) {
           if (memory_limit && *memory_limit < 0)
             throw InputError(fmt::format("memory_limit: must be >= 0 bytes, got {}", *memory_limit));
           const std::int64_t limit = memory_limit.value_or(default_simulation_limit());
-          if (const auto need = simulation_bytes(plan); need > limit)
+          if (const auto need = simulation_bytes(plan, threads); need > limit)
             throw InputError(fmt::format("simulating {} on mesh {} needs about {} bytes of host memory, above memory_limit {}",
                                          plan.trace(), plan.mesh().str(), need, limit));
           nb::gil_scoped_release release;

@@ -50,8 +50,9 @@ std::int64_t simulation_thread_bytes() {
   return size > 0 ? static_cast<std::int64_t>(size) : (std::int64_t{8} << 20);
 }
 
-std::int64_t simulation_bytes(const Plan& plan) {
-  return saturating_add(data_bytes(plan), static_cast<long double>(plan.mesh().num_ranks()) * simulation_thread_bytes());
+std::int64_t simulation_bytes(const Plan& plan, bool threads) {
+  const long double stacks = threads ? static_cast<long double>(plan.mesh().num_ranks()) * simulation_thread_bytes() : 0;
+  return saturating_add(data_bytes(plan), stacks);
 }
 
 std::int64_t default_simulation_limit() {
