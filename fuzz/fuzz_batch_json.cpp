@@ -11,8 +11,8 @@
 
 namespace {
 bool small(const dtensor::BatchPlan& b) {
-  if (b.plans.size() > 8 || b.plans.front().mesh().num_ranks() > 8 || b.staging_bytes() > (1 << 20)) return false;
-  for (const auto& p : b.plans)
+  if (b.size() > 8 || b.plan(0).mesh().num_ranks() > 8 || b.staging_bytes() > (1 << 20)) return false;
+  for (const auto& p : b.distinct_plans)
     if (p.src.numel() > 4096 || p.peak_bytes > (1 << 20)) return false;
   return true;
 }

@@ -119,8 +119,11 @@ def test_redistribute_matches_expected_shards(world, meshes, seed, torch_copies,
     assert all(r["checked"] == len(cases) for r in results)
     floats = [c for c in cases if c[4] != "i32"]
     assert all(r["grad_checked"] == len(floats) for r in results)
-    # the gradient through y.to_local() (every float pair without a Partial target)
-    assert all(r["to_local_checked"] == sum(1 for c in floats if not c[3].partial_dims()) for r in results)
+    # the gradient through y.to_local() (float pairs without a Partial target: every one with an
+    # explicit target order, every 4th of the others)
+    to_local = sum(1 for i, c in enumerate(cases)
+                   if c[4] != "i32" and not c[3].partial_dims() and (c[3].explicit_order or i % 4 == 0))
+    assert all(r["to_local_checked"] == to_local for r in results)
     assert all(r["enabled_checked"] == sum(1 for c in floats if not c[3].explicit_order and torch_api_takes(c[2], c[3]))
                for r in results)
     assert not wrong, f"{len(wrong)} of {len(cases)} pairs wrong:\n" + "\n".join(wrong[:10])
