@@ -21,7 +21,7 @@
 #include "dtensor/error.hpp"
 #include "dtensor/explore.hpp"
 #include "dtensor/sim.hpp"
-#include "planner/graph.hpp"
+#include "planner/planner_internal.hpp"
 #include "test_util.hpp"
 
 using namespace dtensor;

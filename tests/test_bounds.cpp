@@ -12,7 +12,7 @@
 
 #include "dtensor/planner.hpp"
 #include "graph_oracle.hpp"
-#include "planner/graph.hpp"
+#include "planner/edges.hpp"
 
 using namespace dtensor;
 

@@ -13,7 +13,7 @@
 #include "dtensor/explore.hpp"
 #include "dtensor/planner.hpp"
 #include "graph_oracle.hpp"
-#include "planner/graph.hpp"
+#include "planner/edges.hpp"
 #include "test_util.hpp"
 
 using namespace dtensor;

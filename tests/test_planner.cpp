@@ -223,7 +223,7 @@ TEST_CASE("triangle inequality of planner costs (property)", "[planner]") {
   CHECK(checked == 300);
 }
 
-#include "planner/graph.hpp"
+#include "planner/geometry.hpp"
 
 namespace {
 // brute force: every receiver j takes from the holder i of each source box that shares j's

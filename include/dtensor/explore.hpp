@@ -30,9 +30,8 @@ class RedistributionGraph {
   [[nodiscard]] const Sharding& target() const;
 
  private:
-  friend Plan plan_redistribution(const Layout&, const Layout&, const CostModel&, const PlanOptions&);
   std::unique_ptr<const CostModel> cost_;  // the graph's own copy (the context refers to it)
-  GraphContext* ctx_;
+  std::unique_ptr<GraphContext> ctx_;  // (complete in explore.cpp, where the destructor is)
 };
 
 // The part of the graph within `max_cost_us` of the source: states cheapest-first (at most

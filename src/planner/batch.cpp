@@ -14,7 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "dtensor/error.hpp"
-#include "graph.hpp"
+#include "geometry.hpp"
+#include "placement/workspace.hpp"
+#include "planner_internal.hpp"
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
 #include "placement/odometer.hpp"

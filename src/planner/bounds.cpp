@@ -8,7 +8,7 @@
 #include <limits>
 #include <queue>
 
-#include "graph.hpp"
+#include "bounds.hpp"
 #include "placement/odometer.hpp"
 
 namespace dtensor {
@@ -417,32 +417,24 @@ std::int64_t Bounds::block_count(int d, Entries e, std::size_t k, bool reference
 
 std::uint32_t Bounds::held_record(int d, Entries e) const {
   const std::uint64_t key = entries_key(d, e);
-  std::size_t mask = held_slots_.size() - 1;
-  if (!held_slots_.empty())
-    for (std::size_t i = key >> 40 & mask;; i = (i + 1) & mask) {
-      const std::uint32_t at = held_slots_[i];
-      if (at == 0) break;
-      if (held_[at - 1].same(d, e)) return at - 1;
-    }
-  // record r into the first free slot from its key's
-  auto place = [&](std::uint64_t record_key, std::uint32_t r) {
-    std::size_t i = record_key >> 40 & mask;
-    while (held_slots_[i] != 0) i = (i + 1) & mask;
-    held_slots_[i] = r + 1;
-  };
-  if (2 * (held_.size() + 1) > held_slots_.size()) {  // grow (and place every record again)
-    held_slots_.assign(std::max<std::size_t>(16, 2 * held_slots_.size()), 0);
-    held_.reserve(held_slots_.size() / 2);  // (the records and their counts grow with the table)
-    held_values_.reserve(held_slots_.size() / 2 * coords_.size());
-    mask = held_slots_.size() - 1;
-    for (std::uint32_t r = 0; r < held_.size(); ++r) place(entries_key(held_[r].d, Entries(held_[r].v.data(), held_[r].n)), r);
+  std::size_t free_at = 0;
+  if (const HeldSlot* hit = held_slots_.find(key >> 40, [&](HeldSlot x) { return held_[x.r1 - 1].same(d, e); }, free_at))
+    return hit->r1 - 1;
+  if (2 * (held_.size() + 1) > held_slots_.slot_count()) {
+    // (the records and their counts grow with the table)
+    const std::size_t slots = std::max<std::size_t>(16, 2 * held_slots_.slot_count());
+    held_.reserve(slots / 2);
+    held_values_.reserve(slots / 2 * coords_.size());
   }
   HeldRecord x;
   std::copy(e.begin(), e.end(), x.v.begin());
   x.n = static_cast<std::uint8_t>(e.size());
   x.d = static_cast<std::int8_t>(d);
   held_.push_back(x);
-  place(key, static_cast<std::uint32_t>(held_.size() - 1));
+  held_slots_.insert_at(free_at, key >> 40, HeldSlot{static_cast<std::uint32_t>(held_.size())}, [this](HeldSlot h) {
+    const HeldRecord& y = held_[h.r1 - 1];
+    return entries_key(y.d, Entries(y.v.data(), y.n)) >> 40;
+  });
   return static_cast<std::uint32_t>(held_.size() - 1);
 }
 
@@ -958,16 +950,9 @@ double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sh
   const std::uint64_t at =
       memo ? (static_cast<std::uint64_t>(n) << 9 | static_cast<std::uint64_t>(t.inter_host) << 8 | static_cast<std::uint64_t>(kind)) + 1
            : 0;
-  // a key's first slot in the table (linear probing from there)
-  auto first_slot = [this](std::uint64_t key_at, std::int64_t key_max) {
-    const std::uint64_t h = (key_at * 0x9e3779b97f4a7c15ULL) ^ (static_cast<std::uint64_t>(key_max) * 0xff51afd7ed558ccdULL);
-    return static_cast<std::size_t>(h >> 40) & (floor_memo_.size() - 1);
-  };
-  if (memo && !floor_memo_.empty()) {
-    const std::size_t mask = floor_memo_.size() - 1;
-    for (std::size_t i = first_slot(at, from_max); floor_memo_[i].at != 0; i = (i + 1) & mask)
-      if (floor_memo_[i].at == at && floor_memo_[i].from_max == from_max) return floor_memo_[i].us;
-  }
+  if (memo)
+    if (const FloorSlot* hit = floor_memo_.find(floor_hash(at, from_max), [&](const FloorSlot& x) { return x.at == at && x.from_max == from_max; }))
+      return hit->us;
   t.collective = collective_of(kind).value();  // communication kinds only
   // PyTorch's count, exactly as make_step takes it: the formula's collective time depends on
   // nothing else, so there the floor is the step's cost
@@ -981,22 +966,8 @@ double Bounds::edge_floor_us(StepKind kind, std::span<const int> group, const Sh
   // Priced by the query's own model: the step's collective, group and link are these, and its
   // time is monotone in bytes (a fitted curve too: CollectiveCurve::time_us)
   const double us = cost.time(t).total_us();
-  if (memo) {
-    auto place = [&](const FloorSlot& x) {  // into the first free slot from the key's
-      const std::size_t mask = floor_memo_.size() - 1;
-      std::size_t i = first_slot(x.at, x.from_max);
-      while (floor_memo_[i].at != 0) i = (i + 1) & mask;
-      floor_memo_[i] = x;
-    };
-    if (2 * (floor_memo_used_ + 1) > floor_memo_.size()) {  // grow, placing every entry again
-      std::vector<FloorSlot> old(std::max<std::size_t>(16, 2 * floor_memo_.size()));
-      old.swap(floor_memo_);
-      for (const auto& x : old)
-        if (x.at != 0) place(x);
-    }
-    place({at, from_max, us});
-    ++floor_memo_used_;
-  }
+  if (memo)
+    floor_memo_.insert(floor_hash(at, from_max), {at, from_max, us}, [](const FloorSlot& x) { return floor_hash(x.at, x.from_max); });
   return us;
 }
 

@@ -15,7 +15,7 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/plan_cache.hpp"
-#include "planner/graph.hpp"
+#include "planner/bounds.hpp"
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
 #include "placement/odometer.hpp"

@@ -7,7 +7,8 @@
 #include <fmt/compile.h>
 
 #include "dtensor/error.hpp"
-#include "graph.hpp"
+#include "edges.hpp"
+#include "lower.hpp"
 
 namespace dtensor {
 namespace {
@@ -34,103 +35,6 @@ bool ops_mixable(const Sharding& s) {
 
 }  // namespace
 
-std::vector<std::pair<std::int64_t, bool>> shard_kinds_of(const Sharding& src, const Sharding& dst) {
-  // plain shards, and the strided split factors the source or the target use
-  std::vector<std::pair<std::int64_t, bool>> shard_kinds{{1, false}};
-  for (const Sharding* x : {&src, &dst}) {
-    for (int t = 0; t < x->tensor_ndim(); ++t) {
-      for (const auto& en : x->entries(t))
-        if (en.strided && std::find(shard_kinds.begin(), shard_kinds.end(), std::pair{en.split_factor, true}) == shard_kinds.end())
-          shard_kinds.push_back({en.split_factor, true});
-    }
-  }
-  std::sort(shard_kinds.begin() + 1, shard_kinds.end());
-  return shard_kinds;
-}
-
-Query::Query(const Layout& s, const Layout& d, const CostModel& c, EdgeSet e)
-    : mesh(s.mesh()), shape(s.shape()), dtype(s.dtype()), cost(c), edges(e), src(s.sharding()),
-      dst(d.sharding()), geo(s.mesh().shape(), s.shape(), static_cast<std::int64_t>(itemsize(s.dtype()))) {
-  if (s.mesh() != d.mesh())
-    throw InputError(fmt::format("source mesh {} and target mesh {} differ: a redistribution stays on one mesh",
-                            s.mesh().str(), d.mesh().str()));
-  if (s.shape() != d.shape())
-    throw InputError(fmt::format("source shape {} and target shape {} differ", shape_str(s.shape()), shape_str(d.shape())));
-  if (s.dtype() != d.dtype())
-    throw InputError(fmt::format("source dtype {} and target dtype {} differ: redistribution does not convert",
-                            to_string(s.dtype()), to_string(d.dtype())));
-  if (mesh.ndim() > 31) throw InputError(fmt::format("mesh {} has more than 31 dims", mesh.str()));
-  s.check_runs();  // the planner's geometry works on index lists
-  d.check_runs();
-  // A tensor dim plays a role when the source or target shards it, or when it has two or more
-  // elements: sharding an otherwise untouched dim can make a cheaper path (reduce_scatter onto
-  // it, then all_to_all; e.g. PP -> S(0)[0]S(0)[1]). Size 0/1 dims never help, except under the
-  // PyTorch formula, whose byte count divides by every sharded mesh dim whatever the dim's size.
-  const bool pytorch_bytes = c.prices_by_shard_count();
-  for (int t = 0; t < static_cast<int>(shape.size()); ++t)
-    if (pytorch_bytes || shape[static_cast<std::size_t>(t)] >= 2 || !src.entries(t).empty() || !dst.entries(t).empty())
-      play_dims.push_back(t);
-  shard_kinds = shard_kinds_of(src, dst);
-
-  for (auto x : shape) numel *= static_cast<double>(x);
-}
-
-void StateTable::reset() {
-  states.clear();
-  keys.clear();
-  state_ids.clear();
-  bound.clear();
-  edge_list.clear();
-  edges_done.clear();
-  direct_at.clear();
-  direct_floor.clear();
-  direct_steps.clear();
-  direct_dims.clear();
-  perms.clear();
-  mesh_perm_ids.clear();
-  perm_ids.clear();
-  search_bytes = 0;
-  max_states = kDefaultMaxStates;
-  max_search_bytes = kDefaultMaxSearchBytes;
-}
-
-namespace {
-// One table per thread kept from the last small query (its lists' memory: a query's contexts
-// otherwise allocate them afresh), taken by the next context made on the thread.
-struct SparePool {
-  StateTable table;
-  bool full = false;
-};
-thread_local SparePool spare_table;
-constexpr std::size_t kSpareStates = 256;  // larger tables are freed, not kept
-}  // namespace
-
-GraphContext::GraphContext(const Layout& s, const Layout& d, const CostModel& c, EdgeSet e)
-    : Query(s, d, c, e), bounds(static_cast<const Query&>(*this)) {
-  // (the shard kinds are the plain one and the source's and target's strided ones, at most 17:
-  // every kind has its 6-bit index in a StateKey)
-  dst_key_ = key_of(dst);
-  if (spare_table.full) {
-    table = std::move(spare_table.table);
-    spare_table.full = false;
-    return;
-  }
-  table.states.reserve(64);
-  table.keys.reserve(64);
-  table.bound.reserve(64);
-  table.edge_list.reserve(64);
-  table.edges_done.reserve(64);
-  table.direct_at.reserve(64);
-  table.direct_floor.reserve(64);
-  table.state_ids.reserve(64);
-}
-
-GraphContext::~GraphContext() {
-  if (spare_table.full || table.states.capacity() > kSpareStates || table.state_ids.slot_count() > 4 * kSpareStates) return;
-  table.reset();
-  spare_table.table = std::move(table);
-  spare_table.full = true;
-}
 
 namespace {
 

@@ -1,12 +1,39 @@
-// The explored part of the redistribution graph (for pictures): Dijkstra from the source over
-// every edge, bounded by a cost and a number of states; ties broken by the state's text, so the
-// result is deterministic.
+// The redistribution graph for tools and tests (explore.hpp): its edges out of any state, and the
+// explored part of it (for pictures): Dijkstra from the source over every edge, bounded by a cost
+// and a number of states; ties broken by the state's text, so the result is deterministic.
 #include <map>
+#include <memory>
 #include <queue>
 
 #include "dtensor/explore.hpp"
+#include "edges.hpp"
 
 namespace dtensor {
+
+RedistributionGraph::RedistributionGraph(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges)
+    : cost_(std::make_unique<const CostModel>(cost)), ctx_(std::make_unique<GraphContext>(src, dst, *cost_, edges)) {}
+RedistributionGraph::~RedistributionGraph() = default;
+std::vector<GraphEdge> RedistributionGraph::edges(const Sharding& from, bool records) const {
+  std::vector<Edge> raw;
+  enumerate_edges(*ctx_, from, raw, records);
+  std::vector<GraphEdge> out;
+  for (auto& e : raw) {
+    if (!records) {  // the light records still name their dims
+      if (e.kind == StepKind::direct) {
+        e.step = make_step(*ctx_, e.kind, {}, from, e.to, true);
+      } else {
+        e.step.mesh_dims = e.group.vec();
+        for (int d = 0; d < from.tensor_ndim(); ++d)
+          if (from.entries(d) != e.to.entries(d)) e.step.tensor_dims.push_back(d);
+      }
+    }
+    out.push_back({std::move(e.to), std::move(e.step)});
+  }
+  return out;
+}
+const Sharding& RedistributionGraph::source() const { return ctx_->src; }
+const Sharding& RedistributionGraph::target() const { return ctx_->dst; }
+
 
 ExploredGraph explore(const Layout& src, const Layout& dst, const CostModel& cost, EdgeSet edges, double max_cost_us,
                       std::size_t max_states) {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "graph.hpp"
+#include "geometry.hpp"
 #include "placement/odometer.hpp"
 
 namespace dtensor {
@@ -102,7 +102,8 @@ SizeStats Geometry::dim_stats(int d, Entries entries) const {
     }
   }
   if (fast) {
-    if (const SizeStats* hit = dim_fast_memo_.find(fast)) return *hit;
+    if (const DimSlot* hit = dim_fast_memo_.find(dim_slot_hash(fast), [fast](const DimSlot& x) { return x.key == fast; }))
+      return hit->stats;
   }
   std::string key;
   if (!fast) {
@@ -140,7 +141,7 @@ SizeStats Geometry::dim_stats(int d, Entries entries) const {
     sizes.swap(next);
   }
   const SizeStats s{sizes.back(), sizes.front()};
-  if (fast) dim_fast_memo_.insert(fast, s);
+  if (fast) dim_fast_memo_.insert(dim_slot_hash(fast), {fast, s}, [](const DimSlot& x) { return dim_slot_hash(x.key); });
   else dim_memo_.emplace(std::move(key), s);
   return s;
 }

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "dtensor/error.hpp"
-#include "graph.hpp"
+#include "lower.hpp"
 
 namespace dtensor {
 namespace {

@@ -5,8 +5,8 @@
 
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
-#include "graph.hpp"
 #include "dtensor/error.hpp"
+#include "dtensor/planner.hpp"
 
 namespace dtensor {
 namespace {

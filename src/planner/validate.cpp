@@ -7,7 +7,8 @@
 #include <algorithm>
 
 #include "dtensor/error.hpp"
-#include "graph.hpp"
+#include "edges.hpp"
+#include "lower.hpp"
 
 namespace dtensor {
 namespace {
