@@ -79,6 +79,14 @@ struct CrossMeshPlan {
 // index in this list). Ranks of the world on neither mesh take no part in the plan.
 [[nodiscard]] std::vector<std::int64_t> used_world_ranks(std::span<const std::int64_t> src_ranks,
                                                          std::span<const std::int64_t> dst_ranks);
+// The same ranks, and each mesh rank's index among them (by mesh rank of either side): what the
+// planner's per-rank tables and the simulation's world are indexed by.
+struct CompactRanks {
+  std::vector<std::int64_t> ids;       // used_world_ranks
+  std::vector<std::int64_t> src, dst;  // per mesh rank: its index in ids
+};
+[[nodiscard]] CompactRanks compact_world_ranks(std::span<const std::int64_t> src_ranks,
+                                               std::span<const std::int64_t> dst_ranks);
 
 // The tensor dim a split message's rows run along: the first dim of the intersection `box` with
 // more than one index (0 when none has).

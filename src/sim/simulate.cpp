@@ -222,11 +222,11 @@ CrossMeshSimulationResult simulate(const CrossMeshPlan& plan) {
   // Ranks of the world on neither mesh take no part, and a message's world ranks matter only in
   // whether they are one: the world simulated is the used ranks, numbered compactly (a thread
   // each), whatever their ids.
-  const auto ids = used_world_ranks(plan.src_ranks, plan.dst_ranks);
+  CompactRanks ranks = compact_world_ranks(plan.src_ranks, plan.dst_ranks);
   CrossMeshPlan compact = plan;
-  for (auto* list : {&compact.src_ranks, &compact.dst_ranks})
-    for (auto& r : *list) r = std::lower_bound(ids.begin(), ids.end(), r) - ids.begin();
-  compact.world_size = static_cast<std::int64_t>(ids.size());
+  compact.src_ranks = std::move(ranks.src);
+  compact.dst_ranks = std::move(ranks.dst);
+  compact.world_size = static_cast<std::int64_t>(ranks.ids.size());
   CrossMeshSimulationResult res;
   SimulatedWorld world(Mesh(std::vector<std::int64_t>{compact.world_size}));
   SimulatedWorld on_a(plan.src.mesh()), on_b(plan.dst.mesh());
@@ -241,7 +241,7 @@ CrossMeshSimulationResult simulate(const CrossMeshPlan& plan) {
       ex.execute(Buffers{in, out, ws});
       if (rb >= 0) outputs[static_cast<std::size_t>(rb)] = std::move(out);
     } catch (const std::exception& e) {
-      throw BackendError(fmt::format("world rank {}: {}", ids[static_cast<std::size_t>(w)], e.what()));
+      throw BackendError(fmt::format("world rank {}: {}", ranks.ids[static_cast<std::size_t>(w)], e.what()));
     }
   });
   res.mismatch = verify_outputs(plan.dst, outputs, plan.src.mesh().num_ranks());
