@@ -22,7 +22,8 @@
 #include "dtensor/batch_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/mpi.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/executor.hpp"
+#include "dtensor/verify.hpp"
 
 using namespace dtensor;
 

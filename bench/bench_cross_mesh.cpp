@@ -25,8 +25,9 @@
 
 #include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/plan_cache.hpp"
+#include "dtensor/executor.hpp"
 #include "dtensor/simulated.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulated.hpp"
 
 using namespace dtensor;
 

@@ -19,7 +19,8 @@
 #include "dtensor/explore.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/simulated.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulated.hpp"
+#include "dtensor/verify.hpp"
 
 using namespace dtensor;
 

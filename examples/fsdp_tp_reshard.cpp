@@ -11,7 +11,8 @@
 
 #include "dtensor/executor.hpp"
 #include "dtensor/planner.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulated.hpp"
+#include "dtensor/verify.hpp"
 
 using namespace dtensor;
 

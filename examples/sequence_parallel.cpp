@@ -7,7 +7,7 @@
 // and is verified. 2047 is odd: the last rank's shard is short (padding is planned and costed).
 #include <cstdio>
 
-#include "dtensor/sim.hpp"
+#include "dtensor/simulate.hpp"
 #include "dtensor/plan_cache.hpp"
 
 using namespace dtensor;

@@ -24,8 +24,10 @@
 
 #include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/error.hpp"
+#include "dtensor/executor.hpp"
 #include "dtensor/simulated.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulated.hpp"
+#include "dtensor/verify.hpp"
 #ifdef DTENSOR_WITH_MPI
 #include "dtensor/mpi.hpp"
 #endif

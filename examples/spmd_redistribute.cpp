@@ -37,7 +37,8 @@
 #include "dtensor/batch_executor.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/planner.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulated.hpp"
+#include "dtensor/verify.hpp"
 #ifdef DTENSOR_WITH_MPI
 #include "dtensor/mpi.hpp"
 #endif

@@ -7,7 +7,7 @@
 
 #include "dtensor/batch_executor.hpp"
 #include "dtensor/error.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulate.hpp"
 
 namespace {
 bool small(const dtensor::BatchPlan& b) {

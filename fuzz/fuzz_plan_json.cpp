@@ -6,7 +6,7 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/plan.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulate.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);

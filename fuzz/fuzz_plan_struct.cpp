@@ -11,7 +11,7 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/planner.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulate.hpp"
 #include "plan_mutations.hpp"
 
 using namespace dtensor;

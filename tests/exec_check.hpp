@@ -13,7 +13,9 @@
 #include "dtensor/layout.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/scalar.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/executor.hpp"
+#include "dtensor/simulated.hpp"
+#include "dtensor/verify.hpp"
 #include "oracle.hpp"
 
 namespace exec_check {

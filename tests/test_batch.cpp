@@ -20,7 +20,10 @@
 #include "dtensor/batch_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/explore.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/executor.hpp"
+#include "dtensor/simulate.hpp"
+#include "dtensor/simulated.hpp"
+#include "dtensor/verify.hpp"
 #include "planner/planner_internal.hpp"
 #include "test_util.hpp"
 

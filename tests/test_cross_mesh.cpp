@@ -11,7 +11,7 @@
 #include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/plan_cache.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulate.hpp"
 #include "exec_check.hpp"
 #include "oracle.hpp"
 #include "test_util.hpp"

@@ -1,4 +1,4 @@
-// The MPI backend's logic (src/comm/mpi/mpi_communicator.cpp, the very code of dtensor::mpi) on
+// The MPI backend's logic (src/comm/mpi/mpi.cpp, the very code of dtensor::mpi) on
 // the one-process MPI stand-in (tests/fakes/mpi_vendor_cpu.hpp): a plan runs and verifies, every
 // collective moves the rank's data, MPI error codes become BackendErrors naming the call and
 // MPI's text, a request that never completes ends in MPI_Abort after a message naming the
@@ -17,7 +17,7 @@
 #include "dtensor/executor.hpp"
 #include "dtensor/mpi.hpp"
 #include "dtensor/planner.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/verify.hpp"
 
 using namespace dtensor;
 namespace stand_in = dtensor::mpi_vendor::stand_in;

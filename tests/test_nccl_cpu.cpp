@@ -1,4 +1,4 @@
-// The NCCL backend's host logic (src/comm/nccl/nccl_communicator.cpp, the very code of
+// The NCCL backend's host logic (src/comm/nccl/nccl.cpp, the very code of
 // dtensor::nccl) on the CPU stand-in for NCCL 2.28's non-blocking mode (tests/fakes/nccl_vendor_cpu.hpp): world
 // creation, splits whose handles appear only when the parent is polled, calls that return
 // ncclInProgress, member order of flattened and permuted groups, grouped send/recv, the plan-hash
@@ -20,7 +20,7 @@
 #include "dtensor/executor.hpp"
 #include "dtensor/nccl.hpp"
 #include "dtensor/planner.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/verify.hpp"
 #include "exec_check.hpp"
 #include "oracle.hpp"
 #include "plan_chain.hpp"

@@ -11,7 +11,8 @@
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/planner.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulate.hpp"
+#include "dtensor/simulated.hpp"
 
 using namespace dtensor;
 

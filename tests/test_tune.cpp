@@ -16,7 +16,7 @@
 #include "dtensor/error.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/simulated.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulated.hpp"
 #include "dtensor/tune.hpp"
 
 using namespace dtensor;

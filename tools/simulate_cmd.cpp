@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulate.hpp"
 
 namespace dtensor::cli {
 namespace {

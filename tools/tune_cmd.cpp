@@ -13,7 +13,7 @@
 
 #include "common.hpp"
 #include "dtensor/simulated.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulated.hpp"
 #include "dtensor/tune.hpp"
 #include "dtensor/viz.hpp"
 #ifdef DTENSOR_CLI_MPI

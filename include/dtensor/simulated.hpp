@@ -7,11 +7,13 @@
 // ranks issue different collectives.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
 #include "dtensor/comm.hpp"
 #include "dtensor/cost_model.hpp"
+#include "dtensor/executor.hpp"
 
 namespace dtensor {
 
@@ -56,5 +58,17 @@ class SimulatedWorld {
   std::unique_ptr<Impl> impl_;
   friend struct WorldAccess;
 };
+
+// Runs prepared executors, one per rank (buffers[i] for executors[i]), all from this thread on
+// `world`: step by step, every rank's copies, then every rank's collective, then the next step.
+// The executors must have been prepared on `world`'s communicators with
+// ExecutorOptions{.check_plans_agree = false} (agreement is a blocking collective).
+void execute_all_ranks(std::span<const Executor* const> executors, SimulatedWorld& world,
+                       std::span<const Buffers> buffers);
+
+// Runs fn(rank, communicator) on one thread per rank of `world` and waits for all of them; if any
+// throws, rethrows the exception of the lowest such rank. The world keeps its rank threads for the
+// next call (started on the first).
+void run_rank_threads(SimulatedWorld& world, const std::function<void(std::int64_t, Communicator&)>& fn);
 
 }  // namespace dtensor

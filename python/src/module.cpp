@@ -32,7 +32,7 @@
 #include "dtensor/plan_cache.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/simulated.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulate.hpp"
 #include "dtensor/tune.hpp"
 
 namespace nb = nanobind;

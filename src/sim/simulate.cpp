@@ -10,7 +10,12 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/scalar.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/batch_executor.hpp"
+#include "dtensor/cross_mesh_executor.hpp"
+#include "dtensor/executor.hpp"
+#include "dtensor/simulate.hpp"
+#include "dtensor/simulated.hpp"
+#include "dtensor/verify.hpp"
 
 namespace dtensor {
 namespace {

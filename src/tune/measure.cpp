@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "dtensor/error.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulated.hpp"
 #include "dtensor/tune.hpp"
 #include "buffer.hpp"
 

@@ -10,7 +10,7 @@
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/planner.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/verify.hpp"
 #include "dtensor/tune.hpp"
 #include "buffer.hpp"
 

@@ -8,7 +8,8 @@
 #include "../exec_check.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/nccl.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/executor.hpp"
+#include "dtensor/verify.hpp"
 #include "gpu_util.hpp"
 #include "../strided_cases.hpp"
 

@@ -1,6 +1,6 @@
 #pragma once
 // The MPI backend's one seam to its vendor: every MPI call the backend's logic
-// (mpi_communicator.cpp) makes goes through this table, with MPI's own types and return codes.
+// (mpi.cpp) makes goes through this table, with MPI's own types and return codes.
 // Two implementations, one linked into each build of that logic:
 //   vendor_mpi.cpp  the real one (the MPI library): library dtensor::mpi;
 //   tests/fakes/mpi_vendor_cpu.cpp  a one-process stand-in for tests (tests/test_mpi_cpu.cpp; a

@@ -1,6 +1,6 @@
 #pragma once
 // The NCCL backend's one seam to its vendors: every NCCL call, every CUDA runtime call and every
-// kernel launch the backend's host logic (nccl_communicator.cpp) makes goes through this table.
+// kernel launch the backend's host logic (nccl.cpp) makes goes through this table.
 // Nothing here needs a CUDA or NCCL header, so the host logic compiles without them. Two
 // implementations exist, one linked into each build of the host logic:
 //   vendor_cuda.cpp  the real one (CUDA runtime, NCCL, kernels.cu): library dtensor::nccl;

@@ -3,6 +3,7 @@
 // not come). The all-ranks driver (sim.hpp) runs every rank from one thread instead: then a
 // call only registers, the last member's call runs the collective, and the driver checks at each
 // step that every collective completed.
+#include "dtensor/executor.hpp"
 #include "dtensor/simulated.hpp"
 
 #include <algorithm>
@@ -22,7 +23,7 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/scalar.hpp"
-#include "dtensor/sim.hpp"
+#include "dtensor/simulated.hpp"
 #include "comm/executor_impl.hpp"
 #include "comm/minifloat.hpp"
 
