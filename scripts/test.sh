@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+# A compiler cache when there is one (install-deps.sh installs it): the library's sources compile
+# with the same flags in the Release build, the GPU bundle and the Python build, so they compile
+# once; a later run on the same machine reuses them. Paths are kept relative to the checkout.
+if command -v ccache >/dev/null 2>&1 && [ "${DTENSOR_NO_CCACHE:-0}" != 1 ]; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-4G}"
+fi
 # GPU tests (label "gpu") need a GPU; everywhere else they are built but not run.
 gpu_filter=(-LE gpu)
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gpu_filter=(); fi

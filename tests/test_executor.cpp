@@ -80,7 +80,7 @@ std::int64_t threads_stride() {
 
 }  // namespace
 
-TEST_CASE("executor: full set against the oracle", "[executor]") {
+TEST_CASE("executor: full set against the oracle", "[executor][exhaustive]") {
   const auto stride = sample_stride();
   std::int64_t cases = 0, ran = 0;
   for (const auto& mesh : {std::vector<std::int64_t>{4}, std::vector<std::int64_t>{2, 2}, std::vector<std::int64_t>{2, 3}}) {

@@ -18,6 +18,10 @@ from mp_worker import torch_api_takes  # noqa: E402
 
 PERMUTED = {4: [2, 0, 3, 1], 8: [5, 2, 7, 0, 3, 6, 1, 4]}
 REPORT = os.environ.get("DTENSOR_TORCH_DEFECTS_REPORT")  # where to write torch's wrong results (optional)
+# torch's own redistribute on the same pairs is a report (docs/torch-defects.md), never a check: it
+# runs when the report is asked for, or with DTENSOR_TORCH_COMPARE=1 (about 4 minutes of the CI
+# run otherwise, most of it waiting out torch's hangs at world 8)
+TORCH_COMPARE = bool(REPORT) or os.environ.get("DTENSOR_TORCH_COMPARE") == "1"
 
 
 def make_cases(seed, meshes, count):
@@ -138,6 +142,8 @@ def test_redistribute_matches_expected_shards(world, meshes, seed, torch_copies,
             for _, (name, why) in sorted(dist_wrong.items()):
                 f.write(f"world {world} | distribute | {name} | {why}\n")
     # torch's own redistribute on the same pairs: recorded, never failed
+    if not TORCH_COMPARE:
+        return
     torch_out = torch_results(world, cases, out)
     counts, grads = {}, {}
     for status, _, _, grad in torch_out.values():
