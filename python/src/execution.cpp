@@ -1,9 +1,54 @@
 // Bindings of execution through a Python communicator (dtensor.torch).
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "bindings.hpp"
 
 namespace dtensor::python {
 namespace {
 
+// The buffers of the call running (dtensor.torch sets them before each execute, in the order it
+// keeps their byte views): an address the executor hands over becomes (buffer index, offset),
+// what the Python side indexes its views with (no search there).
+class BufferTable {
+ public:
+  void set(const std::vector<std::pair<std::uintptr_t, std::int64_t>>& buffers) {
+    std::vector<Region> regions;
+    regions.reserve(buffers.size());
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      const auto [base, bytes] = buffers[i];
+      if (bytes <= 0 || base == 0)
+        throw InputError(fmt::format("buffer {}: {} bytes at {:#x} (the call's buffers are non-empty tensors)", i, bytes, base));
+      regions.push_back({base, static_cast<std::uintptr_t>(bytes), static_cast<std::int64_t>(i)});
+    }
+    std::sort(regions.begin(), regions.end(), [](const Region& a, const Region& b) { return a.base < b.base; });
+    regions_ = std::move(regions);
+  }
+  // The buffer holding [p, p + bytes) and p's offset in it; (-1, 0) for no bytes (nothing to view).
+  [[nodiscard]] std::pair<std::int64_t, std::int64_t> at(const void* p, std::int64_t bytes) const {
+    if (bytes == 0) return {-1, 0};
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    auto it = std::upper_bound(regions_.begin(), regions_.end(), a, [](std::uintptr_t x, const Region& r) { return x < r.base; });
+    if (bytes > 0 && it != regions_.begin()) {
+      --it;
+      const std::uintptr_t off = a - it->base, n = static_cast<std::uintptr_t>(bytes);
+      if (off <= it->bytes && n <= it->bytes - off) return {it->index, static_cast<std::int64_t>(off)};
+    }
+    throw BackendError(fmt::format("dtensor.torch: address {:#x} (+{} bytes) is in none of the call's buffers", a, bytes));
+  }
+
+ private:
+  struct Region {
+    std::uintptr_t base, bytes;
+    std::int64_t index;
+  };
+  std::vector<Region> regions_;
+};
+
+// A Communicator whose collectives are Python calls (dtensor.torch runs them as torch.distributed
+// collectives). Buffers travel as (buffer index, offset) into the buffers the Python side set for
+// the call (BufferTable). Local copies run here on host memory when `host` is true (CPU tensors),
 // else through Python too (device tensors).
 class PyCommunicator final : public Communicator {
  public:
@@ -46,27 +91,33 @@ class PyCommunicator final : public Communicator {
   }
   void all_gather(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override {
     nb::gil_scoped_acquire gil;
-    impl_.attr("all_gather")(g.mesh_dims, addr(send), addr(recv), count, to_string(dtype));
+    const std::int64_t b = count * static_cast<std::int64_t>(itemsize(dtype));
+    impl_.attr("all_gather")(g.mesh_dims, buffers_.at(send, b), buffers_.at(recv, b * group_size(g)), count, to_string(dtype));
   }
   void reduce_scatter(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
                       ReduceOp op) override {
     nb::gil_scoped_acquire gil;
-    impl_.attr("reduce_scatter")(g.mesh_dims, addr(send), addr(recv), count, to_string(dtype), to_string(op));
+    const std::int64_t b = count * static_cast<std::int64_t>(itemsize(dtype));
+    impl_.attr("reduce_scatter")(g.mesh_dims, buffers_.at(send, b * group_size(g)), buffers_.at(recv, b), count, to_string(dtype),
+                                 to_string(op));
   }
   void all_reduce(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype,
                   ReduceOp op) override {
     nb::gil_scoped_acquire gil;
-    impl_.attr("all_reduce")(g.mesh_dims, addr(send), addr(recv), count, to_string(dtype), to_string(op));
+    const std::int64_t b = count * static_cast<std::int64_t>(itemsize(dtype));
+    impl_.attr("all_reduce")(g.mesh_dims, buffers_.at(send, b), buffers_.at(recv, b), count, to_string(dtype), to_string(op));
   }
   void all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override {
     nb::gil_scoped_acquire gil;
-    impl_.attr("all_to_all")(g.mesh_dims, addr(send), addr(recv), count, to_string(dtype));
+    const std::int64_t b = count * static_cast<std::int64_t>(itemsize(dtype)) * group_size(g);
+    impl_.attr("all_to_all")(g.mesh_dims, buffers_.at(send, b), buffers_.at(recv, b), count, to_string(dtype));
   }
   void send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) override {
     nb::gil_scoped_acquire gil;
-    auto list = [](std::span<const Transfer> ts) {
-      std::vector<std::tuple<std::int64_t, std::uintptr_t, std::int64_t>> out;
-      for (const auto& t : ts) out.emplace_back(t.peer, addr(t.buffer), t.count);
+    const auto s = static_cast<std::int64_t>(itemsize(dtype));
+    auto list = [&](std::span<const Transfer> ts) {
+      std::vector<std::tuple<std::int64_t, std::pair<std::int64_t, std::int64_t>, std::int64_t>> out;
+      for (const auto& t : ts) out.emplace_back(t.peer, buffers_.at(t.buffer, t.count * s), t.count);
       return out;
     };
     impl_.attr("send_recv")(list(sends), list(recvs), to_string(dtype));
@@ -77,9 +128,16 @@ class PyCommunicator final : public Communicator {
   }
   // CPU tensors: host memory; device tensors: the Python side's copies (torch ops on its stream).
   Memory& memory() override { return host_ ? host_memory() : device_; }
+  // The call's buffers as (address, bytes), in the order of the Python side's views.
+  void set_buffers(const std::vector<std::pair<std::uintptr_t, std::int64_t>>& buffers) { buffers_.set(buffers); }
 
  private:
-  static std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+  [[nodiscard]] std::int64_t group_size(const Group& g) const noexcept {
+    std::int64_t n = 1;
+    for (int m : g.mesh_dims) n *= mesh_.size(m);
+    return n;
+  }
+  BufferTable buffers_;
   Mesh mesh_;
   std::int64_t rank_;
   nb::object impl_;
@@ -87,7 +145,7 @@ class PyCommunicator final : public Communicator {
   // The executor's local operations as Python calls; storage and reductions are torch's.
   class PyMemory final : public Memory {
    public:
-    explicit PyMemory(const nb::object& impl) : impl_(impl) {}
+    PyMemory(const nb::object& impl, const BufferTable& buffers) : impl_(impl), buffers_(buffers) {}
     void* allocate(std::size_t) override { throw InputError("dtensor.torch allocates its buffers as torch tensors"); }
     void release(void*) noexcept override {}
     void upload(void*, const void*, std::size_t) override { throw InputError("dtensor.torch moves data with torch"); }
@@ -99,24 +157,28 @@ class PyCommunicator final : public Communicator {
     }
     void copy(void* dst, const void* src, std::int64_t bytes) override {
       nb::gil_scoped_acquire gil;
-      impl_.attr("copy")(addr(dst), addr(src), bytes);
+      impl_.attr("copy")(buffers_.at(dst, bytes), buffers_.at(src, bytes), bytes);
     }
     void fill(void* dst, DType dtype, std::int64_t count, double value) override {
       nb::gil_scoped_acquire gil;
-      impl_.attr("fill")(addr(dst), to_string(dtype), count, value);
+      impl_.attr("fill")(buffers_.at(dst, count * static_cast<std::int64_t>(itemsize(dtype))), to_string(dtype), count, value);
     }
     void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
                       std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
+      // (nothing to copy: nothing to locate; otherwise each side's first run is in its buffer, and
+      // the Python side checks the whole extent against it)
+      if (run_bytes == 0 || std::find(count.begin(), count.end(), 0) != count.end()) return;
       nb::gil_scoped_acquire gil;
       using V = std::vector<std::int64_t>;
-      impl_.attr("copy_strided")(addr(dst), addr(src), run_bytes, V(count.begin(), count.end()),
+      impl_.attr("copy_strided")(buffers_.at(dst, run_bytes), buffers_.at(src, run_bytes), run_bytes, V(count.begin(), count.end()),
                                  V(dst_stride.begin(), dst_stride.end()), V(src_stride.begin(), src_stride.end()));
     }
 
    private:
     const nb::object& impl_;
+    const BufferTable& buffers_;
   };
-  PyMemory device_{impl_};
+  PyMemory device_{impl_, buffers_};
 };
 
 std::span<std::byte> span_at(std::uintptr_t address, std::int64_t bytes, const char* what) {
@@ -132,6 +194,8 @@ void bind_execution(nb::module_& m) {
   nb::class_<PyCommunicator>(m, "_PyCommunicator")
       .def(nb::init<Mesh, std::int64_t, nb::object, bool>(), "mesh"_a, "rank"_a, "impl"_a, "host"_a)
       .def_prop_ro("rank", &PyCommunicator::rank)
+      .def("_set_buffers", &PyCommunicator::set_buffers, "buffers"_a,
+           "The call's buffers as (address, bytes) pairs, in the order the Python side indexes them")
       .def(
           "check_plans_agree",
           [](PyCommunicator& c, std::uint64_t plan_hash) {

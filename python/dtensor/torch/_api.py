@@ -149,7 +149,7 @@ def _redistribute_many(xs: list, placements_list, shard_orders, cost_model) -> l
         wss.append(torch.empty(max(ex.workspace_bytes(i), 0), dtype=torch.uint8, device=device))
     staging = torch.empty(max(ex.staging_bytes, 0), dtype=torch.uint8, device=device)
     with runner.lock:
-        runner.impl.set_buffers(*(t for t in locals_ + outs + wss + [staging] if t.numel() > 0))
+        runner.set_buffers(*locals_, *outs, *wss, staging)
         try:
             ex.execute([(a.data_ptr(), a.numel() * a.element_size(), b.data_ptr(), b.numel() * b.element_size(),
                          w.data_ptr(), w.numel()) for a, b, w in zip(locals_, outs, wss)],
@@ -251,7 +251,7 @@ def reshard(x: DTensor, device_mesh: DeviceMesh, placements: Sequence, *, shard_
     with contextlib.ExitStack() as held:
         for r in runners:
             held.enter_context(r.lock)
-            r.impl.set_buffers(*(t for t in (local, out, ws) if t.numel() > 0))
+            r.set_buffers(local, out, ws)
         try:
             ex.execute(local.data_ptr(), local.numel() * local.element_size(), out.data_ptr(),
                        out.numel() * out.element_size(), ws.data_ptr(), ws.numel())

@@ -77,8 +77,9 @@ class _Failing:
 class _TorchComm:
     """The collectives and (device) copies of dtensor's executor, on torch tensors.
 
-    The executor hands addresses inside the three buffers of the current call (input, output,
-    workspace); `_view` maps an address range back to a uint8 view of the buffer holding it.
+    The executor's buffers arrive as (buffer index, offset) into the buffers of the current call
+    (input, output, workspace; a batch's many), located by the C++ communicator; `_view` slices
+    the uint8 view of that buffer.
     """
 
     def __init__(self, device_mesh: DeviceMesh, info: _MeshInfo, device: torch.device):
@@ -116,24 +117,29 @@ class _TorchComm:
 
     # -- buffers
     def set_buffers(self, *tensors: torch.Tensor) -> None:
+        """The call's buffers (non-empty), in the order the C++ communicator numbers them
+        (_Runner.set_buffers hands both sides the same list)."""
         # byte views are made on first use (a plan of local copies on CPU never asks for one)
         self.buffers = tensors
         self.views = None
 
-    def _view(self, address: int, nbytes: int) -> torch.Tensor:
+    def _view(self, loc, nbytes: int) -> torch.Tensor:
+        """The bytes [offset, offset + nbytes) of buffer `index` (loc = (index, offset), as the C++
+        communicator locates the executor's addresses among the call's buffers)."""
         if nbytes == 0:
             return torch.empty(0, dtype=torch.uint8, device=self.device)
         if self.views is None:
-            self.views = [t.reshape(-1).view(torch.uint8) for t in self.buffers if t.numel() > 0]
-        for b in self.views:
-            base = b.data_ptr()
-            if base <= address and address + nbytes <= base + b.numel():
-                return b[address - base:address - base + nbytes]
-        raise _core.BackendError(f"dtensor.torch: address {address:#x} (+{nbytes} bytes) is in none of the call's buffers")
+            self.views = [t.reshape(-1).view(torch.uint8) for t in self.buffers]
+        index, offset = loc
+        b = self.views[index]
+        if offset < 0 or offset + nbytes > b.numel():
+            raise _core.BackendError(f"dtensor.torch: bytes [{offset}, {offset + nbytes}) are outside buffer {index} "
+                                     f"({b.numel()} bytes)")
+        return b[offset:offset + nbytes]
 
-    def _typed(self, address: int, count: int, dtype: str) -> torch.Tensor:
+    def _typed(self, loc, count: int, dtype: str) -> torch.Tensor:
         td = _FROM_DTYPE[dtype]
-        return self._view(address, count * _core.itemsize(dtype)).view(td)
+        return self._view(loc, count * _core.itemsize(dtype)).view(td)
 
     # -- groups
     def _group(self, mesh_dims, dense_members=None) -> tuple:
@@ -271,14 +277,14 @@ class _TorchComm:
     def send_recv(self, sends, recvs, dtype) -> None:
         size = _core.itemsize(dtype)
         ops, local_sends = [], []
-        for peer, address, count in sends:
-            v = self._view(address, count * size)
+        for peer, loc, count in sends:
+            v = self._view(loc, count * size)
             if self.info.torch_ranks[peer] == self.my_rank:
                 local_sends.append(v)
             elif count:
                 ops.append(dist.P2POp(dist.isend, v, self.info.torch_ranks[peer]))
-        for peer, address, count in recvs:
-            v = self._view(address, count * size)
+        for peer, loc, count in recvs:
+            v = self._view(loc, count * size)
             if self.info.torch_ranks[peer] == self.my_rank:
                 v.copy_(local_sends.pop(0))
             elif count:
@@ -319,11 +325,11 @@ class _TorchComm:
     def fill(self, dst, dtype, count, value) -> None:
         self._typed(dst, count, dtype).fill_(value)
 
-    def _strided(self, address, run_bytes, count, stride) -> torch.Tensor:
-        """The byte view `address + sum(i_k * stride[k]) + j` (j < run_bytes), shape count + [run_bytes].
-        Negative strides (the executor fuses copies whose offsets step backwards) are taken from
-        the lowest address and flipped: a copy, so only for reading."""
-        low = address + sum((c - 1) * st for c, st in zip(count, stride) if st < 0)
+    def _strided(self, loc, run_bytes, count, stride) -> torch.Tensor:
+        """The byte view `offset + sum(i_k * stride[k]) + j` (j < run_bytes) of loc's buffer, shape
+        count + [run_bytes]. Negative strides (the executor fuses copies whose offsets step
+        backwards) are taken from the lowest offset and flipped: a copy, so only for reading."""
+        low = (loc[0], loc[1] + sum((c - 1) * st for c, st in zip(count, stride) if st < 0))
         extent = run_bytes + sum((c - 1) * abs(st) for c, st in zip(count, stride))
         base = self._view(low, extent)
         v = base.as_strided(list(count) + [run_bytes], [abs(st) for st in stride] + [1], base.storage_offset())
@@ -338,7 +344,7 @@ class _TorchComm:
         # view then has non-negative strides (a view, not a copy)
         for k, c in enumerate(count):
             if ds[k] < 0:
-                dst += (c - 1) * ds[k]
-                src += (c - 1) * ss[k]
+                dst = (dst[0], dst[1] + (c - 1) * ds[k])
+                src = (src[0], src[1] + (c - 1) * ss[k])
                 ds[k], ss[k] = -ds[k], -ss[k]
         self._strided(dst, run_bytes, count, ds).copy_(self._strided(src, run_bytes, count, ss))

@@ -90,6 +90,13 @@ class _Runner:
             self.executors.move_to_end(key)
         return ex
 
+    def set_buffers(self, *tensors) -> None:
+        """The call's buffers (None and empty ones left out), the same list to both sides: the C++
+        communicator locates the executor's addresses in them, the Python one views them."""
+        ts = [t for t in tensors if t is not None and t.numel() > 0]
+        self.impl.set_buffers(*ts)
+        self.comm._set_buffers([(t.data_ptr(), t.numel() * t.element_size()) for t in ts])
+
     def _workspace(self, nbytes: int) -> Optional[torch.Tensor]:
         if nbytes <= 0:
             return None
@@ -123,7 +130,7 @@ class _Runner:
                 self.comm.check_plans_agree(check)
             need = ex.workspace_bytes
             ws = self._workspace(need)
-            self.impl.set_buffers(local, out) if ws is None else self.impl.set_buffers(local, out, ws)
+            self.set_buffers(local, out, ws)
             defer = async_op and self.device.type == "cpu" and ex.ends_with_collective
             if defer:
                 self.impl.begin_async(ex.collectives - 1)
