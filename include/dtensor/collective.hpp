@@ -22,7 +22,7 @@ enum class Collective : std::uint8_t { all_gather, reduce_scatter, all_reduce, a
 // The reductions a backend runs unless it says otherwise in its `supports`: every collective and
 // dtype, every op but the average of booleans (MPI and the device kernels use this rule as it is).
 // Backends narrow it: NCCL's fp8 reductions need NCCL 2.24 on sm_90 or newer; torch.distributed
-// (python/dtensor/torch.py) has no fp8 reductions and no average of integers, which torch's process
+// (python/dtensor/torch/_communicator.py) has no fp8 reductions and no average of integers, which torch's process
 // groups refuse. Only the host's reference code (host_memory, the threads backend) reduces more:
 // it defines the average of booleans too, as the oracle does.
 [[nodiscard]] bool reducible(Collective c, DType dtype, ReduceOp op) noexcept;

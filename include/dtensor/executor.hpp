@@ -64,7 +64,7 @@ class Executor {
 
  private:
   std::unique_ptr<Impl> impl_;
-  friend struct ExecutorAccess;
+  friend class ExecutorSteps;  // step by step, for the batch executor and the all-ranks driver
 };
 
 }  // namespace dtensor

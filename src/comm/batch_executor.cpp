@@ -68,17 +68,17 @@ BatchExecutor::BatchExecutor(const BatchPlan& batch, Communicator& comm, Executo
     s.grouped = st.grouped;
     s.members = st.members;
     if (st.coalesced) {
-      const auto& first = ExecutorAccess::impl(I.executors[static_cast<std::size_t>(st.members.front().tensor)]);
-      const auto& cc0 = first.steps[static_cast<std::size_t>(st.members.front().step)].comm;
+      const ExecutorSteps first(I.executors[static_cast<std::size_t>(st.members.front().tensor)]);
+      const auto& cc0 = first.call(static_cast<std::size_t>(st.members.front().step));
       s.collective = *cc0.collective;
-      s.group = first.groups[static_cast<std::size_t>(st.members.front().step)];
+      s.group = first.group(static_cast<std::size_t>(st.members.front().step));
       s.op = cc0.op;
-      s.dtype = first.dtype;
+      s.dtype = first.dtype();
       for (int m : s.group.mesh_dims) s.n *= comm.mesh().size(m);
       for (const auto& m : st.members) {
-        const auto& e = ExecutorAccess::impl(I.executors[static_cast<std::size_t>(m.tensor)]);
-        const auto& cc = e.steps[static_cast<std::size_t>(m.step)].comm;
-        if (!cc.collective || *cc.collective != s.collective || cc.op != s.op || e.dtype != s.dtype)
+        const ExecutorSteps e(I.executors[static_cast<std::size_t>(m.tensor)]);
+        const auto& cc = e.call(static_cast<std::size_t>(m.step));
+        if (!cc.collective || *cc.collective != s.collective || cc.op != s.op || e.dtype() != s.dtype)
           throw InputError(fmt::format("batch stage members disagree on their collective (tensor {})", m.tensor));
         s.offset.push_back(s.total);
         s.count.push_back(cc.count);
@@ -100,7 +100,7 @@ BatchExecutor::BatchExecutor(const BatchPlan& batch, Communicator& comm, Executo
     if (!st.coalesced || st.collective != Collective::send_recv) continue;
     std::size_t n = 0;
     for (const auto& m : st.members) {
-      const auto& cc = ExecutorAccess::impl(I.executors[static_cast<std::size_t>(m.tensor)]).steps[static_cast<std::size_t>(m.step)].comm;
+      const auto& cc = ExecutorSteps(I.executors[static_cast<std::size_t>(m.tensor)]).call(static_cast<std::size_t>(m.step));
       n += cc.sends.size() + cc.recvs.size();
     }
     transfers = std::max(transfers, n);
@@ -148,18 +148,18 @@ void BatchExecutor::execute(std::span<const Buffers> buffers, std::span<std::byt
     if (!furthest || sp.hi > furthest->hi) furthest = &sp;
     if (sp.written && (!furthest_written || sp.hi > furthest_written->hi)) furthest_written = &sp;
   }
-  auto impl_of = [&](std::int32_t t) -> const Executor::Impl& { return ExecutorAccess::impl(I.executors[static_cast<std::size_t>(t)]); };
-  for (std::size_t t = 0; t < buffers.size(); ++t) impl_of(static_cast<std::int32_t>(t)).check(buffers[t]);
+  auto steps_of = [&](std::int32_t t) { return ExecutorSteps(I.executors[static_cast<std::size_t>(t)]); };
+  for (std::size_t t = 0; t < buffers.size(); ++t) steps_of(static_cast<std::int32_t>(t)).check(buffers[t]);
   for (auto t : I.empty_plans) I.comm->copy(buffers[t].output.data(), buffers[t].input.data(), static_cast<std::int64_t>(buffers[t].input.size()));
   for (const auto& st : I.stages) {
-    for (const auto& m : st.members) impl_of(m.tensor).run(buffers[static_cast<std::size_t>(m.tensor)], impl_of(m.tensor).steps[static_cast<std::size_t>(m.step)].pre);
+    for (const auto& m : st.members) steps_of(m.tensor).before(buffers[static_cast<std::size_t>(m.tensor)], static_cast<std::size_t>(m.step));
     if (st.coalesced && st.collective == Collective::send_recv) {
       // the members' transfer lists joined: transfers between one pair of ranks are matched in
       // the order listed, which is the same (member order) on both sides
       I.sends.clear();
       I.recvs.clear();
       for (const auto& m : st.members)
-        impl_of(m.tensor).append_transfers(buffers[static_cast<std::size_t>(m.tensor)], static_cast<std::size_t>(m.step), I.sends,
+        steps_of(m.tensor).append_transfers(buffers[static_cast<std::size_t>(m.tensor)], static_cast<std::size_t>(m.step), I.sends,
                                            I.recvs);
       I.comm->send_recv(I.sends, I.recvs, st.dtype);
       I.comm->synchronize();
@@ -175,16 +175,16 @@ void BatchExecutor::execute(std::span<const Buffers> buffers, std::span<std::byt
       auto move_chunks = [&](bool pack) {
         for (std::size_t i = 0; i < st.members.size(); ++i) {
           const auto& m = st.members[i];
-          const auto& e = impl_of(m.tensor);
-          const auto& cc = e.steps[static_cast<std::size_t>(m.step)].comm;
+          const ExecutorSteps e = steps_of(m.tensor);
+          const auto& cc = e.call(static_cast<std::size_t>(m.step));
           const Buffers& b = buffers[static_cast<std::size_t>(m.tensor)];
           const std::int64_t c = st.count[i], o = st.offset[i];
           if (c == 0) continue;
           const bool per_member = pack ? (st.collective == Collective::reduce_scatter || st.collective == Collective::all_to_all)
                                        : (st.collective == Collective::all_gather || st.collective == Collective::all_to_all);
           const std::int64_t count[1] = {per_member ? st.n : 1}, staged[1] = {C * item}, own[1] = {c * item};
-          if (pack) I.comm->copy_strided(send + o * item, e.ptr(b, cc.send), c * item, count, staged, own);
-          else I.comm->copy_strided(e.ptr(b, cc.recv), recv + o * item, c * item, count, own, staged);
+          if (pack) I.comm->copy_strided(send + o * item, e.at(b, cc.send), c * item, count, staged, own);
+          else I.comm->copy_strided(e.at(b, cc.recv), recv + o * item, c * item, count, own, staged);
         }
       };
       move_chunks(true);
@@ -198,8 +198,8 @@ void BatchExecutor::execute(std::span<const Buffers> buffers, std::span<std::byt
       bool issued = false;
       try {
         for (const auto& m : st.members) {
-          const auto& e = impl_of(m.tensor);
-          if (!e.steps[static_cast<std::size_t>(m.step)].comm.collective) continue;
+          const ExecutorSteps e = steps_of(m.tensor);
+          if (!e.communicates(static_cast<std::size_t>(m.step))) continue;
           e.issue(buffers[static_cast<std::size_t>(m.tensor)], static_cast<std::size_t>(m.step));
           issued = true;
         }
@@ -215,7 +215,7 @@ void BatchExecutor::execute(std::span<const Buffers> buffers, std::span<std::byt
       if (st.grouped) I.comm->group_end();
       if (issued) I.comm->synchronize();
     }
-    for (const auto& m : st.members) impl_of(m.tensor).run(buffers[static_cast<std::size_t>(m.tensor)], impl_of(m.tensor).steps[static_cast<std::size_t>(m.step)].post);
+    for (const auto& m : st.members) steps_of(m.tensor).after(buffers[static_cast<std::size_t>(m.tensor)], static_cast<std::size_t>(m.step));
   }
 }
 

@@ -99,9 +99,36 @@ struct Executor::Impl {
 void issue_collective(Communicator& comm, Collective c, const Group& g, const void* send, void* recv, std::int64_t count,
                       DType dtype, ReduceOp op);
 
-// Step-level access for the all-ranks driver (sim.hpp).
-struct ExecutorAccess {
-  static const Executor::Impl& impl(const Executor& e) { return *e.impl_; }
+// One executor's steps by name, for the drivers that interleave several executors step by step:
+// the batch executor (which also fuses its members' collectives into one) and the all-ranks driver
+// (execute_all_ranks, simulated.hpp). A view: the executor must outlive it.
+class ExecutorSteps {
+ public:
+  explicit ExecutorSteps(const Executor& e) noexcept : e_(*e.impl_) {}
+  [[nodiscard]] std::size_t size() const noexcept { return e_.steps.size(); }
+  [[nodiscard]] std::int64_t rank() const noexcept { return e_.rank; }
+  [[nodiscard]] Communicator& communicator() const noexcept { return *e_.comm; }
+  [[nodiscard]] DType dtype() const noexcept { return e_.dtype; }
+  // Buffers of the sizes the plan needs (InputError otherwise).
+  void check(const Buffers& b) const { e_.check(b); }
+  // Step k's local work before its communication, the communication (not synchronized), and the
+  // local work after it.
+  void before(const Buffers& b, std::size_t k) const { e_.run(b, e_.steps[k].pre); }
+  void issue(const Buffers& b, std::size_t k) const { e_.issue(b, k); }
+  void after(const Buffers& b, std::size_t k) const { e_.run(b, e_.steps[k].post); }
+  [[nodiscard]] bool communicates(std::size_t k) const noexcept { return e_.steps[k].comm.collective.has_value(); }
+  // What fusing step k's communication with others' takes: its call (collective, count, op, the
+  // regions it sends from and receives into), its group, where a region is in buffers `b`, and
+  // its send/recv transfers appended to joined lists.
+  [[nodiscard]] const detail::CommCall& call(std::size_t k) const noexcept { return e_.steps[k].comm; }
+  [[nodiscard]] const Group& group(std::size_t k) const noexcept { return e_.groups[k]; }
+  [[nodiscard]] std::byte* at(const Buffers& b, detail::Ref r) const { return e_.ptr(b, r); }
+  void append_transfers(const Buffers& b, std::size_t k, std::vector<Transfer>& sends, std::vector<Transfer>& recvs) const {
+    e_.append_transfers(b, k, sends, recvs);
+  }
+
+ private:
+  const Executor::Impl& e_;
 };
 
 }  // namespace dtensor

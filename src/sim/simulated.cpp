@@ -644,12 +644,13 @@ void execute_all_ranks(std::span<const Executor* const> executors, SimulatedWorl
   auto& W = WorldAccess::impl(world);
   if (executors.size() != buffers.size())
     throw InputError(fmt::format("execute_all_ranks got {} executors and {} buffers", executors.size(), buffers.size()));
-  std::vector<const Executor::Impl*> ex;
-  for (const auto* e : executors) ex.push_back(&ExecutorAccess::impl(*e));
+  std::vector<ExecutorSteps> ex;
+  ex.reserve(executors.size());
+  for (const auto* e : executors) ex.emplace_back(*e);
   for (std::size_t i = 0; i < ex.size(); ++i) {
-    ex[i]->check(buffers[i]);
-    if (ex[i]->comm != &world.communicator(ex[i]->rank))
-      throw InputError(fmt::format("executor {} (rank {}) was not prepared on this world", i, ex[i]->rank));
+    ex[i].check(buffers[i]);
+    if (&ex[i].communicator() != &world.communicator(ex[i].rank()))
+      throw InputError(fmt::format("executor {} (rank {}) was not prepared on this world", i, ex[i].rank()));
   }
   struct Lockstep {
     SimulatedWorld::Impl& w;
@@ -664,23 +665,23 @@ void execute_all_ranks(std::span<const Executor* const> executors, SimulatedWorl
       w.p2p.clear();
     }
   } guard(W);
-  const std::size_t S = ex.empty() ? 0 : ex[0]->steps.size();
-  for (const auto* e : ex)
-    if (e->steps.size() != S) throw InputError("execute_all_ranks: the executors run plans of different lengths");
+  const std::size_t S = ex.empty() ? 0 : ex[0].size();
+  for (const auto& e : ex)
+    if (e.size() != S) throw InputError("execute_all_ranks: the executors run plans of different lengths");
   if (S == 0) {
     for (std::size_t i = 0; i < ex.size(); ++i)
-      ex[i]->comm->copy(buffers[i].output.data(), buffers[i].input.data(), static_cast<std::int64_t>(buffers[i].input.size()));
+      ex[i].communicator().copy(buffers[i].output.data(), buffers[i].input.data(), static_cast<std::int64_t>(buffers[i].input.size()));
     return;
   }
   for (std::size_t k = 0; k < S; ++k) {
     bool any_comm = false;
     for (std::size_t i = 0; i < ex.size(); ++i) {
-      ex[i]->run(buffers[i], ex[i]->steps[k].pre);
-      ex[i]->issue(buffers[i], k);
-      any_comm = any_comm || ex[i]->steps[k].comm.collective.has_value();
+      ex[i].before(buffers[i], k);
+      ex[i].issue(buffers[i], k);
+      any_comm = any_comm || ex[i].communicates(k);
     }
     if (any_comm) W.flush();
-    for (std::size_t i = 0; i < ex.size(); ++i) ex[i]->run(buffers[i], ex[i]->steps[k].post);
+    for (std::size_t i = 0; i < ex.size(); ++i) ex[i].after(buffers[i], k);
   }
 }
 

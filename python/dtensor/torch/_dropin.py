@@ -21,7 +21,7 @@ from torch.distributed.tensor.placement_types import _StridedShard
 
 from .. import _core
 from . import _execution as _ex
-from ._execution import _Call, _default_group, _model_key, _remember, _routes, _runner
+from ._execution import _Call, _default_group, _model_key, _recall, _remember, _routes, _runner
 from ._layout import _REDUCE_OPS, _TO_DTYPE, _spec_of, layout_of
 
 
@@ -226,7 +226,7 @@ def _routed(local_tensor, current_spec, target_spec, *, async_op=False, use_grap
     else:
         key = (current_spec, target_spec, current_spec.use_strided_shard_as_shard_order,
                target_spec.use_strided_shard_as_shard_order, _switch.model_key, local_tensor.device)
-        call = _routes.get(key)
+        call = _recall(_routes, key)
         if call is None or (type(call) is _Call and call.world is not _default_group()):
             _stats["plan_cache_misses"] += 1
             try:

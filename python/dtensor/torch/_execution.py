@@ -79,15 +79,11 @@ class _Runner:
         return self._cached(key, lambda: _core._BatchExecutor(batch, self.comm))
 
     def _cached(self, key, make):
-        """The executor under `key`, made by make() on a miss; the 256 most recent are kept."""
-        ex = self.executors.get(key)
+        """The executor under `key`, made by make() on a miss; the 256 most recently used are kept."""
+        ex = _recall(self.executors, key)
         if ex is None:
             ex = make()
-            self.executors[key] = ex
-            if len(self.executors) > 256:
-                self.executors.popitem(last=False)
-        else:
-            self.executors.move_to_end(key)
+            _remember(self.executors, key, ex, 256)
         return ex
 
     def set_buffers(self, *tensors) -> None:
@@ -159,7 +155,7 @@ _cache = _core.PlanCache(4096)
 _batch_cache = _core.BatchPlanCache(256)
 # the drop-in switch's routed calls by (source spec, target spec, cost model, device): a _Call, or
 # the reason (str) to fall back to torch's function
-_routes: dict = {}
+_routes: OrderedDict = OrderedDict()
 _runners: dict[tuple, _Runner] = {}
 _runners_lock = threading.Lock()
 
@@ -208,14 +204,24 @@ class _Call:
 
 
 # redistributions by (source spec, target, cost model, device): the per-call path is one lookup
-_calls: dict = {}
+_calls: OrderedDict = OrderedDict()
 _CALLS_MAX = 4096
 
 
-def _remember(table: dict, key, value) -> None:
-    if len(table) >= _CALLS_MAX:
-        table.pop(next(iter(table)))  # the oldest entry
+# The one eviction rule of the module's caches (calls, the switch's routes, a runner's executors):
+# least recently used first, past a bound; _recall is a lookup that counts as a use.
+def _remember(table: OrderedDict, key, value, limit: int = _CALLS_MAX) -> None:
     table[key] = value
+    table.move_to_end(key)
+    if len(table) > limit:
+        table.popitem(last=False)
+
+
+def _recall(table: OrderedDict, key):
+    value = table.get(key)
+    if value is not None:
+        table.move_to_end(key)
+    return value
 
 
 def clear_caches() -> None:
@@ -301,7 +307,7 @@ def _call_for(x: DTensor, placements, shard_order, cost_model, cache) -> _Call:
         if mk is not None:
             try:
                 key = (spec, spec.use_strided_shard_as_shard_order, placements, shard_order, mk, device)
-                call = _calls.get(key)
+                call = _recall(_calls, key)
             except TypeError:  # an unhashable argument (e.g. a shard order of lists): no caching
                 key, call = None, None
             if call is not None and call.world is _default_group():
