@@ -79,19 +79,27 @@ def check(spec, dtype, locals_by_rank):
     return ""
 
 
-def grad_spec(src, dst, default_order=False):
+def grad_spec(src, dst, default_order=False, torch_rule=False):
     """The layout of x's gradient after y = redistribute(x, dst) and y.backward(g with dst's layout):
-    torch's rule, a Partial source dim becoming Replicate where the gradient is not Partial; the
-    source's shard order (`default_order`: ascending, as torch's own backward builds it)."""
-    placements = [("R",) if p[0] == "P" and q[0] != "P" else p for p, q in zip(src.placements, dst.placements)]
+    a Partial source dim becomes Replicate where the gradient is not Partial; the source's shard
+    order (`default_order`: ascending, as torch's own backward builds it). `torch_rule`: torch's
+    backward (x.redistribute), whose rule differs by minor (dtensor/torch/_versions.py): where
+    the target is a _StridedShard, torch before 2.15 keeps the Partial."""
+    from dtensor.torch import _versions
+    keep = torch_rule and not _versions.current().strided_grad_replicates_partial
+    placements = [("R",) if p[0] == "P" and q[0] != "P" and not (keep and q[0] == "SS") else p
+                  for p, q in zip(src.placements, dst.placements)]
     order = {d: (sorted(ms) if default_order else list(ms)) for d, ms in src.order.items()}
     return Spec(src.mesh_shape, src.shape, placements, order)
 
 
 def torch_api_takes(src, dst):
     """Whether torch's DTensor.redistribute accepts the target: a Partial mesh dim only where the
-    source has the same Partial, or from Shard as Partial(sum)."""
-    return all(q[0] != "P" or p == q or (p[0] == "S" and q[1] == "sum")
+    source has the same Partial, or (where the running torch takes it, _versions) from Shard as
+    Partial(sum)."""
+    from dtensor.torch import _versions
+    s2p = _versions.current().shard_to_partial_api
+    return all(q[0] != "P" or p == q or (s2p and p[0] == "S" and q[1] == "sum")
                for p, q in zip(src.placements, dst.placements))
 
 
@@ -214,7 +222,7 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0, torch_copies
                     ye = xe.redistribute(mesh, dpl)
                     err = check(dst, dtype, _gather(ye._local_tensor, world, ranks))
                     g, = torch.autograd.grad(ye, xe, _input(mesh, dst, dtype, mesh.get_coordinate()))
-                err = err or check(grad_spec(src, dst, default_order=True), dtype, _gather(g._local_tensor, world, ranks))
+                err = err or check(grad_spec(src, dst, default_order=True, torch_rule=True), dtype, _gather(g._local_tensor, world, ranks))
             except Exception as e:  # noqa: BLE001
                 err = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
             if err:
@@ -235,7 +243,7 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0, torch_copies
             status = "wrong" if err else "right"
             if dtype != "i32":  # torch's gradient, recorded beside its forward
                 g, = torch.autograd.grad(yt, x, _input(mesh, dst, dtype, mesh.get_coordinate()))
-                grad = "wrong" if check(grad_spec(src, dst, default_order=True), dtype,
+                grad = "wrong" if check(grad_spec(src, dst, default_order=True, torch_rule=True), dtype,
                                         _gather(g._local_tensor, world, ranks)) else "right"
         except Exception as e:  # noqa: BLE001
             err, status = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}", "error"

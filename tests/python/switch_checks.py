@@ -159,7 +159,7 @@ def refuses_a_torch_whose_function_differs():
         try:
             dt.enable()
         except RuntimeError as e:
-            assert torch.__version__ in str(e) and "2.15" in str(e), str(e)
+            assert torch.__version__ in str(e) and "2.11 to 2.15" in str(e), str(e)
         else:
             raise AssertionError("enable() took a function with another signature")
         assert not dt.is_enabled() and mod.redistribute_local_tensor is other
@@ -169,21 +169,34 @@ def refuses_a_torch_whose_function_differs():
 
 @check
 def refuses_another_torch_version():
-    # torch 2.11 has the same signature but its x.redistribute routed through dtensor gave wrong
-    # _StridedShard shards: the version is checked first
+    # minors outside the version table (2.11 to 2.15) are refused by enable() and by every entry
+    # point that reads a spec, naming the version and the range: a signature alone says too little
     real = torch.__version__
-    for other in ["2.11.0+cu130", "2.16.0", "3.15.0"]:
+    mesh = init_device_mesh("cpu", (1,))
+    lay = dt.layout_of(mesh, [Replicate()], [4])
+    for other in ["2.10.2+cu128", "2.16.0", "3.15.0", "nightly"]:
         torch.__version__ = other
         try:
-            dt.enable()
-        except RuntimeError as e:
-            assert other in str(e) and "2.15" in str(e) and "dtensor.torch.redistribute()" in str(e), str(e)
-        else:
-            raise AssertionError(f"enable() took torch {other}")
+            for attempt in (dt.enable, lambda: dt.layout_of(mesh, [Replicate()], [4], torch.float32),
+                            lambda: dt.placements_of(lay)):
+                try:
+                    attempt()
+                except RuntimeError as e:
+                    assert other in str(e) and "2.11 to 2.15" in str(e), str(e)
+                else:
+                    raise AssertionError(f"torch {other} was taken")
         finally:
             torch.__version__ = real
         assert not dt.is_enabled()
-    dt.enable()  # the real (tested) version is taken
+    for inside in ["2.11.0+cu130", "2.13.0", "2.15.1"]:  # every supported minor is taken
+        torch.__version__ = inside
+        try:
+            dt.enable()
+            assert dt.is_enabled()
+            dt.disable()
+        finally:
+            torch.__version__ = real
+    dt.enable()  # the real version is taken
     assert dt.is_enabled()
     dt.disable()
 

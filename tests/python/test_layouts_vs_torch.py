@@ -26,18 +26,26 @@ def fake_world():
 
 
 def torch_owned(spec, placements, coord):
-    """torch's own split primitive (Shard / _StridedShard._local_shard_size_and_offset), applied
-    per tensor dim in the layout's shard order."""
-    from torch.distributed.tensor.placement_types import _StridedShard, _StridedShardOffsetMode
+    """torch's own split primitive, applied per tensor dim in the layout's shard order: Shard's
+    _local_shard_size_and_offset; for _StridedShard its offsets function where the running torch
+    has one taking an offset mode (2.15), else its _split_tensor on the indices (_versions)."""
+    from dtensor.torch import _versions
+    from torch.distributed.tensor.placement_types import _StridedShard
+    offset_mode = _versions.current().strided_offset_mode
     out = []
     for d, length in enumerate(spec.shape):
         cur = list(range(length))
         for m in spec.order.get(d, []):
             p = placements[m]
-            if isinstance(p, _StridedShard):
+            if isinstance(p, _StridedShard) and offset_mode:
+                from torch.distributed.tensor.placement_types import _StridedShardOffsetMode
                 size, offs = p._local_shard_size_and_offset(len(cur), spec.mesh_shape[m], coord[m],
                                                             _StridedShardOffsetMode.ALL)
                 cur = [cur[i] for i in offs] if size else []
+            elif isinstance(p, _StridedShard):
+                shards, _ = _StridedShard(0, split_factor=p.split_factor)._split_tensor(
+                    torch.tensor(cur, dtype=torch.long), spec.mesh_shape[m], with_padding=False)
+                cur = shards[coord[m]].tolist() if coord[m] < len(shards) else []
             else:
                 size, off = p._local_shard_size_and_offset(len(cur), spec.mesh_shape[m], coord[m])
                 cur = cur[off:off + size]

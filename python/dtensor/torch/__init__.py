@@ -74,7 +74,7 @@ from ._api import (  # noqa: E402,F401
     plan_many, plan_reshard, redistribute, redistribute_many, reshard,
 )
 from ._dropin import (  # noqa: E402,F401
-    _MODELLED, _P, _PLAIN, _Switch, _TESTED_SIGNATURE, _TESTED_TORCH, _TORCH_MODULES, _check_torch,
+    _MODELLED, _P, _PLAIN, _Switch, _TESTED_SIGNATURE, _TORCH_MODULES, _check_torch,
     _fallback_reason, _fallbacks, _named, _route, _routed, _spec_layout, _stats, _switch,
     _switch_lock, disable, enable, enabled, is_enabled, reset_stats, stats,
 )

@@ -20,6 +20,7 @@ from torch.distributed.tensor._dtensor_spec import DTensorSpec, ShardOrderEntry,
 from torch.distributed.tensor.placement_types import _StridedShard
 
 from .. import _core
+from . import _versions
 from ._layout import _FROM_DTYPE, _REDUCE_OPS, _MeshInfo
 
 
@@ -35,12 +36,12 @@ def _timeout_of(pg, device: torch.device):
 
 
 def _set_timeout(timeout, pg) -> None:
-    """dist.set_timeout (torch 2.15); torch 2.11 has it as distributed_c10d._set_pg_timeout."""
-    setter = getattr(dist, "set_timeout", None)
-    if setter is None:
+    """A process group's timeout, where the running torch sets it (_versions: public_set_timeout)."""
+    if _versions.current().public_set_timeout:
+        dist.set_timeout(timeout, pg)
+    else:
         from torch.distributed import distributed_c10d
-        setter = distributed_c10d._set_pg_timeout
-    setter(timeout, pg)
+        distributed_c10d._set_pg_timeout(timeout, pg)
 
 
 class _Failing:

@@ -21,23 +21,19 @@ from torch.distributed.tensor.placement_types import _StridedShard
 
 from .. import _core
 from . import _execution as _ex
-from ._execution import _Call, _default_group, _model_key, _recall, _remember, _routes, _runner
+from . import _traced, _versions
+from ._execution import _Call, _default_group, _model_key, _programs, _recall, _remember, _routes, _runner
 from ._layout import _REDUCE_OPS, _TO_DTYPE, _spec_of, layout_of
 
 
 # ---------------------------------------------------------------- the drop-in switch
 
-# where torch 2.15 calls redistribute_local_tensor: every module that imported it by name
-_TORCH_MODULES = ("torch.distributed.tensor._redistribute", "torch.distributed.tensor._api",
-                  "torch.distributed.tensor._dispatch", "torch.distributed.tensor.experimental._tp_transform")
-_TESTED_TORCH = "2.15"
+# where torch calls redistribute_local_tensor (every module that imported it by name) and its
+# signature: the same on every supported minor (_versions)
+_TORCH_MODULES = _versions.REDISTRIBUTE_MODULES
 _P = inspect.Parameter
-_TESTED_SIGNATURE = [("local_tensor", _P.POSITIONAL_OR_KEYWORD, _P.empty),
-                     ("current_spec", _P.POSITIONAL_OR_KEYWORD, _P.empty),
-                     ("target_spec", _P.POSITIONAL_OR_KEYWORD, _P.empty),
-                     ("async_op", _P.KEYWORD_ONLY, False),
-                     ("use_graph_based_transform", _P.KEYWORD_ONLY, None),
-                     ("is_explicit", _P.KEYWORD_ONLY, False)]
+_TESTED_SIGNATURE = [(name, getattr(_P, kind), _P.empty if default is None and kind == "POSITIONAL_OR_KEYWORD" else default)
+                     for name, kind, default in _versions.REDISTRIBUTE_SIGNATURE]
 _MODELLED = (Shard, _StridedShard, Replicate, Partial)
 
 
@@ -51,14 +47,15 @@ class _Switch:
 
 _switch = _Switch()
 _switch_lock = threading.RLock()
-_stats = {"routed": 0, "plan_cache_hits": 0, "plan_cache_misses": 0}
+_stats = {"routed": 0, "traced": 0, "plan_cache_hits": 0, "plan_cache_misses": 0}
 _fallbacks: dict = {}
 
 
 def stats() -> dict:
     """What the switch did since the last reset_stats(): redistributions dtensor ran ("routed"),
-    how many found their plan (and executor) cached, and the calls handed to torch's own
-    function ("fallbacks", by reason)."""
+    redistributions lowered into a captured graph ("traced": once per graph, at trace time;
+    compiled calls do not come back to Python), how many eager calls found their plan (and
+    executor) cached, and the calls handed to torch's own function ("fallbacks", by reason)."""
     return {**_stats, "fallbacks": dict(_fallbacks)}
 
 
@@ -73,21 +70,14 @@ def is_enabled() -> bool:
 
 
 def _check_torch(fn) -> None:
-    """The switch runs only on the torch it is tested with: its version (major.minor) and its
-    redistribute_local_tensor's signature. torch 2.11 has the same signature, yet routing its
-    x.redistribute through dtensor gave wrong shards for _StridedShard targets (its DTensorSpec
-    fields mean other things), so a version check comes first."""
-    version = ".".join(str(torch.__version__).split("+")[0].split(".")[:2])
-    if version != _TESTED_TORCH:
-        raise RuntimeError(
-            f"dtensor.torch.enable(): torch {torch.__version__} is not torch {_TESTED_TORCH}, the version dtensor's "
-            "switch is tested with (its redistribute_local_tensor and DTensorSpec may mean other things); "
-            "use dtensor.torch.redistribute() instead")
+    """The switch runs on the torch minors of the version table (_versions: 2.11 to 2.15), whose
+    redistribute_local_tensor has the signature it is tested with."""
+    _versions.current()  # RuntimeError naming the version and the range
     got = [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
     if got != _TESTED_SIGNATURE:
         raise RuntimeError(
             f"dtensor.torch.enable(): torch {torch.__version__}'s redistribute_local_tensor{inspect.signature(fn)} "
-            f"differs from torch {_TESTED_TORCH}'s, the version dtensor's switch is tested with; "
+            f"differs from the one dtensor's switch is tested with (torch {_versions.RANGE}); "
             "use dtensor.torch.redistribute() instead")
 
 
@@ -97,8 +87,8 @@ def enable(cost_model: Any = "default") -> None:
     the implicit redistributions of sharding propagation and their backward passes all run
     dtensor's plan (under `cost_model`) on torch.distributed. Layouts dtensor does not model,
     calls under torch.compile tracing or on fake/meta tensors, and ranks not on the mesh fall
-    back to torch's own function (see stats()). RuntimeError on a torch other than the tested
-    version (2.15), or whose function's signature differs from the tested one."""
+    back to torch's own function (see stats()). RuntimeError on a torch outside 2.11-2.15 (the
+    version table, _versions), or whose function's signature differs from the tested one."""
     import importlib
     if isinstance(cost_model, (str, os.PathLike)) and os.fspath(cost_model) not in ("default", "pytorch"):
         _core.CostModel.load(os.fspath(cost_model))  # a bad profile fails here, naming it, not inside torch
@@ -219,10 +209,15 @@ def _routed(local_tensor, current_spec, target_spec, *, async_op=False, use_grap
             raise RuntimeError("dtensor.torch: torch's redistribute_local_tensor is not known")
         return original(local_tensor, current_spec, target_spec, async_op=async_op,
                         use_graph_based_transform=use_graph_based_transform, is_explicit=is_explicit)
-    if type(local_tensor) not in _PLAIN:
-        reason = "tensor subclass"  # fake, functional, async-collective and other wrapper tensors
-    elif _are_we_tracing():
-        reason = "tracing"
+    if _are_we_tracing():
+        # torch.compile / make_fx: dtensor's plan as functional collectives and views (_traced)
+        reason = _traced.traceable(local_tensor)
+        if reason is None:
+            reason = _traced_run(local_tensor, current_spec, target_spec)
+            if not isinstance(reason, str):
+                return reason
+    elif type(local_tensor) not in _PLAIN:
+        reason = "tensor subclass"  # async-collective and other wrapper tensors
     else:
         key = (current_spec, target_spec, current_spec.use_strided_shard_as_shard_order,
                target_spec.use_strided_shard_as_shard_order, _switch.model_key, local_tensor.device)
@@ -249,3 +244,37 @@ def _routed(local_tensor, current_spec, target_spec, *, async_op=False, use_grap
     _fallbacks[reason] = _fallbacks.get(reason, 0) + 1
     return original(local_tensor, current_spec, target_spec, async_op=async_op,
                     use_graph_based_transform=use_graph_based_transform, is_explicit=is_explicit)
+
+
+
+def _traced_run(local_tensor, current_spec, target_spec):
+    """The redistribution lowered to traceable ops (a tensor), or the reason to fall back (str)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    key = (current_spec, target_spec, current_spec.use_strided_shard_as_shard_order,
+           target_spec.use_strided_shard_as_shard_order, _switch.model_key, local_tensor.device, id(_default_group()))
+    with _disable_current_modes():  # planning and process groups are host work, outside the trace
+        reason = _fallback_reason(local_tensor, current_spec, target_spec)
+        if reason is not None:
+            return reason
+        meta = current_spec.tensor_meta
+        if any(not isinstance(s, int) for s in meta.shape):
+            return "symbolic shape"
+        try:
+            src = _spec_layout(current_spec)
+            dst = layout_of(target_spec.mesh, target_spec.placements, meta.shape, meta.dtype,
+                            None if target_spec.use_strided_shard_as_shard_order else target_spec.shard_order)
+            plan = _ex._cache.get(src, dst, _switch.cost_model)
+            runner = _runner(current_spec.mesh, local_tensor.device)
+        except ValueError as e:
+            return f"layout ({str(e).splitlines()[0][:80]})"
+        except Exception as e:
+            raise _named(e, current_spec, target_spec) from e
+    if all(st.kind == "relabel" for st in plan.steps):
+        return local_tensor  # nothing moves (as eager: the input itself)
+    try:
+        out = _traced.traced(key, plan, runner, local_tensor, _programs, _remember, _recall)
+    except Exception as e:
+        raise _named(e, current_spec, target_spec) from e
+    if _traced.is_capture():
+        _stats["traced"] += 1
+    return out

@@ -157,6 +157,8 @@ _batch_cache = _core.BatchPlanCache(256)
 # the reason (str) to fall back to torch's function
 _routes: OrderedDict = OrderedDict()
 _runners: dict[tuple, _Runner] = {}
+# the switch's traced calls (torch.compile): each one's recorded program (_traced._Program)
+_programs: OrderedDict = OrderedDict()
 _runners_lock = threading.Lock()
 
 
@@ -231,6 +233,7 @@ def clear_caches() -> None:
     _batch_cache.clear()
     _calls.clear()
     _routes.clear()
+    _programs.clear()
     with _runners_lock:
         _runners.clear()
     with _mesh_lock:

@@ -20,6 +20,7 @@ from torch.distributed.tensor._dtensor_spec import DTensorSpec, ShardOrderEntry,
 from torch.distributed.tensor.placement_types import _StridedShard
 
 from .. import _core
+from . import _versions
 
 
 _TO_DTYPE = {
@@ -114,7 +115,10 @@ def layout_of(x, placements: Optional[Sequence] = None, shape: Optional[Sequence
     """The dtensor Layout of a torch DTensor, or of (DeviceMesh, placements, shape, dtype, shard_order).
 
     For a DTensor the placements, shape, dtype and shard order are its own unless given.
+    RuntimeError on a torch outside the supported minors (_versions), whose specs may mean
+    other things.
     """
+    _versions.current()
     if isinstance(x, DTensor):
         spec = x._spec
         mesh = x.device_mesh
@@ -145,6 +149,7 @@ def layout_of(x, placements: Optional[Sequence] = None, shape: Optional[Sequence
 def placements_of(layout: _core.Layout) -> tuple[tuple, Optional[tuple]]:
     """torch placements and shard order (a tuple of ShardOrderEntry, or None for the default order)
     of a dtensor Layout."""
+    _versions.current()
     out = []
     for p in layout.placements:
         if p.kind == "shard":

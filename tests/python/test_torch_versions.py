@@ -1,0 +1,154 @@
+"""The version table (dtensor/torch/_versions.py) against the running torch: every fact of its row,
+and every fact the table says all supported minors share, checked by running this torch
+(scripts/python-versions.sh runs this file on each minor, 2.11 to 2.15)."""
+import inspect
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.distributed as dist  # noqa: E402
+
+from dtensor.torch import _versions  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    from torch.distributed.device_mesh import DeviceMesh
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=4)
+    yield DeviceMesh("cpu", torch.arange(2))
+    dist.destroy_process_group()
+    import dtensor.torch as dt
+    dt.clear_caches()
+
+
+def test_running_torch_has_a_row():
+    f = _versions.current()
+    assert f.minor == _versions.minor_of(torch.__version__)
+    assert _versions.FIRST <= f.minor <= _versions.LAST
+
+
+def test_outside_the_range_is_refused_naming_version_and_range():
+    for v in ("2.10.0", "2.16.0+cu130", "3.0.0", "garbage"):
+        with pytest.raises(RuntimeError, match=r"torch .* outside .*2\.11 to 2\.15"):
+            _versions.facts_for(v)
+    assert _versions.facts_for("2.13.0+cpu").minor == (2, 13)
+
+
+def test_redistribute_local_tensor_signature_and_modules():
+    import importlib
+    from torch.distributed.tensor import _redistribute
+    fn = _redistribute.redistribute_local_tensor
+    got = tuple((p.name, p.kind.name, None if p.default is inspect.Parameter.empty else p.default)
+                for p in inspect.signature(fn).parameters.values())
+    assert got == _versions.REDISTRIBUTE_SIGNATURE
+    for name in _versions.REDISTRIBUTE_MODULES:
+        assert importlib.import_module(name).redistribute_local_tensor is fn, name
+    # and no other torch.distributed.tensor module binds it by name (the switch would miss it)
+    import pkgutil
+    import torch.distributed.tensor as pkg
+    holders = set()
+    for m in pkgutil.walk_packages(pkg.__path__, "torch.distributed.tensor."):
+        try:
+            mod = importlib.import_module(m.name)
+        except Exception:  # noqa: BLE001 - optional modules (e.g. needing other packages)
+            continue
+        if getattr(mod, "redistribute_local_tensor", None) is fn:
+            holders.add(m.name)
+    assert holders == set(_versions.REDISTRIBUTE_MODULES)
+
+
+def test_spec_carries_its_order(mesh):
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor._dtensor_spec import DTensorSpec, ShardOrderEntry, TensorMeta
+    from torch.distributed.tensor.placement_types import _StridedShard
+    from torch.distributed.device_mesh import DeviceMesh
+    mesh2 = DeviceMesh("cpu", torch.arange(4).reshape(2, 2))
+    meta = TensorMeta(torch.Size([8]), (1,), torch.float32)
+    order = (ShardOrderEntry(0, (1, 0)),)
+    spec = DTensorSpec(mesh2, (Shard(0), Shard(0)), tensor_meta=meta, shard_order=order)
+    assert tuple(spec.shard_order) == order and not spec.use_strided_shard_as_shard_order
+    strided = DTensorSpec(mesh2, (_StridedShard(0, split_factor=2), Shard(0)), tensor_meta=meta)
+    assert strided.use_strided_shard_as_shard_order
+
+
+def test_strided_split_factor_meaning(mesh):
+    """_StridedShard(0, sf) over n ranks: sf pieces (torch.chunk), each cut into n, a rank holding
+    its chunk of every piece in order; checked on the arange of uneven lengths, empty chunks too."""
+    from torch.distributed.tensor.placement_types import _StridedShard
+    import math
+    for length in range(0, 14):
+        for sf in (2, 3):
+            for n in (2, 3):
+                shards, _ = _StridedShard(0, split_factor=sf)._split_tensor(torch.arange(length), n, with_padding=False)
+                pieces = list(torch.arange(length).chunk(sf)) if length else []
+                for i in range(n):
+                    want = []
+                    for piece in pieces:
+                        c = math.ceil(piece.numel() / n)
+                        want += piece[i * c:(i + 1) * c].tolist()
+                    assert shards[i].tolist() == want, (length, sf, n, i)
+
+
+def _spied_backward(mesh, src, dst):
+    """The target placements torch's backward of x.redistribute(dst) asks redistribute_local_tensor for."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor import _redistribute
+    real, seen = _redistribute.redistribute_local_tensor, []
+
+    def spy(local, current_spec, target_spec, **kw):
+        seen.append(tuple(target_spec.placements))
+        return real(local, current_spec, target_spec, **kw)
+    x = DTensor.from_local(torch.ones(2, 2, requires_grad=True), mesh, src, run_check=False)
+    y = x.redistribute(mesh, dst)
+    _redistribute.redistribute_local_tensor = spy
+    try:
+        y.to_local().sum().backward()
+    finally:
+        _redistribute.redistribute_local_tensor = real
+    return seen
+
+
+def test_backward_of_partial_to_strided(mesh):
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import Partial, Replicate, Shard
+    from torch.distributed.tensor.placement_types import _StridedShard
+    # (FSDP+TP's form: torch 2.11 cannot read a lone _StridedShard on a 1-d mesh as a shard order)
+    mesh2 = DeviceMesh("cpu", torch.arange(4).reshape(2, 2))
+    seen = _spied_backward(mesh2, [Partial(), Shard(0)], [_StridedShard(0, split_factor=2), Shard(0)])
+    assert seen, "the backward never redistributed"
+    want = Replicate() if _versions.current().strided_grad_replicates_partial else Partial()
+    assert seen[-1] == (want, Shard(0)), seen
+    # a plain Shard target gives Replicate on every minor
+    assert _spied_backward(mesh, [Partial()], [Shard(0)])[-1] == (Replicate(),)
+
+
+def test_shard_to_partial_through_the_public_api(mesh):
+    from torch.distributed.tensor import DTensor, Partial, Shard
+    x = DTensor.from_local(torch.ones(2, 2), mesh, [Shard(0)], run_check=False)
+    if _versions.current().shard_to_partial_api:
+        assert x.redistribute(mesh, [Partial()]).placements == (Partial(),)
+    else:
+        with pytest.raises(RuntimeError, match="internal use only"):
+            x.redistribute(mesh, [Partial()])
+
+
+def test_process_group_timeout_setter():
+    from torch.distributed import distributed_c10d
+    assert hasattr(dist, "set_timeout") == _versions.current().public_set_timeout
+    assert callable(distributed_c10d._set_pg_timeout)  # the fallback exists on every minor
+
+
+def test_strided_offset_mode():
+    from torch.distributed.tensor import placement_types
+    assert hasattr(placement_types, "_StridedShardOffsetMode") == _versions.current().strided_offset_mode
+
+
+def test_functional_collectives_take_what_compiled_regions_pass():
+    import torch.distributed._functional_collectives as funcol
+    want = {"all_gather_tensor": ["self", "gather_dim", "group"], "reduce_scatter_tensor": ["self", "reduceOp", "scatter_dim", "group"],
+            "all_reduce": ["self", "reduceOp", "group"],
+            "all_to_all_single": ["self", "output_split_sizes", "input_split_sizes", "group"], "wait_tensor": ["tensor"]}
+    for name, params in want.items():
+        got = list(inspect.signature(getattr(funcol, name)).parameters)
+        assert got[:len(params)] == params, (name, got)
