@@ -97,7 +97,7 @@ def disabled_means_torch_alone():
     dt.reset_stats()
     x.redistribute(mesh, [Replicate()])
     x.full_tensor()
-    assert dt.stats() == {"routed": 0, "plan_cache_hits": 0, "plan_cache_misses": 0, "fallbacks": {}}
+    assert dt.stats() == {"routed": 0, "traced": 0, "plan_cache_hits": 0, "plan_cache_misses": 0, "fallbacks": {}}
 
 
 @check
@@ -128,23 +128,30 @@ def falls_back_on_uneven_from_local_shards():
 
 
 @check
-def falls_back_on_fake_meta_and_tracing():
+def meta_and_subclasses_fall_back_traces_lower():
+    """meta tensors and tensor subclasses other than the tracing ones go to torch; under a trace
+    (fake mode, make_fx) the plan is lowered to traceable ops, counted as traced once captured."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
     mod = __import__("torch.distributed.tensor._redistribute", fromlist=["x"])
     mesh = init_device_mesh("cpu", (1,))
     a = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])._spec
     b = distribute_tensor(torch.ones(4, 4), mesh, [Replicate()])._spec
+
+    class Sub(torch.Tensor):
+        pass
     dt.reset_stats()
     with dt.enabled():
         meta = mod.redistribute_local_tensor(torch.empty(4, 4, device="meta"), a, b)
+        sub = mod.redistribute_local_tensor(torch.ones(4, 4).as_subclass(Sub), a, b)
         with FakeTensorMode():
-            mod.redistribute_local_tensor(torch.empty(4, 4), a, b)
-        make_fx(lambda t: mod.redistribute_local_tensor(t, a, b))(torch.ones(4, 4))
-    assert meta.device.type == "meta"
+            fake = mod.redistribute_local_tensor(torch.empty(4, 4), a, b)
+        gm = make_fx(lambda t: mod.redistribute_local_tensor(t, a, b))(torch.ones(4, 4))
+    assert meta.device.type == "meta" and type(sub) is Sub and list(fake.shape) == [4, 4]
     f = dt.stats()["fallbacks"]
-    assert f.get("meta tensor") == 1 and f.get("tensor subclass") == 1 and f.get("tracing") == 1, f
-    assert dt.stats()["routed"] == 0
+    assert f == {"meta tensor": 1, "tensor subclass": 1}, f
+    assert dt.stats()["traced"] == 1 and dt.stats()["routed"] == 0, dt.stats()
+    assert torch.equal(gm(torch.arange(16.0).reshape(4, 4)), torch.arange(16.0).reshape(4, 4))
 
 
 @check

@@ -270,11 +270,12 @@ def _traced_run(local_tensor, current_spec, target_spec):
         except Exception as e:
             raise _named(e, current_spec, target_spec) from e
     if all(st.kind == "relabel" for st in plan.steps):
-        return local_tensor  # nothing moves (as eager: the input itself)
-    try:
-        out = _traced.traced(key, plan, runner, local_tensor, _programs, _remember, _recall)
-    except Exception as e:
-        raise _named(e, current_spec, target_spec) from e
+        out = local_tensor  # nothing moves (as eager: the input itself)
+    else:
+        try:
+            out = _traced.traced(key, plan, runner, local_tensor, _programs, _remember, _recall)
+        except Exception as e:
+            raise _named(e, current_spec, target_spec) from e
     if _traced.is_capture():
         _stats["traced"] += 1
     return out

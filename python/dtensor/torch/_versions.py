@@ -61,12 +61,12 @@ class Facts:
 _TABLE = {
     (2, 11): Facts((2, 11), strided_grad_replicates_partial=False, shard_to_partial_api=False,
                    public_set_timeout=False, strided_offset_mode=False),
-    (2, 12): Facts((2, 12), strided_grad_replicates_partial=False, shard_to_partial_api=False,
+    (2, 12): Facts((2, 12), strided_grad_replicates_partial=True, shard_to_partial_api=False,
                    public_set_timeout=False, strided_offset_mode=False),
-    (2, 13): Facts((2, 13), strided_grad_replicates_partial=False, shard_to_partial_api=False,
-                   public_set_timeout=False, strided_offset_mode=False),
-    (2, 14): Facts((2, 14), strided_grad_replicates_partial=False, shard_to_partial_api=False,
-                   public_set_timeout=False, strided_offset_mode=False),
+    (2, 13): Facts((2, 13), strided_grad_replicates_partial=True, shard_to_partial_api=False,
+                   public_set_timeout=False, strided_offset_mode=True),
+    (2, 14): Facts((2, 14), strided_grad_replicates_partial=True, shard_to_partial_api=True,
+                   public_set_timeout=True, strided_offset_mode=True),
     (2, 15): Facts((2, 15), strided_grad_replicates_partial=True, shard_to_partial_api=True,
                    public_set_timeout=True, strided_offset_mode=True),
 }
