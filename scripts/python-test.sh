@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# The Python tests: builds and installs the package into the test venv (scripts/python-env.sh)
-# with `pip install .`, runs pytest on tests/python from outside the source tree (so the
-# installed package is what is tested), then the torchrun example on 4 CPU ranks (gloo).
+# The Python tests: builds the package's wheel and installs it into the test venv
+# (scripts/python-env.sh, torch 2.15), runs pytest on tests/python from outside the source tree
+# (so the installed package is what is tested), the torchrun examples on 4 CPU ranks (gloo), and
+# then the version table, switch and layout tests on torch 2.11 in its own venv (made once per
+# machine by scripts/python-versions.sh: about 4.7 GB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 py=$(./scripts/python-env.sh)
-echo "-- pip install . ($py)"
+echo "-- the wheel, built once ($py), installed here and in the torch 2.11 venv below"
 # no build isolation: the build tools are already in the venv (and nothing is fetched twice);
-# a persistent build dir keeps the C++ objects between runs
-"$py" -m pip install -q --disable-pip-version-check --no-build-isolation \
+# a persistent build dir keeps the C++ objects between runs (the extension does not link torch)
+wheels=$(mktemp -d)
+trap 'rm -rf "$wheels"' EXIT
+"$py" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w "$wheels" \
   --config-settings=build-dir=build-python "$root"
+wheel=$(ls "$wheels"/*.whl)
+"$py" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
 echo "-- pytest"
+# the switch's random pairs: a sample here (scripts/python-versions.sh runs 200 and 100 per minor)
 (cd /tmp && DTENSOR_TORCH_DEFECTS_REPORT=${DTENSOR_TORCH_DEFECTS_REPORT:-} \
+  DTENSOR_SWITCH_PAIRS=${DTENSOR_SWITCH_PAIRS:-40} \
   "$py" -m pytest -q -p no:cacheprovider -rs "$root/tests/python")
 echo "-- examples/python/fsdp_tp.py on 4 CPU ranks"
 out=$(cd /tmp && "$(dirname "$py")/torchrun" --nproc-per-node 4 --master-port 29577 "$root/examples/python/fsdp_tp.py" 2>&1) || {
@@ -32,3 +40,6 @@ echo "-- scripts/gpu_python_check.py --device cpu (the GPU bundle's Python check
 out=$(cd /tmp && timeout 300 "$(dirname "$py")/torchrun" --nproc-per-node 1 --master-port 29579 "$root/scripts/gpu_python_check.py" --device cpu 2>&1) || {
   echo "$out"; echo "scripts/gpu_python_check.py failed"; exit 1; }
 grep "^RESULT" <<<"$out"
+echo "-- torch 2.11 (the oldest supported minor): the version table, the switch and the layouts"
+DTENSOR_WHEEL="$wheel" ./scripts/python-versions.sh 2.11 -- tests/python/test_torch_versions.py \
+  tests/python/test_torch_switch.py tests/python/test_layouts_vs_torch.py

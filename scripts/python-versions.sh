@@ -3,7 +3,7 @@
 # /opt/dtensor-venv-<minor> (or $DTENSOR_VENVS/dtensor-venv-<minor>), created on first use by
 # scripts/python-env.sh from PyPI (about 4.7 GB and 5-8 minutes each) and reused after; 2.15 is
 # the main test venv ($DTENSOR_VENV, default /opt/dtensor-venv). The extension does not link
-# torch: it is built once, as a wheel, and installed in every venv.
+# torch: it is built once, as a wheel, and installed in every venv (or $DTENSOR_WHEEL is).
 #
 #   scripts/python-versions.sh                       # every minor, all of tests/python
 #   scripts/python-versions.sh 2.11 2.13             # those minors
@@ -39,13 +39,18 @@ fi
 logs=${DTENSOR_VERSIONS_LOGS:-/tmp/dtensor-versions}
 mkdir -p "$logs"
 
-main_py=$(./scripts/python-env.sh)
-wheels=$(mktemp -d)
-trap 'rm -rf "$wheels"' EXIT
-echo "-- building the wheel once ($main_py)"
-"$main_py" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w "$wheels" \
-  --config-settings=build-dir=build-python "$root"
-wheel=$(ls "$wheels"/*.whl)
+if [ -n "${DTENSOR_WHEEL:-}" ]; then
+  wheel=$DTENSOR_WHEEL  # built by the caller (scripts/python-test.sh)
+  [ -f "$wheel" ] || { echo "error: DTENSOR_WHEEL '$wheel' is not a file" >&2; exit 2; }
+else
+  main_py=$(./scripts/python-env.sh)
+  wheels=$(mktemp -d)
+  trap 'rm -rf "$wheels"' EXIT
+  echo "-- building the wheel once ($main_py)"
+  "$main_py" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w "$wheels" \
+    --config-settings=build-dir=build-python "$root"
+  wheel=$(ls "$wheels"/*.whl)
+fi
 
 status=0
 summary=()
@@ -69,7 +74,7 @@ for m in "${minors[@]}"; do
   else
     status=1
     result="FAILED: $(tail -n 1 "$logs/python-$m.log") (log: $logs/python-$m.log)"
-    grep -E "^(FAILED|ERROR)" "$logs/python-$m.log" | head -n 20 || true
+    tail -n 60 "$logs/python-$m.log"
   fi
   summary+=("torch $have: $result ($(( $(date +%s) - start )) s)")
 done

@@ -271,3 +271,54 @@ def exit_now():
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def run_switch(rank, world, port, cases, out_dir):
+    """Every case through torch's own API with dtensor switched in (dtensor.torch.enabled()): the
+    forward `x.redistribute(mesh, dst)`, `full_tensor()` of the source, an implicit
+    redistribution (x + y with y in the target layout: sharding propagation redistributes one
+    side) and the gradient of the forward, each against the oracle; rank{r}.json holds the counts
+    and the differences."""
+    import dtensor.torch as dt
+    from torch.distributed.device_mesh import DeviceMesh
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    meshes = {}
+    result = {"checked": 0, "wrong": [], "routed": 0, "fallbacks": {}}
+    dt.reset_stats()
+    for i, (mesh_shape, ranks, src, dst, dtype) in enumerate(cases):
+        key = (tuple(mesh_shape), tuple(ranks))
+        if key not in meshes:
+            meshes[key] = DeviceMesh("cpu", torch.tensor(ranks).reshape(mesh_shape))
+        mesh = meshes[key]
+        coord = mesh.get_coordinate()
+        dpl, _ = dst.torch()
+        name = f"{src!r} -> {dst.text()} ({dtype})" + ("" if ranks == sorted(ranks) else f" mesh ranks {ranks}")
+        full = _global(src, dtype)
+        try:
+            with dt.enabled():
+                x = _input(mesh, src, dtype, coord, requires_grad=dtype != "i32")
+                y = x.redistribute(mesh, dpl)
+                err = check(dst, dtype, _gather(y._local_tensor, world, ranks))
+                if not err and not torch.equal(x.full_tensor(), full):
+                    err = "full_tensor() of the source differs from the tensor"
+                if not err:
+                    z = (x + _input(mesh, dst, dtype, coord)).full_tensor()
+                    if not torch.equal(z, full + full):
+                        err = f"x + y (implicit redistribution): {z.flatten().tolist()[:8]} expected {(full + full).flatten().tolist()[:8]}"
+                if not err and dtype != "i32":
+                    g, = torch.autograd.grad(y, x, _input(mesh, dst, dtype, coord))
+                    err = check(grad_spec(src, dst, default_order=True, torch_rule=True), dtype,
+                                _gather(g._local_tensor, world, ranks))
+                    err = f"gradient: {err}" if err else ""
+        except Exception as e:  # noqa: BLE001: reported with the case
+            err = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}"
+        if err:
+            result["wrong"].append(f"case {i}: {name}: {err}")
+        result["checked"] += 1
+    stats = dt.stats()
+    result["routed"], result["fallbacks"] = stats["routed"], stats["fallbacks"]
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump(result, f)
+    dist.destroy_process_group()
+    exit_now()

@@ -45,9 +45,14 @@ def make_cases(seed, meshes, count):
 
 def spawn(world, args, timeout_s):
     """Runs mp_worker.run on `world` ranks: "" when they all finish, else why not."""
-    import time
     import mp_worker
-    ctx = mp.start_processes(mp_worker.run, args=(world, free_port(), *args), nprocs=world, join=False,
+    return spawn_fn(mp_worker.run, world, args, timeout_s)
+
+
+def spawn_fn(fn, world, args, timeout_s):
+    """Runs fn(rank, world, port, *args) on `world` ranks: "" when they all finish, else why not."""
+    import time
+    ctx = mp.start_processes(fn, args=(world, free_port(), *args), nprocs=world, join=False,
                              start_method="spawn")
     deadline = time.time() + timeout_s
     try:
