@@ -40,6 +40,6 @@ echo "-- scripts/gpu_python_check.py --device cpu (the GPU bundle's Python check
 out=$(cd /tmp && timeout 300 "$(dirname "$py")/torchrun" --nproc-per-node 1 --master-port 29579 "$root/scripts/gpu_python_check.py" --device cpu 2>&1) || {
   echo "$out"; echo "scripts/gpu_python_check.py failed"; exit 1; }
 grep "^RESULT" <<<"$out"
-echo "-- torch 2.11 (the oldest supported minor): the version table, the switch and the layouts"
+echo "-- torch 2.11 (the oldest supported minor): the version table, the switch, the layouts, group timeouts"
 DTENSOR_WHEEL="$wheel" ./scripts/python-versions.sh 2.11 -- tests/python/test_torch_versions.py \
-  tests/python/test_torch_switch.py tests/python/test_layouts_vs_torch.py
+  tests/python/test_torch_switch.py tests/python/test_layouts_vs_torch.py tests/python/test_torch_groups.py

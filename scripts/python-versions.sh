@@ -8,6 +8,7 @@
 #   scripts/python-versions.sh                       # every minor, all of tests/python
 #   scripts/python-versions.sh 2.11 2.13             # those minors
 #   scripts/python-versions.sh 2.11 -- tests/python/test_torch_switch.py   # chosen tests
+#   scripts/python-versions.sh 2.13 -- tests/python/test_redistribute_mp.py -k "4-meshes0"  # pytest options
 #
 # Prints one line per minor (torch's full version and pytest's summary); the logs are in
 # $DTENSOR_VERSIONS_LOGS (default /tmp/dtensor-versions). Exits non-zero when any minor fails.
@@ -33,7 +34,7 @@ if [ ${#tests[@]} -eq 0 ]; then
   tests=("$root/tests/python")
 else
   for i in "${!tests[@]}"; do
-    case "${tests[$i]}" in /*) ;; *) tests[$i]="$root/${tests[$i]}" ;; esac
+    case "${tests[$i]}" in /* | -*) ;; *) [ -e "$root/${tests[$i]}" ] && tests[$i]="$root/${tests[$i]}" ;; esac
   done
 fi
 logs=${DTENSOR_VERSIONS_LOGS:-/tmp/dtensor-versions}
