@@ -173,7 +173,7 @@ def run_train(result, steps=10):
     """TP/SP block compiled (aot_eager) vs eager, both under dtensor.torch.enabled()."""
     import torch.nn.functional as F
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor import Shard
     from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel, SequenceParallel,
                                                    parallelize_module)
     import dtensor.torch as dt

@@ -125,6 +125,14 @@ def falls_back_on_uneven_from_local_shards():
     assert y.to_local().shape == (3, 4)  # torch's own answer, unchanged
     assert dt.stats()["fallbacks"] == {"uneven local shape": 1}, dt.stats()
     assert dt.stats()["routed"] == 0
+    # the same under a trace: handed to torch, not lowered
+    from torch.fx.experimental.proxy_tensor import make_fx
+    mod = __import__("torch.distributed.tensor._redistribute", fromlist=["x"])
+    target = distribute_tensor(torch.ones(5, 4), mesh, [Replicate()])._spec
+    with dt.enabled():
+        make_fx(lambda t: mod.redistribute_local_tensor(t, x._spec, target))(torch.ones(3, 4))
+    assert dt.stats()["fallbacks"] == {"uneven local shape": 2}, dt.stats()
+    assert dt.stats()["traced"] == 0
 
 
 @check

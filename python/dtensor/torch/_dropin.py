@@ -269,6 +269,8 @@ def _traced_run(local_tensor, current_spec, target_spec):
             return f"layout ({str(e).splitlines()[0][:80]})"
         except Exception as e:
             raise _named(e, current_spec, target_spec) from e
+    if list(local_tensor.shape) != list(src.local_shape(runner.comm.rank)):
+        return "uneven local shape"  # as in eager mode: a from_local shard torch's rules do not give
     if all(st.kind == "relabel" for st in plan.steps):
         out = local_tensor  # nothing moves (as eager: the input itself)
     else:
