@@ -52,7 +52,9 @@ def run_pairs(mesh_of, cases, backend, result, world):
                 err = f"compiled {got.flatten().tolist()[:8]} but eager {eager.flatten().tolist()[:8]}"
             if not err and dt.stats()["fallbacks"]:
                 err = f"fell back: {dt.stats()['fallbacks']}"
-            if not err and traced < 1:
+            # (torch's redistribute returns x itself when the placements are already the target's:
+            # nothing reaches the switch then)
+            if not err and traced < 1 and src.placements != dst.placements:
                 err = "nothing was traced"
         except Exception as e:  # noqa: BLE001: reported with the case
             err = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"
