@@ -22,7 +22,7 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "== GPU bundle (scripts/gpu-bundle.sh: CUDA targets for sm_80/90/100, packed for a GPU machine)"
   PATH="$PATH:/usr/local/cuda/bin" ./scripts/gpu-bundle.sh
 fi
-echo "== Python (pip install . into the test venv, pytest, the torchrun example)"
+echo "== Python (the wheel into the torch 2.15 venv, pytest, the torchrun examples, the torch 2.11 checks)"
 ./scripts/python-test.sh
 echo "== Debug + ASan/UBSan"
 # The exhaustive executor set runs every 20th case here (all of it in Release above). The
