@@ -9,13 +9,9 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 py=$(./scripts/python-env.sh)
 echo "-- the wheel, built once ($py), installed here and in the torch 2.11 venv below"
-# no build isolation: the build tools are already in the venv (and nothing is fetched twice);
-# a persistent build dir keeps the C++ objects between runs (the extension does not link torch)
 wheels=$(mktemp -d)
 trap 'rm -rf "$wheels"' EXIT
-"$py" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w "$wheels" \
-  --config-settings=build-dir=build-python "$root"
-wheel=$(ls "$wheels"/*.whl)
+wheel=$(./scripts/python-wheel.sh "$wheels")
 "$py" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
 echo "-- pytest"
 # the switch's random pairs: a sample here (scripts/python-versions.sh runs 200 and 100 per minor)

@@ -44,13 +44,10 @@ if [ -n "${DTENSOR_WHEEL:-}" ]; then
   wheel=$DTENSOR_WHEEL  # built by the caller (scripts/python-test.sh)
   [ -f "$wheel" ] || { echo "error: DTENSOR_WHEEL '$wheel' is not a file" >&2; exit 2; }
 else
-  main_py=$(./scripts/python-env.sh)
   wheels=$(mktemp -d)
   trap 'rm -rf "$wheels"' EXIT
-  echo "-- building the wheel once ($main_py)"
-  "$main_py" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w "$wheels" \
-    --config-settings=build-dir=build-python "$root"
-  wheel=$(ls "$wheels"/*.whl)
+  echo "-- building the wheel once"
+  wheel=$(./scripts/python-wheel.sh "$wheels")
 fi
 
 status=0

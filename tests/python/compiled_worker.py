@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import sys
 import traceback
@@ -120,17 +121,12 @@ def run_graph(mesh_of, cases, result):
             plan = dt._cache.get(layouts[0], layouts[1], "default")
             want = []
             for st in plan.steps:
-                if st.kind == "direct":
+                if st.kind == "direct":  # over the mesh dims its source shards
                     lay = dt._core.Layout(layouts[0].mesh, list(x.shape), st.src, dtype=layouts[0].dtype)
-                    n = 1
-                    for m, p in enumerate(lay.placements):
-                        if p.kind in ("shard", "strided_shard"):
-                            n *= mesh_shape[m]
-                    want.append(("all_to_all", n))
+                    want.append(("all_to_all", math.prod(mesh_shape[m] for m, p in enumerate(lay.placements)
+                                                         if p.kind in ("shard", "strided_shard"))))
                 elif st.kind in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all"):
-                    n = 1
-                    for m in st.mesh_dims:
-                        n *= mesh_shape[m]
+                    n = math.prod(mesh_shape[m] for m in st.mesh_dims)
                     if n > 1:
                         want.append((st.kind, n))
             err = ""
@@ -242,14 +238,8 @@ def run(rank, world, port, modes, cases, graph_cases, out_dir, backend="aot_eage
     sys.path.insert(0, HERE)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
-    from torch.distributed.device_mesh import DeviceMesh
-    meshes = {}
-
-    def mesh_of(shape, ranks):
-        key = (tuple(shape), tuple(ranks))
-        if key not in meshes:
-            meshes[key] = DeviceMesh("cpu", torch.tensor(ranks).reshape(shape))
-        return meshes[key]
+    from mp_worker import mesh_maker
+    mesh_of = mesh_maker()
     result = {"checked": 0, "graph_checked": 0, "strided_checked": 0, "graph_kinds": [], "wrong": []}
     try:
         if "pairs" in modes:

@@ -84,7 +84,7 @@ def grad_spec(src, dst, default_order=False, torch_rule=False):
     a Partial source dim becomes Replicate where the gradient is not Partial; the source's shard
     order (`default_order`: ascending, as torch's own backward builds it). `torch_rule`: torch's
     backward (x.redistribute), whose rule differs by minor (dtensor/torch/_versions.py): where
-    the target is a _StridedShard, torch before 2.15 keeps the Partial."""
+    the target is a _StridedShard, torch 2.11 keeps the Partial."""
     from dtensor.torch import _versions
     keep = torch_rule and not _versions.current().strided_grad_replicates_partial
     placements = [("R",) if p[0] == "P" and q[0] != "P" and not (keep and q[0] == "SS") else p
@@ -123,13 +123,26 @@ def _input(mesh, src, dtype, coord, requires_grad=False):
     return DTensor(local_input(src, dtype, coord), spec, requires_grad=requires_grad)
 
 
+def mesh_maker():
+    """mesh_of(shape, ranks): the DeviceMesh with torch rank ranks[i] at row-major position i,
+    made once per (shape, ranks) and reused."""
+    from torch.distributed.device_mesh import DeviceMesh
+    meshes = {}
+
+    def mesh_of(shape, ranks):
+        key = (tuple(shape), tuple(ranks))
+        if key not in meshes:
+            meshes[key] = DeviceMesh("cpu", torch.tensor(ranks).reshape(shape))
+        return meshes[key]
+    return mesh_of
+
+
 def run(rank, world, port, cases, out_dir, mode="dtensor", start=0, torch_copies=False):
     """mode "dtensor": every case through dtensor.torch.redistribute, results in rank{r}.json
     (`torch_copies`: the executor's local copies as torch ops, the GPU path, on CPU tensors).
     mode "torch": torch's own redistribute from case `start` on, one JSON line per case in
     rank{r}.jsonl ("begin" before it runs, so a hang or crash can be attributed)."""
     import dtensor.torch as dt
-    from torch.distributed.device_mesh import DeviceMesh
 
     # the executor's local copies as torch ops (what runs on GPU tensors) instead of C++ memcpy
     assert hasattr(dt, "_torch_local_copies_on_cpu"), "the installed dtensor.torch has no torch-copies switch"
@@ -137,17 +150,14 @@ def run(rank, world, port, cases, out_dir, mode="dtensor", start=0, torch_copies
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60 if mode == "dtensor" else 10))
-    meshes = {}
+    mesh_of = mesh_maker()
     result = {"checked": 0, "grad_checked": 0, "to_local_checked": 0, "enabled_checked": 0, "wrong": [], "distribute_checked": 0,
               "distribute_wrong": []}
     lines = open(os.path.join(out_dir, f"rank{rank}.jsonl"), "a", buffering=1) if mode == "torch" else None
     for i, (mesh_shape, ranks, src, dst, dtype) in enumerate(cases):
         if i < start:
             continue
-        key = (tuple(mesh_shape), tuple(ranks))  # ranks: the torch rank at each mesh position
-        if key not in meshes:
-            meshes[key] = DeviceMesh("cpu", torch.tensor(ranks).reshape(mesh_shape))
-        mesh = meshes[key]
+        mesh = mesh_of(mesh_shape, ranks)  # ranks: the torch rank at each mesh position
         x = _input(mesh, src, dtype, mesh.get_coordinate())
         dpl, dorder = dst.torch()
         name = f"{src!r} -> {dst.text()} ({dtype})" + ("" if ranks == sorted(ranks) else f" mesh ranks {ranks}")
@@ -280,17 +290,13 @@ def run_switch(rank, world, port, cases, out_dir):
     side) and the gradient of the forward, each against the oracle; rank{r}.json holds the counts
     and the differences."""
     import dtensor.torch as dt
-    from torch.distributed.device_mesh import DeviceMesh
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
-    meshes = {}
+    mesh_of = mesh_maker()
     result = {"checked": 0, "wrong": [], "routed": 0, "fallbacks": {}}
     dt.reset_stats()
     for i, (mesh_shape, ranks, src, dst, dtype) in enumerate(cases):
-        key = (tuple(mesh_shape), tuple(ranks))
-        if key not in meshes:
-            meshes[key] = DeviceMesh("cpu", torch.tensor(ranks).reshape(mesh_shape))
-        mesh = meshes[key]
+        mesh = mesh_of(mesh_shape, ranks)
         coord = mesh.get_coordinate()
         dpl, _ = dst.torch()
         name = f"{src!r} -> {dst.text()} ({dtype})" + ("" if ranks == sorted(ranks) else f" mesh ranks {ranks}")

@@ -7,16 +7,12 @@ _StridedShard pair torch gets wrong, and the TP/SP block's 10 compiled steps aga
 The full set: `scripts/compiled-check.sh` (docs/python.md)."""
 import json
 import os
-import time
 
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch.multiprocessing as mp  # noqa: E402
-
 from layouts import Spec  # noqa: E402
-from procs import free_port  # noqa: E402
-from test_redistribute_mp import make_cases  # noqa: E402
+from test_redistribute_mp import make_cases, spawn_fn  # noqa: E402
 
 PAIRS = int(os.environ.get("DTENSOR_COMPILED_PAIRS", "6"))
 BACKEND = os.environ.get("DTENSOR_COMPILED_BACKEND", "aot_eager")
@@ -36,18 +32,9 @@ GRAPH_CASES = [  # (mesh, ranks, src, dst, dtype): one per collective kind of dt
 
 def spawn(world, modes, cases, graph_cases, out, timeout_s):
     import compiled_worker
-    ctx = mp.start_processes(compiled_worker.run, args=(world, free_port(), modes, cases, graph_cases, str(out), BACKEND),
-                             nprocs=world, join=False, start_method="spawn")
-    deadline = time.time() + timeout_s
-    try:
-        while not ctx.join(timeout=2):
-            if time.time() > deadline:
-                raise TimeoutError(f"ranks did not finish within {timeout_s} s")
-    except Exception as e:  # noqa: BLE001
-        for p in ctx.processes:
-            if p.is_alive():
-                p.kill()
-        pytest.fail(f"world {world}: {str(e)[-3000:]}")
+    why = spawn_fn(compiled_worker.run, world, (modes, cases, graph_cases, str(out), BACKEND), timeout_s)
+    if why:
+        pytest.fail(f"world {world}: {why}")
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)]
 
 

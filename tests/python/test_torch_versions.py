@@ -39,8 +39,7 @@ def test_redistribute_local_tensor_signature_and_modules():
     import importlib
     from torch.distributed.tensor import _redistribute
     fn = _redistribute.redistribute_local_tensor
-    got = tuple((p.name, p.kind.name, None if p.default is inspect.Parameter.empty else p.default)
-                for p in inspect.signature(fn).parameters.values())
+    got = tuple((p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values())
     assert got == _versions.REDISTRIBUTE_SIGNATURE
     for name in _versions.REDISTRIBUTE_MODULES:
         assert importlib.import_module(name).redistribute_local_tensor is fn, name

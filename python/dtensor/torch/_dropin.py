@@ -32,8 +32,7 @@ from ._layout import _REDUCE_OPS, _TO_DTYPE, _spec_of, layout_of
 # signature: the same on every supported minor (_versions)
 _TORCH_MODULES = _versions.REDISTRIBUTE_MODULES
 _P = inspect.Parameter
-_TESTED_SIGNATURE = [(name, getattr(_P, kind), _P.empty if default is None and kind == "POSITIONAL_OR_KEYWORD" else default)
-                     for name, kind, default in _versions.REDISTRIBUTE_SIGNATURE]
+_TESTED_SIGNATURE = list(_versions.REDISTRIBUTE_SIGNATURE)
 _MODELLED = (Shard, _StridedShard, Replicate, Partial)
 
 
@@ -85,9 +84,10 @@ def enable(cost_model: Any = "default") -> None:
     """Routes torch's redistributions through dtensor: replaces torch's redistribute_local_tensor
     in every torch module that imported it, so explicit `x.redistribute(...)`, `full_tensor()`,
     the implicit redistributions of sharding propagation and their backward passes all run
-    dtensor's plan (under `cost_model`) on torch.distributed. Layouts dtensor does not model,
-    calls under torch.compile tracing or on fake/meta tensors, and ranks not on the mesh fall
-    back to torch's own function (see stats()). RuntimeError on a torch outside 2.11-2.15 (the
+    dtensor's plan (under `cost_model`) on torch.distributed; under torch.compile (and make_fx)
+    the plan is lowered into the traced graph. Layouts dtensor does not model, meta tensors,
+    other tensor subclasses and ranks not on the mesh fall back to torch's own function (see
+    stats()). RuntimeError on a torch outside 2.11-2.15 (the
     version table, _versions), or whose function's signature differs from the tested one."""
     import importlib
     if isinstance(cost_model, (str, os.PathLike)) and os.fspath(cost_model) not in ("default", "pytorch"):
@@ -160,6 +160,8 @@ def _fallback_reason(local_tensor: torch.Tensor, current_spec, target_spec) -> O
         return "no tensor meta"
     if current_spec.tensor_meta.dtype not in _TO_DTYPE:
         return f"dtype {current_spec.tensor_meta.dtype}"
+    if any(not isinstance(n, int) for n in current_spec.tensor_meta.shape):
+        return "symbolic shape"  # a trace with dynamic shapes: plans need concrete sizes
     return None
 
 
@@ -169,8 +171,15 @@ def _spec_layout(spec: DTensorSpec) -> _core.Layout:
     return layout_of(spec.mesh, spec.placements, meta.shape, meta.dtype, order)
 
 
-def _route(local_tensor, current_spec, target_spec):
-    """The _Call for this spec pair, or the reason to fall back."""
+def _route_key(local_tensor, current_spec, target_spec) -> tuple:
+    """What a routed call's decision depends on: both specs, how each carries its order, the cost
+    model and the device."""
+    return (current_spec, target_spec, current_spec.use_strided_shard_as_shard_order,
+            target_spec.use_strided_shard_as_shard_order, _switch.model_key, local_tensor.device)
+
+
+def _route_plan(local_tensor, current_spec, target_spec):
+    """(source layout, target layout, plan) for this spec pair, or the reason to fall back (str)."""
     reason = _fallback_reason(local_tensor, current_spec, target_spec)
     if reason is not None:
         return reason
@@ -181,7 +190,15 @@ def _route(local_tensor, current_spec, target_spec):
                         None if target_spec.use_strided_shard_as_shard_order else target_spec.shard_order)
     except ValueError as e:
         return f"layout ({str(e).splitlines()[0][:80]})"
-    plan = _ex._cache.get(src, dst, _switch.cost_model)
+    return src, dst, _ex._cache.get(src, dst, _switch.cost_model)
+
+
+def _route(local_tensor, current_spec, target_spec):
+    """The _Call for this spec pair, or the reason to fall back."""
+    routed = _route_plan(local_tensor, current_spec, target_spec)
+    if isinstance(routed, str):
+        return routed
+    src, dst, plan = routed
     return _Call(current_spec.mesh, src, dst, plan, local_tensor.device)
 
 
@@ -219,8 +236,7 @@ def _routed(local_tensor, current_spec, target_spec, *, async_op=False, use_grap
     elif type(local_tensor) not in _PLAIN:
         reason = "tensor subclass"  # async-collective and other wrapper tensors
     else:
-        key = (current_spec, target_spec, current_spec.use_strided_shard_as_shard_order,
-               target_spec.use_strided_shard_as_shard_order, _switch.model_key, local_tensor.device)
+        key = _route_key(local_tensor, current_spec, target_spec)
         call = _recall(_routes, key)
         if call is None or (type(call) is _Call and call.world is not _default_group()):
             _stats["plan_cache_misses"] += 1
@@ -246,27 +262,16 @@ def _routed(local_tensor, current_spec, target_spec, *, async_op=False, use_grap
                     use_graph_based_transform=use_graph_based_transform, is_explicit=is_explicit)
 
 
-
 def _traced_run(local_tensor, current_spec, target_spec):
     """The redistribution lowered to traceable ops (a tensor), or the reason to fall back (str)."""
     from torch.utils._python_dispatch import _disable_current_modes
-    key = (current_spec, target_spec, current_spec.use_strided_shard_as_shard_order,
-           target_spec.use_strided_shard_as_shard_order, _switch.model_key, local_tensor.device, id(_default_group()))
     with _disable_current_modes():  # planning and process groups are host work, outside the trace
-        reason = _fallback_reason(local_tensor, current_spec, target_spec)
-        if reason is not None:
-            return reason
-        meta = current_spec.tensor_meta
-        if any(not isinstance(s, int) for s in meta.shape):
-            return "symbolic shape"
         try:
-            src = _spec_layout(current_spec)
-            dst = layout_of(target_spec.mesh, target_spec.placements, meta.shape, meta.dtype,
-                            None if target_spec.use_strided_shard_as_shard_order else target_spec.shard_order)
-            plan = _ex._cache.get(src, dst, _switch.cost_model)
+            routed = _route_plan(local_tensor, current_spec, target_spec)
+            if isinstance(routed, str):
+                return routed
+            src, _, plan = routed
             runner = _runner(current_spec.mesh, local_tensor.device)
-        except ValueError as e:
-            return f"layout ({str(e).splitlines()[0][:80]})"
         except Exception as e:
             raise _named(e, current_spec, target_spec) from e
     if list(local_tensor.shape) != list(src.local_shape(runner.comm.rank)):
@@ -274,6 +279,7 @@ def _traced_run(local_tensor, current_spec, target_spec):
     if all(st.kind == "relabel" for st in plan.steps):
         out = local_tensor  # nothing moves (as eager: the input itself)
     else:
+        key = (*_route_key(local_tensor, current_spec, target_spec), id(_default_group()))
         try:
             out = _traced.traced(key, plan, runner, local_tensor, _programs, _remember, _recall)
         except Exception as e:

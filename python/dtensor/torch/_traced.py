@@ -89,7 +89,7 @@ _BASES = (1 << 44, 2 << 44, 3 << 44)
 class _Program:
     """One rank's recorded program of a plan: what `_replay` performs, and the groups it needs."""
 
-    __slots__ = ("ops", "groups", "direct_dims", "buffers", "src_shape", "out_shape", "workspace", "collectives")
+    __slots__ = ("ops", "groups", "direct_dims", "buffers", "out_shape", "workspace")
 
     def __init__(self, plan: _core.Plan, mesh: _core.Mesh, rank: int, supports):
         rec = _Recorder(supports)
@@ -102,7 +102,6 @@ class _Program:
         ex.execute(_BASES[0], sizes[0], _BASES[1], sizes[1], _BASES[2], sizes[2])
         self.ops, self.groups = rec.ops, rec.groups
         self.workspace = sizes[2]
-        self.src_shape = list(plan.src.local_shape(rank))
         self.out_shape = list(plan.dst.local_shape(rank))
         # each direct step's group: the mesh dims its source shards (the peers the executor
         # exchanges with, src/comm/executor.cpp: lower_direct), in plan order
@@ -112,8 +111,6 @@ class _Program:
                 lay = _core.Layout(plan.src.mesh, list(plan.src.shape), st.src, dtype=plan.src.dtype)
                 self.direct_dims.append(tuple(m for m, p in enumerate(lay.placements)
                                               if p.kind in ("shard", "strided_shard")))
-        self.collectives = [op[0] for op in self.ops if op[0] in ("all_gather", "reduce_scatter", "all_reduce",
-                                                                  "all_to_all", "send_recv")]
 
 
 def _members(mesh: _core.Mesh, rank: int, dims) -> list:
@@ -273,15 +270,13 @@ def _exchange(groups, dims, sends, recvs, dt, at, device):
 
 
 def traced(call_key, plan: _core.Plan, runner, local: torch.Tensor, cache: dict, remember, recall) -> torch.Tensor:
-    """The redistribution of `local` under `plan`, as traceable torch ops (see the module's text).
-    Programs are kept per call key in `cache`."""
+    """The redistribution of `local` (of the source layout's local shape: the caller checks it)
+    under `plan`, as traceable torch ops (see the module's text). Programs are kept per call key
+    in `cache`."""
     prog = recall(cache, call_key)
     if prog is None:
         prog = _Program(plan, runner.info.mesh, runner.comm.rank, runner.impl.supports)
         remember(cache, call_key, prog)
-    if list(local.shape) != prog.src_shape:
-        raise ValueError(f"rank {runner.comm.rank}: local tensor of shape {list(local.shape)}, but the layout "
-                         f"{plan.src} gives this rank {prog.src_shape}")
     return _replay(prog, _Groups(runner.impl, runner.info.mesh, runner.comm.rank), local, local.dtype)
 
 

@@ -20,6 +20,7 @@ Facts the same on every supported minor (checked per version as well):
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Optional
 
@@ -30,13 +31,14 @@ RANGE = f"{FIRST[0]}.{FIRST[1]} to {LAST[0]}.{LAST[1]}"
 
 REDISTRIBUTE_MODULES = ("torch.distributed.tensor._redistribute", "torch.distributed.tensor._api",
                         "torch.distributed.tensor._dispatch", "torch.distributed.tensor.experimental._tp_transform")
-# (name, kind, default) of each parameter of redistribute_local_tensor
-REDISTRIBUTE_SIGNATURE = (("local_tensor", "POSITIONAL_OR_KEYWORD", None),
-                          ("current_spec", "POSITIONAL_OR_KEYWORD", None),
-                          ("target_spec", "POSITIONAL_OR_KEYWORD", None),
-                          ("async_op", "KEYWORD_ONLY", False),
-                          ("use_graph_based_transform", "KEYWORD_ONLY", None),
-                          ("is_explicit", "KEYWORD_ONLY", False))
+# (name, kind, default) of each parameter of redistribute_local_tensor, as inspect.signature gives them
+_P = inspect.Parameter
+REDISTRIBUTE_SIGNATURE = (("local_tensor", _P.POSITIONAL_OR_KEYWORD, _P.empty),
+                          ("current_spec", _P.POSITIONAL_OR_KEYWORD, _P.empty),
+                          ("target_spec", _P.POSITIONAL_OR_KEYWORD, _P.empty),
+                          ("async_op", _P.KEYWORD_ONLY, False),
+                          ("use_graph_based_transform", _P.KEYWORD_ONLY, None),
+                          ("is_explicit", _P.KEYWORD_ONLY, False))
 
 
 @dataclass(frozen=True)
