@@ -1,0 +1,70 @@
+#pragma once
+// Plans between layouts that may hold a RaggedShard (docs/ragged.md). A ragged plan is a short
+// chain of stages: ordinary plans between non-ragged layouts (the A* planner's) and exchanges, one
+// grouped send/recv of per-rank counts between two layouts either of which may be ragged. The
+// planner takes the cheapest chain through a bounded set of meeting points (each ragged end's base
+// layout and its Shard-like neighbour, and the other end itself): the search over ragged states
+// never meets units that are not the source's or the target's.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtensor/cost_model.hpp"
+#include "dtensor/plan.hpp"
+#include "dtensor/planner.hpp"
+#include "dtensor/ragged.hpp"
+
+namespace dtensor {
+
+// One grouped send/recv from `from` to `to` (neither Partial): every rank receives each element of
+// its piece from the one member of its group over `from`'s sharded and ragged mesh dims that holds
+// it. Byte counts are the largest over ranks.
+struct RaggedExchange {
+  RaggedLayout from, to;
+  std::vector<int> mesh_dims;  // the mesh dims some transfer crosses
+  std::int64_t bytes_sent = 0, bytes_received = 0, copy_bytes = 0, peers = 0;
+  std::int64_t scratch_elems = 0;  // the largest rank's packing scratch (sends then receives)
+  double alpha_us = 0, wire_us = 0, copy_us = 0, cost_us = 0;
+  friend bool operator==(const RaggedExchange&, const RaggedExchange&) = default;
+};
+
+struct RaggedStage {
+  std::optional<Plan> plan;                 // an ordinary plan between two non-ragged layouts, or
+  std::optional<RaggedExchange> exchange;  // an exchange
+  [[nodiscard]] const RaggedLayout from() const;
+  [[nodiscard]] const RaggedLayout to() const;
+  [[nodiscard]] double cost_us() const noexcept;
+  friend bool operator==(const RaggedStage&, const RaggedStage&) = default;
+};
+
+struct RaggedPlan {
+  RaggedLayout src, dst;
+  std::string cost_model;
+  std::vector<RaggedStage> stages;  // empty when src == dst
+  double total_cost_us = 0;
+  // "RaggedShard((0,),(1,1,2))-[exchange]->R-[all_gather[0]]->S(0)": each stage's kind between states.
+  [[nodiscard]] std::string trace() const;
+  // Stable across processes: FNV-1a over the layouts and every stage.
+  [[nodiscard]] std::uint64_t hash() const;
+  // A table: one row per stage, then the total.
+  [[nodiscard]] std::string explain() const;
+  friend bool operator==(const RaggedPlan&, const RaggedPlan&) = default;
+};
+
+// The exchange from `from` to `to` (same mesh, shape and dtype; neither Partial), costed under `cost`.
+// Meshes above 4096 ranks are refused (costing pairs every rank with its group).
+[[nodiscard]] RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to, const CostModel& cost);
+
+// The cheapest chain from `src` to `dst` (same mesh, shape and dtype) under `cost`; with neither
+// ragged, the ordinary plan as one stage. Deterministic: the same inputs give the same plan on
+// every rank. Throws InputError for layouts of different meshes, shapes or dtypes.
+[[nodiscard]] RaggedPlan plan_ragged(const RaggedLayout& src, const RaggedLayout& dst, const CostModel& cost,
+                                     const PlanOptions& options = {});
+
+// The meeting points the planner tries next to a ragged layout: its base (the ragged mesh dim read
+// as Replicate) and its Shard-like neighbour (the ragged mesh dim as the innermost split of tensor
+// dim 0). Empty for a non-ragged layout.
+[[nodiscard]] std::vector<Layout> ragged_neighbours(const RaggedLayout& l);
+
+}  // namespace dtensor

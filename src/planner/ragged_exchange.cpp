@@ -1,0 +1,64 @@
+// The transfers of a ragged exchange (ragged_exchange.hpp): pairs of ranks, the overlap of their
+// base blocks, and the run of that overlap both pieces hold.
+#include "ragged_exchange.hpp"
+
+#include <algorithm>
+
+#include "comm/groups.hpp"
+
+namespace dtensor::detail {
+
+std::vector<int> exchange_group_dims(const RaggedLayout& from) {
+  std::vector<int> dims;
+  const Sharding& s = from.base().sharding();
+  for (int d = 0; d < s.tensor_ndim(); ++d)
+    for (const auto& e : s.entries(d)) dims.push_back(e.mesh_dim);
+  if (from.ragged()) dims.push_back(from.ragged()->mesh_dim);
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+ExchangePart exchange_part(const RaggedLayout& from, std::span<const std::int64_t> src_coord, const RaggedLayout& to,
+                           std::span<const std::int64_t> dst_coord) {
+  ExchangePart p;
+  const auto a = from.base().indices(src_coord), b = to.base().indices(dst_coord);
+  p.box.reserve(a.size());
+  for (std::size_t d = 0; d < a.size(); ++d) p.box.push_back(a[d].intersect(b[d]));
+  if (box_numel(p.box) == 0) return p;
+  // the overlap's elements in each piece are one run of the overlap's own order (positions in a
+  // block rise with the overlap's row-major order), so both pieces together hold one run too
+  const auto pa = from.piece(src_coord), pb = to.piece(dst_coord);
+  p.lo = std::max(count_before(p.box, a, pa.start), count_before(p.box, b, pb.start));
+  p.hi = std::min(count_before(p.box, a, pa.stop), count_before(p.box, b, pb.stop));
+  if (p.hi < p.lo) p.hi = p.lo;
+  return p;
+}
+
+std::vector<ExchangePart> exchange_sends(const RaggedLayout& from, const RaggedLayout& to, const std::vector<std::int64_t>& coord) {
+  std::vector<ExchangePart> out;
+  for (const auto& pc : group_members(from.mesh(), coord, exchange_group_dims(from))) {
+    auto p = exchange_part(from, coord, to, pc);
+    if (p.count() == 0) continue;
+    p.peer = from.mesh().rank_at(pc);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<ExchangePart> exchange_recvs(const RaggedLayout& from, const RaggedLayout& to, const std::vector<std::int64_t>& coord) {
+  std::vector<ExchangePart> out;
+  for (const auto& pc : group_members(from.mesh(), coord, exchange_group_dims(from))) {
+    auto p = exchange_part(from, pc, to, coord);
+    if (p.count() == 0) continue;
+    p.peer = from.mesh().rank_at(pc);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+bool contiguous_in(const std::vector<IndexSet>& sub, std::int64_t lo, std::int64_t hi, const std::vector<IndexSet>& block) {
+  if (hi <= lo) return true;
+  return position_in(sub, hi - 1, block) - position_in(sub, lo, block) == hi - 1 - lo;
+}
+
+}  // namespace dtensor::detail

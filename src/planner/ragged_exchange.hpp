@@ -1,0 +1,36 @@
+#pragma once
+// The transfers of one ragged exchange, for one rank: what the planner costs and the executor
+// runs are the same list (ragged_exchange.cpp).
+#include <cstdint>
+#include <vector>
+
+#include "dtensor/ragged.hpp"
+
+namespace dtensor::detail {
+
+// Elements [lo, hi) of `box` in its row-major order move between this rank and `peer` (a send:
+// from this rank's source piece; a receive: into its target piece). `box` is the overlap of the
+// two ranks' base blocks.
+struct ExchangePart {
+  std::int64_t peer = 0;
+  std::vector<IndexSet> box;
+  std::int64_t lo = 0, hi = 0;
+  [[nodiscard]] std::int64_t count() const noexcept { return hi - lo; }
+};
+
+// The source group of an exchange: the mesh dims that shard or cut `from` (ascending).
+[[nodiscard]] std::vector<int> exchange_group_dims(const RaggedLayout& from);
+// The part one sender gives one receiver (both coordinates; count 0 when none).
+[[nodiscard]] ExchangePart exchange_part(const RaggedLayout& from, std::span<const std::int64_t> src_coord,
+                                         const RaggedLayout& to, std::span<const std::int64_t> dst_coord);
+// What the rank at `coord` sends (to each peer of its group, itself included) and receives, in
+// group order; parts with no elements left out.
+[[nodiscard]] std::vector<ExchangePart> exchange_sends(const RaggedLayout& from, const RaggedLayout& to,
+                                                       const std::vector<std::int64_t>& coord);
+[[nodiscard]] std::vector<ExchangePart> exchange_recvs(const RaggedLayout& from, const RaggedLayout& to,
+                                                       const std::vector<std::int64_t>& coord);
+// Whether box positions [lo, hi) of `sub` are one contiguous run of the piece of `block` starting at `piece_start`.
+[[nodiscard]] bool contiguous_in(const std::vector<IndexSet>& sub, std::int64_t lo, std::int64_t hi,
+                                 const std::vector<IndexSet>& block);
+
+}  // namespace dtensor::detail

@@ -1,0 +1,219 @@
+// Ragged plans (ragged_plan.hpp): exchanges costed from their transfer lists, and the cheapest
+// chain through the meeting points next to each ragged end.
+#include "dtensor/ragged_plan.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "dtensor/error.hpp"
+#include "placement/hash.hpp"
+#include "ragged_exchange.hpp"
+
+namespace dtensor {
+namespace {
+
+bool has_partial(const RaggedLayout& l) { return l.base().sharding().has_partial(); }
+
+void check_same_tensor(const RaggedLayout& a, const RaggedLayout& b) {
+  if (a.mesh() != b.mesh() || a.shape() != b.shape() || a.dtype() != b.dtype())
+    throw InputError(fmt::format("a ragged plan joins layouts of one mesh, shape and dtype: {} and {}", a.str(), b.str()));
+}
+
+}  // namespace
+
+const RaggedLayout RaggedStage::from() const { return plan ? RaggedLayout(plan->src) : exchange->from; }
+const RaggedLayout RaggedStage::to() const { return plan ? RaggedLayout(plan->dst) : exchange->to; }
+double RaggedStage::cost_us() const noexcept { return plan ? plan->total_cost_us : exchange->cost_us; }
+
+std::vector<Layout> ragged_neighbours(const RaggedLayout& l) {
+  if (!l.ragged()) return {};
+  std::vector<Layout> out{l.base()};
+  const Sharding like = l.base().sharding().with_shard_appended(0, ShardEntry{l.ragged()->mesh_dim, 1, false});
+  out.emplace_back(l.mesh(), l.shape(), l.dtype(), like);
+  return out;
+}
+
+RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to, const CostModel& cost) {
+  check_same_tensor(from, to);
+  if (has_partial(from) || has_partial(to))
+    throw InputError(fmt::format("an exchange moves no Partial: {} -> {}", from.placements_str(), to.placements_str()));
+  const Mesh& mesh = from.mesh();
+  if (mesh.num_ranks() > 4096)
+    throw InputError(fmt::format("a ragged exchange on a mesh of {} ranks: at most 4096 are planned", mesh.num_ranks()));
+  RaggedExchange ex{from, to, {}, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  const auto s = static_cast<std::int64_t>(itemsize(from.dtype()));
+  std::uint32_t crossed = 0;
+  for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
+    const auto c = mesh.coord_of_rank(r);
+    const auto from_block = from.base().indices(c), to_block = to.base().indices(c);
+    std::int64_t sent = 0, received = 0, copies = 0, scratch = 0, send_peers = 0, recv_peers = 0;
+    for (const auto& p : detail::exchange_sends(from, to, c)) {
+      if (p.peer == r) {
+        copies += p.count();
+        continue;
+      }
+      const auto pc = mesh.coord_of_rank(p.peer);
+      for (int m = 0; m < mesh.ndim(); ++m)
+        if (pc[static_cast<std::size_t>(m)] != c[static_cast<std::size_t>(m)]) crossed |= 1u << m;
+      sent += p.count();
+      ++send_peers;
+      if (!detail::contiguous_in(p.box, p.lo, p.hi, from_block)) {
+        copies += p.count();
+        scratch += p.count();
+      }
+    }
+    for (const auto& p : detail::exchange_recvs(from, to, c)) {
+      if (p.peer == r) continue;
+      received += p.count();
+      ++recv_peers;
+      if (!detail::contiguous_in(p.box, p.lo, p.hi, to_block)) {
+        copies += p.count();
+        scratch += p.count();
+      }
+    }
+    ex.bytes_sent = std::max(ex.bytes_sent, sent * s);
+    ex.bytes_received = std::max(ex.bytes_received, received * s);
+    ex.copy_bytes = std::max(ex.copy_bytes, copies * s);
+    ex.peers = std::max({ex.peers, send_peers, recv_peers});
+    ex.scratch_elems = std::max(ex.scratch_elems, scratch);
+  }
+  Traffic t;
+  t.kind = Traffic::Kind::direct;
+  t.peers = ex.peers;
+  for (int m = 0; m < mesh.ndim(); ++m)
+    if (crossed & (1u << m)) {
+      ex.mesh_dims.push_back(m);
+      t.inter_host = t.inter_host || cost.is_inter_host(mesh.shape(), m);
+    }
+  t.bytes = static_cast<double>(std::max(ex.bytes_sent, ex.bytes_received));
+  t.copy_bytes = static_cast<double>(ex.copy_bytes);
+  if (ex.peers == 0) t.kind = Traffic::Kind::local;  // a local cut: copies only
+  const StepTime st = cost.time(t);
+  ex.alpha_us = st.alpha_us;
+  ex.wire_us = st.wire_us;
+  ex.copy_us = st.copy_us;
+  ex.cost_us = st.total_us();
+  return ex;
+}
+
+RaggedPlan plan_ragged(const RaggedLayout& src, const RaggedLayout& dst, const CostModel& cost, const PlanOptions& options) {
+  check_same_tensor(src, dst);
+  RaggedPlan best{src, dst, cost.name, {}, 0};
+  if (src == dst) return best;
+  PlanOptions inner = options;
+  inner.runner_up = false;
+  if (!src.is_ragged() && !dst.is_ragged()) {
+    best.stages.push_back({plan_redistribution(src.base(), dst.base(), cost, options), std::nullopt});
+    best.total_cost_us = best.stages[0].cost_us();
+    return best;
+  }
+  // Memoised stages: exchanges and ordinary plans between the candidates.
+  auto exchange = [&](const RaggedLayout& a, const RaggedLayout& b) -> std::optional<RaggedStage> {
+    if (has_partial(a) || has_partial(b)) return std::nullopt;
+    return RaggedStage{std::nullopt, ragged_exchange(a, b, cost)};
+  };
+  auto ordinary = [&](const Layout& a, const Layout& b) -> std::optional<RaggedStage> {
+    try {
+      return RaggedStage{plan_redistribution(a, b, cost, inner), std::nullopt};
+    } catch (const InputError&) {
+      return std::nullopt;  // a constraint (peak bytes, say) that blocks this chain
+    }
+  };
+  double best_cost = std::numeric_limits<double>::infinity();
+  auto consider = [&](std::vector<RaggedStage> stages) {
+    double total = 0;
+    for (const auto& st : stages) total += st.cost_us();
+    // ties keep the earlier candidate (the order below is fixed: the same plan on every rank)
+    if (total < best_cost) {
+      best_cost = total;
+      best.stages = std::move(stages);
+    }
+  };
+  // candidate meeting points: M1 after the source, M2 before the target (non-ragged layouts)
+  std::vector<Layout> m1, m2;
+  if (src.is_ragged()) {
+    m1 = ragged_neighbours(src);
+    if (!dst.is_ragged()) m1.push_back(dst.base());
+  } else {
+    m1.push_back(src.base());
+  }
+  if (dst.is_ragged()) {
+    m2 = ragged_neighbours(dst);
+    if (!src.is_ragged()) m2.push_back(src.base());
+  } else {
+    m2.push_back(dst.base());
+  }
+  if (src.is_ragged() && dst.is_ragged())
+    if (auto e = exchange(src, dst)) consider({*e});
+  for (const auto& a : m1)
+    for (const auto& b : m2) {
+      std::vector<RaggedStage> chain;
+      if (src.is_ragged()) {
+        auto e = exchange(src, RaggedLayout(a));
+        if (!e) continue;
+        chain.push_back(std::move(*e));
+      }
+      if (!(a == b)) {
+        auto p = ordinary(a, b);
+        if (!p) continue;
+        chain.push_back(std::move(*p));
+      }
+      if (dst.is_ragged()) {
+        auto e = exchange(RaggedLayout(b), dst);
+        if (!e) continue;
+        chain.push_back(std::move(*e));
+      }
+      consider(std::move(chain));
+    }
+  if (!std::isfinite(best_cost))
+    throw InputError(fmt::format("no ragged plan from {} to {}: every chain is blocked", src.str(), dst.placements_str()));
+  best.total_cost_us = best_cost;
+  return best;
+}
+
+std::string RaggedPlan::trace() const {
+  std::string out = src.placements_str();
+  for (const auto& st : stages) {
+    if (st.plan) {
+      const auto t = st.plan->trace();
+      out += t.substr(st.plan->src.placements_str().size());
+    } else {
+      out += "=>" + st.exchange->to.placements_str();
+    }
+  }
+  return out;
+}
+
+std::uint64_t RaggedPlan::hash() const {
+  std::string canon = fmt::format("{}|{}|{}", src.str(), dst.placements_str(), cost_model);
+  for (const auto& st : stages) {
+    if (st.plan) canon += fmt::format(";plan:{:016x}", st.plan->hash());
+    else
+      canon += fmt::format(";exchange:{}:{}:{}", st.exchange->to.placements_str(), fmt::join(st.exchange->mesh_dims, ","),
+                           std::llround(st.exchange->cost_us * 1e6));
+  }
+  return detail::fnv1a(canon.data(), canon.size());
+}
+
+std::string RaggedPlan::explain() const {
+  std::string out = fmt::format("ragged plan {} -> {} on {} {} {} ({})\n", src.placements_str(), dst.placements_str(),
+                                src.mesh().str(), shape_str(src.shape()), to_string(src.dtype()), cost_model);
+  if (stages.empty()) return out + "  nothing to do: the layouts are equal\n";
+  for (std::size_t k = 0; k < stages.size(); ++k) {
+    const auto& st = stages[k];
+    if (st.plan) {
+      out += fmt::format("  {}. plan      {:>9.2f} us  {}\n", k + 1, st.plan->total_cost_us, st.plan->trace());
+      for (const auto& s : st.plan->steps)
+        out += fmt::format("       {} over mesh dims [{}]: {} B sent, {} B received, {:.2f} us\n", to_string(s.kind),
+                           fmt::join(s.mesh_dims, ","), s.bytes_sent, s.bytes_received, s.cost_us);
+    } else {
+      const auto& e = *st.exchange;
+      out += fmt::format("  {}. exchange  {:>9.2f} us  {} => {}: {} B sent, {} B received, {} peers, {} B copied{}\n", k + 1,
+                         e.cost_us, e.from.placements_str(), e.to.placements_str(), e.bytes_sent, e.bytes_received,
+                         e.peers, e.copy_bytes, e.peers == 0 ? " (a local cut)" : "");
+    }
+  }
+  return out + fmt::format("  total {:.2f} us  {}\n", total_cost_us, trace());
+}
+
+}  // namespace dtensor
