@@ -3,8 +3,8 @@
 // chain of stages: ordinary plans between non-ragged layouts (the A* planner's) and exchanges, one
 // grouped send/recv of per-rank counts between two layouts either of which may be ragged. The
 // planner takes the cheapest chain through a bounded set of meeting points (each ragged end's base
-// layout and its Shard-like neighbour, and the other end itself): the search over ragged states
-// never meets units that are not the source's or the target's.
+// layout and its Shard-like neighbour, the other end, and on small meshes every plain layout): the
+// search never meets ragged units that are not the source's or the target's.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -61,6 +61,15 @@ struct RaggedPlan {
 // every rank. Throws InputError for layouts of different meshes, shapes or dtypes.
 [[nodiscard]] RaggedPlan plan_ragged(const RaggedLayout& src, const RaggedLayout& dst, const CostModel& cost,
                                      const PlanOptions& options = {});
+
+// On meshes of at most kRaggedEnumerationRanks ranks, where {R, S(d)} per mesh dim with every
+// shard order gives at most kRaggedEnumerationStates layouts, the planner meets the ordinary graph
+// at every one of them (exact against the whole graph with ragged ends); beyond, at the ragged ends'
+// neighbours and the other end.
+inline constexpr std::int64_t kRaggedEnumerationRanks = 64;
+inline constexpr std::int64_t kRaggedEnumerationStates = 512;
+// Those plain layouts (empty when the bounds are passed).
+[[nodiscard]] std::vector<Layout> plain_meeting_points(const Mesh& mesh, const std::vector<std::int64_t>& shape, DType dtype);
 
 // The meeting points the planner tries next to a ragged layout: its base (the ragged mesh dim read
 // as Replicate) and its Shard-like neighbour (the ragged mesh dim as the innermost split of tensor

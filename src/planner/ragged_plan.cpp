@@ -2,8 +2,10 @@
 // chain through the meeting points next to each ragged end.
 #include "dtensor/ragged_plan.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 #include "dtensor/error.hpp"
 #include "placement/hash.hpp"
@@ -96,6 +98,41 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
   return ex;
 }
 
+std::vector<Layout> plain_meeting_points(const Mesh& mesh, const std::vector<std::int64_t>& shape, DType dtype) {
+  // {R, S(d)} on every mesh dim, every shard order of a dim split twice or more: counted first, so
+  // a mesh or tensor too large for the whole set costs nothing to refuse
+  const int md = mesh.ndim(), nd = static_cast<int>(shape.size());
+  std::vector<Layout> out;
+  if (mesh.num_ranks() > kRaggedEnumerationRanks || nd == 0) return out;
+  double count = 1;
+  for (int m = 0; m < md; ++m) count *= nd + 1;
+  if (count * 6 > static_cast<double>(kRaggedEnumerationStates)) return out;  // orders: at most 3! per assignment here
+  std::vector<int> pick(static_cast<std::size_t>(md), 0);
+  while (true) {
+    std::vector<std::vector<ShardEntry>> dims(static_cast<std::size_t>(nd));
+    for (int m = 0; m < md; ++m)
+      if (pick[static_cast<std::size_t>(m)] > 0) dims[static_cast<std::size_t>(pick[static_cast<std::size_t>(m)] - 1)].push_back({m, 1, false});
+    // every order of each dim's entries (the permutations of each list, combined)
+    auto orders = [&](auto&& self, std::size_t d) -> void {
+      if (d == dims.size()) {
+        out.emplace_back(mesh, shape, dtype, Sharding(md, dims, std::vector<std::optional<ReduceOp>>(static_cast<std::size_t>(md))));
+        return;
+      }
+      auto& e = dims[d];
+      std::sort(e.begin(), e.end(), [](const ShardEntry& a, const ShardEntry& b) { return a.mesh_dim < b.mesh_dim; });
+      do self(self, d + 1);
+      while (std::next_permutation(e.begin(), e.end(), [](const ShardEntry& a, const ShardEntry& b) { return a.mesh_dim < b.mesh_dim; }));
+    };
+    orders(orders, 0);
+    int m = md;
+    while (m-- > 0) {
+      if (++pick[static_cast<std::size_t>(m)] <= nd) break;
+      pick[static_cast<std::size_t>(m)] = 0;
+    }
+    if (m < 0) return out;
+  }
+}
+
 RaggedPlan plan_ragged(const RaggedLayout& src, const RaggedLayout& dst, const CostModel& cost, const PlanOptions& options) {
   check_same_tensor(src, dst);
   RaggedPlan best{src, dst, cost.name, {}, 0};
@@ -107,7 +144,6 @@ RaggedPlan plan_ragged(const RaggedLayout& src, const RaggedLayout& dst, const C
     best.total_cost_us = best.stages[0].cost_us();
     return best;
   }
-  // Memoised stages: exchanges and ordinary plans between the candidates.
   auto exchange = [&](const RaggedLayout& a, const RaggedLayout& b) -> std::optional<RaggedStage> {
     if (has_partial(a) || has_partial(b)) return std::nullopt;
     return RaggedStage{std::nullopt, ragged_exchange(a, b, cost)};
@@ -129,42 +165,53 @@ RaggedPlan plan_ragged(const RaggedLayout& src, const RaggedLayout& dst, const C
       best.stages = std::move(stages);
     }
   };
-  // candidate meeting points: M1 after the source, M2 before the target (non-ragged layouts)
-  std::vector<Layout> m1, m2;
-  if (src.is_ragged()) {
-    m1 = ragged_neighbours(src);
-    if (!dst.is_ragged()) m1.push_back(dst.base());
-  } else {
-    m1.push_back(src.base());
-  }
-  if (dst.is_ragged()) {
-    m2 = ragged_neighbours(dst);
-    if (!src.is_ragged()) m2.push_back(src.base());
-  } else {
-    m2.push_back(dst.base());
-  }
-  if (src.is_ragged() && dst.is_ragged())
-    if (auto e = exchange(src, dst)) consider({*e});
-  for (const auto& a : m1)
-    for (const auto& b : m2) {
-      std::vector<RaggedStage> chain;
-      if (src.is_ragged()) {
-        auto e = exchange(src, RaggedLayout(a));
-        if (!e) continue;
-        chain.push_back(std::move(*e));
-      }
-      if (!(a == b)) {
-        auto p = ordinary(a, b);
-        if (!p) continue;
-        chain.push_back(std::move(*p));
-      }
-      if (dst.is_ragged()) {
-        auto e = exchange(RaggedLayout(b), dst);
-        if (!e) continue;
-        chain.push_back(std::move(*e));
-      }
-      consider(std::move(chain));
+  // Meeting points: every plain non-Partial layout on a small mesh, else each ragged end's neighbours.
+  std::vector<Layout> all = plain_meeting_points(src.mesh(), src.shape(), src.dtype());
+  auto points_near = [&](const RaggedLayout& end, const RaggedLayout& other) {
+    std::vector<Layout> pts = all.empty() ? ragged_neighbours(end) : all;
+    if (all.empty() && !other.is_ragged() && !has_partial(other)) pts.push_back(other.base());
+    return pts;
+  };
+  // a chain: [exchange src -> a] [plan a -> b] [exchange b -> dst] (each exchange costed once)
+  std::unordered_map<Layout, std::optional<RaggedStage>> from_src, to_dst;
+  auto chain = [&](const Layout* a, const Layout* b) {
+    std::vector<RaggedStage> stages;
+    const Layout& from = a ? *a : src.base();
+    const Layout& to = b ? *b : dst.base();
+    if (a) {
+      auto it = from_src.find(*a);
+      if (it == from_src.end()) it = from_src.emplace(*a, exchange(src, RaggedLayout(*a))).first;
+      if (!it->second) return;
+      stages.push_back(*it->second);
     }
+    if (!(from == to)) {
+      auto p = ordinary(from, to);
+      if (!p) return;
+      stages.push_back(std::move(*p));
+    }
+    if (b) {
+      auto it = to_dst.find(*b);
+      if (it == to_dst.end()) it = to_dst.emplace(*b, exchange(RaggedLayout(*b), dst)).first;
+      if (!it->second) return;
+      stages.push_back(*it->second);
+    }
+    consider(std::move(stages));
+  };
+  if (src.is_ragged() && dst.is_ragged()) {
+    if (auto e = exchange(src, dst)) consider({*e});
+    // one meeting point, or a plan between a point near either end and a neighbour of the other
+    const auto near_src = points_near(src, dst), near_dst = points_near(dst, src);
+    const auto nb_src = ragged_neighbours(src), nb_dst = ragged_neighbours(dst);
+    for (const auto& a : near_src) chain(&a, &a);
+    for (const auto& a : near_src)
+      for (const auto& b : nb_dst) chain(&a, &b);
+    for (const auto& a : nb_src)
+      for (const auto& b : near_dst) chain(&a, &b);
+  } else if (src.is_ragged()) {
+    for (const auto& a : points_near(src, dst)) chain(&a, nullptr);
+  } else {
+    for (const auto& b : points_near(dst, src)) chain(nullptr, &b);
+  }
   if (!std::isfinite(best_cost))
     throw InputError(fmt::format("no ragged plan from {} to {}: every chain is blocked", src.str(), dst.placements_str()));
   best.total_cost_us = best_cost;
