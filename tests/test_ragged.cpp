@@ -1,6 +1,7 @@
 // RaggedShard: the layout algebra against the oracle (ragged_cases.hpp), text and JSON, bad input.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <random>
 
 #include "dtensor/error.hpp"
@@ -357,4 +358,128 @@ TEST_CASE("ragged plans: as cheap as the whole graph with ragged ends", "[ragged
   }
   WARN(cases << " pairs; the planner's chain costs more than the graph's best on " << worse << " (worst ratio " << worst << ")");
   CHECK(cases > 100);
+}
+
+// ---- owners ------------------------------------------------------------------------------
+
+#include "dtensor/owners.hpp"
+
+TEST_CASE("owners: the exact solver against brute force, the heuristic and round-robin beside it", "[ragged]") {
+  std::mt19937_64 rng(5300);
+  const CostModel cost = CostModel::default_model();
+  struct Row {
+    int cases = 0;
+    double heur_sum = 0, heur_max = 0, rr_sum = 0, rr_max = 0;
+    int heur_optimal = 0;
+  };
+  std::map<std::string, Row> table;
+  for (const auto& mesh_shape : std::vector<std::vector<std::int64_t>>{{2}, {3}, {4}, {2, 2}}) {
+    const Mesh mesh(mesh_shape);
+    const int mesh_dim = static_cast<int>(mesh_shape.size()) - 1;
+    const auto m = mesh_shape.back();
+    for (int sample = 0; sample < 12; ++sample) {
+      const std::size_t N = 2 + rng() % 5;
+      std::vector<Layout> ls;
+      std::vector<double> compute;
+      for (std::size_t i = 0; i < N; ++i) {
+        const std::vector<std::int64_t> shape{1 + static_cast<std::int64_t>(rng() % 64) * 16, 8 + static_cast<std::int64_t>(rng() % 8) * 64};
+        ls.push_back(Layout::parse(mesh, shape, DType::f32, std::string(static_cast<std::size_t>(mesh.ndim() - 1), 'R') + "S(0)"));
+        compute.push_back(sample % 2 ? static_cast<double>(shape[0] * shape[1]) * 1e-4 : 0.0);
+      }
+      const auto got = plan_owners(ls, mesh_dim, cost, compute);
+      REQUIRE(got.exact);
+      // brute force over every assignment, from each tensor's time on each owner alone
+      std::vector<double> t(N * static_cast<std::size_t>(m));
+      for (std::size_t i = 0; i < N; ++i)
+        for (std::int64_t o = 0; o < m; ++o) {
+          const std::vector<std::int64_t> one{o};
+          t[i * static_cast<std::size_t>(m) + static_cast<std::size_t>(o)] =
+              evaluate_owners(std::span<const Layout>(&ls[i], 1), mesh_dim, cost, one, std::span<const double>(&compute[i], 1)).makespan_us;
+        }
+      double brute = INFINITY;
+      std::vector<std::int64_t> a(N, 0);
+      while (true) {
+        std::vector<double> load(static_cast<std::size_t>(m), 0.0);
+        for (std::size_t i = 0; i < N; ++i) load[static_cast<std::size_t>(a[i])] += t[i * static_cast<std::size_t>(m) + static_cast<std::size_t>(a[i])];
+        brute = std::min(brute, *std::max_element(load.begin(), load.end()));
+        std::size_t k = 0;
+        for (; k < N; ++k) {
+          if (++a[k] < m) break;
+          a[k] = 0;
+        }
+        if (k == N) break;
+      }
+      CHECK(got.makespan_us == Approx(brute).epsilon(1e-12));
+      CHECK(evaluate_owners(ls, mesh_dim, cost, got.owners, compute).makespan_us == Approx(got.makespan_us));
+      CHECK(plan_owners(ls, mesh_dim, cost, compute).owners == got.owners);  // deterministic
+      // the heuristic alone: 13 tensors or more skip the exact search; run it on a copy padded past 12
+      std::vector<Layout> padded = ls;
+      std::vector<double> padded_compute = compute;
+      while (padded.size() <= 12) {
+        padded.push_back(Layout::parse(mesh, {1}, DType::f32, std::string(static_cast<std::size_t>(mesh.ndim()), 'R')));
+        padded_compute.push_back(0);
+      }
+      const auto heur = plan_owners(padded, mesh_dim, cost, padded_compute);
+      CHECK(!heur.exact);
+      std::vector<std::int64_t> heur_owners(heur.owners.begin(), heur.owners.begin() + static_cast<std::ptrdiff_t>(N));
+      const double h = evaluate_owners(ls, mesh_dim, cost, heur_owners, compute).makespan_us;
+      std::vector<std::int64_t> rr(N);
+      for (std::size_t i = 0; i < N; ++i) rr[i] = static_cast<std::int64_t>(i) % m;
+      const double r = evaluate_owners(ls, mesh_dim, cost, rr, compute).makespan_us;
+      CHECK(h >= brute * (1 - 1e-12));
+      CHECK(r >= brute * (1 - 1e-12));
+      Row& row = table[fmt::format("{}{}", mesh.str(), sample % 2 ? " +compute" : "")];
+      ++row.cases;
+      row.heur_sum += h / brute;
+      row.heur_max = std::max(row.heur_max, h / brute);
+      row.rr_sum += r / brute;
+      row.rr_max = std::max(row.rr_max, r / brute);
+      row.heur_optimal += h <= brute * (1 + 1e-12) ? 1 : 0;
+    }
+  }
+  std::string out = "| mesh | cases | LPT optimal | LPT / exact mean, max | round-robin / exact mean, max |\n|---|---|---|---|---|\n";
+  for (const auto& [k, row] : table)
+    out += fmt::format("| {} | {} | {} | {:.3f}, {:.3f} | {:.3f}, {:.3f} |\n", k, row.cases, row.heur_optimal,
+                       row.heur_sum / row.cases, row.heur_max, row.rr_sum / row.cases, row.rr_max);
+  if (std::getenv("DTENSOR_OWNER_TABLE")) fmt::print("{}", out);
+  for (const auto& [k, row] : table) CHECK(row.heur_max <= 4.0 / 3.0 + 1e-9);
+}
+
+TEST_CASE("owners: gather to owners and scatter back run exactly; bad input", "[ragged]") {
+  const Mesh mesh(std::vector<std::int64_t>{2, 3});
+  const CostModel cost = CostModel::default_model();
+  // owners along mesh dim 0; mesh dim 1's placement stays
+  std::vector<Layout> ls{Layout::parse(mesh, {7, 4}, DType::f32, "S(0)R"), Layout::parse(mesh, {5, 6}, DType::f32, "S(0)S(1)"),
+                         Layout::parse(mesh, {9, 2}, DType::f32, "S(1)S(0)"), Layout::parse(mesh, {3, 3}, DType::f32, "RS(0)")};
+  const auto p = plan_owners(ls, 0, cost);
+  REQUIRE(p.owners.size() == 4);
+  SimulatedWorld world(mesh, WorldOptions{std::chrono::milliseconds(30000), nullptr});
+  for (std::size_t i = 0; i < ls.size(); ++i) {
+    const auto owner = owner_layout(ls[i], 0, p.owners[i]);
+    // the owner of each group along mesh dim 0 holds that group's whole block
+    for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
+      const auto c = mesh.coord_of_rank(r);
+      CHECK(owner.local_numel(c) == (c[0] == p.owners[i] ? owner.base().local_numel(c) : 0));
+    }
+    Case src_case;
+    for (const auto& pl : ls[i].placements()) src_case.base.push_back(pl.is_shard() ? oracle::Pl{'S', static_cast<int>(pl.dim()), 1} : oracle::Pl{'R'});
+    Case owner_case = src_case;
+    owner_case.base[0] = {'R'};
+    owner_case.rdim = 0;
+    owner_case.units = owner.ragged()->units;
+    const auto gather = plan_ragged(RaggedLayout(ls[i]), owner, cost);
+    CHECK(check_ragged(mesh, ls[i].shape(), DType::f32, owner_case, run_ragged(gather, src_case, world)) == "");
+    const auto scatter = plan_ragged(owner, RaggedLayout(ls[i]), cost);
+    CHECK(check_ragged(mesh, ls[i].shape(), DType::f32, src_case, run_ragged(scatter, owner_case, world)) == "");
+  }
+  CHECK_THROWS_WITH(plan_owners(ls, 2, cost), Catch::Contains("mesh dim 2"));
+  const std::vector<double> bad_count{1.0};
+  CHECK_THROWS_WITH(plan_owners(ls, 1, cost, bad_count), Catch::Contains("1 compute times for 4 tensors"));
+  const std::vector<double> negative{1.0, -2.0, 0.0, 0.0};
+  CHECK_THROWS_WITH(plan_owners(ls, 1, cost, negative), Catch::Contains("-2"));
+  const std::vector<double> nan{1.0, std::nan(""), 0.0, 0.0};
+  CHECK_THROWS_WITH(plan_owners(ls, 1, cost, nan), Catch::Contains("not a time"));
+  const std::vector<Layout> partial{Layout::parse(mesh, {4}, DType::f32, "P(sum)R")};
+  CHECK_THROWS_WITH(plan_owners(partial, 1, cost), Catch::Contains("Partial"));
+  CHECK_THROWS_WITH(owner_layout(ls[0], 0, 2), Catch::Contains("owner 2"));
 }
