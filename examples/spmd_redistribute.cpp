@@ -11,7 +11,7 @@
 //   ranks=N plan_hash=H verified=V/N time_per_iter_us=T first_iter_us=C
 // (T: the mean of --iters warm runs, default 20, after one timed cold run C; --random: one run per pair)
 // `--random K --seed S` runs K random (shape, source, target) pairs on the mesh instead, one
-// summary line each. Two faults can be injected, to see the failure modes: `--inject-mismatch R`
+// summary line each (`--ragged`: one side or both a RaggedShard layout, run as a ragged plan). Two faults can be injected, to see the failure modes: `--inject-mismatch R`
 // makes rank R plan another target (the run fails, exit 4, naming the ranks whose plans differ);
 // `--inject-absent R` makes rank R stall instead of executing (its peers time out after
 // --timeout seconds, naming the collective, exit 4). `--random K --batch` runs the K pairs as one
@@ -37,6 +37,8 @@
 #include "dtensor/batch_executor.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/planner.hpp"
+#include "dtensor/ragged_executor.hpp"
+#include "dtensor/ragged_plan.hpp"
 #include "dtensor/simulated.hpp"
 #include "dtensor/verify.hpp"
 #ifdef DTENSOR_WITH_MPI
@@ -60,6 +62,7 @@ struct Args {
   std::int64_t iters = 0, random = 0, seed = 1, inject_mismatch = -1, inject_absent = -1;
   double timeout_s = 60;
   bool batch = false;
+  bool ragged = false;  // --random K --ragged: one side of each pair (or both) a RaggedShard layout
 };
 
 [[noreturn]] void usage_error(const std::string& msg) { throw InputError(msg); }
@@ -93,6 +96,7 @@ Args parse_args(int argc, char** argv) {
     else if (f == "--inject-mismatch") a.inject_mismatch = integer(f, need(i), 0);
     else if (f == "--inject-absent") a.inject_absent = integer(f, need(i), 0);
     else if (f == "--batch") a.batch = true;
+    else if (f == "--ragged") a.ragged = true;
     else if (f == "--timeout") {
       const std::string v = need(i);
       char* end = nullptr;
@@ -100,7 +104,7 @@ Args parse_args(int argc, char** argv) {
       if (v.empty() || *end != '\0' || !(a.timeout_s > 0) || a.timeout_s > 86400)
         usage_error(fmt::format("--timeout '{}' is not a number of seconds in (0, 86400]", v));
     } else if (f == "--help" || f == "-h") {
-      std::printf("usage: spmd_redistribute --mesh M (--shape S --from X --to Y | --random K [--seed S] [--batch]) [--dtype T]\n"
+      std::printf("usage: spmd_redistribute --mesh M (--shape S --from X --to Y | --random K [--seed S] [--batch | --ragged]) [--dtype T]\n"
                   "       [--backend threads|mpi|nccl] [--iters N] [--timeout SECONDS] [--cost-model NAME|FILE]\n");
       std::exit(0);
     } else {
@@ -111,6 +115,7 @@ Args parse_args(int argc, char** argv) {
   if (a.random == 0 && (a.shape.empty() || a.from.empty() || a.to.empty()))
     usage_error("--shape, --from and --to are required (or --random K)");
   if (a.batch && a.random == 0) usage_error("--batch runs the --random K pairs as one batch: give --random K");
+  if (a.ragged && (a.random == 0 || a.batch)) usage_error("--ragged draws --random K pairs (without --batch): give --random K");
   if (a.backend != "threads" && a.backend != "mpi" && a.backend != "nccl")
     usage_error(fmt::format("unknown backend '{}' (expected threads, mpi or nccl)", a.backend));
   return a;
@@ -122,7 +127,7 @@ struct Case {
 };
 
 // Deterministic on every rank: the same seed gives the same list everywhere.
-std::vector<Case> random_cases(const Mesh& mesh, std::int64_t n, std::int64_t seed, dtensor::DType dt) {
+std::vector<Case> random_cases(const Mesh& mesh, std::int64_t n, std::int64_t seed, dtensor::DType dt, bool ragged) {
   std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
   auto uni = [&](std::int64_t lo, std::int64_t hi) { return lo + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(hi - lo + 1)); };
   const char* ops[] = {"sum", "avg", "max", "min"};
@@ -145,11 +150,28 @@ std::vector<Case> random_cases(const Mesh& mesh, std::int64_t n, std::int64_t se
       }
       return s;
     };
-    c.from = pls();
-    c.to = pls();
-    try {  // keep the layouts that are valid (e.g. a split factor within its dim)
-      (void)Layout::parse(mesh, c.shape, DType::f32, c.from);
-      (void)Layout::parse(mesh, c.shape, DType::f32, c.to);
+    // a RaggedShard layout: Replicate before the ragged mesh dim, R or S(d) after, units in 0..2
+    auto ragged_pls = [&] {
+      const auto r = uni(0, mesh.ndim() - 1);
+      std::string s, units;
+      for (int m = 0; m < mesh.ndim(); ++m) {
+        if (m < r || (m > r && uni(0, 1) == 0)) s += "R";
+        else if (m > r) s += fmt::format("S({})", uni(0, nd - 1));
+        else {
+          for (std::int64_t i = 0; i < mesh.size(m); ++i) units += fmt::format("{}{}", i ? "," : "", uni(0, 2));
+          std::string dims;
+          for (std::int64_t d = 0, k = uni(1, nd); d < k; ++d) dims += fmt::format("{},", d);
+          s += fmt::format("RaggedShard(({}),({}))", dims, units);
+        }
+      }
+      return s;
+    };
+    const auto side = ragged ? uni(0, 2) : -1;  // 0: the source ragged, 1: the target, 2: both
+    c.from = side == 0 || side == 2 ? ragged_pls() : pls();
+    c.to = side == 1 || side == 2 ? ragged_pls() : pls();
+    try {  // keep the layouts that are valid (e.g. a split factor within its dim, units that divide)
+      (void)RaggedLayout::parse(mesh, c.shape, DType::f32, c.from);
+      (void)RaggedLayout::parse(mesh, c.shape, DType::f32, c.to);
     } catch (const InputError&) {
       continue;
     }
@@ -192,11 +214,16 @@ Layout reduce_partials(Communicator& comm, const Layout& dst, std::byte* out, st
 }
 
 // One rank's part of one case: plan, agree, fill, execute, reduce Partial dims, verify.
+Outcome run_ragged_rank(Communicator& comm, const Args& a, const RaggedLayout& src, const RaggedLayout& dst,
+                        const CostModel& cost);
+
 Outcome run_rank(Communicator& comm, const Args& a, const Case& c, const CostModel& cost) {
   Memory& mem = comm.memory();
   const auto wait = [&mem] { mem.wait(); };
   const Mesh& mesh = comm.mesh();
   const DType dt = parse_dtype(a.dtype);
+  if (c.from.find("RaggedShard") != std::string::npos || c.to.find("RaggedShard") != std::string::npos)
+    return run_ragged_rank(comm, a, RaggedLayout::parse(mesh, c.shape, dt, c.from), RaggedLayout::parse(mesh, c.shape, dt, c.to), cost);
   const Layout src = Layout::parse(mesh, c.shape, dt, c.from);
   const Layout dst = Layout::parse(mesh, c.shape, dt, c.to);
   Layout planned_dst = dst;
@@ -230,6 +257,36 @@ Outcome run_rank(Communicator& comm, const Args& a, const Case& c, const CostMod
   // then every rank holds plain values of the target's shard.
   const Layout check = reduce_partials(comm, dst, out.p, exec.output_bytes());
   wait();
+  std::vector<std::byte> host_out(out.n);
+  mem.download(host_out.data(), out.p, out.n);
+  o.mismatch = verify_rank_output(check, comm.rank(), host_out);
+  o.verified = o.mismatch.empty();
+  return o;
+}
+
+// A pair with a RaggedShard side: a ragged plan (exchanges and ordinary stages) and its executor.
+// Partial targets are reduced as above before the check.
+Outcome run_ragged_rank(Communicator& comm, const Args& a, const RaggedLayout& src, const RaggedLayout& dst,
+                        const CostModel& cost) {
+  Memory& mem = comm.memory();
+  const RaggedPlan plan = plan_ragged(src, dst, cost);
+  const RaggedExecutor exec(plan, comm);  // exchanges plan hashes
+  if (comm.rank() == a.inject_absent) throw Absent{};
+  const auto host_in = seeded_input(src, comm.rank());
+  Buffer in(mem, host_in.size()), out(mem, static_cast<std::size_t>(exec.output_bytes())),
+      ws(mem, static_cast<std::size_t>(exec.workspace_bytes()));
+  mem.upload(in.p, host_in.data(), host_in.size());
+  const Buffers b{std::span<const std::byte>(in.p, in.n), std::span<std::byte>(out.p, out.n), std::span<std::byte>(ws.p, ws.n)};
+  const std::int64_t iters = a.iters > 0 ? a.iters : (a.random > 0 ? 1 : 20);
+  Outcome o;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::int64_t i = 0; i < iters; ++i) exec.execute(b);
+  mem.wait();
+  o.time_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(iters);
+  o.plan_hash = plan.hash();
+  RaggedLayout check = dst;
+  if (!dst.is_ragged()) check = RaggedLayout(reduce_partials(comm, dst.base(), out.p, exec.output_bytes()));
+  mem.wait();
   std::vector<std::byte> host_out(out.n);
   mem.download(host_out.data(), out.p, out.n);
   o.mismatch = verify_rank_output(check, comm.rank(), host_out);
@@ -331,7 +388,7 @@ int run_cases(Communicator& comm, const Args& a, const std::vector<Case>& cases,
 }
 
 std::vector<Case> cases_of(const Args& a, const Mesh& mesh) {
-  if (a.random > 0) return random_cases(mesh, a.random, a.seed, parse_dtype(a.dtype));
+  if (a.random > 0) return random_cases(mesh, a.random, a.seed, parse_dtype(a.dtype), a.ragged);
   return {Case{parse_shape(a.shape), a.from, a.to}};
 }
 

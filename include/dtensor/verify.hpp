@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dtensor/layout.hpp"
+#include "dtensor/ragged.hpp"
 
 namespace dtensor {
 
@@ -25,6 +26,12 @@ namespace dtensor {
                                          std::int64_t seeded_ranks = 0);
 // The same check for one rank's output.
 [[nodiscard]] std::string verify_rank_output(const Layout& layout, std::int64_t rank, std::span<const std::byte> output,
+                                             std::int64_t seeded_ranks = 0);
+
+// The same for a layout that may hold a RaggedShard: a rank's local elements are its piece of its
+// base block (row-major); without one, exactly the Layout forms. Partial layouts are never ragged.
+[[nodiscard]] std::vector<std::byte> seeded_input(const RaggedLayout& layout, std::int64_t rank);
+[[nodiscard]] std::string verify_rank_output(const RaggedLayout& layout, std::int64_t rank, std::span<const std::byte> output,
                                              std::int64_t seeded_ranks = 0);
 
 }  // namespace dtensor

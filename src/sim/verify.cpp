@@ -140,4 +140,36 @@ std::string verify_rank_output(const Layout& l, std::int64_t rank, std::span<con
   return err;
 }
 
+std::vector<std::byte> seeded_input(const RaggedLayout& l, std::int64_t rank) {
+  if (!l.is_ragged()) return seeded_input(l.base(), rank);
+  const auto c = l.mesh().coord_of_rank(rank);
+  const auto piece = l.piece(c);
+  std::vector<std::byte> out(static_cast<std::size_t>(piece.size() * static_cast<std::int64_t>(itemsize(l.dtype()))));
+  for_each_local(l.base(), l.base().indices(c), [&](std::int64_t k, std::int64_t lin) {
+    if (k >= piece.start && k < piece.stop)
+      store_element(l.dtype(), out.data(), k - piece.start, simulation_value(l.dtype(), lin, l.mesh().num_ranks()));
+  });
+  return out;
+}
+
+std::string verify_rank_output(const RaggedLayout& l, std::int64_t rank, std::span<const std::byte> output,
+                               std::int64_t seeded_ranks) {
+  if (!l.is_ragged()) return verify_rank_output(l.base(), rank, output, seeded_ranks);
+  const std::int64_t value_ranks = seeded_ranks > 0 ? seeded_ranks : l.mesh().num_ranks();
+  const auto c = l.mesh().coord_of_rank(rank);
+  const auto piece = l.piece(c);
+  const auto s = static_cast<std::int64_t>(itemsize(l.dtype()));
+  if (static_cast<std::int64_t>(output.size()) != piece.size() * s)
+    return fmt::format("rank {} holds {} bytes, its ragged piece needs {}", rank, output.size(), piece.size() * s);
+  std::string err;
+  for_each_local(l.base(), l.base().indices(c), [&](std::int64_t k, std::int64_t lin) {
+    if (!err.empty() || k < piece.start || k >= piece.stop) return;
+    const double v = load_element(l.dtype(), output.data(), k - piece.start);
+    const double want = simulation_value(l.dtype(), lin, value_ranks);
+    const bool ok = l.dtype() == DType::boolean ? ((v != 0) == (want != 0)) : v == want;
+    if (!ok) err = fmt::format("rank {} ragged local element {} (global index {}) is {}, expected {}", rank, k - piece.start, lin, v, want);
+  });
+  return err;
+}
+
 }  // namespace dtensor
