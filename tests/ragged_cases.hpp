@@ -91,4 +91,16 @@ inline Case random_ragged(const std::vector<std::int64_t>& mesh, int nd, std::mt
   return c;
 }
 
+// Plain cases: R, P(sum) or S(d) on every mesh dim (valid combinations drawn at random).
+inline Case random_plain(const std::vector<std::int64_t>& mesh, int nd, std::mt19937_64& rng, bool allow_partial) {
+  Case c;
+  for (std::size_t m = 0; m < mesh.size(); ++m) {
+    const auto o = rng() % static_cast<std::uint64_t>(nd + (allow_partial ? 2 : 1));
+    if (o == 0) c.base.push_back({'R'});
+    else if (static_cast<int>(o) <= nd) c.base.push_back({'S', static_cast<int>(o) - 1, 1});
+    else c.base.push_back({'P'});
+  }
+  return c;
+}
+
 }  // namespace ragged_cases

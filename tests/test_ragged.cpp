@@ -223,18 +223,6 @@ std::string check_ragged(const Mesh& mesh, const std::vector<std::int64_t>& shap
   return "";
 }
 
-// Plain cases: R, P(sum) or S(d) on every mesh dim (valid combinations drawn at random).
-Case random_plain(const std::vector<std::int64_t>& mesh, int nd, std::mt19937_64& rng, bool allow_partial) {
-  Case c;
-  for (std::size_t m = 0; m < mesh.size(); ++m) {
-    const auto o = rng() % static_cast<std::uint64_t>(nd + (allow_partial ? 2 : 1));
-    if (o == 0) c.base.push_back({'R'});
-    else if (static_cast<int>(o) <= nd) c.base.push_back({'S', static_cast<int>(o) - 1, 1});
-    else c.base.push_back({'P'});
-  }
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("ragged plans: every pair mixing ragged and plain layouts runs exactly on threads", "[ragged_exec]") {
@@ -255,7 +243,7 @@ TEST_CASE("ragged plans: every pair mixing ragged and plain layouts runs exactly
         if (ragged_cases::valid(mesh_shape, shape, c)) ragged.push_back(std::move(c));
       }
       for (int i = 0; i < 4; ++i) {
-        auto c = random_plain(mesh_shape, nd, rng, i % 2 == 0);
+        auto c = ragged_cases::random_plain(mesh_shape, nd, rng, i % 2 == 0);
         plain.push_back(std::move(c));
       }
       auto layout = [&](const Case& c) {
