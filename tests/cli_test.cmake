@@ -24,6 +24,16 @@ run_case(layout_strided 0 "\"indices\":\\[\\[0,1\\],\\[2\\]\\]" ""
 run_case(layout_empty_shard 0 "\"local_shape\":\\[0,2\\],\"global_offset\":\\[39,0\\]" ""
          layout --mesh 4x2 --shape 39x2 --placements "_S(0, 3)_S(0, 4)" --format json)
 run_case(layout_grid 0 "0:3  \\| 0" "" layout --mesh 2x2 --shape 9x5 --placements "S(0)S(0)")
+# RaggedShard layouts: the pieces per rank, the element map, JSON, ragged plans, bad units
+run_case(layout_ragged 0 "    3  \\(3\\) +3x4 +6x4 +\\[12, 24\\) +12:24" "" layout --mesh 4 --shape 6x4 --placements "RaggedShard((0,),(1,2,0,3))")
+run_case(layout_ragged_map 0 "   1 \\| 1 1 1 1" "" layout --mesh 4 --shape 6x4 --placements "RaggedShard((0,),(1,2,0,3))")
+run_case(layout_ragged_json 0 "\"piece\":\\[4,12\\],\"global_runs\":\\[\\[4,12\\]\\]" ""
+         layout --mesh 4 --shape 6x4 --placements "RaggedShard((0,),(1,2,0,3))" --format json --rank 1)
+run_case(plan_ragged 0 "1. exchange .*=> S\\(0\\)R" "" plan --mesh 2x2 --shape 8x6 --from "RaggedShard((0,),(1,3))S(1)" --to "S(0)R")
+run_case(plan_ragged_json 0 "\"kind\":\"exchange\"" "" plan --mesh 4 --shape 8x6 --from "S(0)" --to "RaggedShard((0,),(0,0,1,0))" --format json)
+run_case(bad_ragged_units 2 "" "^error: --placements: RaggedShard local_units \\(1,2,0\\) has 3 entries; mesh dim 0 has size 4"
+         layout --mesh 4 --shape 6x4 --placements "RaggedShard((0,),(1,2,0))")
+run_case(bad_ragged_plan 2 "" "^error: --to: .*does not divide" plan --mesh 4 --shape 9 --from "S(0)" --to "RaggedShard((0,),(1,1,1,1))")
 run_case(bad_placement 2 "" "^error: --placements: malformed placements \"S\\(0\": expected '\\)' at character 4"
          layout --mesh 2 --shape 9 --placements "S(0")
 run_case(bad_dim 2 "" "error: --placements: tensor dim 2 of S\\(2\\)" layout --mesh 2 --shape 9x5 --placements "S(2)")

@@ -164,6 +164,20 @@ PlanRequest make_request(const PlanArgs& a) {
   return {std::move(src), std::move(dst), std::move(cost), options_of(a)};
 }
 
+RaggedRequest make_ragged_request(const PlanArgs& a) {
+  check_format(a.format);
+  if (!a.ranks.empty() || !a.to_ranks.empty() || !a.to_mesh.empty()) throw InputError("a RaggedShard layout plans on one mesh (no --to-mesh)");
+  for (const auto& [flag, value] : {std::pair{"--mesh", &a.mesh}, {"--shape", &a.shape}, {"--from", &a.from}, {"--to", &a.to}})
+    if (value->empty()) throw InputError(fmt::format("{} is required", flag));
+  Mesh mesh = for_flag("--mesh", [&] { return Mesh::parse(a.mesh); });
+  auto shape = for_flag("--shape", [&] { return parse_shape(a.shape); });
+  const DType dt = for_flag("--dtype", [&] { return parse_dtype(a.dtype); });
+  RaggedLayout src = for_flag("--from", [&] { return RaggedLayout::parse(mesh, shape, dt, a.from); });
+  RaggedLayout dst = for_flag("--to", [&] { return RaggedLayout::parse(mesh, shape, dt, a.to); });
+  CostModel cost = for_flag("--cost-model", [&] { return CostModel::load(a.cost_model); });
+  return {std::move(src), std::move(dst), std::move(cost), options_of(a)};
+}
+
 std::string ownership_grid(const Layout& l, std::size_t max_blocks) {
   if (l.ndim() < 1 || l.ndim() > 2) return "";
   if (l.mesh().num_ranks() > 65536) return "";  // too many ranks to draw (every rank's sets are held)

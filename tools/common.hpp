@@ -8,6 +8,7 @@
 #include "dtensor/layout.hpp"
 #include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/planner.hpp"
+#include "dtensor/ragged.hpp"
 
 namespace dtensor::cli {
 
@@ -30,6 +31,13 @@ struct PlanRequest {
   PlanOptions options;
 };
 [[nodiscard]] PlanRequest make_request(const PlanArgs& a);
+// --from/--to with a RaggedShard (`plan`, `simulate`).
+struct RaggedRequest {
+  RaggedLayout src, dst;
+  CostModel cost;
+  PlanOptions options;
+};
+[[nodiscard]] RaggedRequest make_ragged_request(const PlanArgs& a);
 // --to-mesh: the source on --mesh at --ranks, the target on --to-mesh at --to-ranks.
 struct CrossRequest {
   Layout src, dst;

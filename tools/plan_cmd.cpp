@@ -3,6 +3,7 @@
 #include "common.hpp"
 #include "dtensor/batch_executor.hpp"
 #include "dtensor/cross_mesh_executor.hpp"
+#include "dtensor/ragged_plan.hpp"
 
 namespace dtensor::cli {
 namespace {
@@ -26,6 +27,12 @@ void register_plan(CLI::App& app) {
     if (!args.to_mesh.empty()) {
       const auto plan = plan_of(make_cross_request(args));
       std::cout << (args.format == "json" ? plan.to_json() + "\n" : explain(plan));
+      return;
+    }
+    if (args.from.find("RaggedShard") != std::string::npos || args.to.find("RaggedShard") != std::string::npos) {
+      const auto req = make_ragged_request(args);
+      const RaggedPlan plan = plan_ragged(req.src, req.dst, req.cost, req.options);
+      std::cout << (args.format == "json" ? plan.to_json() + "\n" : plan.explain());
       return;
     }
     const auto req = make_request(args);

@@ -47,6 +47,9 @@ struct RaggedPlan {
   [[nodiscard]] std::string trace() const;
   // Stable across processes: FNV-1a over the layouts and every stage.
   [[nodiscard]] std::uint64_t hash() const;
+  // For tools: the layouts, the trace, the total, the hash and every stage (an ordinary stage as
+  // its plan's JSON, an exchange as its record). Written, not read back.
+  [[nodiscard]] std::string to_json() const;
   // A table: one row per stage, then the total.
   [[nodiscard]] std::string explain() const;
   friend bool operator==(const RaggedPlan&, const RaggedPlan&) = default;

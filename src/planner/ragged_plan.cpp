@@ -7,6 +7,8 @@
 #include <limits>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "dtensor/error.hpp"
 #include "placement/hash.hpp"
 #include "ragged_exchange.hpp"
@@ -240,6 +242,40 @@ std::uint64_t RaggedPlan::hash() const {
                            std::llround(st.exchange->cost_us * 1e6));
   }
   return detail::fnv1a(canon.data(), canon.size());
+}
+
+std::string RaggedPlan::to_json() const {
+  nlohmann::ordered_json j;
+  j["src"] = nlohmann::ordered_json::parse(dtensor::to_json(src));
+  j["dst"] = nlohmann::ordered_json::parse(dtensor::to_json(dst));
+  j["cost_model"] = cost_model;
+  j["total_cost_us"] = total_cost_us;
+  j["trace"] = trace();
+  j["plan_hash"] = fmt::format("{:016x}", hash());
+  j["stages"] = nlohmann::ordered_json::array();
+  for (const auto& st : stages) {
+    nlohmann::ordered_json s;
+    if (st.plan) {
+      s["kind"] = "plan";
+      s["plan"] = nlohmann::ordered_json::parse(st.plan->to_json());
+    } else {
+      const auto& e = *st.exchange;
+      s["kind"] = "exchange";
+      s["from"] = e.from.placements_str();
+      s["to"] = e.to.placements_str();
+      s["mesh_dims"] = e.mesh_dims;
+      s["bytes_sent"] = e.bytes_sent;
+      s["bytes_received"] = e.bytes_received;
+      s["copy_bytes"] = e.copy_bytes;
+      s["peers"] = e.peers;
+      s["alpha_us"] = e.alpha_us;
+      s["wire_us"] = e.wire_us;
+      s["copy_us"] = e.copy_us;
+      s["cost_us"] = e.cost_us;
+    }
+    j["stages"].push_back(s);
+  }
+  return j.dump();
 }
 
 std::string RaggedPlan::explain() const {
