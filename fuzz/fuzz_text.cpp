@@ -1,4 +1,4 @@
-// libFuzzer: the text parsers (mesh, shape, dtype, placements, whole layout). Whatever parses must
+// libFuzzer: the text parsers (mesh, shape, dtype, placements, whole layout, RaggedShard layouts). Whatever parses must
 // print and parse back to the same layout, and small layouts must own exactly what the
 // independent oracle says.
 #include <cstddef>
@@ -7,8 +7,10 @@
 #include <string_view>
 
 #include "../tests/oracle.hpp"
+#include "../tests/ragged_cases.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/layout.hpp"
+#include "dtensor/ragged.hpp"
 
 using namespace dtensor;
 
@@ -59,12 +61,37 @@ void check(const Layout& l) {
   }
 }
 
+// A RaggedShard layout: text round trip, and small ones own exactly the oracle's pieces.
+void check_ragged(const RaggedLayout& l) {
+  const RaggedLayout back = RaggedLayout::parse(l.str());
+  if (!(back == l)) finding("ragged layout text round trip: " + l.str() + " came back as " + back.str());
+  if (!(ragged_layout_from_json(to_json(l)) == l)) finding("ragged layout JSON round trip: " + l.str());
+  if (!l.is_ragged() || l.base().numel() > 4096 || l.mesh().num_ranks() > 64) return;
+  for (auto n : l.shape())
+    if (n > 4096) return;
+  ragged_cases::Case c{pls_of(l.base()), l.ragged()->mesh_dim, l.ragged()->prefix_dims, l.ragged()->units};
+  for (const auto& p : c.base)
+    if (p.sf > 64) return;
+  if (!ragged_cases::valid(l.mesh().shape(), l.shape(), c)) finding("the oracle refuses a ragged layout the library took: " + l.str());
+  for (std::int64_t r = 0; r < l.mesh().num_ranks(); ++r) {
+    const auto coord = l.mesh().coord_of_rank(r);
+    std::vector<std::int64_t> got;
+    for (const auto& run : l.owned_runs(coord))
+      for (auto x = run.start; x < run.stop; ++x) got.push_back(x);
+    if (got != ragged_cases::piece(l.mesh().shape(), l.shape(), c, coord)) finding("ragged piece differs from the oracle for " + l.str());
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   try {  // the whole text form
     check(Layout::parse(in));
+  } catch (const InputError&) {
+  }
+  try {  // the same, RaggedShard allowed
+    check_ragged(RaggedLayout::parse(in));
   } catch (const InputError&) {
   }
   // one field per line: mesh, shape, dtype, placements
@@ -79,6 +106,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (f.size() < 4) return 0;
   try {
     check(Layout::parse(Mesh::parse(f[0]), parse_shape(f[1]), parse_dtype(f[2]), f[3]));
+  } catch (const InputError&) {
+  }
+  try {
+    check_ragged(RaggedLayout::parse(Mesh::parse(f[0]), parse_shape(f[1]), parse_dtype(f[2]), f[3]));
   } catch (const InputError&) {
   }
   return 0;
