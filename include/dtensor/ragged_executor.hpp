@@ -24,6 +24,8 @@ class RaggedExecutor {
   [[nodiscard]] std::int64_t input_bytes() const noexcept;
   [[nodiscard]] std::int64_t output_bytes() const noexcept;
   [[nodiscard]] std::int64_t workspace_bytes() const noexcept;
+  // Collectives (grouped send/recv included) this rank issues per execute().
+  [[nodiscard]] std::int64_t collectives() const noexcept;
   // Bytes this rank copies locally per execute() in its exchanges (packing, unpacking, its own part).
   [[nodiscard]] std::int64_t exchange_copy_bytes() const noexcept;
   void execute(const Buffers& buffers) const;

@@ -59,6 +59,10 @@ struct RaggedPlan {
 // Meshes above 4096 ranks are refused (costing pairs every rank with its group).
 [[nodiscard]] RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to, const CostModel& cost);
 
+// Per rank (by global rank), the elements it receives from other ranks in the exchange from `from`
+// to `to` (neither Partial): what a gather to owners, a scatter back or an all-gather moves.
+[[nodiscard]] std::vector<std::int64_t> exchange_received(const RaggedLayout& from, const RaggedLayout& to);
+
 // The cheapest chain from `src` to `dst` (same mesh, shape and dtype) under `cost`; with neither
 // ragged, the ordinary plan as one stage. Deterministic: the same inputs give the same plan on
 // every rank. Throws InputError for layouts of different meshes, shapes or dtypes.

@@ -8,7 +8,8 @@
     >>> p.trace, p.total_cost_us
 
 Layouts follow PyTorch DTensor's semantics (Shard, _StridedShard, Replicate, Partial, shard
-orders). `dtensor.tune` fits the cost model to nccl-tests logs. `dtensor.torch` (imported on
+orders), and veScale's RaggedShard (`RaggedLayout`, `plan_ragged`; single owners and
+`plan_owners`). `dtensor.tune` fits the cost model to nccl-tests logs. `dtensor.torch` (imported on
 demand; needs torch) plans and runs redistributions of
 torch DTensors through torch.distributed. Bad input raises ValueError with the library's message;
 a failing backend raises dtensor.BackendError (a RuntimeError).
@@ -28,21 +29,32 @@ from ._core import (  # noqa: F401
     Plan,
     BatchPlanCache,
     PlanCache,
+    OwnerPlan,
+    RaggedLayout,
+    RaggedPlan,
     SimulatedRank,
     SimulationResult,
     Step,
     dtypes,
     equivalent,
+    evaluate_owners,
+    exchange_received,
     itemsize,
+    owner_layout,
     plan,
     plan_batch,
     plan_cross_mesh,
+    plan_owners,
+    plan_ragged,
     simulate,
 )
+from ._ragged import RaggedShard, ragged_layout  # noqa: F401
 
 __all__ = [
     "BackendError", "BatchPlan", "BatchSimulationResult", "BatchStage", "CostModel", "CrossMeshMessage", "CrossMeshPlan",
     "CrossMeshSimulationResult", "Layout", "Mesh", "Placement", "Plan", "PlanCache", "BatchPlanCache", "SimulatedRank",
     "SimulationResult", "Step", "dtypes", "equivalent", "itemsize", "plan", "plan_batch", "plan_cross_mesh", "simulate",
+    "RaggedShard", "RaggedLayout", "RaggedPlan", "OwnerPlan", "ragged_layout", "plan_ragged", "plan_owners",
+    "evaluate_owners", "owner_layout", "exchange_received",
 ]
 __version__ = "0.1.0"

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "bindings.hpp"
+#include "dtensor/ragged_executor.hpp"
 
 namespace dtensor::python {
 namespace {
@@ -222,6 +223,30 @@ void bind_execution(nb::module_& m) {
       .def(
           "execute",
           [](const Executor& e, std::uintptr_t in, std::int64_t in_bytes, std::uintptr_t out, std::int64_t out_bytes,
+             std::uintptr_t ws, std::int64_t ws_bytes) {
+            const Buffers b{span_at(in, in_bytes, "input"), span_at(out, out_bytes, "output"),
+                            span_at(ws, ws_bytes, "workspace")};
+            nb::gil_scoped_release release;
+            e.execute(b);
+          },
+          "input"_a, "input_bytes"_a, "output"_a, "output_bytes"_a, "workspace"_a, "workspace_bytes"_a);
+
+  nb::class_<RaggedExecutor>(m, "_RaggedExecutor")
+      .def(
+          "__init__",
+          [](RaggedExecutor* self, const RaggedPlan& plan, PyCommunicator& comm, bool check) {
+            nb::gil_scoped_release release;
+            new (self) RaggedExecutor(plan, comm, ExecutorOptions{.check_plans_agree = check});
+          },
+          "plan"_a, "comm"_a, "check_plans_agree"_a = true, nb::keep_alive<1, 3>())
+      .def_prop_ro("workspace_bytes", &RaggedExecutor::workspace_bytes)
+      .def_prop_ro("input_bytes", &RaggedExecutor::input_bytes)
+      .def_prop_ro("output_bytes", &RaggedExecutor::output_bytes)
+      .def_prop_ro("collectives", &RaggedExecutor::collectives)
+      .def_prop_ro("ends_with_collective", [](const RaggedExecutor&) { return false; })
+      .def(
+          "execute",
+          [](const RaggedExecutor& e, std::uintptr_t in, std::int64_t in_bytes, std::uintptr_t out, std::int64_t out_bytes,
              std::uintptr_t ws, std::int64_t ws_bytes) {
             const Buffers b{span_at(in, in_bytes, "input"), span_at(out, out_bytes, "output"),
                             span_at(ws, ws_bytes, "workspace")};

@@ -33,6 +33,7 @@ NB_MODULE(_core, m) {
 
   bind_values(m);
   bind_plans(m);
+  bind_ragged(m);
   bind_simulation(m);
   bind_execution(m);
   bind_tune(m);

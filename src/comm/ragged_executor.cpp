@@ -183,6 +183,11 @@ std::int64_t RaggedExecutor::input_bytes() const noexcept { return impl_->input_
 std::int64_t RaggedExecutor::output_bytes() const noexcept { return impl_->output_bytes; }
 std::int64_t RaggedExecutor::workspace_bytes() const noexcept { return impl_->workspace; }
 std::int64_t RaggedExecutor::exchange_copy_bytes() const noexcept { return impl_->copy_bytes; }
+std::int64_t RaggedExecutor::collectives() const noexcept {
+  std::int64_t n = 0;
+  for (const auto& st : impl_->stages) n += st.executor ? st.executor->collectives() : 1;
+  return n;
+}
 
 void RaggedExecutor::execute(const Buffers& b) const {
   const Impl& I = *impl_;

@@ -37,6 +37,18 @@ std::vector<Layout> ragged_neighbours(const RaggedLayout& l) {
   return out;
 }
 
+std::vector<std::int64_t> exchange_received(const RaggedLayout& from, const RaggedLayout& to) {
+  check_same_tensor(from, to);
+  if (has_partial(from) || has_partial(to))
+    throw InputError(fmt::format("an exchange moves no Partial: {} -> {}", from.placements_str(), to.placements_str()));
+  const Mesh& mesh = from.mesh();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(mesh.num_ranks()), 0);
+  for (std::int64_t r = 0; r < mesh.num_ranks(); ++r)
+    for (const auto& p : detail::exchange_recvs(from, to, mesh.coord_of_rank(r)))
+      if (p.peer != r) out[static_cast<std::size_t>(r)] += p.count();
+  return out;
+}
+
 RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to, const CostModel& cost) {
   check_same_tensor(from, to);
   if (has_partial(from) || has_partial(to))

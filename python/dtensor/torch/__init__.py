@@ -49,7 +49,7 @@ from .. import _core
 
 __all__ = ["layout_of", "placements_of", "distribute", "redistribute", "redistribute_many", "plan_many", "reshard",
            "plan_reshard", "plan_for", "clear_caches", "enable", "disable", "enabled", "is_enabled", "stats", "reset_stats",
-           "set_plan_check"]
+           "set_plan_check", "RaggedShard", "redistribute_local", "plan_local"]
 
 # For tests: run the executor's local copies as torch ops (the GPU path) on CPU tensors too (read
 # by _execution._runner on this package).
@@ -73,6 +73,7 @@ from ._api import (  # noqa: E402,F401
     _Redistribute, _RedistributeMany, _redistribute_many, _world_mesh, _world_meshes, plan_for,
     plan_many, plan_reshard, redistribute, redistribute_many, reshard,
 )
+from ._ragged import RaggedShard, plan_local, redistribute_local  # noqa: E402,F401
 from ._dropin import (  # noqa: E402,F401
     _MODELLED, _P, _PLAIN, _Switch, _TESTED_SIGNATURE, _TORCH_MODULES, _check_torch,
     _fallback_reason, _fallbacks, _named, _route, _routed, _spec_layout, _stats, _switch,

@@ -20,6 +20,7 @@ from torch.distributed.tensor._dtensor_spec import DTensorSpec, ShardOrderEntry,
 from torch.distributed.tensor.placement_types import _StridedShard
 
 from .. import _core
+from .._ragged import RaggedShard
 from . import _versions
 
 
@@ -139,6 +140,12 @@ def layout_of(x, placements: Optional[Sequence] = None, shape: Optional[Sequence
     placements = list(placements)
     if len(placements) != info.mesh.ndim:
         raise ValueError(f"{len(placements)} placements for a {info.mesh.ndim}-d mesh {info.mesh}")
+    if any(isinstance(p, RaggedShard) for p in placements):
+        # a layout torch cannot hold: dtensor's RaggedLayout (the others in their default order)
+        if shard_order is not None:
+            raise ValueError("a layout with a RaggedShard takes no shard_order (its other splits keep the default order)")
+        text = "".join(str(p) if isinstance(p, RaggedShard) else str(_to_core_placement(p)) for p in placements)
+        return _core.RaggedLayout(info.mesh, [int(s) for s in shape], text, _dtype_name(dtype))
     core = [_to_core_placement(p) for p in placements]
     if any(isinstance(p, _StridedShard) for p in placements):
         shard_order = None  # torch's convention: _StridedShard placements carry the order
@@ -168,14 +175,22 @@ def placements_of(layout: _core.Layout) -> tuple[tuple, Optional[tuple]]:
 _IDENTITY = {"sum": 0, "avg": None, "max": None, "min": None, "product": 1}
 
 
-def distribute(tensor: torch.Tensor, device_mesh: DeviceMesh, placements: Sequence, *, shard_order=None) -> DTensor:
+def distribute(tensor: torch.Tensor, device_mesh: DeviceMesh, placements: Sequence, *, shard_order=None):
     """A DTensor with `placements` (and `shard_order`) cut from `tensor`, which every rank holds in
     full: each rank keeps exactly its own elements under dtensor's (= PyTorch's) layout rules,
     _StridedShard and shard orders included; no communication. On a Partial mesh dim the rank at
     coordinate 0 holds the value and the others the op's identity (0 for sum, 1 for product, the
-    value itself for avg, max and min), so the reduction gives `tensor` back."""
+    value itself for avg, max and min), so the reduction gives `tensor` back. With a RaggedShard
+    among the placements (no DTensor holds one) the rank's piece as a plain tensor of shape
+    (rows, trailing extents...) instead."""
     layout = layout_of(device_mesh, placements, tensor.shape, tensor.dtype, shard_order)
     _, coord = _mesh_info(device_mesh).my_coord()
+    if isinstance(layout, _core.RaggedLayout):
+        # no DTensor can hold a RaggedShard: the rank's piece itself, (rows, trailing extents...)
+        flat = tensor.detach().reshape(-1)
+        runs = layout.owned_runs(coord)
+        piece = torch.cat([flat[a:b] for a, b in runs]) if runs else flat[:0]
+        return piece.clone().reshape(layout.local_shape(coord))
     local = tensor.detach()
     for d, runs in enumerate(layout.owned_runs(coord)):
         idx = torch.cat([torch.arange(a, b) for a, b in runs]) if runs else torch.empty(0, dtype=torch.long)

@@ -1,0 +1,106 @@
+"""RaggedShard in Python: the values, layouts, plans and owners (no processes), and a gloo world of
+4 running random ragged pairs through dtensor.torch.redistribute_local against the arange oracle."""
+import json
+import random
+
+import pytest
+
+import dtensor
+
+
+def test_layout_text_json_and_pieces():
+    mesh = dtensor.Mesh("4")
+    l = dtensor.RaggedLayout(mesh, [8, 6], "RaggedShard((0,),(1,3,0,0))")
+    assert l.is_ragged and l.ragged_mesh_dim == 0 and l.dims == [0] and l.local_units == [1, 3, 0, 0]
+    assert [l.local_shape(r) for r in range(4)] == [[2, 6], [6, 6], [0, 6], [0, 6]]
+    assert l.piece(1) == (12, 48) and l.owned_runs(1) == [(12, 48)]
+    assert dtensor.RaggedLayout.parse(str(l)) == l
+    assert dtensor.RaggedLayout.from_json(l.to_json()) == l
+    # the Python value spells the same text; a plain layout converts
+    v = dtensor.RaggedShard((0,), (1, 3, 0, 0))
+    assert str(v) == "RaggedShard((0,),(1,3,0,0))"
+    assert dtensor.ragged_layout(mesh, [8, 6], [v]) == l
+    two = dtensor.ragged_layout(dtensor.Mesh("2x2"), [4, 4], [dtensor.RaggedShard((0, 1), (1, 1)), dtensor.Placement.shard(1)])
+    assert two.placements_str == "RaggedShard((0,1),(1,1))S(1)"
+    assert not dtensor.RaggedLayout(dtensor.Layout(mesh, [8], "S(0)")).is_ragged
+
+
+def test_bad_input_names_the_value():
+    mesh = dtensor.Mesh("4")
+    with pytest.raises(ValueError, match="has 3 entries"):
+        dtensor.RaggedLayout(mesh, [8], "RaggedShard((0,),(1,1,1))")
+    with pytest.raises(ValueError, match="does not divide"):
+        dtensor.RaggedLayout(mesh, [9], "RaggedShard((0,),(1,1,1,1))")
+    with pytest.raises(ValueError, match="all zero"):
+        dtensor.RaggedLayout(mesh, [8], "RaggedShard((0,),(0,0,0,0))")
+    with pytest.raises(TypeError, match="ints"):
+        dtensor.RaggedShard((0,), (1, "2"))
+    with pytest.raises(TypeError, match="tuple of ints"):
+        dtensor.RaggedShard(0, (1, 2))
+    with pytest.raises(ValueError, match="compute time"):
+        dtensor.plan_owners([dtensor.Layout(mesh, [8], "S(0)")], 0, compute_us=[-1.0])
+    with pytest.raises(TypeError):
+        dtensor.plan_ragged("S(0)", dtensor.Layout(mesh, [8], "R"))
+
+
+def test_plans_and_owners():
+    mesh = dtensor.Mesh("4")
+    src = dtensor.Layout(mesh, [8, 6], "S(0)")
+    own = dtensor.owner_layout(src, 0, 2)
+    assert own.local_units == [0, 0, 1, 0]
+    p = dtensor.plan_ragged(src, own)
+    assert p.stages == ["exchange"] and p.total_cost_us > 0 and "=>" in p.trace
+    assert dtensor.exchange_received(dtensor.RaggedLayout(src), own) == [0, 0, 36, 0]
+    layouts = [dtensor.Layout(mesh, [n, 64], "S(0)") for n in (512, 256, 256, 128, 64)]
+    o = dtensor.plan_owners(layouts, 0)
+    assert o.exact and len(o.owners) == 5 and o.makespan_us == max(o.load_us)
+    rr = dtensor.evaluate_owners(layouts, 0, [i % 4 for i in range(5)])
+    assert o.makespan_us <= rr.makespan_us
+
+
+def _cases(seed, count, world):
+    rng = random.Random(seed)
+    meshes = [[world], [2, world // 2]]
+    out = []
+    while len(out) < count:
+        mesh_shape = rng.choice(meshes)
+        nd = rng.randint(1, 3)
+        shape = [rng.randint(1, 6) for _ in range(nd)]
+
+        def text(ragged):
+            md = len(mesh_shape)
+            r = rng.randrange(md) if ragged else -1
+            s = ""
+            for m in range(md):
+                if m == r:
+                    units = ",".join(str(rng.randint(0, 2)) for _ in range(mesh_shape[m]))
+                    k = rng.randint(1, nd)
+                    s += f"RaggedShard(({','.join(str(d) for d in range(k))},),({units}))"
+                elif m < r or rng.random() < 0.4:
+                    s += "R"
+                else:
+                    s += f"S({rng.randrange(nd)})"
+            return s
+        side = rng.randint(0, 2)
+        src, dst = text(side != 1), text(side != 0)
+        mesh = dtensor.Mesh(mesh_shape)
+        try:
+            dtensor.RaggedLayout(mesh, shape, src)
+            dtensor.RaggedLayout(mesh, shape, dst)
+        except ValueError:
+            continue  # units that do not divide, shards before the ragged dim: drawn again
+        out.append((mesh_shape, shape, src, dst, rng.choice(["f32", "f64", "bf16"])))
+    return out
+
+
+def test_redistribute_local_world4(tmp_path):
+    pytest.importorskip("torch")
+    import ragged_worker
+    from test_redistribute_mp import spawn_fn
+    cases = _cases(53, 40, 4)
+    err = spawn_fn(ragged_worker.run, 4, (cases, str(tmp_path)), 540)
+    assert err == "", err
+    for r in range(4):
+        res = json.loads((tmp_path / f"rank{r}.json").read_text())
+        assert res["wrong"] == [], res["wrong"]
+        assert res["checked"] == len(cases) and res["distribute_checked"] == 4
