@@ -32,6 +32,13 @@ out=$(cd /tmp && "$(dirname "$py")/torchrun" --nproc-per-node 4 --master-port 29
   echo "$out"; echo "examples/python/train_fsdp_tp.py failed"; exit 1; }
 grep -E "^(losses|largest|time per step|dtensor served|uneven|train_fsdp_tp)" <<<"$out"
 grep -q "^train_fsdp_tp: ok" <<<"$out" || { echo "$out"; echo "examples/python/train_fsdp_tp.py: no ok line"; exit 1; }
+for w in 4 8; do
+  echo "-- examples/python/muon_step.py on $w CPU ranks (owners vs round-robin vs all-gather, against a one-process reference)"
+  out=$(cd /tmp && "$(dirname "$py")/torchrun" --nproc-per-node $w --master-port 2958$w "$root/examples/python/muon_step.py" \
+        --steps 4 2>&1) || { echo "$out"; echo "examples/python/muon_step.py failed on $w ranks"; exit 1; }
+  grep -E "^(Muon step|strategy|owners|round-robin|all-gather|updated)" <<<"$out"
+  grep -q "^updated weights equal the one-process reference" <<<"$out" || { echo "$out"; echo "muon_step.py: no equality line"; exit 1; }
+done
 echo "-- scripts/gpu_python_check.py --device cpu (the GPU bundle's Python check, on gloo world 1)"
 out=$(cd /tmp && timeout 300 "$(dirname "$py")/torchrun" --nproc-per-node 1 --master-port 29579 "$root/scripts/gpu_python_check.py" --device cpu 2>&1) || {
   echo "$out"; echo "scripts/gpu_python_check.py failed"; exit 1; }
