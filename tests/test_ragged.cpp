@@ -1,6 +1,7 @@
 // RaggedShard: the layout algebra against the oracle (ragged_cases.hpp), text and JSON, bad input.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <map>
 #include <random>
 
@@ -470,4 +471,96 @@ TEST_CASE("owners: gather to owners and scatter back run exactly; bad input", "[
   const std::vector<Layout> partial{Layout::parse(mesh, {4}, DType::f32, "P(sum)R")};
   CHECK_THROWS_WITH(plan_owners(partial, 1, cost), Catch::Contains("Partial"));
   CHECK_THROWS_WITH(owner_layout(ls[0], 0, 2), Catch::Contains("owner 2"));
+}
+
+// ---- FSDP buckets ------------------------------------------------------------------------
+
+#include <atomic>
+
+#include "dtensor/ragged_bucket.hpp"
+
+namespace {
+
+// Host memory that counts the bytes of local copies (the collectives' own moves included).
+struct CountingMemory : Memory {
+  std::atomic<std::int64_t> copied{0};
+  void copy(void* dst, const void* src, std::int64_t bytes) override {
+    copied += bytes;
+    Memory::copy(dst, src, bytes);
+  }
+  void copy_strided(void* dst, const void* src, std::int64_t run_bytes, std::span<const std::int64_t> count,
+                    std::span<const std::int64_t> dst_stride, std::span<const std::int64_t> src_stride) override {
+    std::int64_t n = run_bytes;
+    for (auto c : count) n *= c;
+    copied += n;
+    Memory::copy_strided(dst, src, run_bytes, count, dst_stride, src_stride);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("buckets: FSDP's flat parameter as ragged members, recognised, gathered as one exchange", "[ragged]") {
+  const std::vector<std::vector<std::int64_t>> shapes{{6, 4}, {10}, {3, 3, 2}, {7}};
+  for (const auto& [mesh_text, mesh_dim] : std::vector<std::pair<const char*, int>>{{"4", 0}, {"2x3", 1}, {"3", 0}}) {
+    const Mesh mesh = Mesh::parse(mesh_text);
+    INFO(mesh.str());
+    const auto members = flat_bucket_layouts(mesh, mesh_dim, shapes, DType::f32);
+    const auto bucket = bucket_of(members);
+    REQUIRE(bucket);
+    CHECK(bucket->offsets == std::vector<std::int64_t>{0, 24, 34, 52});
+    // torch.chunk of 59 elements over the mesh dim
+    const auto n = mesh.size(mesh_dim);
+    const std::int64_t chunk = (59 + n - 1) / n;
+    for (std::int64_t c = 0; c < n; ++c)
+      CHECK(bucket->flat.ragged()->units[static_cast<std::size_t>(c)] == std::max<std::int64_t>(0, std::min<std::int64_t>(59, (c + 1) * chunk) - c * chunk));
+    // each rank's members' pieces are its slice of the concatenation (the oracle: the flat ids)
+    for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
+      const auto coord = mesh.coord_of_rank(r);
+      std::vector<std::int64_t> ids;
+      for (std::size_t i = 0; i < members.size(); ++i)
+        for (const auto& run : members[i].owned_runs(coord))
+          for (auto x = run.start; x < run.stop; ++x) ids.push_back(bucket->offsets[i] + x);
+      CHECK(expand(bucket->flat.owned_runs(coord)) == ids);
+    }
+    // the gather: one exchange of the flat buffer, no packing; with the local buffer a view of
+    // the output at the rank's offset, no copy at all
+    const RaggedLayout full(Layout(mesh, {59}, DType::f32, Sharding::replicated(mesh.ndim(), 1)));
+    const RaggedPlan plan = plan_ragged(bucket->flat, full, CostModel::default_model());
+    REQUIRE(plan.stages.size() == 1);
+    REQUIRE(plan.stages[0].exchange);
+    CHECK(plan.stages[0].exchange->copy_bytes == plan.stages[0].exchange->own_bytes);  // no packing
+    // the threads world moves a transfer's bytes with memory.copy too: those are the received bytes
+    std::int64_t wire = 0, own = 0;
+    for (auto x : exchange_received(bucket->flat, full)) wire += x * 4;
+    for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) own += bucket->flat.local_numel(mesh.coord_of_rank(r)) * 4;
+    for (const bool aliased : {true, false}) {
+      auto mem = std::make_shared<CountingMemory>();
+      SimulatedWorld world(mesh, WorldOptions{std::chrono::milliseconds(30000), mem});
+      std::vector<std::optional<RaggedExecutor>> execs(static_cast<std::size_t>(mesh.num_ranks()));
+      run_rank_threads(world, [&](std::int64_t r, Communicator& comm) { execs[static_cast<std::size_t>(r)].emplace(plan, comm); });
+      mem->copied = 0;  // (the plan-hash exchange is behind us)
+      std::vector<std::string> errors(static_cast<std::size_t>(mesh.num_ranks()));
+      run_rank_threads(world, [&](std::int64_t r, Communicator&) {
+        const auto& ex = *execs[static_cast<std::size_t>(r)];
+        const auto coord = mesh.coord_of_rank(r);
+        const auto in = seeded_input(bucket->flat, r);
+        std::vector<std::byte> out(static_cast<std::size_t>(ex.output_bytes())), ws(static_cast<std::size_t>(ex.workspace_bytes()));
+        const auto at = static_cast<std::size_t>(bucket->flat.piece(coord).start * 4);
+        std::memcpy(out.data() + at, in.data(), in.size());  // the local bucket, inside the output (FSDP's layout)
+        ex.execute({aliased ? std::span<const std::byte>(out.data() + at, in.size()) : std::span<const std::byte>(in), out, ws});
+        errors[static_cast<std::size_t>(r)] = verify_rank_output(full, r, out);
+      });
+      for (const auto& e : errors) CHECK(e == "");
+      // sends and receives in place; the own part copied only when the buffers do not alias
+      CHECK(mem->copied.load() == wire + (aliased ? 0 : own));
+    }
+  }
+  // not a bucket: the pieces of member 1 out of order
+  const Mesh mesh = Mesh::parse("4");
+  auto members = flat_bucket_layouts(mesh, 0, shapes, DType::f32);
+  members[1] = RaggedLayout::parse(mesh, {10}, DType::f32, "RaggedShard((0,),(0,0,8,2))");
+  CHECK_FALSE(bucket_of(members));
+  CHECK_FALSE(bucket_of(std::vector<RaggedLayout>{RaggedLayout::parse("4 8 f32 S(0)")}));
+  CHECK_THROWS_WITH(flat_bucket_layouts(mesh, 0, std::vector<std::vector<std::int64_t>>{{4, 0}}, DType::f32), Catch::Contains("empty"));
+  CHECK_THROWS_WITH(flat_bucket_layouts(mesh, 1, shapes, DType::f32), Catch::Contains("mesh dim 1"));
 }

@@ -23,7 +23,10 @@ namespace dtensor {
 struct RaggedExchange {
   RaggedLayout from, to;
   std::vector<int> mesh_dims;  // the mesh dims some transfer crosses
-  std::int64_t bytes_sent = 0, bytes_received = 0, copy_bytes = 0, peers = 0;
+  // copy_bytes: the busiest rank's local copies, own_bytes of them its own part (source piece to
+  // target piece: none when the two buffers alias there, as a local bucket that is a view of the
+  // gathered one), the rest packing and unpacking through scratch
+  std::int64_t bytes_sent = 0, bytes_received = 0, copy_bytes = 0, own_bytes = 0, peers = 0;
   std::int64_t scratch_elems = 0;  // the largest rank's packing scratch (sends then receives)
   double alpha_us = 0, wire_us = 0, copy_us = 0, cost_us = 0;
   friend bool operator==(const RaggedExchange&, const RaggedExchange&) = default;

@@ -494,7 +494,7 @@ std::byte* detail::buffer_ptr(const Buffers& b, Ref r) noexcept {
   return nullptr;
 }
 
-void detail::run_actions(Communicator& comm, DType dtype, const Buffers& b, const std::vector<Action>& actions) {
+void detail::run_actions(Communicator& comm, DType dtype, const Buffers& b, std::span<const Action> actions) {
   for (const auto& a : actions) {
     switch (a.kind) {
       case Action::fill: comm.fill(buffer_ptr(b, a.dst), dtype, a.bytes_or_count, a.value); break;

@@ -2,6 +2,7 @@
 // The prepared form of one rank's part of a plan (shared by the executor and the all-ranks driver).
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "dtensor/comm.hpp"
@@ -52,7 +53,7 @@ struct RankStep {
 // Where `r` points in one rank's buffers (an input reference is only ever read).
 [[nodiscard]] std::byte* buffer_ptr(const Buffers& b, Ref r) noexcept;
 // Runs local actions (fills, copies, strided copies) on `comm`'s memory.
-void run_actions(Communicator& comm, DType dtype, const Buffers& b, const std::vector<Action>& actions);
+void run_actions(Communicator& comm, DType dtype, const Buffers& b, std::span<const Action> actions);
 
 // Strided copies of the elements of `box` (per tensor dim, a subset of both) from a local tensor
 // with index sets `src` at `src_ref` into one with index sets `dst` at `dst_ref`; throws

@@ -48,7 +48,7 @@ struct RaggedExecutor::Impl {
     std::optional<Executor> executor;  // an ordinary stage
     Ref in, out;                       // its source and target states
     std::int64_t in_bytes = 0, out_bytes = 0;
-    std::vector<Action> pre, post;     // an exchange: packing and own part, unpacking
+    std::vector<Action> own, pre, post;  // an exchange: its own part, packing, unpacking
     std::vector<CommCall::P2P> sends, recvs;
   };
   std::vector<Stage> stages;
@@ -121,7 +121,7 @@ RaggedExecutor::RaggedExecutor(const RaggedPlan& plan, Communicator& comm, Execu
       const auto sends = exchange_sends(ex.from, ex.to, c);
       for (const auto& p : sends) {
         if (p.peer == rank) {  // my own part: straight from my source piece into my target piece
-          for (const auto& b : range_boxes(p.box, p.lo, p.hi)) add_box_copies(out.pre, y, to_block, x, from_block, b, s);
+          for (const auto& b : range_boxes(p.box, p.lo, p.hi)) add_box_copies(out.own, y, to_block, x, from_block, b, s);
           I.copy_bytes += p.count() * s;
           continue;
         }
@@ -163,7 +163,7 @@ RaggedExecutor::RaggedExecutor(const RaggedPlan& plan, Communicator& comm, Execu
   // every copy and transfer stays inside its buffer (a safety net behind the algebra)
   for (const auto& st : I.stages) {
     const std::int64_t sizes[3] = {I.input_bytes, I.output_bytes, I.workspace};
-    for (const auto* list : {&st.pre, &st.post})
+    for (const auto* list : {&st.own, &st.pre, &st.post})
       for (const auto& a : *list) check_action_bounds(a, s, sizes);
     for (const auto* list : {&st.sends, &st.recvs})
       for (const auto& t : *list)
@@ -210,6 +210,13 @@ void RaggedExecutor::execute(const Buffers& b) const {
                                             static_cast<std::size_t>(st.executor->workspace_bytes()))};
       st.executor->execute(sub);
       continue;
+    }
+    // the own part, unless source and target alias there (a local bucket viewing the gathered one)
+    for (const auto& a : st.own) {
+      const Ref src = a.kind == Action::box ? a.box_copy.src : a.src, dst = a.kind == Action::box ? a.box_copy.dst : a.dst;
+      const bool same = buffer_ptr(b, src) == buffer_ptr(b, dst) &&
+                        (a.kind != Action::box || a.box_copy.src_stride == a.box_copy.dst_stride);
+      if (!same) run_actions(*I.comm, I.dtype, b, std::span<const Action>(&a, 1));
     }
     run_actions(*I.comm, I.dtype, b, st.pre);
     I.send_list.clear();

@@ -15,6 +15,7 @@
 
 #include "batch_stage.hpp"
 #include "dtensor/error.hpp"
+#include "dtensor/ragged_bucket.hpp"
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
 
@@ -269,40 +270,17 @@ BatchPlan BatchPlan::from_json(std::string_view text) {
 }
 
 std::vector<std::pair<Layout, Layout>> batch_pairs_from_json(std::string_view text) {
-  const json j = detail::parse_json(text, "batch file");
-  if (!j.is_object()) throw InputError("batch file must be a JSON object");
-  for (const auto& [k, v] : j.items())
-    if (k != "version" && k != "mesh" && k != "mesh_names" && k != "mesh_ranks" && k != "pairs")
-      throw InputError(fmt::format("batch file: unknown field {}", quote_input(k)));
-  auto v = j.find("version");
-  if (v == j.end()) throw InputError("batch file lacks 'version'");
-  if (detail::json_int(*v, "version", 1, 1 << 20) != 1) throw InputError("batch file: version must be 1");
-  const Mesh mesh = detail::read_mesh_fields(j, "batch file");
-  auto pairs = j.find("pairs");
-  if (pairs == j.end() || !pairs->is_array() || pairs->empty() || pairs->size() > kMaxBatchTensors)
-    throw InputError(fmt::format("batch file: 'pairs' must be a list of 1 to {} entries", kMaxBatchTensors));
+  // one reader for both forms (ragged_bucket.cpp); here every layout must be an ordinary one
   std::vector<std::pair<Layout, Layout>> out;
-  out.reserve(pairs->size());
-  for (std::size_t i = 0; i < pairs->size(); ++i) {
-    const json& p = (*pairs)[i];
-    const std::string where = fmt::format("batch file pairs[{}]", i);
-    if (!p.is_object()) throw InputError(fmt::format("{} must be an object, not {}", where, detail::json_quote(p)));
-    for (const auto& [k, x] : p.items())
-      if (k != "shape" && k != "dtype" && k != "from" && k != "to")
-        throw InputError(fmt::format("{}: unknown field {}", where, quote_input(k)));
-    auto text_of = [&](const char* key) {
-      auto it = p.find(key);
-      if (it == p.end() || !it->is_string()) throw InputError(fmt::format("{}.{} must be a string", where, key));
-      return it->get<std::string>();
-    };
-    try {
-      const auto shape = detail::read_shape_field(p, where);
-      const DType dtype = p.contains("dtype") ? parse_dtype(text_of("dtype")) : DType::f32;
-      out.emplace_back(Layout::parse(mesh, shape, dtype, text_of("from")), Layout::parse(mesh, shape, dtype, text_of("to")));
-    } catch (const InputError& e) {
-      const std::string msg = e.what();
-      throw InputError(msg.starts_with(where) ? msg : fmt::format("{}: {}", where, msg));
-    }
+  const auto pairs = ragged_batch_pairs_from_json(text);
+  out.reserve(pairs.size());
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const auto& [a, b] = pairs[i];
+    if (a.is_ragged() || b.is_ragged())
+      throw InputError(fmt::format("batch file pairs[{}]: a RaggedShard layout ({}) is not for the batch planner: "
+                                   "ragged batches plan through plan_ragged (dtensor plan --batch does)",
+                                   i, (a.is_ragged() ? a : b).placements_str()));
+    out.emplace_back(a.base(), b.base());
   }
   return out;
 }

@@ -56,16 +56,17 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
   const Mesh& mesh = from.mesh();
   if (mesh.num_ranks() > 4096)
     throw InputError(fmt::format("a ragged exchange on a mesh of {} ranks: at most 4096 are planned", mesh.num_ranks()));
-  RaggedExchange ex{from, to, {}, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  RaggedExchange ex{from, to, {}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   const auto s = static_cast<std::int64_t>(itemsize(from.dtype()));
   std::uint32_t crossed = 0;
   for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
     const auto c = mesh.coord_of_rank(r);
     const auto from_block = from.base().indices(c), to_block = to.base().indices(c);
-    std::int64_t sent = 0, received = 0, copies = 0, scratch = 0, send_peers = 0, recv_peers = 0;
+    std::int64_t sent = 0, received = 0, copies = 0, own = 0, scratch = 0, send_peers = 0, recv_peers = 0;
     for (const auto& p : detail::exchange_sends(from, to, c)) {
       if (p.peer == r) {
         copies += p.count();
+        own += p.count();
         continue;
       }
       const auto pc = mesh.coord_of_rank(p.peer);
@@ -90,6 +91,7 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
     ex.bytes_sent = std::max(ex.bytes_sent, sent * s);
     ex.bytes_received = std::max(ex.bytes_received, received * s);
     ex.copy_bytes = std::max(ex.copy_bytes, copies * s);
+    ex.own_bytes = std::max(ex.own_bytes, own * s);
     ex.peers = std::max({ex.peers, send_peers, recv_peers});
     ex.scratch_elems = std::max(ex.scratch_elems, scratch);
   }
@@ -279,6 +281,7 @@ std::string RaggedPlan::to_json() const {
       s["bytes_sent"] = e.bytes_sent;
       s["bytes_received"] = e.bytes_received;
       s["copy_bytes"] = e.copy_bytes;
+      s["own_bytes"] = e.own_bytes;
       s["peers"] = e.peers;
       s["alpha_us"] = e.alpha_us;
       s["wire_us"] = e.wire_us;
@@ -303,9 +306,10 @@ std::string RaggedPlan::explain() const {
                            fmt::join(s.mesh_dims, ","), s.bytes_sent, s.bytes_received, s.cost_us);
     } else {
       const auto& e = *st.exchange;
-      out += fmt::format("  {}. exchange  {:>9.2f} us  {} => {}: {} B sent, {} B received, {} peers, {} B copied{}\n", k + 1,
-                         e.cost_us, e.from.placements_str(), e.to.placements_str(), e.bytes_sent, e.bytes_received,
-                         e.peers, e.copy_bytes, e.peers == 0 ? " (a local cut)" : "");
+      out += fmt::format("  {}. exchange  {:>9.2f} us  {} => {}: {} B sent, {} B received, {} peers, {} B copied "
+                         "({} B packing, {} B own part){}\n", k + 1, e.cost_us, e.from.placements_str(), e.to.placements_str(),
+                         e.bytes_sent, e.bytes_received, e.peers, e.copy_bytes, e.copy_bytes - e.own_bytes, e.own_bytes,
+                         e.peers == 0 ? " (a local cut)" : "");
     }
   }
   return out + fmt::format("  total {:.2f} us  {}\n", total_cost_us, trace());
