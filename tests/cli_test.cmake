@@ -34,6 +34,11 @@ run_case(plan_ragged_json 0 "\"kind\":\"exchange\"" "" plan --mesh 4 --shape 8x6
 run_case(bad_ragged_units 2 "" "^error: --placements: RaggedShard local_units \\(1,2,0\\) has 3 entries; mesh dim 0 has size 4"
          layout --mesh 4 --shape 6x4 --placements "RaggedShard((0,),(1,2,0))")
 run_case(bad_ragged_plan 2 "" "^error: --to: .*does not divide" plan --mesh 4 --shape 9 --from "S(0)" --to "RaggedShard((0,),(1,1,1,1))")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/bad_bucket.json "{\"version\": 1, \"mesh\": [4], \"pairs\": [{\"shape\": [6, 4], \"from\": \"RaggedShard((0,1),(8,8,8,0))\", \"to\": \"R\"}, {\"shape\": [10], \"from\": \"RaggedShard((0,),(0,0,2))\", \"to\": \"R\"}]}")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/bucket.json "{\"version\": 1, \"mesh\": [4], \"pairs\": [{\"shape\": [6, 4], \"from\": \"RaggedShard((0,1),(8,8,8,0))\", \"to\": \"R\"}, {\"shape\": [10], \"from\": \"RaggedShard((0,),(0,0,2,8))\", \"to\": \"R\"}]}")
+run_case(plan_bucket 0 "a bucket of 2 tensors .*offset 0,24.*exchange .*\\(0 B packing" "" plan --batch ${CMAKE_CURRENT_BINARY_DIR}/bucket.json)
+run_case(bad_batch_ragged 2 "" "error: --batch: batch file pairs\\[1\\]: RaggedShard local_units \\(0,0,2\\) has 3 entries"
+         plan --batch ${CMAKE_CURRENT_BINARY_DIR}/bad_bucket.json)
 run_case(bad_placement 2 "" "^error: --placements: malformed placements \"S\\(0\": expected '\\)' at character 4"
          layout --mesh 2 --shape 9 --placements "S(0")
 run_case(bad_dim 2 "" "error: --placements: tensor dim 2 of S\\(2\\)" layout --mesh 2 --shape 9x5 --placements "S(2)")

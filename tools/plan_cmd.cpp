@@ -61,7 +61,7 @@ void register_plan(CLI::App& app) {
   cmd->callback([] {
     if (!args.batch.empty()) {
       const auto req = make_batch_request(args);
-      const std::string file = read_input_file(args.batch, "batch file", 64u << 20);
+      const std::string file = for_flag("--batch", [&] { return read_input_file(args.batch, "batch file", 64u << 20); });
       if (file.find("RaggedShard") != std::string::npos) {
         plan_ragged_batch(for_flag("--batch", [&] { return ragged_batch_pairs_from_json(file); }), req);
         return;

@@ -37,8 +37,10 @@ from ._core import (  # noqa: F401
     Step,
     dtypes,
     equivalent,
+    bucket_of,
     evaluate_owners,
     exchange_received,
+    flat_bucket_layouts,
     itemsize,
     owner_layout,
     plan,
@@ -55,6 +57,6 @@ __all__ = [
     "CrossMeshSimulationResult", "Layout", "Mesh", "Placement", "Plan", "PlanCache", "BatchPlanCache", "SimulatedRank",
     "SimulationResult", "Step", "dtypes", "equivalent", "itemsize", "plan", "plan_batch", "plan_cross_mesh", "simulate",
     "RaggedShard", "RaggedLayout", "RaggedPlan", "OwnerPlan", "ragged_layout", "plan_ragged", "plan_owners",
-    "evaluate_owners", "owner_layout", "exchange_received",
+    "evaluate_owners", "owner_layout", "exchange_received", "flat_bucket_layouts", "bucket_of",
 ]
 __version__ = "0.1.0"

@@ -1,6 +1,7 @@
 // Bindings of RaggedShard layouts, ragged plans and owner planning (docs/ragged.md).
 #include "bindings.hpp"
 #include "dtensor/owners.hpp"
+#include "dtensor/ragged_bucket.hpp"
 #include "dtensor/ragged_plan.hpp"
 
 namespace dtensor::python {
@@ -109,6 +110,22 @@ void bind_ragged(nb::module_& m) {
         },
         "layouts"_a, "mesh_dim"_a, "owners"_a, "compute_us"_a = nb::none(), "cost_model"_a = "default",
         "The loads of given owners (round-robin, say), for comparison");
+  m.def("flat_bucket_layouts",
+        [](const Mesh& mesh, int mesh_dim, const std::vector<std::vector<std::int64_t>>& shapes, const std::string& dtype) {
+          return flat_bucket_layouts(mesh, mesh_dim, shapes, parse_dtype(dtype));
+        },
+        "mesh"_a, "mesh_dim"_a, "shapes"_a, "dtype"_a = "f32",
+        "FSDP's flat parameter: the tensors concatenated and cut over mesh_dim as torch.chunk cuts a list, "
+        "each a RaggedLayout");
+  m.def("bucket_of",
+        [](const std::vector<RaggedLayout>& members) -> std::optional<std::pair<RaggedLayout, std::vector<std::int64_t>>> {
+          auto b = bucket_of(members);
+          if (!b) return std::nullopt;
+          return std::pair<RaggedLayout, std::vector<std::int64_t>>(b->flat, b->offsets);
+        },
+        "members"_a,
+        "(flat layout, offsets) when the members' pieces are views of one flat bucket per rank; None otherwise. "
+        "Gather the flat layout to R: member i is the view at offsets[i]");
   m.def("owner_layout", &owner_layout, "layout"_a, "mesh_dim"_a, "owner"_a,
         "The single-owner layout: the rank at `owner` on mesh_dim holds its group's whole block");
 }

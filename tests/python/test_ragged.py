@@ -58,6 +58,18 @@ def test_plans_and_owners():
     assert o.makespan_us <= rr.makespan_us
 
 
+def test_flat_bucket():
+    mesh = dtensor.Mesh("4")
+    members = dtensor.flat_bucket_layouts(mesh, 0, [[6, 4], [10]])
+    flat, offsets = dtensor.bucket_of(members)
+    assert offsets == [0, 24] and flat.local_units == [9, 9, 9, 7]
+    p = dtensor.plan_ragged(flat, dtensor.Layout(mesh, [34], "R"))
+    assert p.stages == ["exchange"]
+    assert dtensor.bucket_of([members[1], members[0]]) is None  # out of order: not one bucket
+    with pytest.raises(ValueError, match="empty"):
+        dtensor.flat_bucket_layouts(mesh, 0, [[4, 0]])
+
+
 def _cases(seed, count, world):
     rng = random.Random(seed)
     meshes = [[world], [2, world // 2]]
