@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "dtensor/batch_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/mpi.hpp"
@@ -30,11 +31,6 @@ using namespace dtensor;
 namespace {
 
 double now_us() { return MPI_Wtime() * 1e6; }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -145,7 +141,7 @@ int main(int argc, char** argv) {
     int ok = bad.empty() ? 1 : 0, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (rank == 0) {
-      const double f = median(tf), p = median(tp), b = median(tb);
+      const double f = bench::median(tf), p = bench::median(tp), b = bench::median(tb);
       std::printf("case=%s ranks=%d tensors=%zu bytes_per_rank_out=%lld collectives batch=%lld per_tensor=%lld verified=%s\n",
                   which.c_str(), size, T, static_cast<long long>(flat_total), static_cast<long long>(batch.collectives()),
                   static_cast<long long>(batch.separate_collectives()), all_ok ? "yes" : "NO");

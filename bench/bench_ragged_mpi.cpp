@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/mpi.hpp"
 #include "dtensor/ragged_executor.hpp"
@@ -24,15 +25,6 @@
 
 using namespace dtensor;
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int status = 0;
@@ -40,15 +32,7 @@ int main(int argc, char** argv) {
     long rows = 0, cols = 1024, skew = 8, iters = 30;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      auto count = [&](const char* flag) {
-        if (i + 1 >= argc) throw InputError(std::string(flag) + " needs a value");
-        const std::string t = argv[++i];
-        char* end = nullptr;
-        const long v = std::strtol(t.c_str(), &end, 10);
-        if (t.empty() || *end != '\0' || v < 1 || v > 100000000)
-          throw InputError(std::string(flag) + " " + quote_input(t) + ": expected a count from 1 to 100000000");
-        return v;
-      };
+      auto count = [&](const char* flag) { return bench::count_arg(argc, argv, i, flag, 100000000); };
       if (a == "--rows") rows = count("--rows");
       else if (a == "--cols") cols = count("--cols");
       else if (a == "--skew") skew = count("--skew");
@@ -121,7 +105,7 @@ int main(int argc, char** argv) {
       std::printf("%s", plan.explain().c_str());
       std::printf("the model's padded gather: %.1f us (all_gather of %lld bytes + %lld bytes copied)\n", padded_model,
                   static_cast<long long>(t.bytes), static_cast<long long>(t.copy_bytes));
-      const double r = median(t_ragged), p = median(t_padded);
+      const double r = bench::median(t_ragged), p = bench::median(t_padded);
       std::printf("measured median: ragged %.1f us, padded %.1f us, padded / ragged %.2f\n", r, p, p / r);
     }
     status = ok ? 0 : 1;

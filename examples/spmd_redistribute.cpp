@@ -213,24 +213,13 @@ Layout reduce_partials(Communicator& comm, const Layout& dst, std::byte* out, st
   return check;
 }
 
-// One rank's part of one case: plan, agree, fill, execute, reduce Partial dims, verify.
-Outcome run_ragged_rank(Communicator& comm, const Args& a, const RaggedLayout& src, const RaggedLayout& dst,
-                        const CostModel& cost);
-
-Outcome run_rank(Communicator& comm, const Args& a, const Case& c, const CostModel& cost) {
+// One rank's part of a prepared case: fill, execute (timed), reduce Partial dims, verify. `Exec`:
+// an Executor (a plan) or a RaggedExecutor (a ragged plan).
+template <class Exec>
+Outcome run_prepared(Communicator& comm, const Args& a, const Exec& exec, const RaggedLayout& src, const RaggedLayout& dst,
+                     std::uint64_t plan_hash) {
   Memory& mem = comm.memory();
   const auto wait = [&mem] { mem.wait(); };
-  const Mesh& mesh = comm.mesh();
-  const DType dt = parse_dtype(a.dtype);
-  if (c.from.find("RaggedShard") != std::string::npos || c.to.find("RaggedShard") != std::string::npos)
-    return run_ragged_rank(comm, a, RaggedLayout::parse(mesh, c.shape, dt, c.from), RaggedLayout::parse(mesh, c.shape, dt, c.to), cost);
-  const Layout src = Layout::parse(mesh, c.shape, dt, c.from);
-  const Layout dst = Layout::parse(mesh, c.shape, dt, c.to);
-  Layout planned_dst = dst;
-  if (comm.rank() == a.inject_mismatch)  // a deliberate disagreement, to exercise the agreement check
-    planned_dst = Layout::parse(mesh, c.shape, dt, src.placements_str() == dst.placements_str() ? Sharding::replicated(mesh.ndim(), static_cast<int>(c.shape.size())).str() : src.placements_str());
-  const Plan plan = plan_redistribution(src, planned_dst, cost);
-  const Executor exec(plan, comm);  // exchanges plan hashes: differing ranks fail here, all of them
   if (comm.rank() == a.inject_absent) throw Absent{};
   const auto host_in = seeded_input(src, comm.rank());
   Buffer in(mem, host_in.size()), out(mem, static_cast<std::size_t>(exec.output_bytes())),
@@ -251,11 +240,11 @@ Outcome run_rank(Communicator& comm, const Args& a, const Case& c, const CostMod
   for (std::int64_t i = 0; i < iters; ++i) exec.execute(b);  // the input is never written: every run gives the same output
   wait();
   const auto t1 = std::chrono::steady_clock::now();
-  o.plan_hash = plan.hash();
+  o.plan_hash = plan_hash;
   o.time_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / static_cast<double>(iters);
   // Partial targets: reduce over each Partial mesh dim with its op (the library's own collective),
   // then every rank holds plain values of the target's shard.
-  const Layout check = reduce_partials(comm, dst, out.p, exec.output_bytes());
+  const RaggedLayout check = dst.is_ragged() ? dst : RaggedLayout(reduce_partials(comm, dst.base(), out.p, exec.output_bytes()));
   wait();
   std::vector<std::byte> host_out(out.n);
   mem.download(host_out.data(), out.p, out.n);
@@ -264,34 +253,25 @@ Outcome run_rank(Communicator& comm, const Args& a, const Case& c, const CostMod
   return o;
 }
 
-// A pair with a RaggedShard side: a ragged plan (exchanges and ordinary stages) and its executor.
-// Partial targets are reduced as above before the check.
-Outcome run_ragged_rank(Communicator& comm, const Args& a, const RaggedLayout& src, const RaggedLayout& dst,
-                        const CostModel& cost) {
-  Memory& mem = comm.memory();
-  const RaggedPlan plan = plan_ragged(src, dst, cost);
-  const RaggedExecutor exec(plan, comm);  // exchanges plan hashes
-  if (comm.rank() == a.inject_absent) throw Absent{};
-  const auto host_in = seeded_input(src, comm.rank());
-  Buffer in(mem, host_in.size()), out(mem, static_cast<std::size_t>(exec.output_bytes())),
-      ws(mem, static_cast<std::size_t>(exec.workspace_bytes()));
-  mem.upload(in.p, host_in.data(), host_in.size());
-  const Buffers b{std::span<const std::byte>(in.p, in.n), std::span<std::byte>(out.p, out.n), std::span<std::byte>(ws.p, ws.n)};
-  const std::int64_t iters = a.iters > 0 ? a.iters : (a.random > 0 ? 1 : 20);
-  Outcome o;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (std::int64_t i = 0; i < iters; ++i) exec.execute(b);
-  mem.wait();
-  o.time_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(iters);
-  o.plan_hash = plan.hash();
-  RaggedLayout check = dst;
-  if (!dst.is_ragged()) check = RaggedLayout(reduce_partials(comm, dst.base(), out.p, exec.output_bytes()));
-  mem.wait();
-  std::vector<std::byte> host_out(out.n);
-  mem.download(host_out.data(), out.p, out.n);
-  o.mismatch = verify_rank_output(check, comm.rank(), host_out);
-  o.verified = o.mismatch.empty();
-  return o;
+// One rank's part of one case: plan, agree, then run_prepared. A case with a RaggedShard side runs
+// as a ragged plan (exchanges and ordinary stages).
+Outcome run_rank(Communicator& comm, const Args& a, const Case& c, const CostModel& cost) {
+  const Mesh& mesh = comm.mesh();
+  const DType dt = parse_dtype(a.dtype);
+  if (c.from.find("RaggedShard") != std::string::npos || c.to.find("RaggedShard") != std::string::npos) {
+    const RaggedLayout src = RaggedLayout::parse(mesh, c.shape, dt, c.from), dst = RaggedLayout::parse(mesh, c.shape, dt, c.to);
+    const RaggedPlan plan = plan_ragged(src, dst, cost);
+    const RaggedExecutor exec(plan, comm);  // exchanges plan hashes
+    return run_prepared(comm, a, exec, src, dst, plan.hash());
+  }
+  const Layout src = Layout::parse(mesh, c.shape, dt, c.from);
+  const Layout dst = Layout::parse(mesh, c.shape, dt, c.to);
+  Layout planned_dst = dst;
+  if (comm.rank() == a.inject_mismatch)  // a deliberate disagreement, to exercise the agreement check
+    planned_dst = Layout::parse(mesh, c.shape, dt, src.placements_str() == dst.placements_str() ? Sharding::replicated(mesh.ndim(), static_cast<int>(c.shape.size())).str() : src.placements_str());
+  const Plan plan = plan_redistribution(src, planned_dst, cost);
+  const Executor exec(plan, comm);  // exchanges plan hashes: differing ranks fail here, all of them
+  return run_prepared(comm, a, exec, RaggedLayout(src), RaggedLayout(dst), plan.hash());
 }
 
 // --batch: every case in one batch plan, run once through the batch executor, each tensor

@@ -150,7 +150,7 @@ CrossMeshPlan plan_of(const CrossRequest& req) {
   return plan_cross_mesh(req.src, req.src_ranks, req.dst, req.dst_ranks, req.cost, o);
 }
 
-PlanRequest make_request(const PlanArgs& a) {
+RaggedRequest make_ragged_request(const PlanArgs& a) {
   check_format(a.format);
   if (!a.ranks.empty() || !a.to_ranks.empty()) throw InputError("--ranks and --to-ranks need --to-mesh");
   for (const auto& [flag, value] : {std::pair{"--mesh", &a.mesh}, {"--shape", &a.shape}, {"--from", &a.from}, {"--to", &a.to}})
@@ -158,24 +158,19 @@ PlanRequest make_request(const PlanArgs& a) {
   Mesh mesh = for_flag("--mesh", [&] { return Mesh::parse(a.mesh); });
   auto shape = for_flag("--shape", [&] { return parse_shape(a.shape); });
   const DType dt = for_flag("--dtype", [&] { return parse_dtype(a.dtype); });
-  Layout src = for_flag("--from", [&] { return Layout::parse(mesh, shape, dt, a.from); });
-  Layout dst = for_flag("--to", [&] { return Layout::parse(mesh, shape, dt, a.to); });
-  CostModel cost = for_flag("--cost-model", [&] { return CostModel::load(a.cost_model); });
-  return {std::move(src), std::move(dst), std::move(cost), options_of(a)};
-}
-
-RaggedRequest make_ragged_request(const PlanArgs& a) {
-  check_format(a.format);
-  if (!a.ranks.empty() || !a.to_ranks.empty() || !a.to_mesh.empty()) throw InputError("a RaggedShard layout plans on one mesh (no --to-mesh)");
-  for (const auto& [flag, value] : {std::pair{"--mesh", &a.mesh}, {"--shape", &a.shape}, {"--from", &a.from}, {"--to", &a.to}})
-    if (value->empty()) throw InputError(fmt::format("{} is required", flag));
-  Mesh mesh = for_flag("--mesh", [&] { return Mesh::parse(a.mesh); });
-  auto shape = for_flag("--shape", [&] { return parse_shape(a.shape); });
-  const DType dt = for_flag("--dtype", [&] { return parse_dtype(a.dtype); });
   RaggedLayout src = for_flag("--from", [&] { return RaggedLayout::parse(mesh, shape, dt, a.from); });
   RaggedLayout dst = for_flag("--to", [&] { return RaggedLayout::parse(mesh, shape, dt, a.to); });
   CostModel cost = for_flag("--cost-model", [&] { return CostModel::load(a.cost_model); });
   return {std::move(src), std::move(dst), std::move(cost), options_of(a)};
+}
+
+PlanRequest make_request(const PlanArgs& a) {
+  auto r = make_ragged_request(a);
+  for (const auto& [flag, l] : {std::pair{"--from", &r.src}, {"--to", &r.dst}})
+    if (l->is_ragged())
+      throw InputError(fmt::format("{}: a RaggedShard layout ({}): `dtensor layout` and `dtensor plan` take them, this command "
+                                   "not yet", flag, l->placements_str()));
+  return {r.src.base(), r.dst.base(), std::move(r.cost), std::move(r.options)};
 }
 
 std::string ownership_grid(const Layout& l, std::size_t max_blocks) {

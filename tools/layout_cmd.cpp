@@ -16,6 +16,23 @@ struct LayoutArgs {
 
 std::string dims_str(const std::vector<std::int64_t>& v) { return fmt::format("({})", fmt::join(v, ",")); }
 
+// The layout's JSON (`layout_json`, which its reader takes back) with "ranks": each rank's record,
+// its rank and coordinate first, then what add(record, coord) writes.
+template <class Add>
+void print_ranks_json(const std::string& layout_json, const Mesh& mesh, const std::vector<std::int64_t>& ranks, Add&& add) {
+  auto j = nlohmann::ordered_json::parse(layout_json);
+  j["ranks"] = nlohmann::ordered_json::array();
+  for (auto r : ranks) {
+    const auto coord = mesh.coord_of_rank(r);
+    nlohmann::ordered_json rj;
+    rj["rank"] = r;
+    rj["coord"] = coord;
+    add(rj, coord);
+    j["ranks"].push_back(rj);
+  }
+  std::cout << j.dump() << "\n";
+}
+
 // Owner of every element of a small 1-d or 2-d tensor, as a picture: one cell per element listing
 // the ranks that hold it ("" when the tensor is too large to draw).
 std::string element_map(const RaggedLayout& l) {
@@ -43,13 +60,7 @@ void run_ragged(const LayoutArgs& a, const RaggedLayout& l, std::int64_t rank) {
   std::vector<std::int64_t> ranks;
   for (std::int64_t r = rank < 0 ? 0 : rank; r < (rank < 0 ? mesh.num_ranks() : rank + 1); ++r) ranks.push_back(r);
   if (a.format == "json") {
-    auto j = nlohmann::ordered_json::parse(to_json(l));
-    j["ranks"] = nlohmann::ordered_json::array();
-    for (auto r : ranks) {
-      const auto coord = mesh.coord_of_rank(r);
-      nlohmann::ordered_json rj;
-      rj["rank"] = r;
-      rj["coord"] = coord;
+    print_ranks_json(to_json(l), mesh, ranks, [&](nlohmann::ordered_json& rj, const std::vector<std::int64_t>& coord) {
       rj["local_shape"] = l.local_shape(coord);
       rj["block_shape"] = l.base().local_shape(coord);
       rj["piece"] = {l.piece(coord).start, l.piece(coord).stop};
@@ -57,9 +68,7 @@ void run_ragged(const LayoutArgs& a, const RaggedLayout& l, std::int64_t rank) {
         rj["global_runs"] = nlohmann::ordered_json::array();
         for (const auto& run : l.owned_runs(coord)) rj["global_runs"].push_back({run.start, run.stop});
       }
-      j["ranks"].push_back(rj);
-    }
-    std::cout << j.dump() << "\n";
+    });
     return;
   }
   const auto& rs = *l.ragged();
@@ -116,22 +125,14 @@ void run(const LayoutArgs& a) {
 
   if (a.format == "json") {
     // the library's layout JSON (read back by layout_from_json), plus what each rank owns
-    auto j = nlohmann::ordered_json::parse(to_json(l));
-    j["ranks"] = nlohmann::ordered_json::array();
-    for (auto r : ranks) {
-      const auto coord = mesh.coord_of_rank(r);
-      nlohmann::ordered_json rj;
-      rj["rank"] = r;
-      rj["coord"] = coord;
+    print_ranks_json(to_json(l), mesh, ranks, [&](nlohmann::ordered_json& rj, const std::vector<std::int64_t>& coord) {
       rj["local_shape"] = l.local_shape(coord);
       rj["global_offset"] = l.global_offset(coord);
       if (with_indices) {
         rj["indices"] = nlohmann::ordered_json::array();
         for (const auto& s : l.indices(coord)) rj["indices"].push_back(s.materialize());
       }
-      j["ranks"].push_back(rj);
-    }
-    std::cout << j.dump() << "\n";
+    });
     return;
   }
   std::cout << fmt::format("layout {} on mesh {} ({} ranks), shape {}, {}\n", l.placements_str(), mesh.str(), mesh.num_ranks(),

@@ -188,6 +188,25 @@ std::span<std::byte> span_at(std::uintptr_t address, std::int64_t bytes, const c
   return {reinterpret_cast<std::byte*>(address), static_cast<std::size_t>(bytes)};
 }
 
+// The sizes and execute() every executor class shares (one rank's input, output and workspace as
+// (address, bytes) pairs).
+template <class E>
+void def_buffers_and_execute(nb::class_<E>& c) {
+  c.def_prop_ro("workspace_bytes", &E::workspace_bytes)
+      .def_prop_ro("input_bytes", &E::input_bytes)
+      .def_prop_ro("output_bytes", &E::output_bytes)
+      .def(
+          "execute",
+          [](const E& e, std::uintptr_t in, std::int64_t in_bytes, std::uintptr_t out, std::int64_t out_bytes,
+             std::uintptr_t ws, std::int64_t ws_bytes) {
+            const Buffers b{span_at(in, in_bytes, "input"), span_at(out, out_bytes, "output"),
+                            span_at(ws, ws_bytes, "workspace")};
+            nb::gil_scoped_release release;
+            e.execute(b);
+          },
+          "input"_a, "input_bytes"_a, "output"_a, "output_bytes"_a, "workspace"_a, "workspace_bytes"_a);
+}
+
 }  // namespace
 
 void bind_execution(nb::module_& m) {
@@ -204,7 +223,8 @@ void bind_execution(nb::module_& m) {
             check_plans_agree(c, plan_hash);
           },
           "plan_hash"_a, "Exchanges plan hashes over the mesh; BackendError naming the ranks whose plan differs");
-  nb::class_<Executor>(m, "_Executor")
+  nb::class_<Executor> executor(m, "_Executor");
+  executor
       .def(
           "__init__",
           [](Executor* self, const Plan& plan, PyCommunicator& comm, bool check, bool every_call) {
@@ -214,24 +234,13 @@ void bind_execution(nb::module_& m) {
                                                 .check_plans_every_call = every_call});
           },
           "plan"_a, "comm"_a, "check_plans_agree"_a = true, "check_plans_every_call"_a = false, nb::keep_alive<1, 3>())
-      .def_prop_ro("workspace_bytes", &Executor::workspace_bytes)
-      .def_prop_ro("input_bytes", &Executor::input_bytes)
-      .def_prop_ro("output_bytes", &Executor::output_bytes)
       .def_prop_ro("collectives", &Executor::collectives, "Collectives this rank issues per execute()")
       .def_prop_ro("ends_with_collective", &Executor::ends_with_collective,
-                   "Whether execute() ends with a collective (no local copy after it)")
-      .def(
-          "execute",
-          [](const Executor& e, std::uintptr_t in, std::int64_t in_bytes, std::uintptr_t out, std::int64_t out_bytes,
-             std::uintptr_t ws, std::int64_t ws_bytes) {
-            const Buffers b{span_at(in, in_bytes, "input"), span_at(out, out_bytes, "output"),
-                            span_at(ws, ws_bytes, "workspace")};
-            nb::gil_scoped_release release;
-            e.execute(b);
-          },
-          "input"_a, "input_bytes"_a, "output"_a, "output_bytes"_a, "workspace"_a, "workspace_bytes"_a);
+                   "Whether execute() ends with a collective (no local copy after it)");
+  def_buffers_and_execute(executor);
 
-  nb::class_<RaggedExecutor>(m, "_RaggedExecutor")
+  nb::class_<RaggedExecutor> ragged(m, "_RaggedExecutor");
+  ragged
       .def(
           "__init__",
           [](RaggedExecutor* self, const RaggedPlan& plan, PyCommunicator& comm, bool check) {
@@ -239,21 +248,9 @@ void bind_execution(nb::module_& m) {
             new (self) RaggedExecutor(plan, comm, ExecutorOptions{.check_plans_agree = check});
           },
           "plan"_a, "comm"_a, "check_plans_agree"_a = true, nb::keep_alive<1, 3>())
-      .def_prop_ro("workspace_bytes", &RaggedExecutor::workspace_bytes)
-      .def_prop_ro("input_bytes", &RaggedExecutor::input_bytes)
-      .def_prop_ro("output_bytes", &RaggedExecutor::output_bytes)
       .def_prop_ro("collectives", &RaggedExecutor::collectives)
-      .def_prop_ro("ends_with_collective", [](const RaggedExecutor&) { return false; })
-      .def(
-          "execute",
-          [](const RaggedExecutor& e, std::uintptr_t in, std::int64_t in_bytes, std::uintptr_t out, std::int64_t out_bytes,
-             std::uintptr_t ws, std::int64_t ws_bytes) {
-            const Buffers b{span_at(in, in_bytes, "input"), span_at(out, out_bytes, "output"),
-                            span_at(ws, ws_bytes, "workspace")};
-            nb::gil_scoped_release release;
-            e.execute(b);
-          },
-          "input"_a, "input_bytes"_a, "output"_a, "output_bytes"_a, "workspace"_a, "workspace_bytes"_a);
+      .def_prop_ro("ends_with_collective", [](const RaggedExecutor&) { return false; });
+  def_buffers_and_execute(ragged);
 
   nb::class_<BatchExecutor>(m, "_BatchExecutor")
       .def(
@@ -284,7 +281,8 @@ void bind_execution(nb::module_& m) {
           },
           "buffers"_a, "staging"_a, "staging_bytes"_a);
 
-  nb::class_<CrossMeshExecutor>(m, "_CrossMeshExecutor")
+  nb::class_<CrossMeshExecutor> cross(m, "_CrossMeshExecutor");
+  cross
       .def(
           "__init__",
           [](CrossMeshExecutor* self, const CrossMeshPlan& plan, PyCommunicator& world, PyCommunicator* on_src,
@@ -293,20 +291,8 @@ void bind_execution(nb::module_& m) {
             new (self) CrossMeshExecutor(plan, world, on_src, on_dst);
           },
           "plan"_a, "world"_a, "on_src"_a.none(), "on_dst"_a.none(), nb::keep_alive<1, 3>(), nb::keep_alive<1, 4>(),
-          nb::keep_alive<1, 5>())
-      .def_prop_ro("workspace_bytes", &CrossMeshExecutor::workspace_bytes)
-      .def_prop_ro("input_bytes", &CrossMeshExecutor::input_bytes)
-      .def_prop_ro("output_bytes", &CrossMeshExecutor::output_bytes)
-      .def(
-          "execute",
-          [](const CrossMeshExecutor& e, std::uintptr_t in, std::int64_t in_bytes, std::uintptr_t out,
-             std::int64_t out_bytes, std::uintptr_t ws, std::int64_t ws_bytes) {
-            const Buffers b{span_at(in, in_bytes, "input"), span_at(out, out_bytes, "output"),
-                            span_at(ws, ws_bytes, "workspace")};
-            nb::gil_scoped_release release;
-            e.execute(b);
-          },
-          "input"_a, "input_bytes"_a, "output"_a, "output_bytes"_a, "workspace"_a, "workspace_bytes"_a);
+          nb::keep_alive<1, 5>());
+  def_buffers_and_execute(cross);
 }
 
 }  // namespace dtensor::python

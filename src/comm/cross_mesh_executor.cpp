@@ -165,14 +165,7 @@ void CrossMeshExecutor::execute(const Buffers& b) const {
                            b.workspace.subspan(static_cast<std::size_t>(I.mid_a_off), static_cast<std::size_t>(I.mid_a_bytes)),
                            scratch.first(static_cast<std::size_t>(I.pre_ws))});
   run_actions(*I.world, I.dtype, v, I.pack);
-  if (I.exchanges) {
-    I.send_list.clear();
-    I.recv_list.clear();
-    for (const auto& t : I.sends) I.send_list.push_back({t.peer, buffer_ptr(v, t.buffer), t.count});
-    for (const auto& t : I.recvs) I.recv_list.push_back({t.peer, buffer_ptr(v, t.buffer), t.count});
-    I.world->send_recv(I.send_list, I.recv_list, I.dtype);
-    I.world->synchronize();
-  }
+  if (I.exchanges) run_send_recv(*I.world, I.dtype, v, I.sends, I.recvs, I.send_list, I.recv_list);
   run_actions(*I.world, I.dtype, v, I.unpack);
   if (I.post) I.post->execute(Buffers{v.output, b.output, scratch.first(static_cast<std::size_t>(I.post_ws))});
 }

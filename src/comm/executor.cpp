@@ -507,6 +507,17 @@ void detail::run_actions(Communicator& comm, DType dtype, const Buffers& b, std:
   }
 }
 
+void detail::run_send_recv(Communicator& comm, DType dtype, const Buffers& b, const std::vector<CommCall::P2P>& sends,
+                           const std::vector<CommCall::P2P>& recvs, std::vector<Transfer>& send_list,
+                           std::vector<Transfer>& recv_list) {
+  send_list.clear();
+  recv_list.clear();
+  for (const auto& t : sends) send_list.push_back({t.peer, buffer_ptr(b, t.buffer), t.count});
+  for (const auto& t : recvs) recv_list.push_back({t.peer, buffer_ptr(b, t.buffer), t.count});
+  comm.send_recv(send_list, recv_list, dtype);
+  comm.synchronize();
+}
+
 std::byte* Executor::Impl::ptr(const Buffers& b, Ref r) const { return buffer_ptr(b, r); }
 
 void Executor::Impl::run(const Buffers& b, const std::vector<Action>& actions) const {

@@ -50,6 +50,10 @@ struct RankStep {
   CommCall comm;
 };
 
+// One grouped send/recv of prepared transfers (their buffers located in `b`) on `comm`, completed:
+// the lists are filled into `send_list` / `recv_list` (kept by the caller so execute allocates nothing).
+void run_send_recv(Communicator& comm, DType dtype, const Buffers& b, const std::vector<CommCall::P2P>& sends,
+                   const std::vector<CommCall::P2P>& recvs, std::vector<Transfer>& send_list, std::vector<Transfer>& recv_list);
 // Where `r` points in one rank's buffers (an input reference is only ever read).
 [[nodiscard]] std::byte* buffer_ptr(const Buffers& b, Ref r) noexcept;
 // Runs local actions (fills, copies, strided copies) on `comm`'s memory.

@@ -219,12 +219,7 @@ void RaggedExecutor::execute(const Buffers& b) const {
       if (!same) run_actions(*I.comm, I.dtype, b, std::span<const Action>(&a, 1));
     }
     run_actions(*I.comm, I.dtype, b, st.pre);
-    I.send_list.clear();
-    I.recv_list.clear();
-    for (const auto& t : st.sends) I.send_list.push_back({t.peer, buffer_ptr(b, t.buffer), t.count});
-    for (const auto& t : st.recvs) I.recv_list.push_back({t.peer, buffer_ptr(b, t.buffer), t.count});
-    I.comm->send_recv(I.send_list, I.recv_list, I.dtype);
-    I.comm->synchronize();
+    run_send_recv(*I.comm, I.dtype, b, st.sends, st.recvs, I.send_list, I.recv_list);
     run_actions(*I.comm, I.dtype, b, st.post);
   }
 }

@@ -34,26 +34,28 @@ ExchangePart exchange_part(const RaggedLayout& from, std::span<const std::int64_
   return p;
 }
 
-std::vector<ExchangePart> exchange_sends(const RaggedLayout& from, const RaggedLayout& to, const std::vector<std::int64_t>& coord) {
+namespace {
+// The parts between the rank at `coord` and each member of its group: as the sender (`sending`)
+// or as the receiver.
+std::vector<ExchangePart> exchange_parts(const RaggedLayout& from, const RaggedLayout& to, const std::vector<std::int64_t>& coord,
+                                         bool sending) {
   std::vector<ExchangePart> out;
   for (const auto& pc : group_members(from.mesh(), coord, exchange_group_dims(from))) {
-    auto p = exchange_part(from, coord, to, pc);
+    auto p = sending ? exchange_part(from, coord, to, pc) : exchange_part(from, pc, to, coord);
     if (p.count() == 0) continue;
     p.peer = from.mesh().rank_at(pc);
     out.push_back(std::move(p));
   }
   return out;
 }
+}  // namespace
+
+std::vector<ExchangePart> exchange_sends(const RaggedLayout& from, const RaggedLayout& to, const std::vector<std::int64_t>& coord) {
+  return exchange_parts(from, to, coord, true);
+}
 
 std::vector<ExchangePart> exchange_recvs(const RaggedLayout& from, const RaggedLayout& to, const std::vector<std::int64_t>& coord) {
-  std::vector<ExchangePart> out;
-  for (const auto& pc : group_members(from.mesh(), coord, exchange_group_dims(from))) {
-    auto p = exchange_part(from, pc, to, coord);
-    if (p.count() == 0) continue;
-    p.peer = from.mesh().rank_at(pc);
-    out.push_back(std::move(p));
-  }
-  return out;
+  return exchange_parts(from, to, coord, false);
 }
 
 bool contiguous_in(const std::vector<IndexSet>& sub, std::int64_t lo, std::int64_t hi, const std::vector<IndexSet>& block) {
