@@ -564,3 +564,48 @@ TEST_CASE("buckets: FSDP's flat parameter as ragged members, recognised, gathere
   CHECK_THROWS_WITH(flat_bucket_layouts(mesh, 0, std::vector<std::vector<std::int64_t>>{{4, 0}}, DType::f32), Catch::Contains("empty"));
   CHECK_THROWS_WITH(flat_bucket_layouts(mesh, 1, shapes, DType::f32), Catch::Contains("mesh dim 1"));
 }
+
+TEST_CASE("ragged plans: JSON read back as untrusted input", "[ragged]") {
+  std::mt19937_64 rng(5399);
+  const CostModel cost = CostModel::default_model();
+  int round_trips = 0;
+  for (const auto& mesh_shape : kMeshes) {
+    const Mesh mesh(mesh_shape);
+    for (int tries = 0; tries < 200 && round_trips < 12 * static_cast<int>(mesh_shape.size()); ++tries) {
+      const int nd = 1 + static_cast<int>(rng() % 2);
+      std::vector<std::int64_t> shape;
+      for (int d = 0; d < nd; ++d) shape.push_back(2 + static_cast<std::int64_t>(rng() % 3) * 2);
+      const auto r = ragged_cases::random_ragged(mesh_shape, nd, rng);
+      if (!ragged_cases::valid(mesh_shape, shape, r)) continue;
+      const auto p = ragged_cases::random_plain(mesh_shape, nd, rng, true);
+      const auto a = RaggedLayout::parse(mesh, shape, DType::f32, ragged_cases::text(p));
+      const auto b = RaggedLayout::parse(mesh, shape, DType::f32, ragged_cases::text(r));
+      const RaggedPlan plan = plan_ragged(a, b, cost);
+      INFO(plan.trace());
+      CHECK(RaggedPlan::from_json(plan.to_json()) == plan);
+      ++round_trips;
+    }
+  }
+  CHECK(round_trips > 30);
+  // a record that disagrees with its layouts, a broken chain, unknown fields: one error each
+  const Mesh mesh = Mesh::parse("4");
+  const RaggedPlan plan = plan_ragged(RaggedLayout::parse("4 8x6 f32 S(0)"), RaggedLayout::parse("4 8x6 f32 RaggedShard((0,),(0,0,1,0))"), cost);
+  REQUIRE(plan.stages.size() == 1);
+  const std::string good = plan.to_json();
+  auto edit = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    const auto at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    s.replace(at, from.size(), to);
+    return s;
+  };
+  const auto sent = fmt::format("\"bytes_sent\":{}", plan.stages[0].exchange->bytes_sent);
+  CHECK_THROWS_WITH(RaggedPlan::from_json(edit(sent, "\"bytes_sent\":1")), Catch::Contains("bytes_sent is 1; the layouts give"));
+  CHECK_THROWS_WITH(RaggedPlan::from_json(edit("\"peers\":", "\"peerz\":")), Catch::Contains("unknown field"));
+  CHECK_THROWS_WITH(RaggedPlan::from_json(edit("\"to\":\"RaggedShard((0,),(0,0,1,0))\"", "\"to\":\"RaggedShard((0,),(0,1,0,0))\"")),
+                    Catch::Contains("the stages end at RaggedShard((0,),(0,1,0,0)), not at its target"));
+  CHECK_THROWS_WITH(RaggedPlan::from_json(edit("\"from\":\"S(0)\"", "\"from\":\"R\"")), Catch::Contains("starts at R, not at S(0)"));
+  CHECK_THROWS_WITH(RaggedPlan::from_json(edit("\"kind\":\"exchange\"", "\"kind\":\"teleport\"")), Catch::Contains("kind must be"));
+  CHECK_THROWS_WITH(RaggedPlan::from_json(edit("\"mesh_dims\":[0]", "\"mesh_dims\":[7]")), Catch::Contains("mesh_dims (7) are not the ones its transfers cross (0)"));
+  CHECK_THROWS_WITH(RaggedPlan::from_json("[1]"), Catch::Contains("must be an object"));
+}

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtensor/cost_model.hpp"
@@ -50,9 +51,15 @@ struct RaggedPlan {
   [[nodiscard]] std::string trace() const;
   // Stable across processes: FNV-1a over the layouts and every stage.
   [[nodiscard]] std::uint64_t hash() const;
-  // For tools: the layouts, the trace, the total, the hash and every stage (an ordinary stage as
-  // its plan's JSON, an exchange as its record). Written, not read back.
+  // The layouts, the trace, the total, the hash and every stage (an ordinary stage as its plan's
+  // JSON, an exchange as its record).
   [[nodiscard]] std::string to_json() const;
+  // Reads to_json's form as untrusted input: every ordinary stage through Plan::from_json (so
+  // validate_plan), every exchange's transfer record (mesh dims, bytes, copies, peers) recomputed
+  // from its layouts and required equal (the executor never reads a count from a plan: it derives
+  // every transfer from the layouts), the stages chained from src to dst. InputError naming the
+  // stage and field otherwise.
+  [[nodiscard]] static RaggedPlan from_json(std::string_view json);
   // A table: one row per stage, then the total.
   [[nodiscard]] std::string explain() const;
   friend bool operator==(const RaggedPlan&, const RaggedPlan&) = default;

@@ -67,7 +67,10 @@ void bind_ragged(nb::module_& m) {
         return out;
       }, "Each stage's kind: \"plan\" or \"exchange\"")
       .def("explain", &RaggedPlan::explain)
-      .def("to_json", &RaggedPlan::to_json);
+      .def("to_json", &RaggedPlan::to_json)
+      .def_static("from_json", &RaggedPlan::from_json, "json"_a,
+                  "Reads to_json's form as untrusted input (every record checked against its layouts)")
+      .def("__eq__", [](const RaggedPlan& a, const RaggedPlan& b) { return a == b; });
 
   m.def("plan_ragged",
         [](const nb::handle& src, const nb::handle& dst, const nb::handle& cost_model) {

@@ -11,6 +11,7 @@
 
 #include "dtensor/error.hpp"
 #include "placement/hash.hpp"
+#include "placement/json_fields.hpp"
 #include "ragged_exchange.hpp"
 
 namespace dtensor {
@@ -291,6 +292,83 @@ std::string RaggedPlan::to_json() const {
     j["stages"].push_back(s);
   }
   return j.dump();
+}
+
+RaggedPlan RaggedPlan::from_json(std::string_view text) {
+  const auto j = detail::parse_json(text, "ragged plan");
+  if (!j.is_object()) throw InputError("ragged plan JSON must be an object");
+  for (const auto& [k, v] : j.items())
+    if (k != "src" && k != "dst" && k != "cost_model" && k != "total_cost_us" && k != "trace" && k != "plan_hash" && k != "stages")
+      throw InputError(fmt::format("ragged plan JSON: unknown field {}", quote_input(k)));
+  auto need = [&](const nlohmann::json& o, const char* f, const std::string& where) -> const nlohmann::json& {
+    const auto it = o.find(f);
+    if (it == o.end()) throw InputError(fmt::format("{} lacks '{}'", where, f));
+    return *it;
+  };
+  RaggedPlan p{ragged_layout_from_json(need(j, "src", "ragged plan JSON").dump()),
+               ragged_layout_from_json(need(j, "dst", "ragged plan JSON").dump()), "", {}, 0};
+  check_same_tensor(p.src, p.dst);
+  const auto& cm = need(j, "cost_model", "ragged plan JSON");
+  if (!cm.is_string()) throw InputError("ragged plan JSON field 'cost_model' must be a string");
+  p.cost_model = cm.get<std::string>();
+  const auto& total = need(j, "total_cost_us", "ragged plan JSON");
+  if (!total.is_number() || !std::isfinite(total.get<double>()) || total.get<double>() < 0)
+    throw InputError("ragged plan JSON field 'total_cost_us' must be a finite time >= 0");
+  p.total_cost_us = total.get<double>();
+  const auto& stages = need(j, "stages", "ragged plan JSON");
+  if (!stages.is_array() || stages.size() > 64) throw InputError("ragged plan JSON field 'stages' must be a list of at most 64 stages");
+  const CostModel unit_model;  // exchanges' counts do not depend on the model; only their times do
+  for (std::size_t k = 0; k < stages.size(); ++k) {
+    const auto& st = stages[k];
+    const std::string where = fmt::format("ragged plan stage {}", k);
+    if (!st.is_object()) throw InputError(fmt::format("{} must be an object", where));
+    const auto& kind = need(st, "kind", where);
+    const RaggedLayout from = k == 0 ? p.src : p.stages.back().to();
+    if (kind == "plan") {
+      Plan plan = Plan::from_json(need(st, "plan", where).dump());
+      if (!(RaggedLayout(plan.src) == from))
+        throw InputError(fmt::format("{} starts at {}, not at {}", where, plan.src.placements_str(), from.placements_str()));
+      p.stages.push_back({std::move(plan), std::nullopt});
+      continue;
+    }
+    if (kind != "exchange") throw InputError(fmt::format("{}: kind must be \"plan\" or \"exchange\"", where));
+    for (const auto& [key, v] : st.items())
+      if (key != "kind" && key != "from" && key != "to" && key != "mesh_dims" && key != "bytes_sent" && key != "bytes_received" &&
+          key != "copy_bytes" && key != "own_bytes" && key != "peers" && key != "alpha_us" && key != "wire_us" &&
+          key != "copy_us" && key != "cost_us")
+        throw InputError(fmt::format("{}: unknown field {}", where, quote_input(key)));
+    auto text = [&](const char* f) {
+      const auto& v = need(st, f, where);
+      if (!v.is_string()) throw InputError(fmt::format("{}.{} must be a string", where, f));
+      return v.get<std::string>();
+    };
+    const RaggedLayout a = RaggedLayout::parse(p.src.mesh(), p.src.shape(), p.src.dtype(), text("from"));
+    if (!(a == from)) throw InputError(fmt::format("{} starts at {}, not at {}", where, a.placements_str(), from.placements_str()));
+    const RaggedLayout b = RaggedLayout::parse(p.src.mesh(), p.src.shape(), p.src.dtype(), text("to"));
+    RaggedExchange ex = ragged_exchange(a, b, unit_model);
+    const std::pair<const char*, std::int64_t> counts[] = {{"bytes_sent", ex.bytes_sent}, {"bytes_received", ex.bytes_received},
+                                                            {"copy_bytes", ex.copy_bytes}, {"own_bytes", ex.own_bytes},
+                                                            {"peers", ex.peers}};
+    for (const auto& [f, want] : counts) {
+      const auto got = detail::json_int(need(st, f, where), f, 0, std::int64_t{1} << 62);
+      if (got != want) throw InputError(fmt::format("{}: {} is {}; the layouts give {}", where, f, got, want));
+    }
+    const auto dims = detail::json_int_list(need(st, "mesh_dims", where), "mesh_dims", 0, Sharding::kMaxMeshDims - 1);
+    if (dims != std::vector<std::int64_t>(ex.mesh_dims.begin(), ex.mesh_dims.end()))
+      throw InputError(fmt::format("{}: mesh_dims ({}) are not the ones its transfers cross ({})", where, fmt::join(dims, ","),
+                                   fmt::join(ex.mesh_dims, ",")));
+    for (auto [f, field] : {std::pair{"alpha_us", &ex.alpha_us}, {"wire_us", &ex.wire_us}, {"copy_us", &ex.copy_us}, {"cost_us", &ex.cost_us}}) {
+      const auto& v = need(st, f, where);
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+        throw InputError(fmt::format("{}.{} must be a finite time >= 0", where, f));
+      *field = v.get<double>();  // the plan's own model's times
+    }
+    p.stages.push_back({std::nullopt, std::move(ex)});
+  }
+  if (!((p.stages.empty() ? p.src : p.stages.back().to()) == p.dst))
+    throw InputError(fmt::format("ragged plan JSON: the stages end at {}, not at its target {}",
+                                 (p.stages.empty() ? p.src : p.stages.back().to()).placements_str(), p.dst.placements_str()));
+  return p;
 }
 
 std::string RaggedPlan::explain() const {

@@ -51,6 +51,12 @@ def test_plans_and_owners():
     p = dtensor.plan_ragged(src, own)
     assert p.stages == ["exchange"] and p.total_cost_us > 0 and "=>" in p.trace
     assert dtensor.exchange_received(dtensor.RaggedLayout(src), own) == [0, 0, 36, 0]
+    assert dtensor.RaggedPlan.from_json(p.to_json()) == p
+    with pytest.raises(ValueError, match="bytes_sent is 1"):
+        import json as _json
+        j = _json.loads(p.to_json())
+        j["stages"][0]["bytes_sent"] = 1
+        dtensor.RaggedPlan.from_json(_json.dumps(j))
     layouts = [dtensor.Layout(mesh, [n, 64], "S(0)") for n in (512, 256, 256, 128, 64)]
     o = dtensor.plan_owners(layouts, 0)
     assert o.exact and len(o.owners) == 5 and o.makespan_us == max(o.load_us)
