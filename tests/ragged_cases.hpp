@@ -74,13 +74,14 @@ inline bool valid(const std::vector<std::int64_t>& mesh, const std::vector<std::
 }
 
 // A random ragged case on `mesh` for an nd-d tensor: a ragged mesh dim with only Replicate before
-// it, Shard or Replicate after it, k in 1..nd, units from {0, 1, 2} (sum > 0).
+// it, Shard, _StridedShard (split factor 2) or Replicate after it, k in 1..nd, units from {0, 1, 2} (sum > 0).
 inline Case random_ragged(const std::vector<std::int64_t>& mesh, int nd, std::mt19937_64& rng) {
   Case c;
   const int md = static_cast<int>(mesh.size());
   c.rdim = static_cast<int>(rng() % static_cast<std::uint64_t>(md));
   for (int m = 0; m < md; ++m) {
     if (m <= c.rdim || rng() % 3 == 0) c.base.push_back({'R'});
+    else if (rng() % 4 == 0) c.base.push_back({'T', static_cast<int>(rng() % static_cast<std::uint64_t>(nd)), 2});
     else c.base.push_back({'S', static_cast<int>(rng() % static_cast<std::uint64_t>(nd)), 1});
   }
   c.k = 1 + static_cast<int>(rng() % static_cast<std::uint64_t>(nd));
@@ -91,15 +92,19 @@ inline Case random_ragged(const std::vector<std::int64_t>& mesh, int nd, std::mt
   return c;
 }
 
-// Plain cases: R, P(sum) or S(d) on every mesh dim (valid combinations drawn at random).
+// Plain cases: R, P(sum), S(d) or _S(d, 2) on every mesh dim (valid combinations drawn at random).
 inline Case random_plain(const std::vector<std::int64_t>& mesh, int nd, std::mt19937_64& rng, bool allow_partial) {
   Case c;
   for (std::size_t m = 0; m < mesh.size(); ++m) {
     const auto o = rng() % static_cast<std::uint64_t>(nd + (allow_partial ? 2 : 1));
     if (o == 0) c.base.push_back({'R'});
-    else if (static_cast<int>(o) <= nd) c.base.push_back({'S', static_cast<int>(o) - 1, 1});
+    else if (static_cast<int>(o) <= nd) c.base.push_back({rng() % 4 == 0 ? 'T' : 'S', static_cast<int>(o) - 1, rng() % 4 == 0 ? 2 : 1});
     else c.base.push_back({'P'});
   }
+  for (auto& p : c.base)
+    if (p.kind == 'T' && p.sf == 1) p.kind = 'S';  // a strided split of factor 2, else a plain one
+  for (auto& p : c.base)
+    if (p.kind == 'S') p.sf = 1;
   return c;
 }
 
