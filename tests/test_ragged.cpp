@@ -8,6 +8,7 @@
 #include "dtensor/error.hpp"
 #include "dtensor/ragged.hpp"
 #include "ragged_cases.hpp"
+#include "test_util.hpp"
 
 using namespace dtensor;
 using ragged_cases::Case;
@@ -228,7 +229,8 @@ std::string check_ragged(const Mesh& mesh, const std::vector<std::int64_t>& shap
 
 TEST_CASE("ragged plans: every pair mixing ragged and plain layouts runs exactly on threads", "[ragged_exec]") {
   std::mt19937_64 rng(530);
-  std::int64_t pairs = 0, exchanges = 0, local_cuts = 0;
+  std::int64_t pairs = 0, exchanges = 0, local_cuts = 0, seen = 0;
+  const std::int64_t stride = sample_stride();  // sanitizer builds: every stride-th pair
   for (const auto& mesh_shape : kMeshes) {
     const Mesh mesh(mesh_shape);
     SimulatedWorld world(mesh, WorldOptions{std::chrono::milliseconds(30000), nullptr});
@@ -251,6 +253,7 @@ TEST_CASE("ragged plans: every pair mixing ragged and plain layouts runs exactly
         return RaggedLayout::parse(mesh, shape, dt, ragged_cases::text(c));
       };
       auto run_pair = [&](const Case& a, const Case& b) {
+        if (seen++ % stride != 0) return;
         const auto src = layout(a), dst = layout(b);
         const RaggedPlan plan = plan_ragged(src, dst, CostModel::default_model());
         INFO(mesh.str() << " " << shape_str(shape) << " " << to_string(dt) << " " << src.placements_str() << " -> "
@@ -274,7 +277,7 @@ TEST_CASE("ragged plans: every pair mixing ragged and plain layouts runs exactly
     }
   }
   INFO(pairs << " pairs, " << exchanges << " exchanges, " << local_cuts << " local cuts");
-  CHECK(pairs > 300);
+  CHECK(pairs * stride > 300);
   CHECK(local_cuts > 0);
 }
 
@@ -289,7 +292,8 @@ TEST_CASE("ragged plans: as cheap as the whole graph with ragged ends", "[ragged
   // by an exchange. The shortest path is the best exchange, plan, exchange chain.
   std::mt19937_64 rng(5353);
   const CostModel cost = CostModel::default_model();
-  std::int64_t cases = 0, worse = 0;
+  std::int64_t cases = 0, worse = 0, seen = 0;
+  const std::int64_t stride = sample_stride();  // sanitizer builds: every stride-th pair
   double worst = 0;
   for (const auto& mesh_shape : std::vector<std::vector<std::int64_t>>{{2}, {3}, {2, 2}, {2, 3}}) {
     const Mesh mesh(mesh_shape);
@@ -326,6 +330,7 @@ TEST_CASE("ragged plans: as cheap as the whole graph with ragged ends", "[ragged
         return best;
       };
       auto check = [&](const RaggedLayout& a, const RaggedLayout& b) {
+        if (seen++ % stride != 0) return;
         const double got = plan_ragged(a, b, cost).total_cost_us, want = oracle_cost(a, b);
         INFO(mesh.str() << " " << shape_str(shape) << " " << a.placements_str() << " -> " << b.placements_str());
         CHECK(got >= want - 1e-9);  // never cheaper than the graph allows
@@ -346,7 +351,7 @@ TEST_CASE("ragged plans: as cheap as the whole graph with ragged ends", "[ragged
     }
   }
   WARN(cases << " pairs; the planner's chain costs more than the graph's best on " << worse << " (worst ratio " << worst << ")");
-  CHECK(cases > 100);
+  CHECK(cases * stride > 100);
 }
 
 // ---- owners ------------------------------------------------------------------------------
