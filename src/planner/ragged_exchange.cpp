@@ -18,20 +18,22 @@ std::vector<int> exchange_group_dims(const RaggedLayout& from) {
   return dims;
 }
 
-ExchangePart exchange_part(const RaggedLayout& from, std::span<const std::int64_t> src_coord, const RaggedLayout& to,
-                           std::span<const std::int64_t> dst_coord) {
+ExchangePart exchange_part(const std::vector<IndexSet>& a, Interval pa, const std::vector<IndexSet>& b, Interval pb) {
   ExchangePart p;
-  const auto a = from.base().indices(src_coord), b = to.base().indices(dst_coord);
   p.box.reserve(a.size());
   for (std::size_t d = 0; d < a.size(); ++d) p.box.push_back(a[d].intersect(b[d]));
   if (box_numel(p.box) == 0) return p;
   // the overlap's elements in each piece are one run of the overlap's own order (positions in a
   // block rise with the overlap's row-major order), so both pieces together hold one run too
-  const auto pa = from.piece(src_coord), pb = to.piece(dst_coord);
   p.lo = std::max(count_before(p.box, a, pa.start), count_before(p.box, b, pb.start));
   p.hi = std::min(count_before(p.box, a, pa.stop), count_before(p.box, b, pb.stop));
   if (p.hi < p.lo) p.hi = p.lo;
   return p;
+}
+
+ExchangePart exchange_part(const RaggedLayout& from, std::span<const std::int64_t> src_coord, const RaggedLayout& to,
+                           std::span<const std::int64_t> dst_coord) {
+  return exchange_part(from.base().indices(src_coord), from.piece(src_coord), to.base().indices(dst_coord), to.piece(dst_coord));
 }
 
 namespace {

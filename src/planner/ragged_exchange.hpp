@@ -23,6 +23,10 @@ struct ExchangePart {
 // The part one sender gives one receiver (both coordinates; count 0 when none).
 [[nodiscard]] ExchangePart exchange_part(const RaggedLayout& from, std::span<const std::int64_t> src_coord,
                                          const RaggedLayout& to, std::span<const std::int64_t> dst_coord);
+// The same from the two ranks' blocks (base index sets) and pieces, computed once per rank by
+// callers that visit many pairs.
+[[nodiscard]] ExchangePart exchange_part(const std::vector<IndexSet>& src_block, Interval src_piece,
+                                         const std::vector<IndexSet>& dst_block, Interval dst_piece);
 // What the rank at `coord` sends (to each peer of its group, itself included) and receives, in
 // group order; parts with no elements left out.
 [[nodiscard]] std::vector<ExchangePart> exchange_sends(const RaggedLayout& from, const RaggedLayout& to,

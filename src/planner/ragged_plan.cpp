@@ -12,6 +12,7 @@
 #include "dtensor/error.hpp"
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
+#include "comm/groups.hpp"
 #include "ragged_exchange.hpp"
 
 namespace dtensor {
@@ -59,42 +60,54 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
     throw InputError(fmt::format("a ragged exchange on a mesh of {} ranks: at most 4096 are planned", mesh.num_ranks()));
   RaggedExchange ex{from, to, {}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   const auto s = static_cast<std::int64_t>(itemsize(from.dtype()));
+  // every rank's blocks and pieces once; every (sender, receiver) pair once
+  const auto R = static_cast<std::size_t>(mesh.num_ranks());
+  std::vector<std::vector<std::int64_t>> coords(R);
+  std::vector<std::vector<IndexSet>> fb(R), tb(R);
+  std::vector<Interval> fp(R), tp(R);
+  for (std::size_t r = 0; r < R; ++r) {
+    coords[r] = mesh.coord_of_rank(static_cast<std::int64_t>(r));
+    fb[r] = from.base().indices(coords[r]);
+    tb[r] = to.base().indices(coords[r]);
+    fp[r] = from.piece(coords[r]);
+    tp[r] = to.piece(coords[r]);
+  }
+  std::vector<std::int64_t> sent(R), received(R), copies(R), own(R), scratch(R), send_peers(R), recv_peers(R);
   std::uint32_t crossed = 0;
-  for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
-    const auto c = mesh.coord_of_rank(r);
-    const auto from_block = from.base().indices(c), to_block = to.base().indices(c);
-    std::int64_t sent = 0, received = 0, copies = 0, own = 0, scratch = 0, send_peers = 0, recv_peers = 0;
-    for (const auto& p : detail::exchange_sends(from, to, c)) {
-      if (p.peer == r) {
-        copies += p.count();
-        own += p.count();
+  const auto dims = detail::exchange_group_dims(from);
+  for (std::size_t a = 0; a < R; ++a)
+    for (const auto& pc : detail::group_members(mesh, coords[a], dims)) {
+      const auto b = static_cast<std::size_t>(mesh.rank_at(pc));
+      const auto p = detail::exchange_part(fb[a], fp[a], tb[b], tp[b]);
+      const auto n = p.count();
+      if (n == 0) continue;
+      if (a == b) {  // its own part: a local copy
+        copies[a] += n;
+        own[a] += n;
         continue;
       }
-      const auto pc = mesh.coord_of_rank(p.peer);
       for (int m = 0; m < mesh.ndim(); ++m)
-        if (pc[static_cast<std::size_t>(m)] != c[static_cast<std::size_t>(m)]) crossed |= 1u << m;
-      sent += p.count();
-      ++send_peers;
-      if (!detail::contiguous_in(p.box, p.lo, p.hi, from_block)) {
-        copies += p.count();
-        scratch += p.count();
+        if (pc[static_cast<std::size_t>(m)] != coords[a][static_cast<std::size_t>(m)]) crossed |= 1u << m;
+      sent[a] += n;
+      ++send_peers[a];
+      if (!detail::contiguous_in(p.box, p.lo, p.hi, fb[a])) {  // packed into scratch
+        copies[a] += n;
+        scratch[a] += n;
+      }
+      received[b] += n;
+      ++recv_peers[b];
+      if (!detail::contiguous_in(p.box, p.lo, p.hi, tb[b])) {  // unpacked from scratch
+        copies[b] += n;
+        scratch[b] += n;
       }
     }
-    for (const auto& p : detail::exchange_recvs(from, to, c)) {
-      if (p.peer == r) continue;
-      received += p.count();
-      ++recv_peers;
-      if (!detail::contiguous_in(p.box, p.lo, p.hi, to_block)) {
-        copies += p.count();
-        scratch += p.count();
-      }
-    }
-    ex.bytes_sent = std::max(ex.bytes_sent, sent * s);
-    ex.bytes_received = std::max(ex.bytes_received, received * s);
-    ex.copy_bytes = std::max(ex.copy_bytes, copies * s);
-    ex.own_bytes = std::max(ex.own_bytes, own * s);
-    ex.peers = std::max({ex.peers, send_peers, recv_peers});
-    ex.scratch_elems = std::max(ex.scratch_elems, scratch);
+  for (std::size_t r = 0; r < R; ++r) {
+    ex.bytes_sent = std::max(ex.bytes_sent, sent[r] * s);
+    ex.bytes_received = std::max(ex.bytes_received, received[r] * s);
+    ex.copy_bytes = std::max(ex.copy_bytes, copies[r] * s);
+    ex.own_bytes = std::max(ex.own_bytes, own[r] * s);
+    ex.peers = std::max({ex.peers, send_peers[r], recv_peers[r]});
+    ex.scratch_elems = std::max(ex.scratch_elems, scratch[r]);
   }
   Traffic t;
   t.kind = Traffic::Kind::direct;
