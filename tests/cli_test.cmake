@@ -39,6 +39,11 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/bucket.json "{\"version\": 1, \"mesh\": [
 run_case(plan_bucket 0 "a bucket of 2 tensors .*offset 0,24.*exchange .*\\(0 B packing" "" plan --batch ${CMAKE_CURRENT_BINARY_DIR}/bucket.json)
 run_case(bad_batch_ragged 2 "" "error: --batch: batch file pairs\\[1\\]: RaggedShard local_units \\(0,0,2\\) has 3 entries"
          plan --batch ${CMAKE_CURRENT_BINARY_DIR}/bad_bucket.json)
+run_case(simulate_ragged 0 "exchange.*verified: every rank holds exactly its target data" ""
+         simulate --mesh 2x2 --shape 8x6 --from "RaggedShard((0,),(1,3))S(1)" --to "P(sum)R")
+run_case(simulate_ragged_json 0 "\"verified\":true" "" simulate --mesh 4 --shape 8x6 --from "S(0)" --to "RaggedShard((0,),(0,0,1,0))" --format json)
+run_case(show_ragged 2 "" "^error: --to: a RaggedShard layout .*this command not yet"
+         show --mesh 4 --shape 8x6 --from "S(0)" --to "RaggedShard((0,),(0,0,1,0))")
 run_case(bad_placement 2 "" "^error: --placements: malformed placements \"S\\(0\": expected '\\)' at character 4"
          layout --mesh 2 --shape 9 --placements "S(0")
 run_case(bad_dim 2 "" "error: --placements: tensor dim 2 of S\\(2\\)" layout --mesh 2 --shape 9x5 --placements "S(2)")

@@ -168,7 +168,7 @@ PlanRequest make_request(const PlanArgs& a) {
   auto r = make_ragged_request(a);
   for (const auto& [flag, l] : {std::pair{"--from", &r.src}, {"--to", &r.dst}})
     if (l->is_ragged())
-      throw InputError(fmt::format("{}: a RaggedShard layout ({}): `dtensor layout` and `dtensor plan` take them, this command "
+      throw InputError(fmt::format("{}: a RaggedShard layout ({}): `dtensor layout`, `plan` and `simulate` take them, this command "
                                    "not yet", flag, l->placements_str()));
   return {r.src.base(), r.dst.base(), std::move(r.cost), std::move(r.options)};
 }
