@@ -36,8 +36,8 @@ struct RaggedExchange {
 struct RaggedStage {
   std::optional<Plan> plan;                 // an ordinary plan between two non-ragged layouts, or
   std::optional<RaggedExchange> exchange;  // an exchange
-  [[nodiscard]] const RaggedLayout from() const;
-  [[nodiscard]] const RaggedLayout to() const;
+  [[nodiscard]] RaggedLayout from() const;
+  [[nodiscard]] RaggedLayout to() const;
   [[nodiscard]] double cost_us() const noexcept;
   friend bool operator==(const RaggedStage&, const RaggedStage&) = default;
 };
@@ -64,6 +64,11 @@ struct RaggedPlan {
   [[nodiscard]] std::string explain() const;
   friend bool operator==(const RaggedPlan&, const RaggedPlan&) = default;
 };
+
+// Every stage exactly one of a plan and an exchange, each starting where the one before ends (the
+// first at `src`), the last ending at `dst`: InputError naming the stage otherwise. RaggedExecutor
+// and RaggedPlan::from_json run it.
+void check_chain(const RaggedPlan& plan);
 
 // The exchange from `from` to `to` (same mesh, shape and dtype; neither Partial), costed under `cost`.
 // Meshes above 4096 ranks are refused (costing pairs every rank with its group).

@@ -62,19 +62,8 @@ RaggedExecutor::RaggedExecutor(const RaggedPlan& plan, Communicator& comm, Execu
   const Mesh& mesh = plan.src.mesh();
   if (comm.mesh() != mesh)
     throw InputError(fmt::format("the communicator's mesh {} is not the ragged plan's mesh {}", comm.mesh().str(), mesh.str()));
-  // the stages must chain from the source to the target
+  check_chain(plan);  // every stage one kind, chained from the source to the target
   const std::size_t S = plan.stages.size();
-  for (std::size_t k = 0; k < S; ++k) {
-    const auto& st = plan.stages[k];
-    if (st.plan.has_value() == st.exchange.has_value())
-      throw InputError(fmt::format("ragged plan stage {} must be exactly one of a plan and an exchange", k));
-    const RaggedLayout want = k == 0 ? plan.src : plan.stages[k - 1].to();
-    if (!(st.from() == want))
-      throw InputError(fmt::format("ragged plan stage {} starts at {}, not at {}", k, st.from().str(), want.str()));
-  }
-  if (!((S == 0 ? plan.src : plan.stages.back().to()) == plan.dst))
-    throw InputError(fmt::format("ragged plan ends at {}, not at its target {}", (S == 0 ? plan.src : plan.stages.back().to()).str(),
-                                 plan.dst.str()));
   I.comm = &comm;
   I.dtype = plan.src.dtype();
   const std::int64_t s = static_cast<std::int64_t>(itemsize(I.dtype));
@@ -118,43 +107,32 @@ RaggedExecutor::RaggedExecutor(const RaggedPlan& plan, Communicator& comm, Execu
       const auto from_start = ex.from.piece(c).start, to_start = ex.to.piece(c).start;
       const Ref x{out.in.buf, out.in.offset - from_start * s}, y{out.out.buf, out.out.offset - to_start * s};
       std::int64_t scratch = 0;
-      const auto sends = exchange_sends(ex.from, ex.to, c);
-      for (const auto& p : sends) {
+      // where a transfer of part p lies: as one run of the piece (`block` at `base`) in place, else
+      // in scratch, packed from the piece before (sending) or unpacked into it after (receiving)
+      auto transfer_at = [&](const ExchangePart& p, const std::vector<IndexSet>& block, Ref base, bool sending) {
+        if (contiguous_in(p.box, p.lo, p.hi, block)) return Ref{base.buf, base.offset + position_in(p.box, p.lo, block) * s};
+        const Ref at{Buf::ws, I.scratch_offset + scratch * s};
+        std::int64_t packed = 0;
+        for (const auto& b : range_boxes(p.box, p.lo, p.hi)) {
+          const Ref slot{Buf::ws, at.offset + packed * s};
+          if (sending) add_box_copies(out.pre, slot, b, base, block, b, s);
+          else add_box_copies(out.post, base, block, slot, b, b, s);
+          packed += box_numel(b);
+        }
+        scratch += p.count();
+        I.copy_bytes += p.count() * s;
+        return at;
+      };
+      for (const auto& p : exchange_sends(ex.from, ex.to, c)) {
         if (p.peer == rank) {  // my own part: straight from my source piece into my target piece
           for (const auto& b : range_boxes(p.box, p.lo, p.hi)) add_box_copies(out.own, y, to_block, x, from_block, b, s);
           I.copy_bytes += p.count() * s;
           continue;
         }
-        if (contiguous_in(p.box, p.lo, p.hi, from_block)) {  // one run of my piece: sent as it lies
-          out.sends.push_back({p.peer, Ref{x.buf, x.offset + position_in(p.box, p.lo, from_block) * s}, p.count()});
-          continue;
-        }
-        const Ref at{Buf::ws, I.scratch_offset + scratch * s};
-        std::int64_t packed = 0;
-        for (const auto& b : range_boxes(p.box, p.lo, p.hi)) {
-          add_box_copies(out.pre, Ref{Buf::ws, at.offset + packed * s}, b, x, from_block, b, s);
-          packed += box_numel(b);
-        }
-        out.sends.push_back({p.peer, at, p.count()});
-        scratch += p.count();
-        I.copy_bytes += p.count() * s;
+        out.sends.push_back({p.peer, transfer_at(p, from_block, x, true), p.count()});
       }
-      for (const auto& p : exchange_recvs(ex.from, ex.to, c)) {
-        if (p.peer == rank) continue;
-        if (contiguous_in(p.box, p.lo, p.hi, to_block)) {  // one run of my target piece: received where it goes
-          out.recvs.push_back({p.peer, Ref{y.buf, y.offset + position_in(p.box, p.lo, to_block) * s}, p.count()});
-          continue;
-        }
-        const Ref at{Buf::ws, I.scratch_offset + scratch * s};
-        std::int64_t packed = 0;
-        for (const auto& b : range_boxes(p.box, p.lo, p.hi)) {
-          add_box_copies(out.post, y, to_block, Ref{Buf::ws, at.offset + packed * s}, b, b, s);
-          packed += box_numel(b);
-        }
-        out.recvs.push_back({p.peer, at, p.count()});
-        scratch += p.count();
-        I.copy_bytes += p.count() * s;
-      }
+      for (const auto& p : exchange_recvs(ex.from, ex.to, c))
+        if (p.peer != rank) out.recvs.push_back({p.peer, transfer_at(p, to_block, y, false), p.count()});
       I.scratch_bytes = std::max(I.scratch_bytes, scratch * s);
     }
     I.stages.push_back(std::move(out));

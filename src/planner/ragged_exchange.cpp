@@ -31,19 +31,19 @@ ExchangePart exchange_part(const std::vector<IndexSet>& a, Interval pa, const st
   return p;
 }
 
-ExchangePart exchange_part(const RaggedLayout& from, std::span<const std::int64_t> src_coord, const RaggedLayout& to,
-                           std::span<const std::int64_t> dst_coord) {
-  return exchange_part(from.base().indices(src_coord), from.piece(src_coord), to.base().indices(dst_coord), to.piece(dst_coord));
-}
-
 namespace {
 // The parts between the rank at `coord` and each member of its group: as the sender (`sending`)
 // or as the receiver.
 std::vector<ExchangePart> exchange_parts(const RaggedLayout& from, const RaggedLayout& to, const std::vector<std::int64_t>& coord,
                                          bool sending) {
   std::vector<ExchangePart> out;
+  // this rank's side once; each peer's side per peer
+  const auto& mine = sending ? from : to;
+  const auto block = mine.base().indices(coord);
+  const auto piece = mine.piece(coord);
   for (const auto& pc : group_members(from.mesh(), coord, exchange_group_dims(from))) {
-    auto p = sending ? exchange_part(from, coord, to, pc) : exchange_part(from, pc, to, coord);
+    auto p = sending ? exchange_part(block, piece, to.base().indices(pc), to.piece(pc))
+                     : exchange_part(from.base().indices(pc), from.piece(pc), block, piece);
     if (p.count() == 0) continue;
     p.peer = from.mesh().rank_at(pc);
     out.push_back(std::move(p));

@@ -20,11 +20,8 @@ struct ExchangePart {
 
 // The source group of an exchange: the mesh dims that shard or cut `from` (ascending).
 [[nodiscard]] std::vector<int> exchange_group_dims(const RaggedLayout& from);
-// The part one sender gives one receiver (both coordinates; count 0 when none).
-[[nodiscard]] ExchangePart exchange_part(const RaggedLayout& from, std::span<const std::int64_t> src_coord,
-                                         const RaggedLayout& to, std::span<const std::int64_t> dst_coord);
-// The same from the two ranks' blocks (base index sets) and pieces, computed once per rank by
-// callers that visit many pairs.
+// The part one sender gives one receiver, from the two ranks' blocks (base index sets) and pieces
+// (count 0 when none).
 [[nodiscard]] ExchangePart exchange_part(const std::vector<IndexSet>& src_block, Interval src_piece,
                                          const std::vector<IndexSet>& dst_block, Interval dst_piece);
 // What the rank at `coord` sends (to each peer of its group, itself included) and receives, in
@@ -33,7 +30,7 @@ struct ExchangePart {
                                                        const std::vector<std::int64_t>& coord);
 [[nodiscard]] std::vector<ExchangePart> exchange_recvs(const RaggedLayout& from, const RaggedLayout& to,
                                                        const std::vector<std::int64_t>& coord);
-// Whether box positions [lo, hi) of `sub` are one contiguous run of the piece of `block` starting at `piece_start`.
+// Whether box positions [lo, hi) of `sub` are one contiguous run of `block` (row-major).
 [[nodiscard]] bool contiguous_in(const std::vector<IndexSet>& sub, std::int64_t lo, std::int64_t hi,
                                  const std::vector<IndexSet>& block);
 

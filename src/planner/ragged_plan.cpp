@@ -25,10 +25,39 @@ void check_same_tensor(const RaggedLayout& a, const RaggedLayout& b) {
     throw InputError(fmt::format("a ragged plan joins layouts of one mesh, shape and dtype: {} and {}", a.str(), b.str()));
 }
 
+// What an exchange takes: one tensor, no Partial, a mesh whose pairs can be visited.
+void check_exchange(const RaggedLayout& from, const RaggedLayout& to) {
+  check_same_tensor(from, to);
+  if (has_partial(from) || has_partial(to))
+    throw InputError(fmt::format("an exchange moves no Partial: {} -> {}", from.placements_str(), to.placements_str()));
+  if (from.mesh().num_ranks() > 4096)
+    throw InputError(fmt::format("a ragged exchange on a mesh of {} ranks: at most 4096 are planned", from.mesh().num_ranks()));
+}
+
+// Stage k must start at `start` (where the stage before ends, or the plan's source).
+void check_stage_start(std::size_t k, const RaggedLayout& from, const RaggedLayout& start) {
+  if (!(from == start))
+    throw InputError(fmt::format("ragged plan stage {} starts at {}, not at {}", k, from.placements_str(), start.placements_str()));
+}
+
 }  // namespace
 
-const RaggedLayout RaggedStage::from() const { return plan ? RaggedLayout(plan->src) : exchange->from; }
-const RaggedLayout RaggedStage::to() const { return plan ? RaggedLayout(plan->dst) : exchange->to; }
+RaggedLayout RaggedStage::from() const { return plan ? RaggedLayout(plan->src) : exchange->from; }
+RaggedLayout RaggedStage::to() const { return plan ? RaggedLayout(plan->dst) : exchange->to; }
+
+void check_chain(const RaggedPlan& plan) {
+  RaggedLayout at = plan.src;
+  for (std::size_t k = 0; k < plan.stages.size(); ++k) {
+    const auto& st = plan.stages[k];
+    if (st.plan.has_value() == st.exchange.has_value())
+      throw InputError(fmt::format("ragged plan stage {} must be exactly one of a plan and an exchange", k));
+    check_stage_start(k, st.from(), at);
+    at = st.to();
+  }
+  if (!(at == plan.dst))
+    throw InputError(fmt::format("ragged plan: the stages end at {}, not at its target {}", at.placements_str(),
+                                 plan.dst.placements_str()));
+}
 double RaggedStage::cost_us() const noexcept { return plan ? plan->total_cost_us : exchange->cost_us; }
 
 std::vector<Layout> ragged_neighbours(const RaggedLayout& l) {
@@ -40,9 +69,7 @@ std::vector<Layout> ragged_neighbours(const RaggedLayout& l) {
 }
 
 std::vector<std::int64_t> exchange_received(const RaggedLayout& from, const RaggedLayout& to) {
-  check_same_tensor(from, to);
-  if (has_partial(from) || has_partial(to))
-    throw InputError(fmt::format("an exchange moves no Partial: {} -> {}", from.placements_str(), to.placements_str()));
+  check_exchange(from, to);
   const Mesh& mesh = from.mesh();
   std::vector<std::int64_t> out(static_cast<std::size_t>(mesh.num_ranks()), 0);
   for (std::int64_t r = 0; r < mesh.num_ranks(); ++r)
@@ -52,12 +79,8 @@ std::vector<std::int64_t> exchange_received(const RaggedLayout& from, const Ragg
 }
 
 RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to, const CostModel& cost) {
-  check_same_tensor(from, to);
-  if (has_partial(from) || has_partial(to))
-    throw InputError(fmt::format("an exchange moves no Partial: {} -> {}", from.placements_str(), to.placements_str()));
+  check_exchange(from, to);
   const Mesh& mesh = from.mesh();
-  if (mesh.num_ranks() > 4096)
-    throw InputError(fmt::format("a ragged exchange on a mesh of {} ranks: at most 4096 are planned", mesh.num_ranks()));
   RaggedExchange ex{from, to, {}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   const auto s = static_cast<std::int64_t>(itemsize(from.dtype()));
   // every rank's blocks and pieces once; every (sender, receiver) pair once
@@ -339,8 +362,7 @@ RaggedPlan RaggedPlan::from_json(std::string_view text) {
     const RaggedLayout from = k == 0 ? p.src : p.stages.back().to();
     if (kind == "plan") {
       Plan plan = Plan::from_json(need(st, "plan", where).dump());
-      if (!(RaggedLayout(plan.src) == from))
-        throw InputError(fmt::format("{} starts at {}, not at {}", where, plan.src.placements_str(), from.placements_str()));
+      check_stage_start(k, RaggedLayout(plan.src), from);
       p.stages.push_back({std::move(plan), std::nullopt});
       continue;
     }
@@ -356,7 +378,7 @@ RaggedPlan RaggedPlan::from_json(std::string_view text) {
       return v.get<std::string>();
     };
     const RaggedLayout a = RaggedLayout::parse(p.src.mesh(), p.src.shape(), p.src.dtype(), text("from"));
-    if (!(a == from)) throw InputError(fmt::format("{} starts at {}, not at {}", where, a.placements_str(), from.placements_str()));
+    check_stage_start(k, a, from);  // before its counts are recomputed
     const RaggedLayout b = RaggedLayout::parse(p.src.mesh(), p.src.shape(), p.src.dtype(), text("to"));
     RaggedExchange ex = ragged_exchange(a, b, unit_model);
     const std::pair<const char*, std::int64_t> counts[] = {{"bytes_sent", ex.bytes_sent}, {"bytes_received", ex.bytes_received},
@@ -378,9 +400,7 @@ RaggedPlan RaggedPlan::from_json(std::string_view text) {
     }
     p.stages.push_back({std::nullopt, std::move(ex)});
   }
-  if (!((p.stages.empty() ? p.src : p.stages.back().to()) == p.dst))
-    throw InputError(fmt::format("ragged plan JSON: the stages end at {}, not at its target {}",
-                                 (p.stages.empty() ? p.src : p.stages.back().to()).placements_str(), p.dst.placements_str()));
+  check_chain(p);
   return p;
 }
 
