@@ -20,7 +20,7 @@ from torch.distributed.tensor._dtensor_spec import DTensorSpec, ShardOrderEntry,
 from torch.distributed.tensor.placement_types import _StridedShard
 
 from .. import _core
-from .._ragged import RaggedShard
+from .._ragged import RaggedShard, placements_text
 from . import _versions
 
 
@@ -144,7 +144,7 @@ def layout_of(x, placements: Optional[Sequence] = None, shape: Optional[Sequence
         # a layout torch cannot hold: dtensor's RaggedLayout (the others in their default order)
         if shard_order is not None:
             raise ValueError("a layout with a RaggedShard takes no shard_order (its other splits keep the default order)")
-        text = "".join(str(p) if isinstance(p, RaggedShard) else str(_to_core_placement(p)) for p in placements)
+        text = placements_text([p if isinstance(p, RaggedShard) else _to_core_placement(p) for p in placements])
         return _core.RaggedLayout(info.mesh, [int(s) for s in shape], text, _dtype_name(dtype))
     core = [_to_core_placement(p) for p in placements]
     if any(isinstance(p, _StridedShard) for p in placements):
