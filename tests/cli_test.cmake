@@ -188,14 +188,6 @@ run_case(tune_measure_fit 0 "all_reduce on the intra-node link, fitted at 4 rank
          tune fit ${tmp}/measured/all_reduce-intra.txt ${tmp}/measured/all_gather-inter.txt -o ${tmp}/refit.json)
 run_case(tune_measure_backend 2 "" "^error: --backend \"gloo\": the CLI runs threads \\(in-process\\), mpi or nccl"
          tune measure --mesh 2 --backend gloo -o ${tmp}/m2)
-# validate: on a virtual clock driven by the profile itself, predicted = measured (the transpose's
-# direct step sends and receives its blocks in place, under the packing it is charged for)
-run_case(tune_validate 0 "transpose +10[.]936 +10[.]8[0-9]+ +0[.][0-9]%  S\\(0\\)\\[0\\]S\\(0\\)\\[1\\]->S\\(1\\)\\[0\\]S\\(1\\)\\[1\\]" ""
-         tune validate --mesh 2x4 --shape 256x256 --truth default)
-run_case(tune_validate_json 0 "\"name\":\"fsdp-tp unshard\",\"trace\":\"S\\(0\\)\\[1\\]S\\(0\\)\\[0\\]->RS\\(0\\)\"" ""
-         tune validate --mesh 2x4 --shape 64x64 --truth default --format json)
-run_case(tune_validate_shape 2 "" "^error: validate needs a tensor of two or more dims \\(the transpose case\\), not 8"
-         tune validate --mesh 2x4 --shape 8)
 run_case(tune_validate_truth_mpi 2 "" "^error: --truth \\(a virtual clock\\) works with --backend threads only"
          tune validate --mesh 2x4 --backend mpi --truth default)
 
@@ -212,6 +204,21 @@ run_case(batch_plan 0 "batch of 5 tensors on mesh dp=2,tp=4.*collective\\(s\\) a
 run_case(batch_plan_json 0 "\"kind\":\"batch\".*\"separate_collectives\":4.*\"plans\":\\[" "" plan --batch ${tmp}/batch.json --format json)
 run_case(batch_simulate 0 "verified: every rank holds exactly every tensor's target data" "" simulate --batch ${tmp}/batch.json)
 run_case(batch_simulate_json 0 "\"verified\":true,\"collectives_issued\":2,\"results\":\\[{\"index\":0" "" simulate --batch ${tmp}/batch.json --format json)
+# validate: the chosen plan against its competitors. On a virtual clock driven by the profile
+# itself the model orders the plans as measured (regret 0); bad options are one error.
+run_case(tune_validate 0 "transpose 256 KiB .*regret 0[.]0%, order agreement 3/3 pairs, 8 rounds.*\\* chosen +[0-9.]+ +[0-9.]+ .*\\[direct 0,1\\].*largest regret 0[.]0%" ""
+         tune validate --mesh 2x4 --bytes 256K --truth default)
+run_case(tune_validate_json 0 "\"name\":\"fsdp-tp unshard 16 KiB\".*\"label\":\"chosen\",\"also\":\\[\"pytorch edges\"\\],\"chosen\":true" ""
+         tune validate --mesh 2x4 --bytes 16K --truth default --format json)
+run_case(tune_validate_against 0 "best under pytorch.*report .*validate[.]html" ""
+         tune validate --mesh 4 --bytes 4K --truth default --against pytorch --report ${tmp}/validate.html)
+run_case(tune_validate_cases 0 "pair 4 .*batch \\(5 tensors\\) +\\(5 tensors\\).*per-tensor" ""
+         tune validate --cases ${tmp}/batch.json --truth default --max-rounds 8)
+run_case(tune_validate_budget 0 "transpose 64 KiB .*not run: no plan from S\\(0\\) to S\\(1\\) fits in 1024 peak bytes.*4 of 5 cases run" ""
+         tune validate --mesh 4 --bytes 64K --memory-budget 1K --truth default)
+run_case(tune_validate_bytes 2 "" "^error: validate size 8 bytes: from 64 bytes to 16 GiB" tune validate --mesh 2x4 --bytes 8)
+run_case(tune_validate_rounds 2 "" "^error: min rounds 3 is below 8" tune validate --mesh 2 --min-rounds 3)
+run_case(tune_validate_cases_mesh 2 "" "^error: --cases: pair 0 is on mesh dp=2,tp=4, not --mesh 8" tune validate --mesh 8 --cases ${tmp}/batch.json)
 run_case(batch_with_mesh 2 "" "^error: --mesh and --batch exclude each other" plan --batch ${tmp}/batch.json --mesh 2)
 run_case(batch_missing 2 "" "^error: --batch: batch file \"[^\"]*nope.json\" does not exist" plan --batch ${tmp}/nope.json)
 run_case(missing_mesh 2 "" "^error: --mesh is required \\(or --batch FILE\\)" plan --shape 8 --from R --to "S(0)")

@@ -10,11 +10,12 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <thread>
 
 #include "common.hpp"
 #include "dtensor/simulated.hpp"
-#include "dtensor/simulated.hpp"
 #include "dtensor/tune.hpp"
+#include "dtensor/tune_validate.hpp"
 #include "dtensor/viz.hpp"
 #ifdef DTENSOR_CLI_MPI
 #include "dtensor/mpi.hpp"
@@ -31,7 +32,8 @@ struct TuneArgs {
   std::string ranks, ranks_per_node, collective, output, format = "text", base = "default";
   std::string profile = "default", bytes, report;
   std::string mesh, backend = "threads", sizes = "1K:16M", iters = "5", devices_per_host = "8", truth, noise = "0", seed = "1";
-  std::string shape = "1024x1024";
+  std::string validate_bytes = "64K,4M", cases, memory_budget, min_rounds = "8", max_rounds = "50";
+  std::vector<std::string> against;
   bool strict = false;
 } args;
 
@@ -275,52 +277,68 @@ void run_measure() {
   if (logs.empty()) std::cout << "nothing to measure: every mesh dim has one rank\n";
 }
 
+std::vector<std::int64_t> byte_list(const char* flag, const std::string& text) {
+  std::vector<std::int64_t> out;
+  std::stringstream ss(text);
+  for (std::string b; std::getline(ss, b, ',');) out.push_back(parse_bytes(flag, b));
+  if (out.empty() || out.size() > 16)
+    throw InputError(fmt::format("{} {}: one to 16 sizes, comma-separated", flag, quote_input(text)));
+  return out;
+}
+
 void run_validate() {
   check_format(args.format);
-  if (args.mesh.empty()) throw InputError("tune validate needs --mesh M");
-  const Mesh mesh = for_flag("--mesh", [] { return Mesh::parse(args.mesh); });
+  if (args.mesh.empty() && args.cases.empty()) throw InputError("tune validate needs --mesh M (or --cases FILE, whose mesh it takes)");
+  std::vector<tune::ValidateCase> cases;
+  if (!args.cases.empty()) {
+    const std::string file = for_flag("--cases", [] { return read_input_file(args.cases, "case file", 64u << 20); });
+    cases = for_flag("--cases", [&] { return tune::cases_from_json(file); });
+  }
+  const Mesh mesh = args.mesh.empty() ? cases.front().pairs.front().first.mesh()
+                                      : for_flag("--mesh", [] { return Mesh::parse(args.mesh); });
   const CostModel model = for_flag("--profile", [] { return CostModel::load(args.profile); });
-  const auto shape = for_flag("--shape", [] { return parse_shape(args.shape); });
-  const auto cases = tune::validate_cases(mesh, shape, DType::f32);
-  const std::int64_t numel = cases.front().src.numel();
-  if (numel > (std::int64_t{1} << 26))
-    throw InputError(fmt::format("--shape {}: the CLI moves real host data; at most 2^26 elements", args.shape));
   tune::ValidateOptions vo;
-  vo.iters = static_cast<int>(parse_index("--iters", args.iters, 1000000));
-  std::vector<tune::Validation> results;
+  for (const auto& a : args.against)
+    vo.candidates.others.push_back(for_flag("--against", [&] { return CostModel::load(a); }));
+  if (!args.memory_budget.empty()) vo.candidates.max_peak_bytes = parse_bytes("--memory-budget", args.memory_budget);
+  vo.rounds.min_rounds = static_cast<int>(parse_index("--min-rounds", args.min_rounds, 100000));
+  vo.rounds.max_rounds = static_cast<int>(parse_index("--max-rounds", args.max_rounds, 100000));
+  if (args.cases.empty()) cases = tune::validate_cases(mesh, byte_list("--bytes", args.validate_bytes), DType::f32);
+  for (const auto& c : cases)
+    for (const auto& [src, dst] : c.pairs) {
+      if (!(src.mesh() == mesh))
+        throw InputError(fmt::format("--cases: {} is on mesh {}, not --mesh {}", c.name, src.mesh().str(), mesh.str()));
+      if (src.numel() > (std::int64_t{1} << 26))
+        throw InputError(fmt::format("{}: the CLI moves real host data; at most 2^26 elements per tensor, not {}", c.name,
+                                     src.numel()));
+    }
+  (void)tune::Rounds(1, vo.rounds);  // the round options checked before any rank starts
+  tune::ValidationReport report;
   std::mutex mu;
   const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now) {
     auto mine = tune::validate(comm, model, cases, vo, now);
     std::lock_guard lock(mu);
-    if (rank == 0) results = std::move(mine);
+    if (rank == 0) report = std::move(mine);
   });
   if (!prints) return;
-  const std::string clock = args.backend == "threads" && !args.truth.empty() ? "virtual clock (" + args.truth + ")" : "wall clock";
-  if (args.format == "json") {
-    nlohmann::ordered_json j;
-    j["profile"] = model.name;
-    j["mesh"] = mesh.str();
-    j["shape"] = shape_str(shape);
-    j["backend"] = args.backend;
-    j["clock"] = clock;
-    j["plans"] = nlohmann::ordered_json::array();
-    for (const auto& r : results)
-      j["plans"].push_back({{"name", r.name}, {"trace", r.trace}, {"predicted_us", r.predicted_us},
-                            {"measured_us", r.measured_us},
-                            {"error", r.measured_us > 0 ? (r.predicted_us - r.measured_us) / r.measured_us : 0.0},
-                            {"verified", r.verified}});
-    std::cout << j.dump() << "\n";
-  } else {
-    std::cout << fmt::format("profile {} on mesh {} ({} backend, {}), {} f32, {} timed runs each:\n", model.name,
-                             mesh.str(), args.backend, clock, shape_str(shape), vo.iters);
-    std::cout << fmt::format("  {:<20} {:>14} {:>14} {:>9}  {}\n", "case", "predicted us", "measured us", "error", "plan");
-    for (const auto& r : results)
-      std::cout << fmt::format("  {:<20} {:>14.3f} {:>14.3f} {:>8.1f}%  {}{}\n", r.name, r.predicted_us, r.measured_us,
-                               r.measured_us > 0 ? 100 * (r.predicted_us - r.measured_us) / r.measured_us : 0.0, r.trace,
-                               r.verified ? "" : "  (OUTPUT WRONG)");
+  report.backend = args.backend;
+  report.clock = args.backend == "threads" && !args.truth.empty() ? "virtual clock (" + args.truth + ")" : "wall clock";
+  const auto cores = static_cast<std::int64_t>(std::thread::hardware_concurrency());
+  if (report.clock == "wall clock" && cores > 0 && mesh.num_ranks() > cores)
+    report.note = fmt::format("{} ranks share {} cores here: the ranks take turns, so the measured times say little about "
+                              "a cluster (the protocol runs end to end)", mesh.num_ranks(), cores);
+  if (!args.report.empty()) {
+    std::ofstream rep(args.report);
+    if (!rep) throw InputError(fmt::format("--report {} cannot be written", quote_input(args.report)));
+    rep << viz::render_validate_report(report);
   }
-  for (const auto& r : results)
-    if (!r.verified) throw BackendError(fmt::format("validate: the {} plan's output is wrong on some rank", r.name));
+  if (args.format == "json") {
+    std::cout << report.to_json() << "\n";
+  } else {
+    std::cout << report.text();
+    if (!args.report.empty()) std::cout << fmt::format("report {}\n", args.report);
+  }
+  if (!report.all_verified()) throw BackendError("validate: a plan's output is wrong on some rank (marked OUTPUT WRONG)");
 }
 
 void run_show() {
@@ -381,15 +399,21 @@ void register_tune(CLI::App& app) {
   measure->add_option("-o,--output", args.output, "directory for the logs");
   measure->callback(run_measure);
   auto* validate = tune->add_subcommand("validate", "run real redistributions: predicted vs measured time per plan");
-  validate->add_option("--profile", args.profile, "default, pytorch or a profile file");
-  validate->add_option("--mesh", args.mesh, "mesh shape: 2x4 or dp=2,tp=4");
-  validate->add_option("--shape", args.shape, "tensor shape, two or more dims (default 1024x1024, f32)");
+  validate->add_option("--profile", args.profile, "the profile validated: default, pytorch or a profile file");
+  validate->add_option("--against", args.against, "another profile whose best plan competes (repeatable)");
+  validate->add_option("--mesh", args.mesh, "mesh shape: 2x4 or dp=2,tp=4 (with --cases: the file's, by default)");
+  validate->add_option("--bytes", args.validate_bytes, "tensor sizes of the built-in cases (default 64K,4M: latency- and "
+                                                       "bandwidth-bound)");
+  validate->add_option("--cases", args.cases, "a batch file (as `plan --batch` reads) instead: every pair a case, and all together");
+  validate->add_option("--memory-budget", args.memory_budget, "the workspace every plan must keep within (bytes)");
+  validate->add_option("--min-rounds", args.min_rounds, "rounds at least (default 8)");
+  validate->add_option("--max-rounds", args.max_rounds, "rounds at most, when the medians' 95% intervals are not within 5% (default 50)");
   validate->add_option("--backend", args.backend, "threads (in-process), or mpi or nccl (under mpirun; nccl: one GPU per process)");
-  validate->add_option("--iters", args.iters, "timed runs per plan (default 5)");
   validate->add_option("--truth", args.truth, "threads: a profile that drives a virtual clock instead of the wall clock");
   validate->add_option("--noise", args.noise, "relative noise of the virtual clock, in [0, 1) (default 0)");
   validate->add_option("--seed", args.seed, "seed of the virtual clock's noise");
   validate->add_option("--format", args.format, "text or json");
+  validate->add_option("--report", args.report, "also write a self-contained HTML page: predicted vs measured per plan");
   validate->callback(run_validate);
   auto* show = tune->add_subcommand("show", "print a profile as a table");
   show->add_option("profile", args.profile, "default, pytorch or a profile file");

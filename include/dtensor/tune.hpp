@@ -117,35 +117,6 @@ struct MeasuredLog {
 [[nodiscard]] std::vector<MeasuredLog> measure_on_virtual_clock(const Mesh& mesh, const CostModel& truth, double noise,
                                                                 const MeasureOptions& options, std::uint64_t seed = 1);
 
-// `dtensor tune validate`: real redistributions, planned under a profile and run through a
-// communicator, predicted (the plan's cost) against measured time.
-struct ValidateCase {
-  std::string name;
-  Layout src;
-  Layout dst;
-};
-// The fixed set on `mesh` for a tensor of `shape` (two or more dims): the FSDP+TP unshard (dim 0
-// split by every mesh dim, last mesh dim first -> replicated but for the last mesh dim), a shard
-// order change (2-d meshes and up), Partial(sum) -> Shard, and a transpose (S(0) -> S(1) on every
-// mesh dim).
-[[nodiscard]] std::vector<ValidateCase> validate_cases(const Mesh& mesh, const std::vector<std::int64_t>& shape,
-                                                       DType dtype = DType::f32);
-struct ValidateOptions {
-  int warmup = 1;
-  int iters = 5;
-};
-struct Validation {
-  std::string name;
-  std::string trace;
-  double predicted_us = 0;  // the plan's total cost under the profile
-  double measured_us = 0;   // per execution, the slowest rank
-  bool verified = false;    // every rank's output equals its expected shard
-};
-// SPMD: every rank of the communicator's mesh calls it with the same arguments; buffers in
-// comm.memory() (host for threads and MPI, the GPU's for NCCL). `now_us` reads this rank's clock
-// (wall or virtual). Every rank gets the same results.
-[[nodiscard]] std::vector<Validation> validate(Communicator& comm, const CostModel& model,
-                                               std::span<const ValidateCase> cases, const ValidateOptions& options,
-                                               const std::function<double()>& now_us);
+// `tune validate` (the plan chosen against its competitors): dtensor/tune_validate.hpp.
 
 }  // namespace dtensor::tune

@@ -6,6 +6,7 @@
 
 #include "dtensor/planner.hpp"
 #include "dtensor/tune.hpp"
+#include "dtensor/tune_report.hpp"
 
 namespace dtensor::viz {
 
@@ -44,5 +45,10 @@ struct Options {
 // fitted time and bus bandwidth (log-log SVG charts), residuals, bands and ignored rows.
 // `profile_path`: where the profile was written, for the heading.
 [[nodiscard]] std::string render_fit_report(const tune::ProfileFit& fitted, const std::string& profile_path);
+
+// A standalone HTML page on a plan-ranking validation (`dtensor tune validate --report`): per
+// case each plan's predicted time against its measured median and interquartile range, the
+// chosen plan marked; predicted against measured over all plans (log-log).
+[[nodiscard]] std::string render_validate_report(const tune::ValidationReport& report);
 
 }  // namespace dtensor::viz

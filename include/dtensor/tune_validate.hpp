@@ -1,0 +1,92 @@
+#pragma once
+// Does the cost model pick the fastest plan? (`dtensor tune validate`, `python -m dtensor.tune
+// validate`; docs/cost-model.md, "Validating on your cluster".) For each case the plan the
+// planner chooses is run against its competitors -- the runner-up with another first step, the
+// optimal plan on PyTorch's edge set, the best plan of every other profile named, a batch's
+// per-tensor plans -- in rotated rounds until every median is known to 5%, and the report gives
+// per plan predicted and measured time, per case whether the model orders the plans as the
+// hardware does, and the regret: what choosing by the model cost against the fastest plan run.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dtensor/batch_plan.hpp"
+#include "dtensor/comm.hpp"
+#include "dtensor/cost_model.hpp"
+#include "dtensor/layout.hpp"
+#include "dtensor/plan.hpp"
+#include "dtensor/tune_report.hpp"
+#include "dtensor/tune_rounds.hpp"
+
+namespace dtensor::tune {
+
+// One case: a redistribution (one pair) or one layer's tensors moved together (several pairs,
+// planned as a batch), all on one mesh.
+struct ValidateCase {
+  std::string name;
+  std::vector<std::pair<Layout, Layout>> pairs;
+};
+
+// The built-in set on `mesh`, every case at each tensor size in `bytes` (f32 by default; the
+// 2-d tensors are sized to the bytes, rows a multiple of the mesh's ranks where the size allows):
+// the FSDP+TP unshard and gradient reduce-scatter, a shard-order change (2-d meshes and up),
+// Partial -> Replicate and Partial -> Shard reductions, a transpose, and a batched layer (four
+// tensors of a transformer block unsharded together). InputError for a size below 64 bytes or
+// above 2^34.
+[[nodiscard]] std::vector<ValidateCase> validate_cases(const Mesh& mesh, std::span<const std::int64_t> bytes,
+                                                       DType dtype = DType::f32);
+// The cases of a batch file (the JSON of `dtensor plan --batch`, read as untrusted input): every
+// pair its own case, and all of them together as one batched case when there are two or more.
+[[nodiscard]] std::vector<ValidateCase> cases_from_json(std::string_view json);
+
+// A plan run in the comparison. `plans` holds one plan, or a batch's plans (run as `batch`'s
+// stages when set, else one after another).
+struct Candidate {
+  std::string label;               // "chosen", "runner-up", "pytorch edges", "best under NAME", "per-tensor"
+  std::vector<std::string> also;   // the labels of other candidates that are this same plan
+  bool chosen = false;             // the plan the validated profile picks
+  std::vector<Plan> plans;
+  std::optional<BatchPlan> batch;
+  double predicted_us = 0;         // under the validated profile
+  std::string trace;
+};
+struct CandidateOptions {
+  // Other profiles whose best plan competes (each priced under the validated profile).
+  std::vector<CostModel> others;
+  bool pytorch_edges = true;       // the optimal plan on PyTorch's edge set
+  bool runner_up = true;           // the best plan with another first step
+  std::optional<std::int64_t> max_peak_bytes;  // the memory budget every plan must keep
+};
+// The candidates of a case under `model`: the chosen plan first, the others in the order above,
+// each distinct plan once (a plan several sources name carries their labels in `also`). Throws
+// dtensor::Error when the chosen plan cannot be planned (e.g. under the memory budget); a
+// competitor that cannot is left out. Deterministic.
+[[nodiscard]] std::vector<Candidate> validation_candidates(const ValidateCase& c, const CostModel& model,
+                                                           const CandidateOptions& options = {});
+
+// A plan's time under `model` (each step priced as the planner prices that edge): how a plan
+// another profile chose is predicted under this one. InputError when a step is not an edge of
+// the graph (a plan from elsewhere).
+[[nodiscard]] double predict_plan_us(const Plan& plan, const CostModel& model);
+
+// The case's line from its candidates, the rounds run and which candidates verified.
+[[nodiscard]] CaseResult summarise(const ValidateCase& c, std::span<const Candidate> candidates, const Rounds& rounds,
+                                   const std::vector<bool>& verified);
+[[nodiscard]] CaseResult skipped_case(const ValidateCase& c, std::string why);
+
+// SPMD: every rank of the communicator's mesh calls it with the same arguments; buffers in
+// comm.memory() (host for threads and MPI, the GPU's for NCCL); `now_us` reads this rank's clock
+// (wall or virtual). Each candidate runs once untimed (its output verified on every rank), then
+// in rounds. Every rank gets the same report (profile, mesh and clock fields left for the caller).
+struct ValidateOptions {
+  CandidateOptions candidates;
+  RoundOptions rounds;
+};
+[[nodiscard]] ValidationReport validate(Communicator& comm, const CostModel& model, std::span<const ValidateCase> cases,
+                                        const ValidateOptions& options, const std::function<double()>& now_us);
+
+}  // namespace dtensor::tune

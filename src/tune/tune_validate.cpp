@@ -1,0 +1,385 @@
+// `tune validate`: the chosen plan against its competitors, run in rounds on a communicator.
+#include "dtensor/tune_validate.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "dtensor/batch_executor.hpp"
+#include "dtensor/error.hpp"
+#include "dtensor/executor.hpp"
+#include "dtensor/explore.hpp"
+#include "dtensor/planner.hpp"
+#include "dtensor/verify.hpp"
+#include "buffer.hpp"
+
+namespace dtensor::tune {
+namespace {
+
+// Every mesh dim shards tensor dim `dim`, in ascending (or descending) mesh-dim order.
+std::string all_shard(int k, int dim, bool reversed) {
+  std::string s;
+  for (int m = 0; m < k; ++m) {
+    s += fmt::format("S({})", dim);
+    if (k > 1) s += fmt::format("[{}]", reversed ? k - 1 - m : m);
+  }
+  return s;
+}
+std::string repeat(const char* p, int k) {
+  std::string s;
+  for (int m = 0; m < k; ++m) s += p;
+  return s;
+}
+
+// A 2-d shape of about `bytes`: 256 columns where the tensor is large enough (fewer for small
+// ones), rows a multiple of the mesh's ranks.
+std::vector<std::int64_t> shape_of(std::int64_t bytes, std::int64_t itemsize, std::int64_t ranks) {
+  const std::int64_t numel = std::max<std::int64_t>(bytes / itemsize, 1);
+  const std::int64_t cols = std::clamp<std::int64_t>(numel / ranks, 1, 256);
+  std::int64_t rows = numel / cols;
+  if (rows >= ranks) rows -= rows % ranks;
+  return {std::max<std::int64_t>(rows, 1), cols};
+}
+
+std::string size_str(std::int64_t bytes) {
+  if (bytes >= (std::int64_t{1} << 20) && bytes % (std::int64_t{1} << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
+  if (bytes >= 1024 && bytes % 1024 == 0) return fmt::format("{} KiB", bytes >> 10);
+  return fmt::format("{} B", bytes);
+}
+
+// What a plan does, step by step, independent of its costs (which profile priced it): equal
+// keys are the same plan.
+std::string plan_key(const Plan& p) {
+  std::string k = p.src.str() + "|";
+  for (const auto& s : p.steps) {
+    k += fmt::format("{}:", to_string(s.kind));
+    for (int m : s.mesh_dims) k += fmt::format("{},", m);
+    k += s.to.str() + ";";
+  }
+  return k;
+}
+std::string candidate_key(const Candidate& c) {
+  std::string k = c.batch ? "batch|" : "separate|";
+  for (const auto& p : c.plans) k += plan_key(p) + "#";
+  if (c.batch)
+    for (const auto& st : c.batch->stages) {
+      k += fmt::format("{}:{}:{}:", to_string(st.kind), st.coalesced, st.grouped);
+      for (int m : st.mesh_dims) k += fmt::format("{},", m);
+      for (const auto& mb : st.members) k += fmt::format("{}.{},", mb.tensor, mb.step);
+      k += ";";
+    }
+  return k;
+}
+
+// The trace with each step's kind and mesh dims: two plans through the same states can differ.
+std::string plan_trace(const Plan& p) {
+  std::string kinds;
+  for (const auto& s : p.steps) {
+    if (!kinds.empty()) kinds += ", ";
+    kinds += std::string(to_string(s.kind));
+    for (std::size_t i = 0; i < s.mesh_dims.size(); ++i) kinds += fmt::format("{}{}", i == 0 ? " " : ",", s.mesh_dims[i]);
+  }
+  return fmt::format("{}  [{}]", p.trace(), kinds);
+}
+
+std::string batch_trace(const BatchPlan& b, bool staged) {
+  return staged ? fmt::format("{} tensors in {} stages, {} collectives", b.size(), b.stages.size(), b.collectives())
+                : fmt::format("{} tensors one after another, {} collectives", b.size(), b.separate_collectives());
+}
+
+// The runner-up (another first step) as a plan the executor runs.
+Plan runner_up_plan(const Plan& chosen) {
+  Plan p;
+  p.src = chosen.src;
+  p.dst = chosen.dst;
+  p.cost_model = chosen.cost_model;
+  p.edges = chosen.edges;
+  p.steps = chosen.runner_up->steps;
+  p.total_cost_us = chosen.runner_up->total_cost_us;
+  for (const auto& s : p.steps) p.peak_bytes = std::max(p.peak_bytes, s.peak_bytes);
+  lower_buffers(p);
+  validate_plan(p);
+  return p;
+}
+
+void add(std::vector<Candidate>& out, Candidate c) {
+  const auto key = candidate_key(c);
+  for (auto& o : out)
+    if (candidate_key(o) == key) {
+      o.also.push_back(c.label);
+      return;
+    }
+  out.push_back(std::move(c));
+}
+
+}  // namespace
+
+std::vector<ValidateCase> validate_cases(const Mesh& mesh, std::span<const std::int64_t> bytes, DType dtype) {
+  const int k = mesh.ndim();
+  const auto s = static_cast<std::int64_t>(itemsize(dtype));
+  std::vector<ValidateCase> out;
+  for (const std::int64_t b : bytes) {
+    if (b < 64 || b > (std::int64_t{1} << 34))
+      throw InputError(fmt::format("validate size {} bytes: from 64 bytes to 16 GiB", b));
+    const auto shape = shape_of(b, s, mesh.num_ranks());
+    const std::string tag = " " + size_str(b);
+    auto single = [&](const std::string& name, const std::string& from, const std::string& to) {
+      out.push_back({name + tag, {{Layout::parse(mesh, shape, dtype, from), Layout::parse(mesh, shape, dtype, to)}}});
+    };
+    const std::string fsdp_tp = k == 1 ? "S(0)" : all_shard(k, 0, true);  // dim 0 split by every mesh dim, TP first
+    const std::string unsharded = k == 1 ? "R" : repeat("R", k - 1) + "S(0)";
+    single(k == 1 ? "fsdp unshard" : "fsdp-tp unshard", fsdp_tp, unsharded);
+    if (k > 1) single("fsdp-tp grad reduce-scatter", repeat("P(sum)", k - 1) + "S(0)", fsdp_tp);
+    if (k > 1) single("shard-order change", all_shard(k, 0, false), all_shard(k, 0, true));
+    single("partial -> replicate", repeat("P(sum)", k), repeat("R", k));
+    single("partial -> shard", repeat("P(sum)", k), all_shard(k, 0, false));
+    single("transpose", all_shard(k, 0, false), all_shard(k, 1, false));
+    // a transformer block's weights unsharded together: column-parallel (S(0) on TP) and
+    // row-parallel (S(1) on TP) tensors of a half, a quarter and two eighths of the size
+    ValidateCase layer{"layer unshard (4 tensors)" + tag, {}};
+    const std::string row_src = k == 1 ? "S(0)" : all_shard(k - 1, 0, false) + "S(1)";
+    const std::string row_dst = k == 1 ? "R" : repeat("R", k - 1) + "S(1)";
+    int i = 0;
+    for (std::int64_t part : {b / 2, b / 4, b / 8, b / 8}) {
+      const auto sh = shape_of(std::max<std::int64_t>(part, 64), s, mesh.num_ranks());
+      const bool row = i++ % 2 == 1;
+      layer.pairs.emplace_back(Layout::parse(mesh, sh, dtype, row ? row_src : fsdp_tp),
+                               Layout::parse(mesh, sh, dtype, row ? row_dst : unsharded));
+    }
+    out.push_back(std::move(layer));
+  }
+  return out;
+}
+
+std::vector<ValidateCase> cases_from_json(std::string_view json) {
+  const auto pairs = batch_pairs_from_json(json);
+  constexpr std::size_t kMaxCasePairs = 256;  // every pair is run in rounds: a validation, not a model
+  if (pairs.size() > kMaxCasePairs)
+    throw InputError(fmt::format("a validation case file holds at most {} pairs (every pair runs in rounds), not {}",
+                                 kMaxCasePairs, pairs.size()));
+  std::vector<ValidateCase> out;
+  for (std::size_t i = 0; i < pairs.size(); ++i)
+    out.push_back({fmt::format("pair {}", i), {pairs[i]}});
+  if (pairs.size() > 1) out.push_back({fmt::format("batch ({} tensors)", pairs.size()), pairs});
+  return out;
+}
+
+double predict_plan_us(const Plan& plan, const CostModel& model) {
+  const RedistributionGraph graph(plan.src, plan.dst, model, EdgeSet::all);
+  double total = 0;
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& s = plan.steps[i];
+    const auto edges = graph.edges(s.from);
+    const auto it = std::find_if(edges.begin(), edges.end(), [&](const GraphEdge& e) {
+      return e.to == s.to && e.step.kind == s.kind && e.step.mesh_dims == s.mesh_dims;
+    });
+    if (it == edges.end())
+      throw InputError(fmt::format("step {} ({} {} -> {}) is not an edge of the redistribution graph", i, to_string(s.kind),
+                                   s.from.str(), s.to.str()));
+    total += it->step.cost_us;
+  }
+  return total;
+}
+
+std::vector<Candidate> validation_candidates(const ValidateCase& c, const CostModel& model, const CandidateOptions& o) {
+  if (c.pairs.empty()) throw InputError(fmt::format("validate case {}: no tensors", c.name));
+  PlanOptions po;
+  po.max_peak_bytes = o.max_peak_bytes;
+  std::vector<Candidate> out;
+  if (c.pairs.size() == 1) {
+    const auto& [src, dst] = c.pairs.front();
+    po.runner_up = o.runner_up;
+    const Plan chosen = plan_redistribution(src, dst, model, po);
+    add(out, {"chosen", {}, true, {chosen}, std::nullopt, chosen.total_cost_us, plan_trace(chosen)});
+    if (o.runner_up && chosen.runner_up) {
+      const Plan p = runner_up_plan(chosen);
+      add(out, {"runner-up", {}, false, {p}, std::nullopt, p.total_cost_us, plan_trace(p)});
+    }
+    po.runner_up = false;
+    auto competitor = [&](const std::string& label, const CostModel& m, std::optional<EdgeSet> edges) {
+      PlanOptions q = po;
+      q.edges = edges;
+      try {
+        const Plan p = plan_redistribution(src, dst, m, q);
+        add(out, {label, {}, false, {p}, std::nullopt, &m == &model ? p.total_cost_us : predict_plan_us(p, model), plan_trace(p)});
+      } catch (const Error&) {
+        // not plannable there (e.g. no plan on that edge set within the budget): not a competitor
+      }
+    };
+    if (o.pytorch_edges) competitor("pytorch edges", model, EdgeSet::pytorch);
+    for (const auto& m : o.others) competitor("best under " + m.name, m, std::nullopt);
+    return out;
+  }
+  const BatchPlan b = plan_batch(c.pairs, model, po);
+  std::vector<Plan> plans;
+  for (std::size_t t = 0; t < b.size(); ++t) plans.push_back(b.plan(t));
+  add(out, {"chosen", {}, true, plans, b, b.total_cost_us, batch_trace(b, true)});
+  add(out, {"per-tensor", {}, false, plans, std::nullopt, b.separate_cost_us, batch_trace(b, false)});
+  if (o.pytorch_edges) {
+    po.edges = EdgeSet::pytorch;
+    try {
+      const BatchPlan t = plan_batch(c.pairs, model, po);
+      std::vector<Plan> tp;
+      for (std::size_t i = 0; i < t.size(); ++i) tp.push_back(t.plan(i));
+      add(out, {"pytorch edges", {}, false, tp, t, t.total_cost_us, batch_trace(t, true)});
+    } catch (const Error&) {
+    }
+  }
+  return out;
+}
+
+CaseResult skipped_case(const ValidateCase& c, std::string why) {
+  CaseResult r;
+  r.name = c.name;
+  if (!c.pairs.empty()) {
+    const auto& [src, dst] = c.pairs.front();
+    r.what = c.pairs.size() == 1 ? fmt::format("{} {}: {} -> {}", shape_str(src.shape()), to_string(src.dtype()),
+                                               src.placements_str(), dst.placements_str())
+                                 : fmt::format("{} tensors", c.pairs.size());
+  }
+  r.skipped = std::move(why);
+  return r;
+}
+
+CaseResult summarise(const ValidateCase& c, std::span<const Candidate> candidates, const Rounds& rounds,
+                     const std::vector<bool>& verified) {
+  if (verified.size() != candidates.size())
+    throw InputError(fmt::format("{} verification results for {} plans", verified.size(), candidates.size()));
+  CaseResult r = skipped_case(c, "");
+  r.rounds = rounds.rounds();
+  r.converged = rounds.converged();
+  double fastest = -1, chosen = -1;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const auto& k = candidates[i];
+    PlanResult p{k.label, k.also, k.chosen, k.trace, k.predicted_us, rounds.summary(i), 0, verified[i]};
+    const double m = p.measured.median_us;
+    p.error = m > 0 ? (p.predicted_us - m) / m : 0;
+    fastest = fastest < 0 ? m : std::min(fastest, m);
+    if (k.chosen) chosen = m;
+    r.plans.push_back(std::move(p));
+  }
+  r.regret = fastest > 0 && chosen >= 0 ? chosen / fastest - 1 : 0;
+  // order agreement: pairs the model tells apart, measured in the same order (a measured tie
+  // does not contradict it)
+  for (std::size_t i = 0; i < r.plans.size(); ++i)
+    for (std::size_t j = i + 1; j < r.plans.size(); ++j) {
+      const double dp = r.plans[i].predicted_us - r.plans[j].predicted_us;
+      if (std::abs(dp) <= 1e-9 * std::max(r.plans[i].predicted_us, r.plans[j].predicted_us)) continue;
+      ++r.pairs_compared;
+      const double dm = r.plans[i].measured.median_us - r.plans[j].measured.median_us;
+      if (dp * dm >= 0) ++r.pairs_agreeing;
+    }
+  return r;
+}
+
+namespace {
+
+// One candidate made runnable on this rank: its executors and buffers in the communicator's memory.
+class Runnable {
+ public:
+  Runnable(const Candidate& c, Communicator& comm) : comm_(comm) {
+    const auto rank = comm.rank();
+    if (c.batch) batch_ = std::make_unique<BatchExecutor>(*c.batch, comm);
+    for (std::size_t t = 0; t < c.plans.size(); ++t) {
+      const Executor* ex = nullptr;
+      if (batch_) {
+        ex = &batch_->executor(t);
+      } else {
+        own_.push_back(std::make_unique<Executor>(c.plans[t], comm));
+        ex = own_.back().get();
+      }
+      auto& m = comm.memory();
+      tensors_.push_back({std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(ex->input_bytes())),
+                          std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(ex->output_bytes())),
+                          std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(ex->workspace_bytes()))});
+      tensors_.back().in->upload(seeded_input(c.plans[t].src, rank));
+      targets_.push_back(c.plans[t].dst);
+    }
+    if (batch_) staging_ = std::make_unique<detail::Buffer>(comm.memory(), static_cast<std::size_t>(batch_->staging_bytes()));
+    for (const auto& b : tensors_)
+      buffers_.push_back({{b.in->data(), b.in->size()}, {b.out->data(), b.out->size()}, {b.ws->data(), b.ws->size()}});
+  }
+  void run() const {
+    if (batch_) {
+      batch_->execute(buffers_, {staging_->data(), staging_->size()});
+    } else {
+      for (std::size_t t = 0; t < own_.size(); ++t) own_[t]->execute(buffers_[t]);
+    }
+    comm_.synchronize();
+    comm_.memory().wait();
+  }
+  [[nodiscard]] bool verify() const {
+    for (std::size_t t = 0; t < tensors_.size(); ++t)
+      if (!verify_rank_output(targets_[t], comm_.rank(), tensors_[t].out->download()).empty()) return false;
+    return true;
+  }
+
+ private:
+  struct Tensor {
+    std::unique_ptr<detail::Buffer> in, out, ws;
+  };
+  Communicator& comm_;
+  std::unique_ptr<BatchExecutor> batch_;
+  std::vector<std::unique_ptr<Executor>> own_;
+  std::vector<Tensor> tensors_;
+  std::vector<Layout> targets_;
+  std::unique_ptr<detail::Buffer> staging_;
+  std::vector<Buffers> buffers_;
+};
+
+double slowest(Communicator& comm, double mine) {
+  double out = 0;
+  for (auto t : comm.exchange(std::bit_cast<std::uint64_t>(mine))) out = std::max(out, std::bit_cast<double>(t));
+  return out;
+}
+
+}  // namespace
+
+ValidationReport validate(Communicator& comm, const CostModel& model, std::span<const ValidateCase> cases,
+                          const ValidateOptions& o, const std::function<double()>& now_us) {
+  ValidationReport report;
+  report.profile = model.name;
+  for (const auto& m : o.candidates.others) report.others.push_back(m.name);
+  report.mesh = comm.mesh().str();
+  for (const auto& c : cases) {
+    for (const auto& [src, dst] : c.pairs)
+      if (!(src.mesh() == comm.mesh()))
+        throw InputError(fmt::format("validate case {}: mesh {} is not the communicator's {}", c.name, src.mesh().str(),
+                                     comm.mesh().str()));
+    std::vector<Candidate> candidates;
+    try {
+      candidates = validation_candidates(c, model, o.candidates);
+    } catch (const Error& e) {  // the same on every rank: planning is deterministic
+      report.cases.push_back(skipped_case(c, e.what()));
+      continue;
+    }
+    Rounds rounds(candidates.size(), o.rounds);
+    std::vector<std::unique_ptr<Runnable>> runs;
+    std::vector<bool> verified;
+    for (const auto& k : candidates) {
+      runs.push_back(std::make_unique<Runnable>(k, comm));
+      runs.back()->run();  // warm-up, and the run verified
+      const auto oks = comm.exchange(runs.back()->verify() ? 1 : 0);
+      verified.push_back(std::all_of(oks.begin(), oks.end(), [](std::uint64_t x) { return x == 1; }));
+    }
+    std::vector<double> times(candidates.size());
+    while (!rounds.done()) {
+      for (const std::size_t i : rounds.order()) {
+        (void)comm.exchange(0);  // every rank starts the plan together
+        const double t0 = now_us();
+        runs[i]->run();
+        times[i] = now_us() - t0;
+      }
+      for (auto& t : times) t = slowest(comm, t);
+      rounds.add(times);
+    }
+    report.cases.push_back(summarise(c, candidates, rounds, verified));
+  }
+  return report;
+}
+
+}  // namespace dtensor::tune
