@@ -132,3 +132,38 @@ TEST_CASE("show: the mesh is a labelled grid of grids", "[viz]") {
   CHECK(count(s1, "<g class=\"mesh-grid\"") == 1);
   CHECK(s1.find(">d0=3</text>") != std::string::npos);
 }
+
+TEST_CASE("tune validate's HTML report: every case, the chosen plan marked, input escaped", "[viz]") {
+  using namespace dtensor;
+  tune::ValidationReport r;
+  r.profile = "fitted <h100>";
+  r.mesh = "2x4";
+  r.backend = "threads";
+  r.clock = "virtual clock (default)";
+  r.note = "8 ranks share 2 cores";
+  tune::CaseResult c;
+  c.name = "transpose 64 KiB";
+  c.what = "64x256 f32: S(0) -> S(1)";
+  c.rounds = 8;
+  c.pairs_compared = 1;
+  c.pairs_agreeing = 0;
+  c.regret = 0.25;
+  tune::PlanResult chosen{"chosen", {"pytorch edges"}, true, "S(0)->S(1)  [all_to_all 0]", 10, {12, 11, 13, 10, 14, 8}, -1.0 / 6, true};
+  tune::PlanResult other{"runner-up", {}, false, "S(0)-->R->S(1)", 11, {9.6, 9, 10, 8, 11, 8}, 0.14, true};
+  c.plans = {chosen, other};
+  tune::CaseResult skipped;
+  skipped.name = "partial -> shard";
+  skipped.skipped = "no plan fits in 16 peak bytes";
+  r.cases = {c, skipped};
+  const auto html = viz::render_validate_report(r);
+  CHECK(html.find("fitted &lt;h100&gt;") != std::string::npos);
+  CHECK(html.find("<h100>") == std::string::npos);
+  CHECK(html.find("&#9733; chosen = pytorch edges") != std::string::npos);
+  CHECK(html.find("not run: no plan fits in 16 peak bytes") != std::string::npos);
+  CHECK(html.find("largest regret 25.0%") != std::string::npos);
+  CHECK(html.find("8 ranks share 2 cores") != std::string::npos);
+  // one predicted and one measured bar per plan of the case that ran
+  std::size_t bars = 0;
+  for (auto p = html.find("class=\"measured\""); p != std::string::npos; p = html.find("class=\"measured\"", p + 1)) ++bars;
+  CHECK(bars == 2);
+}

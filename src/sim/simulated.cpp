@@ -413,16 +413,18 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
   std::vector<char> got(recvs.size(), 0);
   // what the cost model prices for a direct step: this rank's peers (the larger of its send and
   // receive peer counts) and bytes (the larger of what it sends and receives)
+  // (distinct peers: a batch's coalesced stage lists one transfer per tensor to the same peer)
   double start = clock[static_cast<std::size_t>(rank)], sent = 0, received = 0;
-  std::int64_t send_peers = 0, recv_peers = 0;
-  for (const auto& s : sends) {
-    sent += static_cast<double>(s.count * isz);
-    send_peers += s.peer != rank;
-  }
-  for (const auto& r : recvs) {
-    received += static_cast<double>(r.count * isz);
-    recv_peers += r.peer != rank;
-  }
+  auto distinct_peers = [rank](std::span<const Transfer> ts) {
+    std::vector<std::int64_t> peers;
+    for (const auto& t : ts)
+      if (t.peer != rank) peers.push_back(t.peer);
+    std::sort(peers.begin(), peers.end());
+    return static_cast<std::int64_t>(std::unique(peers.begin(), peers.end()) - peers.begin());
+  };
+  const std::int64_t send_peers = distinct_peers(sends), recv_peers = distinct_peers(recvs);
+  for (const auto& s : sends) sent += static_cast<double>(s.count * isz);
+  for (const auto& r : recvs) received += static_cast<double>(r.count * isz);
   // Several transfers between one pair of ranks are matched in the order listed: a receive waits
   // for the earlier ones from the same peer.
   std::vector<std::ptrdiff_t> before(recvs.size(), -1);
