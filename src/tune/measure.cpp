@@ -32,6 +32,7 @@ std::vector<MeasuredLog> measure(Communicator& comm, const MeasureOptions& o, co
   for (const auto& [dims, link] : {std::pair{intra, "intra"}, std::pair{inter, "inter"}}) {
     if (dims.empty()) continue;
     const Group g{dims};
+    comm.prepare(std::span<const Group>(&g, 1));  // backends that make groups ahead (torch.distributed)
     // the group's members, row-major over its dims, and this rank's position
     std::int64_t n = 1, pos = 0;
     for (int m : dims) {
