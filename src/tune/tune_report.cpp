@@ -56,9 +56,11 @@ std::string ValidationReport::text() const {
     compared += c.pairs_compared, agreeing += c.pairs_agreeing;
     o += fmt::format("  regret {:.1f}%, order agreement {}/{} pairs, {} rounds{}\n", 100 * c.regret, c.pairs_agreeing,
                      c.pairs_compared, c.rounds, c.converged ? "" : " (medians not within the target: max rounds)");
-    o += fmt::format("    {:<28} {:>12} {:>12} {:>23} {:>8}  {}\n", "plan", "predicted us", "median us", "IQR us", "error", "trace");
+    std::size_t w = 12;
+    for (const auto& p : c.plans) w = std::max(w, labels(p).size());
+    o += fmt::format("    {:<{}} {:>12} {:>12} {:>23} {:>8}  {}\n", "plan", w, "predicted us", "median us", "IQR us", "error", "trace");
     for (const auto& p : c.plans)
-      o += fmt::format("  {} {:<28} {:>12.3f} {:>12.3f} {:>23} {:>+7.1f}%  {}{}\n", p.chosen ? '*' : ' ', labels(p),
+      o += fmt::format("  {} {:<{}} {:>12.3f} {:>12.3f} {:>23} {:>+7.1f}%  {}{}\n", p.chosen ? '*' : ' ', labels(p), w,
                        p.predicted_us, p.measured.median_us,
                        fmt::format("{:.3f}-{:.3f}", p.measured.q1_us, p.measured.q3_us), 100 * p.error, p.trace,
                        p.verified ? "" : "  (OUTPUT WRONG)");
