@@ -37,26 +37,11 @@ struct TuneArgs {
   bool strict = false;
 } args;
 
-// A fit that a planner should not trust: its median error above this, or a band at a limit of
-// the profile's validation (docs/cost-model.md): warned about, refused with --strict.
-constexpr double kFitWarnError = 0.20;
-
 std::optional<Collective> collective_flag(const std::string& text) {
   if (text.empty()) return std::nullopt;
   if (auto c = parse_collective(text)) return c;
   throw InputError(fmt::format("--collective {} is not all_gather, reduce_scatter, all_reduce, alltoall or sendrecv",
                                quote_input(text)));
-}
-
-std::string curve_table(const CollectiveCurve& c) {
-  std::string out = fmt::format("{} on the {} link, fitted at {} ranks\n", to_string(c.collective),
-                                c.inter_host ? "inter-node" : "intra-node", c.ranks);
-  out += fmt::format("  {:>16} {:>12} {:>14}\n", "up to bytes", "alpha us", "bus bw GB/s");
-  for (std::size_t k = 0; k < c.bands.size(); ++k)
-    out += fmt::format("  {:>16} {:>12.3f} {:>14.3f}\n",
-                       k + 1 == c.bands.size() ? std::string("(all above)") : fmt::format("{:.0f}", c.bands[k].up_to_bytes),
-                       c.bands[k].alpha_us, c.bands[k].bw_GBps);
-  return out;
 }
 
 void run_fit() {
@@ -73,42 +58,8 @@ void run_fit() {
   for (const auto& path : args.logs) logs.push_back(tune::read_nccl_log(path, opt));
   const auto fitted = tune::fit_profile(logs, base);
   const CostModel& model = fitted.model;
-  nlohmann::ordered_json report = nlohmann::ordered_json::array();
-  std::string text;
-  for (const auto& lf : fitted.logs) {
-    const auto& log = lf.log;
-    const auto& fit = lf.fit;
-    const auto& path = log.name;
-    const auto& ignored = lf.ignored;
-    nlohmann::ordered_json r;
-    r["log"] = path;
-    r["collective"] = std::string(to_string(log.collective));
-    r["ranks"] = log.ranks;
-    r["ranks_per_node"] = log.ranks_per_node;
-    r["rows_used"] = fit.rows_used;
-    r["median_rel_error"] = fit.median_rel_error;
-    r["max_rel_error"] = fit.max_rel_error;
-    r["bands"] = nlohmann::ordered_json::array();
-    for (const auto& b : fit.curve.bands) r["bands"].push_back({{"up_to_bytes", b.up_to_bytes}, {"alpha_us", b.alpha_us}, {"bw_GBps", b.bw_GBps}});
-    r["ignored"] = nlohmann::ordered_json::array();
-    for (const auto& i : ignored) r["ignored"].push_back({{"line", i.line}, {"reason", i.reason}});
-    report.push_back(r);
-    text += fmt::format("{}: {} rows used, median error {:.1f}%, max {:.1f}%\n", path, fit.rows_used, fit.median_rel_error * 100,
-                        fit.max_rel_error * 100);
-    text += curve_table(fit.curve);
-    for (const auto& i : ignored) text += fmt::format("  ignored line {}: {}\n", i.line, i.reason);
-  }
-  std::vector<std::string> warnings;
-  for (const auto& lf : fitted.logs) {
-    const auto& fit = lf.fit;
-    if (fit.median_rel_error > kFitWarnError)
-      warnings.push_back(fmt::format("{}: the fit's median error is {:.1f}%, above {:.0f}%: its predictions are not to be trusted",
-                                     lf.log.name, fit.median_rel_error * 100, kFitWarnError * 100));
-    for (const auto& b : fit.curve.bands)
-      if (b.bw_GBps >= 1e6 || b.bw_GBps <= 1e-3 || b.alpha_us >= 1e6)
-        warnings.push_back(fmt::format("{}: a band (up to {:.0f} bytes) hit a validation limit ({:.3g} us, {:.3g} GB/s): "
-                                       "the log does not determine it", lf.log.name, b.up_to_bytes, b.alpha_us, b.bw_GBps));
-  }
+  std::string text = tune::fit_text(fitted);
+  const std::vector<std::string> warnings = tune::fit_warnings(fitted);
   for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
   if (args.strict && !warnings.empty())
     throw InputError(fmt::format("--strict: {} warning(s), no profile written", warnings.size()));
@@ -123,10 +74,7 @@ void run_fit() {
     text += fmt::format("report {}\n", args.report);
   }
   if (args.format == "json") {
-    nlohmann::ordered_json j;
-    j["profile"] = args.output;
-    j["logs"] = report;
-    std::cout << j.dump() << "\n";
+    std::cout << tune::fit_json(fitted, args.output) << "\n";
   } else {
     std::cout << text << fmt::format("wrote {}\n", args.output);
   }
@@ -357,7 +305,7 @@ void run_show() {
                        l.alpha_per_peer_us, l.bw_GBps, l.p2p_bw_GBps);
   }
   if (m.curves.empty()) out += "no fitted curves: every collective uses the link's alpha-beta line\n";
-  for (const auto& c : m.curves) out += curve_table(c);
+  for (const auto& c : m.curves) out += tune::curve_table(c);
   std::cout << out;
 }
 

@@ -87,6 +87,16 @@ struct ProfileFit {
 };
 [[nodiscard]] ProfileFit fit_profile(std::span<const Log> logs, const CostModel& base);
 
+// What `tune fit` prints (the CLI and `python -m dtensor.tune fit`): per log the rows used, the
+// median and largest error, the bands and the ignored rows, as text or as JSON ({"profile",
+// "logs": [...]}: docs/cli.md); one curve's band table; and the warnings: a fit whose median error
+// exceeds kFitWarnError, or a band at a limit of the profile's validation (`--strict` refuses them).
+inline constexpr double kFitWarnError = 0.20;
+[[nodiscard]] std::string fit_text(const ProfileFit& fitted);
+[[nodiscard]] std::string fit_json(const ProfileFit& fitted, const std::string& profile_path);
+[[nodiscard]] std::string curve_table(const CollectiveCurve& curve);
+[[nodiscard]] std::vector<std::string> fit_warnings(const ProfileFit& fitted);
+
 // The single α-β line through the same rows (the baseline the size bands are measured against).
 [[nodiscard]] CollectiveCurve fit_line(std::span<const Row> rows, Collective collective, bool inter_host,
                                        std::int64_t ranks);

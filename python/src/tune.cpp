@@ -74,6 +74,9 @@ void bind_tune(nb::module_& m) {
 
   t.def("render_fit_report", &viz::render_fit_report, "fitted"_a, "profile_path"_a,
         "The HTML page `dtensor tune fit --report` writes");
+  t.def("fit_text", &tune::fit_text, "fitted"_a, "What `dtensor tune fit` prints per log");
+  t.def("fit_json", &tune::fit_json, "fitted"_a, "profile_path"_a, "`dtensor tune fit --format json`'s report");
+  t.def("fit_warnings", &tune::fit_warnings, "fitted"_a, "The fits a planner should not trust, and why");
 
   // ---- plan-ranking validation (dtensor.tune.validate; `dtensor tune validate`) ----
   nb::class_<tune::ValidateCase>(t, "ValidateCase", "One validation case: a redistribution, or several planned as a batch.")

@@ -135,19 +135,15 @@ def _measure(args) -> None:
 def _fit(args) -> None:
     from . import fit
     fitted = fit(args.logs, base=args.base)
+    for w in _core.tune.fit_warnings(fitted):  # as `dtensor tune fit` warns
+        print(f"warning: {w}", file=sys.stderr)
     _write(args.output, json.dumps(json.loads(fitted.model.to_json()), indent=2) + "\n", "-o")
     if args.report:
         _write(args.report, _core.tune.render_fit_report(fitted, args.output), "--report")
     if args.format == "json":
-        print(json.dumps({"profile": args.output, "logs": [
-            {"log": f.log.name, "collective": f.log.collective, "ranks": f.log.ranks, "rows_used": f.rows_used,
-             "median_rel_error": f.median_rel_error, "max_rel_error": f.max_rel_error,
-             "bands": [{"up_to_bytes": b[0], "alpha_us": b[1], "bw_GBps": b[2]} for b in f.bands]}
-            for f in fitted.logs]}))
+        print(_core.tune.fit_json(fitted, args.output))
         return
-    for f in fitted.logs:
-        print(f"{f.log.name}: {f.rows_used} rows used, median error {100 * f.median_rel_error:.1f}%, "
-              f"max {100 * f.max_rel_error:.1f}%")
+    print(_core.tune.fit_text(fitted), end="")
     if args.report:
         print(f"report {args.report}")
     print(f"wrote {args.output}")
