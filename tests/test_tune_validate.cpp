@@ -114,7 +114,9 @@ TEST_CASE("validation candidates: the chosen plan first, each distinct plan once
       CHECK(cands[i].chosen == (i == 0));
       // nothing beats the planner's optimum under its own profile
       CHECK(cands[i].predicted_us >= cands.front().predicted_us - 1e-9);
-      if (c.pairs.size() == 1) {
+      if (cands[i].cross) {
+        CHECK(cands[i].predicted_us == Approx(cands[i].cross->total_cost_us));
+      } else if (c.pairs.size() == 1) {
         REQUIRE(cands[i].plans.size() == 1);
         // the price under the profile is the planner's price of that same path
         CHECK(tune::predict_plan_us(cands[i].plans.front(), model) == Approx(cands[i].predicted_us).epsilon(1e-9));
@@ -125,7 +127,8 @@ TEST_CASE("validation candidates: the chosen plan first, each distinct plan once
   }
   CHECK(seen > 30);
   // a batch case: the staged batch and the same plans one after another
-  const auto layer = tune::validate_cases(mesh, std::vector<std::int64_t>{1 << 16}).back();
+  const auto built = tune::validate_cases(mesh, std::vector<std::int64_t>{1 << 16});
+  const auto layer = built[built.size() - 2];
   REQUIRE(layer.pairs.size() == 4);
   const auto bc = tune::validation_candidates(layer, model);
   REQUIRE(bc.size() >= 2);
@@ -154,7 +157,7 @@ TEST_CASE("cases from a batch file: every pair a case, and all of them as one ba
 
 TEST_CASE("validate on the virtual clock: with the profile as the truth the model picks the fastest plan", "[tune]") {
   const CostModel model = four_per_host();
-  int cases = 0, separated = 0;
+  int cases = 0, separated = 0, cross = 0;
   for (const char* m : {"4", "2x4", "2x2x2"}) {
     const Mesh mesh = Mesh::parse(m);
     const auto report = validate_on_clock(mesh, model, model, tune::validate_cases(mesh, std::vector<std::int64_t>{1 << 12, 1 << 18}));
@@ -171,6 +174,13 @@ TEST_CASE("validate on the virtual clock: with the profile as the truth the mode
       double worst_error = 0;
       for (const auto& p : c.plans) worst_error = std::max(worst_error, std::abs(p.error));
       CHECK(c.regret <= std::max(0.005, 2.05 * worst_error));
+      if (c.name.starts_with("cross-mesh")) {
+        // The model prices a cross-mesh transfer above what it costs on the clock (up to ~16%
+        // for the point-to-point route at 4 MiB on 2x4: docs/cost-model.md), so its order may
+        // swap there; the chosen route is still verified and the regret bounded above.
+        ++cross;
+        continue;
+      }
       const auto [a, b] = two_best(c);
       if (b > 1.01 * a) {
         ++separated;
@@ -182,7 +192,8 @@ TEST_CASE("validate on the virtual clock: with the profile as the truth the mode
     }
     CHECK(report.all_verified());
   }
-  CHECK(cases == 5 * 2 + 7 * 2 + 7 * 2);
+  CHECK(cases == 5 * 2 + 8 * 2 + 8 * 2);
+  CHECK(cross == 4);
   CHECK(separated > 20);
 }
 
@@ -199,14 +210,15 @@ TEST_CASE("validate on the virtual clock: another truth's regret, and the fit fr
   // against those the executor makes): the regrets below agree to within that
   double gap = 0;
   for (const auto& c : validate_on_clock(mesh, truth, truth, cases, 0, vo).cases)
-    for (const auto& p : c.plans) gap = std::max(gap, std::abs(p.error));
+    if (!c.name.starts_with("cross-mesh"))  // (its transfer's price is further off: see above)
+      for (const auto& p : c.plans) gap = std::max(gap, std::abs(p.error));
   CHECK(gap <= 0.02);
   double worst = 0;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const auto& c = report.cases[i];
     INFO(c.name);
     REQUIRE(c.skipped.empty());
-    if (cases[i].pairs.size() != 1) continue;
+    if (cases[i].pairs.size() != 1 || !(cases[i].pairs[0].first.mesh() == cases[i].pairs[0].second.mesh())) continue;
     // the regret as the truth prices the same candidates
     const auto cands = tune::validation_candidates(cases[i], model, vo.candidates);
     REQUIRE(cands.size() == c.plans.size());

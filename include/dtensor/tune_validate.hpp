@@ -17,6 +17,7 @@
 #include "dtensor/batch_plan.hpp"
 #include "dtensor/comm.hpp"
 #include "dtensor/cost_model.hpp"
+#include "dtensor/cross_mesh_plan.hpp"
 #include "dtensor/layout.hpp"
 #include "dtensor/plan.hpp"
 #include "dtensor/tune_report.hpp"
@@ -25,7 +26,8 @@
 namespace dtensor::tune {
 
 // One case: a redistribution (one pair) or one layer's tensors moved together (several pairs,
-// planned as a batch), all on one mesh.
+// planned as a batch), all on one mesh; or a cross-mesh transfer (one pair whose target's mesh
+// flattens consecutive dims of the source's, over the same ranks: 2x4 -> 8).
 struct ValidateCase {
   std::string name;
   std::vector<std::pair<Layout, Layout>> pairs;
@@ -34,8 +36,9 @@ struct ValidateCase {
 // The built-in set on `mesh`, every case at each tensor size in `bytes` (f32 by default; the
 // 2-d tensors are sized to the bytes, rows a multiple of the mesh's ranks where the size allows):
 // the FSDP+TP unshard and gradient reduce-scatter, a shard-order change (2-d meshes and up),
-// Partial -> Replicate and Partial -> Shard reductions, a transpose, and a batched layer (four
-// tensors of a transformer block unsharded together). InputError for a size below 64 bytes or
+// Partial -> Replicate and Partial -> Shard reductions, a transpose, a batched layer (four
+// tensors of a transformer block unsharded together), and (2-d meshes and up) a cross-mesh
+// transfer of FSDP+TP weights to tensor parallelism over the flattened mesh. InputError for a size below 64 bytes or
 // above 2^34.
 [[nodiscard]] std::vector<ValidateCase> validate_cases(const Mesh& mesh, std::span<const std::int64_t> bytes,
                                                        DType dtype = DType::f32);
@@ -44,13 +47,16 @@ struct ValidateCase {
 [[nodiscard]] std::vector<ValidateCase> cases_from_json(std::string_view json);
 
 // A plan run in the comparison. `plans` holds one plan, or a batch's plans (run as `batch`'s
-// stages when set, else one after another).
+// stages when set, else one after another); a cross-mesh case's plan is `cross` (plans empty).
 struct Candidate {
-  std::string label;               // "chosen", "runner-up", "pytorch edges", "best under NAME", "per-tensor"
+  // "chosen", "runner-up", "pytorch edges", "best under NAME", "per-tensor"; cross-mesh:
+  // "point-to-point" (no step inside either mesh), "gathered first" (A replicates, then sends)
+  std::string label;
   std::vector<std::string> also;   // the labels of other candidates that are this same plan
   bool chosen = false;             // the plan the validated profile picks
   std::vector<Plan> plans;
   std::optional<BatchPlan> batch;
+  std::optional<CrossMeshPlan> cross;
   double predicted_us = 0;         // under the validated profile
   std::string trace;
 };

@@ -10,12 +10,14 @@
 #include <fmt/format.h>
 
 #include "dtensor/batch_executor.hpp"
+#include "dtensor/cross_mesh_executor.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
 #include "dtensor/explore.hpp"
 #include "dtensor/planner.hpp"
 #include "dtensor/verify.hpp"
 #include "buffer.hpp"
+#include "flattened_comm.hpp"
 
 namespace dtensor::tune {
 namespace {
@@ -63,6 +65,11 @@ std::string plan_key(const Plan& p) {
   return k;
 }
 std::string candidate_key(const Candidate& c) {
+  if (c.cross) {
+    std::string k = "cross|" + plan_key(c.cross->pre) + "#" + plan_key(c.cross->post) + "#";
+    for (const auto& m : c.cross->messages) k += fmt::format("{}>{}:{}:{}-{},", m.from, m.to, m.elements, m.row_begin, m.row_end);
+    return k;
+  }
   std::string k = c.batch ? "batch|" : "separate|";
   for (const auto& p : c.plans) k += plan_key(p) + "#";
   if (c.batch)
@@ -91,6 +98,58 @@ std::string batch_trace(const BatchPlan& b, bool staged) {
                 : fmt::format("{} tensors one after another, {} collectives", b.size(), b.separate_collectives());
 }
 
+void add(std::vector<Candidate>& out, Candidate c) {
+  const auto key = candidate_key(c);
+  for (auto& o : out)
+    if (candidate_key(o) == key) {
+      o.also.push_back(c.label);
+      return;
+    }
+  out.push_back(std::move(c));
+}
+
+std::string cross_trace(const CrossMeshPlan& p) {
+  return fmt::format("{} => {} message(s) => {}", p.pre.trace(), p.messages.size(), p.post.trace());
+}
+
+// The candidates of a cross-mesh case: the chosen plan, the transfer with no step inside either
+// mesh, the source gathered first, and the route each other profile picks, priced under `model`
+// (the same intermediate layouts, senders balanced again under it).
+std::vector<Candidate> cross_candidates(const Layout& src, const Layout& dst, const CostModel& model,
+                                        const CandidateOptions& o) {
+  std::vector<std::int64_t> ranks(static_cast<std::size_t>(src.mesh().num_ranks()));
+  for (std::size_t r = 0; r < ranks.size(); ++r) ranks[r] = static_cast<std::int64_t>(r);
+  CrossMeshOptions co;
+  co.plan.max_peak_bytes = o.max_peak_bytes;
+  co.plan.runner_up = false;
+  auto plan = [&](const CostModel& m, std::optional<Sharding> src_via, std::optional<Sharding> dst_via) {
+    CrossMeshOptions q = co;
+    q.src_via = std::move(src_via);
+    q.dst_via = std::move(dst_via);
+    return plan_cross_mesh(src, ranks, dst, ranks, m, q);
+  };
+  std::vector<Candidate> out;
+  const CrossMeshPlan chosen = plan(model, std::nullopt, std::nullopt);
+  add(out, {"chosen", {}, true, {}, std::nullopt, chosen, chosen.total_cost_us, cross_trace(chosen)});
+  auto competitor = [&](const std::string& label, auto&& make) {
+    try {
+      const CrossMeshPlan p = make();
+      add(out, {label, {}, false, {}, std::nullopt, p, p.total_cost_us, cross_trace(p)});
+    } catch (const Error&) {  // no such route (e.g. not within the memory budget)
+    }
+  };
+  competitor("point-to-point", [&] { return plan(model, src.sharding(), dst.sharding()); });
+  competitor("gathered first", [&] {
+    return plan(model, Sharding::replicated(src.mesh().ndim(), static_cast<int>(src.shape().size())), std::nullopt);
+  });
+  for (const auto& m : o.others)
+    competitor("best under " + m.name, [&] {
+      const CrossMeshPlan theirs = plan(m, std::nullopt, std::nullopt);
+      return plan(model, theirs.pre.dst.sharding(), theirs.post.src.sharding());
+    });
+  return out;
+}
+
 // The runner-up (another first step) as a plan the executor runs.
 Plan runner_up_plan(const Plan& chosen) {
   Plan p;
@@ -106,15 +165,6 @@ Plan runner_up_plan(const Plan& chosen) {
   return p;
 }
 
-void add(std::vector<Candidate>& out, Candidate c) {
-  const auto key = candidate_key(c);
-  for (auto& o : out)
-    if (candidate_key(o) == key) {
-      o.also.push_back(c.label);
-      return;
-    }
-  out.push_back(std::move(c));
-}
 
 }  // namespace
 
@@ -151,6 +201,11 @@ std::vector<ValidateCase> validate_cases(const Mesh& mesh, std::span<const std::
                                Layout::parse(mesh, sh, dtype, row ? row_dst : unsharded));
     }
     out.push_back(std::move(layer));
+    if (k > 1) {  // training's FSDP+TP weights to tensor parallelism over every rank (inference)
+      const Mesh flat(std::vector<std::int64_t>{mesh.num_ranks()});
+      out.push_back({"cross-mesh to a flat mesh" + tag, {{Layout::parse(mesh, shape, dtype, all_shard(k - 1, 0, false) + "S(1)"),
+                                                          Layout::parse(flat, shape, dtype, "S(1)")}}});
+    }
   }
   return out;
 }
@@ -190,14 +245,18 @@ std::vector<Candidate> validation_candidates(const ValidateCase& c, const CostMo
   PlanOptions po;
   po.max_peak_bytes = o.max_peak_bytes;
   std::vector<Candidate> out;
+  if (c.pairs.size() == 1 && !(c.pairs.front().first.mesh() == c.pairs.front().second.mesh())) {
+    const auto& [src, dst] = c.pairs.front();
+    return cross_candidates(src, dst, model, o);
+  }
   if (c.pairs.size() == 1) {
     const auto& [src, dst] = c.pairs.front();
     po.runner_up = o.runner_up;
     const Plan chosen = plan_redistribution(src, dst, model, po);
-    add(out, {"chosen", {}, true, {chosen}, std::nullopt, chosen.total_cost_us, plan_trace(chosen)});
+    add(out, {"chosen", {}, true, {chosen}, std::nullopt, std::nullopt, chosen.total_cost_us, plan_trace(chosen)});
     if (o.runner_up && chosen.runner_up) {
       const Plan p = runner_up_plan(chosen);
-      add(out, {"runner-up", {}, false, {p}, std::nullopt, p.total_cost_us, plan_trace(p)});
+      add(out, {"runner-up", {}, false, {p}, std::nullopt, std::nullopt, p.total_cost_us, plan_trace(p)});
     }
     po.runner_up = false;
     auto competitor = [&](const std::string& label, const CostModel& m, std::optional<EdgeSet> edges) {
@@ -205,7 +264,7 @@ std::vector<Candidate> validation_candidates(const ValidateCase& c, const CostMo
       q.edges = edges;
       try {
         const Plan p = plan_redistribution(src, dst, m, q);
-        add(out, {label, {}, false, {p}, std::nullopt, &m == &model ? p.total_cost_us : predict_plan_us(p, model), plan_trace(p)});
+        add(out, {label, {}, false, {p}, std::nullopt, std::nullopt, &m == &model ? p.total_cost_us : predict_plan_us(p, model), plan_trace(p)});
       } catch (const Error&) {
         // not plannable there (e.g. no plan on that edge set within the budget): not a competitor
       }
@@ -217,15 +276,15 @@ std::vector<Candidate> validation_candidates(const ValidateCase& c, const CostMo
   const BatchPlan b = plan_batch(c.pairs, model, po);
   std::vector<Plan> plans;
   for (std::size_t t = 0; t < b.size(); ++t) plans.push_back(b.plan(t));
-  add(out, {"chosen", {}, true, plans, b, b.total_cost_us, batch_trace(b, true)});
-  add(out, {"per-tensor", {}, false, plans, std::nullopt, b.separate_cost_us, batch_trace(b, false)});
+  add(out, {"chosen", {}, true, plans, b, std::nullopt, b.total_cost_us, batch_trace(b, true)});
+  add(out, {"per-tensor", {}, false, plans, std::nullopt, std::nullopt, b.separate_cost_us, batch_trace(b, false)});
   if (o.pytorch_edges) {
     po.edges = EdgeSet::pytorch;
     try {
       const BatchPlan t = plan_batch(c.pairs, model, po);
       std::vector<Plan> tp;
       for (std::size_t i = 0; i < t.size(); ++i) tp.push_back(t.plan(i));
-      add(out, {"pytorch edges", {}, false, tp, t, t.total_cost_us, batch_trace(t, true)});
+      add(out, {"pytorch edges", {}, false, tp, t, std::nullopt, t.total_cost_us, batch_trace(t, true)});
     } catch (const Error&) {
     }
   }
@@ -283,6 +342,25 @@ class Runnable {
  public:
   Runnable(const Candidate& c, Communicator& comm) : comm_(comm) {
     const auto rank = comm.rank();
+    if (c.cross) {  // both meshes over the communicator's ranks, each a flattening of its mesh
+      auto side = [&](const Mesh& m) -> Communicator* {
+        if (m == comm.mesh()) return &comm;
+        flat_.push_back(std::make_unique<detail::FlattenedCommunicator>(comm, m));
+        return flat_.back().get();
+      };
+      Communicator* on_src = side(c.cross->src.mesh());
+      Communicator* on_dst = side(c.cross->dst.mesh());
+      cross_ = std::make_unique<CrossMeshExecutor>(*c.cross, comm, on_src, on_dst);
+      auto& m = comm.memory();
+      tensors_.push_back({std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(cross_->input_bytes())),
+                          std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(cross_->output_bytes())),
+                          std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(cross_->workspace_bytes()))});
+      tensors_.back().in->upload(seeded_input(c.cross->src, rank));
+      targets_.push_back(c.cross->dst);
+      const auto& b = tensors_.back();
+      buffers_.push_back({{b.in->data(), b.in->size()}, {b.out->data(), b.out->size()}, {b.ws->data(), b.ws->size()}});
+      return;
+    }
     if (c.batch) batch_ = std::make_unique<BatchExecutor>(*c.batch, comm);
     for (std::size_t t = 0; t < c.plans.size(); ++t) {
       const Executor* ex = nullptr;
@@ -304,7 +382,9 @@ class Runnable {
       buffers_.push_back({{b.in->data(), b.in->size()}, {b.out->data(), b.out->size()}, {b.ws->data(), b.ws->size()}});
   }
   void run() const {
-    if (batch_) {
+    if (cross_) {
+      cross_->execute(buffers_.front());
+    } else if (batch_) {
       batch_->execute(buffers_, {staging_->data(), staging_->size()});
     } else {
       for (std::size_t t = 0; t < own_.size(); ++t) own_[t]->execute(buffers_[t]);
@@ -323,6 +403,8 @@ class Runnable {
     std::unique_ptr<detail::Buffer> in, out, ws;
   };
   Communicator& comm_;
+  std::vector<std::unique_ptr<detail::FlattenedCommunicator>> flat_;
+  std::unique_ptr<CrossMeshExecutor> cross_;
   std::unique_ptr<BatchExecutor> batch_;
   std::vector<std::unique_ptr<Executor>> own_;
   std::vector<Tensor> tensors_;
@@ -347,9 +429,11 @@ ValidationReport validate(Communicator& comm, const CostModel& model, std::span<
   report.mesh = comm.mesh().str();
   for (const auto& c : cases) {
     for (const auto& [src, dst] : c.pairs)
-      if (!(src.mesh() == comm.mesh()))
-        throw InputError(fmt::format("validate case {}: mesh {} is not the communicator's {}", c.name, src.mesh().str(),
-                                     comm.mesh().str()));
+      for (const Mesh* m : {&src.mesh(), &dst.mesh()})
+        if (!(*m == comm.mesh()) && (c.pairs.size() > 1 || m == &src.mesh() ||
+                                     !detail::FlattenedCommunicator::flattens(comm.mesh(), *m)))
+          throw InputError(fmt::format("validate case {}: mesh {} is not the communicator's {}{}", c.name, m->str(),
+                                       comm.mesh().str(), m == &dst.mesh() ? " nor a flattening of it" : ""));
     std::vector<Candidate> candidates;
     try {
       candidates = validation_candidates(c, model, o.candidates);

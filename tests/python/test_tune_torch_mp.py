@@ -54,7 +54,7 @@ def test_measure_fit_validate_under_torchrun(tmp_path):
     assert j["others"] == ["default"]
     assert [c["name"] for c in j["cases"]] == [f"{n} 4 KiB" for n in (
         "fsdp-tp unshard", "fsdp-tp grad reduce-scatter", "shard-order change", "partial -> replicate", "partial -> shard",
-        "transpose", "layer unshard (4 tensors)")]
+        "transpose", "layer unshard (4 tensors)", "cross-mesh to a flat mesh")]
     labels = set()
     for c in j["cases"]:
         plans = c["plans"]
@@ -66,12 +66,12 @@ def test_measure_fit_validate_under_torchrun(tmp_path):
             labels.update([p["label"], *p["also"]])
         fastest = min(p["median_us"] for p in plans)
         assert c["regret"] == pytest.approx(plans[0]["median_us"] / fastest - 1)
-    assert {"chosen", "runner-up", "pytorch edges", "best under default", "per-tensor"} <= labels
+    assert {"chosen", "runner-up", "pytorch edges", "best under default", "per-tensor", "point-to-point"} <= labels
     assert j["max_regret"] == pytest.approx(max(c["regret"] for c in j["cases"]))
     # 4 ranks on a host with fewer cores: the report says the times say little
     assert bool(j["note"]) == (4 > (os.cpu_count() or 0))
     html = report.read_text()
-    assert html.count("&#9733; chosen") >= 7 and "Plan ranking: profile" in html
+    assert html.count("&#9733; chosen") >= 8 and "Plan ranking: profile" in html
 
 
 def test_cases_file_on_a_world_of_one(tmp_path):
