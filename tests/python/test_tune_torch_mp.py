@@ -45,6 +45,8 @@ def test_measure_fit_validate_under_torchrun(tmp_path):
     assert f"wrote {profile}" in r.stdout
     fitted = dtensor.CostModel.load(str(profile))
     assert fitted.devices_per_host == 2
+    # the CLI's report, from the same function (tune::fit_text)
+    assert "all_gather on the intra-node link, fitted at 2 ranks" in r.stdout
     report = tmp_path / "validate.html"
     r = tune("validate", "--backend", "gloo", "--mesh", "2x2", "--profile", str(profile), "--against", "default",
              "--bytes", "4K", "--max-rounds", "8", "--format", "json", "--report", str(report), nproc=4)

@@ -47,7 +47,12 @@ def _parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("fit", help="fit size-band curves to nccl-tests logs and write a profile")
     f.add_argument("logs", nargs="+", help="nccl-tests logs (measure's, or nccl-tests' own)")
+    f.add_argument("--ranks", type=int, help="ranks of logs without a run header")
+    f.add_argument("--ranks-per-node", type=int, help="ranks per node (default: from the device list)")
+    f.add_argument("--collective", help="the collective, for logs that do not say")
     f.add_argument("--base", default="default", help="profile whose links and copy bandwidth the fit keeps")
+    f.add_argument("--strict", action="store_true",
+                   help="fail (exit 2, nothing written) when a fit's median error exceeds 20%% or a band hits a limit")
     f.add_argument("-o", "--output", required=True, help="the profile to write (JSON)")
     f.add_argument("--report", help="also write an HTML page with plots of the fit")
     f.add_argument("--format", default="text", choices=["text", "json"])
@@ -134,9 +139,13 @@ def _measure(args) -> None:
 
 def _fit(args) -> None:
     from . import fit
-    fitted = fit(args.logs, base=args.base)
-    for w in _core.tune.fit_warnings(fitted):  # as `dtensor tune fit` warns
+    fitted = fit(args.logs, base=args.base, collective=args.collective, ranks=args.ranks,
+                 ranks_per_node=args.ranks_per_node)
+    warnings = _core.tune.fit_warnings(fitted)
+    for w in warnings:  # as `dtensor tune fit` warns
         print(f"warning: {w}", file=sys.stderr)
+    if args.strict and warnings:
+        raise ValueError(f"--strict: {len(warnings)} warning(s), no profile written")
     _write(args.output, json.dumps(json.loads(fitted.model.to_json()), indent=2) + "\n", "-o")
     if args.report:
         _write(args.report, _core.tune.render_fit_report(fitted, args.output), "--report")
