@@ -246,11 +246,12 @@ std::vector<Candidate> validation_candidates(const ValidateCase& c, const CostMo
   po.max_peak_bytes = o.max_peak_bytes;
   std::vector<Candidate> out;
   if (c.pairs.size() == 1 && !(c.pairs.front().first.mesh() == c.pairs.front().second.mesh())) {
-    const auto& [src, dst] = c.pairs.front();
-    return cross_candidates(src, dst, model, o);
+    return cross_candidates(c.pairs.front().first, c.pairs.front().second, model, o);
   }
   if (c.pairs.size() == 1) {
-    const auto& [src, dst] = c.pairs.front();
+    // (named, not a structured binding: the lambda below captures them, which clang 14 refuses)
+    const Layout& src = c.pairs.front().first;
+    const Layout& dst = c.pairs.front().second;
     po.runner_up = o.runner_up;
     const Plan chosen = plan_redistribution(src, dst, model, po);
     add(out, {"chosen", {}, true, {chosen}, std::nullopt, std::nullopt, chosen.total_cost_us, plan_trace(chosen)});
