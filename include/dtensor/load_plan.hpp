@@ -1,0 +1,94 @@
+#pragma once
+// Loading a checkpoint into a layout (docs/checkpoint.md): the source is storage, described as
+// DCP's metadata describes it -- per tensor, the saved chunks (offsets and sizes) -- and the
+// target is a layout on the loading job's mesh. The plan reads every saved byte exactly once
+// (each chunk by one reader, preferring a rank that needs its bytes, balanced by the predicted
+// time), then moves every piece a target rank needs from its reader. Planning is
+// O(C log C + C * B) for C saved chunks and B distinct target blocks per tensor.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dtensor/cost_model.hpp"
+#include "dtensor/layout.hpp"
+
+namespace dtensor {
+
+// One saved chunk (DCP's ChunkStorageMetadata): its first index and extent per tensor dim.
+struct SavedChunk {
+  std::vector<std::int64_t> offsets;
+  std::vector<std::int64_t> sizes;
+  friend bool operator==(const SavedChunk&, const SavedChunk&) = default;
+};
+// One saved tensor (DCP's TensorStorageMetadata): its global shape, dtype and chunks, which must
+// tile the tensor exactly (no gap, no overlap).
+struct SavedTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  DType dtype = DType::f32;
+  std::vector<SavedChunk> chunks;
+};
+
+// Storage the plan prices reads with: per reading rank, `read_bw_GBps` and `read_alpha_us` per
+// chunk opened. Fixed defaults (a local NVMe drive shared by a node's ranks), so plans do not vary
+// between runs; set them from a measurement of your file system.
+struct LoadOptions {
+  double read_bw_GBps = 2.0;
+  double read_alpha_us = 100.0;
+  friend bool operator==(const LoadOptions&, const LoadOptions&) = default;
+};
+
+struct LoadPlan {
+  struct Read {
+    std::int32_t tensor = 0;  // index into the saved tensors
+    std::int32_t chunk = 0;   // index into its chunks
+    std::int64_t reader = 0;  // target mesh rank
+    std::int64_t bytes = 0;
+    friend bool operator==(const Read&, const Read&) = default;
+  };
+  // The elements of the chunk's box that rank `to` owns in its target layout, from the chunk's
+  // reader (`from == to`: a local copy). Boxes and their order are the overlap's (row-major).
+  struct Message {
+    std::int32_t tensor = 0;
+    std::int32_t chunk = 0;
+    std::int64_t from = 0;
+    std::int64_t to = 0;
+    std::int64_t elements = 0;
+    friend bool operator==(const Message&, const Message&) = default;
+  };
+  Mesh mesh{std::vector<std::int64_t>{1}};
+  std::vector<Read> reads;        // one per saved chunk with bytes, in (tensor, chunk) order
+  std::vector<Message> messages;  // in (tensor, chunk, to) order
+  std::int64_t total_read_bytes = 0;     // every saved byte once
+  std::int64_t busiest_read_bytes = 0;   // the most any rank reads
+  std::int64_t balanced_read_bytes = 0;  // the least any assignment of whole chunks reaches at best
+  std::int64_t moved_bytes = 0;          // bytes sent between two ranks
+  std::int64_t busiest_transfer_bytes = 0;  // max over ranks of max(sent, received)
+  std::int64_t busiest_peers = 0;
+  bool inter_host = false;
+  double read_us = 0, transfer_us = 0, total_us = 0;
+  std::string cost_model;
+  LoadOptions options;
+
+  [[nodiscard]] std::uint64_t hash() const;
+  [[nodiscard]] std::string to_json(int indent = -1) const;
+  friend bool operator==(const LoadPlan&, const LoadPlan&) = default;
+};
+
+// Checks a saved tensor against the layout it loads into: the shape and dtype agree, and the
+// chunks tile the tensor exactly (every chunk has one offset and size per dim, non-negative, within
+// the tensor, without overflow; no two overlap; together they cover it). Throws InputError naming
+// the tensor and the chunk.
+void check_saved(const SavedTensor& saved, const Layout& target);
+
+// The load plan of `saved[i]` into `targets[i]` (one mesh, no Partial). Deterministic: the same
+// inputs give the same plan on every rank. Throws InputError (check_saved's, lists of different
+// lengths, targets on different meshes, a Partial target, more than 2^31 tensors or chunks).
+[[nodiscard]] LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
+                                 const LoadOptions& options = {});
+
+// Who reads what (bytes read per rank against the balanced bound) and what moves after.
+[[nodiscard]] std::string explain(const LoadPlan& plan);
+
+}  // namespace dtensor

@@ -1,0 +1,392 @@
+// Checkpoint loading (load_plan.hpp, docs/checkpoint.md): every saved chunk read once, by the
+// rank that makes the predicted load fastest (a rank that needs its bytes on ties), then every
+// piece moved from its reader to the ranks whose target layout holds it.
+#include "dtensor/load_plan.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "dtensor/error.hpp"
+#include "placement/hash.hpp"
+
+namespace dtensor {
+namespace {
+
+constexpr std::int64_t kMaxEntries = std::int64_t{1} << 31;
+
+std::string chunk_str(const SavedChunk& c) {
+  return fmt::format("offsets {} sizes {}", shape_str(c.offsets), shape_str(c.sizes));
+}
+
+// The tiling check's grid: every dim cut at every chunk boundary. When the cells are few (chunks
+// on a grid, as DCP writes them: one cell per chunk), each chunk marks its cells and a cell marked
+// twice is an overlap; otherwise the chunks are compared pairwise along dim 0.
+void check_disjoint(const SavedTensor& t) {
+  const std::size_t nd = t.shape.size();
+  std::vector<std::size_t> live;
+  for (std::size_t i = 0; i < t.chunks.size(); ++i)
+    if (std::all_of(t.chunks[i].sizes.begin(), t.chunks[i].sizes.end(), [](std::int64_t s) { return s > 0; })) live.push_back(i);
+  if (nd == 0 || live.size() < 2) return;
+  std::vector<std::vector<std::int64_t>> cuts(nd);
+  for (std::size_t d = 0; d < nd; ++d) {
+    for (auto i : live) {
+      cuts[d].push_back(t.chunks[i].offsets[d]);
+      cuts[d].push_back(t.chunks[i].offsets[d] + t.chunks[i].sizes[d]);
+    }
+    std::sort(cuts[d].begin(), cuts[d].end());
+    cuts[d].erase(std::unique(cuts[d].begin(), cuts[d].end()), cuts[d].end());
+  }
+  const double limit = std::max<double>(4.0 * static_cast<double>(live.size()), 4096);
+  double cells = 1;
+  for (const auto& c : cuts) cells *= static_cast<double>(c.size() - 1);
+  auto overlap_error = [&](std::size_t a, std::size_t b) {
+    return InputError(fmt::format("tensor {}: chunk {} ({}) overlaps chunk {} ({})", t.name, std::min(a, b),
+                                  chunk_str(t.chunks[std::min(a, b)]), std::max(a, b), chunk_str(t.chunks[std::max(a, b)])));
+  };
+  if (cells <= limit) {
+    std::vector<std::int64_t> owner(static_cast<std::size_t>(cells), -1);
+    for (auto i : live) {
+      const auto& c = t.chunks[i];
+      std::vector<std::int64_t> lo(nd), hi(nd);
+      for (std::size_t d = 0; d < nd; ++d) {
+        lo[d] = std::lower_bound(cuts[d].begin(), cuts[d].end(), c.offsets[d]) - cuts[d].begin();
+        hi[d] = std::lower_bound(cuts[d].begin(), cuts[d].end(), c.offsets[d] + c.sizes[d]) - cuts[d].begin();
+      }
+      std::vector<std::int64_t> at = lo;
+      while (true) {
+        std::int64_t cell = 0;
+        for (std::size_t d = 0; d < nd; ++d) cell = cell * static_cast<std::int64_t>(cuts[d].size() - 1) + at[d];
+        auto& o = owner[static_cast<std::size_t>(cell)];
+        if (o >= 0) throw overlap_error(static_cast<std::size_t>(o), i);
+        o = static_cast<std::int64_t>(i);
+        std::size_t d = nd;
+        while (d-- > 0 && ++at[d] == hi[d]) at[d] = lo[d];
+        if (d == static_cast<std::size_t>(-1)) break;
+      }
+    }
+    return;
+  }
+  if (live.size() > 65536)
+    throw InputError(fmt::format("tensor {}: {} chunks that do not lie on a grid: too irregular to check", t.name, live.size()));
+  std::sort(live.begin(), live.end(), [&](std::size_t a, std::size_t b) {
+    return std::pair(t.chunks[a].offsets[0], a) < std::pair(t.chunks[b].offsets[0], b);
+  });
+  for (std::size_t x = 0; x < live.size(); ++x) {
+    const auto& a = t.chunks[live[x]];
+    for (std::size_t y = x + 1; y < live.size() && t.chunks[live[y]].offsets[0] < a.offsets[0] + a.sizes[0]; ++y) {
+      const auto& b = t.chunks[live[y]];
+      bool meet = true;
+      for (std::size_t d = 1; d < nd && meet; ++d)
+        meet = a.offsets[d] < b.offsets[d] + b.sizes[d] && b.offsets[d] < a.offsets[d] + a.sizes[d];
+      if (meet) throw overlap_error(live[x], live[y]);
+    }
+  }
+}
+
+}  // namespace
+
+void check_saved(const SavedTensor& t, const Layout& target) {
+  if (t.shape != target.shape())
+    throw InputError(fmt::format("tensor {}: saved with shape {}, but the target's is {}", t.name, shape_str(t.shape),
+                                 shape_str(target.shape())));
+  if (t.dtype != target.dtype())
+    throw InputError(fmt::format("tensor {}: saved as {}, but the target is {}", t.name, to_string(t.dtype),
+                                 to_string(target.dtype())));
+  if (static_cast<std::int64_t>(t.chunks.size()) >= kMaxEntries)
+    throw InputError(fmt::format("tensor {}: {} chunks", t.name, t.chunks.size()));
+  const std::size_t nd = t.shape.size();
+  const std::int64_t numel = target.numel();
+  std::int64_t covered = 0;
+  for (std::size_t i = 0; i < t.chunks.size(); ++i) {
+    const auto& c = t.chunks[i];
+    if (c.offsets.size() != nd || c.sizes.size() != nd)
+      throw InputError(fmt::format("tensor {}: chunk {} has {} offsets and {} sizes for a tensor of {} dims", t.name, i,
+                                   c.offsets.size(), c.sizes.size(), nd));
+    std::int64_t n = 1;
+    for (std::size_t d = 0; d < nd; ++d) {
+      if (c.offsets[d] < 0 || c.sizes[d] < 0 || c.offsets[d] > t.shape[d] || c.sizes[d] > t.shape[d] - c.offsets[d])
+        throw InputError(fmt::format("tensor {}: chunk {} ({}) is not within the tensor's shape {} on dim {}", t.name, i,
+                                     chunk_str(c), shape_str(t.shape), d));
+      n *= c.sizes[d];  // (each size is within the shape, whose product fits)
+    }
+    covered += n;
+    if (covered > numel)
+      throw InputError(fmt::format("tensor {}: chunks 0..{} hold more elements than the tensor's {}: some overlap", t.name, i,
+                                   numel));
+  }
+  check_disjoint(t);
+  if (covered != numel)
+    throw InputError(fmt::format("tensor {}: the chunks cover {} of its {} elements: some are missing", t.name, covered, numel));
+}
+
+LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
+                   const LoadOptions& o) {
+  if (saved.size() != targets.size())
+    throw InputError(fmt::format("{} saved tensors for {} targets", saved.size(), targets.size()));
+  if (saved.empty()) throw InputError("nothing to load: no tensors");
+  if (static_cast<std::int64_t>(saved.size()) >= kMaxEntries) throw InputError(fmt::format("{} tensors", saved.size()));
+  if (!(o.read_bw_GBps > 0 && o.read_bw_GBps < 1e9) || !(o.read_alpha_us >= 0 && o.read_alpha_us < 1e9))
+    throw InputError(fmt::format("read bandwidth {} GB/s and latency {} us: bandwidth positive, latency not negative",
+                                 o.read_bw_GBps, o.read_alpha_us));
+  LoadPlan plan;
+  plan.mesh = targets.front().mesh();
+  plan.cost_model = cost.name;
+  plan.options = o;
+  const std::int64_t N = plan.mesh.num_ranks();
+  for (std::size_t t = 0; t < saved.size(); ++t) {
+    if (!(targets[t].mesh() == plan.mesh))
+      throw InputError(fmt::format("tensor {}: target on mesh {}, the first on {}", saved[t].name, targets[t].mesh().str(),
+                                   plan.mesh.str()));
+    for (int m = 0; m < plan.mesh.ndim(); ++m)
+      if (targets[t].sharding().partial(m))
+        throw InputError(fmt::format("tensor {}: a checkpoint loads into {}, not into a Partial layout", saved[t].name,
+                                     targets[t].placements_str()));
+    check_saved(saved[t], targets[t]);
+  }
+  // Per tensor, the target's distinct blocks (ranks holding equal index sets: replicas) and, per
+  // chunk, the elements of each block it holds.
+  struct Need {
+    std::int32_t block;
+    std::int64_t elements;
+  };
+  struct Chunk {
+    std::int32_t tensor, index;
+    std::int64_t bytes, itemsize;
+    std::vector<Need> needs;
+  };
+  std::vector<std::vector<std::vector<std::int64_t>>> members(saved.size());  // tensor -> block -> ranks
+  std::vector<Chunk> chunks;
+  for (std::size_t t = 0; t < saved.size(); ++t) {
+    const Layout& L = targets[t];
+    std::map<std::vector<std::int64_t>, std::int32_t> index;
+    std::vector<std::vector<IndexSet>> blocks;
+    for (std::int64_t r = 0; r < N; ++r) {
+      auto sets = L.indices(plan.mesh.coord_of_rank(r));
+      std::vector<std::int64_t> key;  // every dim's runs, dims separated by -1
+      for (const auto& x : sets) {
+        for (const auto& run : x.runs()) key.insert(key.end(), {run.start, run.stop});
+        key.push_back(-1);
+      }
+      auto [it, fresh] = index.emplace(std::move(key), static_cast<std::int32_t>(blocks.size()));
+      if (fresh) {
+        blocks.push_back(std::move(sets));
+        members[t].emplace_back();
+      }
+      members[t][static_cast<std::size_t>(it->second)].push_back(r);
+    }
+    const auto s = static_cast<std::int64_t>(itemsize(L.dtype()));
+    for (std::size_t c = 0; c < saved[t].chunks.size(); ++c) {
+      const auto& sc = saved[t].chunks[c];
+      std::int64_t n = 1;
+      for (auto z : sc.sizes) n *= z;
+      if (n == 0) continue;
+      Chunk ch{static_cast<std::int32_t>(t), static_cast<std::int32_t>(c), n * s, s, {}};
+      std::vector<IndexSet> box;
+      for (std::size_t d = 0; d < sc.sizes.size(); ++d) box.push_back(IndexSet::range(sc.offsets[d], sc.offsets[d] + sc.sizes[d]));
+      for (std::size_t b = 0; b < blocks.size(); ++b) {
+        std::int64_t e = 1;
+        for (std::size_t d = 0; d < box.size() && e > 0; ++d) e *= blocks[b][d].overlap(box[d]);
+        if (e > 0) ch.needs.push_back({static_cast<std::int32_t>(b), e});
+      }
+      chunks.push_back(std::move(ch));
+    }
+  }
+  // Whole chunks to readers. First, largest first, each to the rank that needs its bytes whose
+  // predicted time (its reads, then max(sent, received) at the point-to-point bandwidth) grows
+  // least (ties: the most of its bytes needed, then the lower rank). Then, while it lowers the
+  // busiest rank's time, a chunk of the busiest rank moves to the least loaded one (storage is
+  // slow next to the links: spreading reads can beat reading what one needs).
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> needers(chunks.size());  // (rank, elements)
+  for (std::size_t k = 0; k < chunks.size(); ++k)
+    for (const auto& nd : chunks[k].needs)
+      for (auto r : members[static_cast<std::size_t>(chunks[k].tensor)][static_cast<std::size_t>(nd.block)])
+        needers[k].emplace_back(r, nd.elements);
+  std::vector<std::size_t> order(chunks.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return chunks[a].bytes > chunks[b].bytes; });
+  const double read_Bpus = o.read_bw_GBps * 1e3, link_Bpus = cost.link(N > cost.devices_per_host).p2p_bw_GBps * 1e3;
+  const auto n = static_cast<std::size_t>(N);
+  std::vector<double> read(n, 0), sent(n, 0), recv(n, 0);
+  std::vector<std::int64_t> opened(n, 0);
+  auto time_of = [&](std::size_t r, double dread, std::int64_t dopen, double dsent, double drecv) {
+    return (read[r] + dread) / read_Bpus + static_cast<double>(opened[r] + dopen) * o.read_alpha_us +
+           std::max(sent[r] + dsent, recv[r] + drecv) / link_Bpus;
+  };
+  std::set<std::pair<double, std::int64_t>> by_load;
+  for (std::int64_t r = 0; r < N; ++r) by_load.insert({0.0, r});
+  // applies a reader change of chunk k: sign +1 assigns it to `r`, -1 takes it away
+  auto apply = [&](std::size_t k, std::int64_t r, int sign) {
+    const double s = static_cast<double>(chunks[k].itemsize), bytes = static_cast<double>(chunks[k].bytes);
+    std::vector<std::int64_t> touched{r};
+    for (const auto& [m, e] : needers[k]) touched.push_back(m);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (auto t : touched) by_load.erase({time_of(static_cast<std::size_t>(t), 0, 0, 0, 0), t});
+    const auto u = static_cast<std::size_t>(r);
+    read[u] += sign * bytes;
+    opened[u] += sign;
+    for (const auto& [m, e] : needers[k])
+      if (m != r) sent[u] += sign * static_cast<double>(e) * s, recv[static_cast<std::size_t>(m)] += sign * static_cast<double>(e) * s;
+    for (auto t : touched) by_load.insert({time_of(static_cast<std::size_t>(t), 0, 0, 0, 0), t});
+  };
+  // r's time with chunk k added (its read, and what it then sends instead of receiving)
+  auto time_with = [&](std::size_t k, std::int64_t r, int sign) {
+    const double s = static_cast<double>(chunks[k].itemsize);
+    double out = 0, mine = 0;
+    for (const auto& [m, e] : needers[k]) (m == r ? mine : out) += static_cast<double>(e) * s;
+    return time_of(static_cast<std::size_t>(r), sign * static_cast<double>(chunks[k].bytes), sign, sign * out, -sign * mine);
+  };
+  std::vector<std::int64_t> reader(chunks.size(), -1);
+  for (const std::size_t k : order) {
+    std::int64_t best = -1, best_own = 0;
+    double best_time = 0;
+    for (const auto& [r, e] : needers[k]) {
+      const double t = time_with(k, r, +1);
+      if (best < 0 || t < best_time - 1e-9 || (t <= best_time + 1e-9 && (e > best_own || (e == best_own && r < best))))
+        best = r, best_time = t, best_own = e;
+    }
+    reader[k] = best;
+    apply(k, best, +1);
+  }
+  std::vector<std::vector<std::size_t>> read_by(n);  // per rank, its chunks, largest first
+  for (const std::size_t k : order) read_by[static_cast<std::size_t>(reader[k])].push_back(k);
+  for (std::size_t moves = 0; moves < chunks.size() && N > 1; ++moves) {
+    const auto [busiest_time, b] = *by_load.rbegin();
+    const std::int64_t l = by_load.begin()->second;
+    if (l == b) break;
+    auto& mine = read_by[static_cast<std::size_t>(b)];
+    std::size_t pick = mine.size();
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      if (time_with(mine[i], b, -1) < busiest_time - 1e-6 && time_with(mine[i], l, +1) < busiest_time - 1e-6) {
+        pick = i;
+        break;
+      }
+    if (pick == mine.size()) break;
+    const std::size_t k = mine[pick];
+    mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(pick));
+    apply(k, b, -1);
+    apply(k, l, +1);
+    reader[k] = l;
+    auto& theirs = read_by[static_cast<std::size_t>(l)];
+    theirs.insert(std::upper_bound(theirs.begin(), theirs.end(), k, [&](std::size_t x, std::size_t y) {
+      return chunks[x].bytes > chunks[y].bytes || (chunks[x].bytes == chunks[y].bytes && x < y);
+    }), k);
+  }
+  // The record: reads in (tensor, chunk) order, messages in (tensor, chunk, to) order.
+  std::vector<std::int64_t> rs(static_cast<std::size_t>(N), 0), snt(static_cast<std::size_t>(N), 0), rcv(static_cast<std::size_t>(N), 0);
+  std::vector<std::pair<std::int64_t, std::int64_t>> links;
+  std::int64_t largest = 0;
+  for (std::size_t k = 0; k < chunks.size(); ++k) {  // (made in (tensor, chunk) order)
+    const Chunk& ch = chunks[k];
+    const auto from = reader[k];
+    plan.reads.push_back({ch.tensor, ch.index, from, ch.bytes});
+    plan.total_read_bytes += ch.bytes;
+    rs[static_cast<std::size_t>(from)] += ch.bytes;
+    largest = std::max(largest, ch.bytes);
+    const std::size_t first = plan.messages.size();
+    const std::int64_t s = ch.itemsize;
+    for (const auto& nd : ch.needs)
+      for (auto to : members[static_cast<std::size_t>(ch.tensor)][static_cast<std::size_t>(nd.block)]) {
+        plan.messages.push_back({ch.tensor, ch.index, from, to, nd.elements});
+        if (to != from) {
+          snt[static_cast<std::size_t>(from)] += nd.elements * s;
+          rcv[static_cast<std::size_t>(to)] += nd.elements * s;
+          plan.moved_bytes += nd.elements * s;
+          links.emplace_back(from, to);
+          plan.inter_host = plan.inter_host || from / cost.devices_per_host != to / cost.devices_per_host;
+        }
+      }
+    std::sort(plan.messages.begin() + static_cast<std::ptrdiff_t>(first), plan.messages.end(),
+              [](const LoadPlan::Message& a, const LoadPlan::Message& b) { return a.to < b.to; });
+  }
+  std::sort(links.begin(), links.end());
+  links.erase(std::unique(links.begin(), links.end()), links.end());
+  std::vector<std::int64_t> peers(static_cast<std::size_t>(N), 0);
+  for (const auto& [a, b] : links) ++peers[static_cast<std::size_t>(a)], ++peers[static_cast<std::size_t>(b)];
+  double read_us = 0;
+  for (std::int64_t r = 0; r < N; ++r) {
+    const auto u = static_cast<std::size_t>(r);
+    plan.busiest_read_bytes = std::max(plan.busiest_read_bytes, rs[u]);
+    plan.busiest_transfer_bytes = std::max({plan.busiest_transfer_bytes, snt[u], rcv[u]});
+    plan.busiest_peers = std::max(plan.busiest_peers, peers[u]);
+    read_us = std::max(read_us, static_cast<double>(rs[u]) / read_Bpus + static_cast<double>(opened[u]) * o.read_alpha_us);
+  }
+  plan.balanced_read_bytes = std::max((plan.total_read_bytes + N - 1) / N, largest);
+  plan.read_us = read_us;
+  Traffic tr;
+  if (plan.moved_bytes == 0) {
+    tr.kind = Traffic::Kind::local;
+  } else {
+    tr.kind = Traffic::Kind::direct;
+    tr.peers = plan.busiest_peers;
+    tr.bytes = static_cast<double>(plan.busiest_transfer_bytes);
+    tr.inter_host = plan.inter_host;
+  }
+  plan.transfer_us = cost.time(tr).total_us();
+  plan.total_us = plan.read_us + plan.transfer_us;
+  return plan;
+}
+
+std::uint64_t LoadPlan::hash() const {
+  std::uint64_t h = detail::fnv1a(mesh.str().data(), mesh.str().size());
+  for (const auto& r : reads)
+    for (std::int64_t v : {std::int64_t{r.tensor}, std::int64_t{r.chunk}, r.reader, r.bytes}) detail::hash_combine(h, static_cast<std::uint64_t>(v));
+  for (const auto& m : messages)
+    for (std::int64_t v : {std::int64_t{m.tensor}, std::int64_t{m.chunk}, m.from, m.to, m.elements})
+      detail::hash_combine(h, static_cast<std::uint64_t>(v));
+  return detail::mix64(h);
+}
+
+std::string LoadPlan::to_json(int indent) const {
+  nlohmann::ordered_json j;
+  j["kind"] = "load";
+  j["mesh"] = mesh.str();
+  j["cost_model"] = cost_model;
+  j["read_bw_GBps"] = options.read_bw_GBps;
+  j["read_alpha_us"] = options.read_alpha_us;
+  j["total_read_bytes"] = total_read_bytes;
+  j["busiest_read_bytes"] = busiest_read_bytes;
+  j["balanced_read_bytes"] = balanced_read_bytes;
+  j["moved_bytes"] = moved_bytes;
+  j["busiest_transfer_bytes"] = busiest_transfer_bytes;
+  j["busiest_peers"] = busiest_peers;
+  j["inter_host"] = inter_host;
+  j["read_us"] = read_us;
+  j["transfer_us"] = transfer_us;
+  j["total_us"] = total_us;
+  j["reads"] = nlohmann::ordered_json::array();
+  for (const auto& r : reads) j["reads"].push_back({{"tensor", r.tensor}, {"chunk", r.chunk}, {"reader", r.reader}, {"bytes", r.bytes}});
+  j["messages"] = nlohmann::ordered_json::array();
+  for (const auto& m : messages)
+    j["messages"].push_back({{"tensor", m.tensor}, {"chunk", m.chunk}, {"from", m.from}, {"to", m.to}, {"elements", m.elements}});
+  j["hash"] = fmt::format("{:016x}", hash());
+  return j.dump(indent);
+}
+
+std::string explain(const LoadPlan& p) {
+  const std::int64_t N = p.mesh.num_ranks();
+  std::vector<std::int64_t> read(static_cast<std::size_t>(N), 0), chunks(static_cast<std::size_t>(N), 0);
+  for (const auto& r : p.reads) read[static_cast<std::size_t>(r.reader)] += r.bytes, ++chunks[static_cast<std::size_t>(r.reader)];
+  std::string o = fmt::format("load onto mesh {} (cost model {}, storage {:.3g} GB/s and {:.3g} us per chunk per reader)\n",
+                              p.mesh.str(), p.cost_model, p.options.read_bw_GBps, p.options.read_alpha_us);
+  o += fmt::format("reads: {} chunks, {} bytes, each read once; busiest reader {} bytes against the balanced bound {} ({:.2f}x)\n",
+                   p.reads.size(), p.total_read_bytes, p.busiest_read_bytes, p.balanced_read_bytes,
+                   p.balanced_read_bytes > 0 ? static_cast<double>(p.busiest_read_bytes) / static_cast<double>(p.balanced_read_bytes) : 1.0);
+  const std::int64_t shown = std::min<std::int64_t>(N, 16);
+  for (std::int64_t r = 0; r < shown; ++r)
+    o += fmt::format("  rank {:>4}: reads {:>6} chunk(s), {:>14} bytes\n", r, chunks[static_cast<std::size_t>(r)], read[static_cast<std::size_t>(r)]);
+  if (shown < N) o += fmt::format("  ... {} more ranks\n", N - shown);
+  o += fmt::format("then: {} bytes sent between ranks in {} message(s); busiest rank {} bytes to or from {} peer(s){}\n",
+                   p.moved_bytes, p.messages.size(), p.busiest_transfer_bytes, p.busiest_peers,
+                   p.inter_host ? ", across hosts" : "");
+  o += fmt::format("predicted: reads {:.3f} us + transfer {:.3f} us = {:.3f} us\n", p.read_us, p.transfer_us, p.total_us);
+  return o;
+}
+
+}  // namespace dtensor

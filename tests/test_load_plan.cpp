@@ -1,0 +1,180 @@
+// Checkpoint loading plans against the oracle: saved chunks made from a saving layout (each
+// saving rank's box, replicas once, empty ones kept), loaded into every target layout of small
+// meshes (strided, uneven and empty shards included). Every chunk is read exactly once, and
+// every target rank receives exactly the elements it owns, each once, from the chunk's reader.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <optional>
+#include <set>
+
+#include "dtensor/error.hpp"
+#include "dtensor/load_plan.hpp"
+#include "oracle.hpp"
+
+using namespace dtensor;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::vector<std::int64_t> coord_of(const std::vector<std::int64_t>& mesh, std::int64_t r) {
+  std::vector<std::int64_t> c(mesh.size());
+  for (std::size_t m = mesh.size(); m-- > 0;) c[m] = r % mesh[m], r /= mesh[m];
+  return c;
+}
+std::int64_t ranks_of(const std::vector<std::int64_t>& mesh) {
+  std::int64_t n = 1;
+  for (auto s : mesh) n *= s;
+  return n;
+}
+
+// The chunks a DCP save of a plain (S/R) layout writes: each saving rank's box, replicas once.
+SavedTensor saved_of(const std::vector<std::int64_t>& mesh, const std::vector<std::int64_t>& shape,
+                     const std::vector<oracle::Pl>& pls, DType dtype) {
+  SavedTensor t{"w", shape, dtype, {}};
+  std::set<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> seen;
+  for (std::int64_t r = 0; r < ranks_of(mesh); ++r) {
+    const auto sets = oracle::owned(mesh, shape, pls, coord_of(mesh, r));
+    SavedChunk c;
+    for (const auto& s : sets) {
+      c.offsets.push_back(s.empty() ? 0 : s.front());
+      c.sizes.push_back(static_cast<std::int64_t>(s.size()));
+    }
+    if (seen.insert({c.offsets, c.sizes}).second) t.chunks.push_back(c);
+  }
+  return t;
+}
+
+// The global ids of a box intersected with a rank's owned sets.
+std::vector<std::int64_t> ids_in(const std::vector<std::int64_t>& shape, const SavedChunk& c, const std::vector<oracle::List>& sets) {
+  std::vector<oracle::List> cut(shape.size());
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    for (auto i : sets[d])
+      if (i >= c.offsets[d] && i < c.offsets[d] + c.sizes[d]) cut[d].push_back(i);
+  return oracle::local_ids(shape, cut);
+}
+
+}  // namespace
+
+TEST_CASE("load plans: every chunk read once, every target rank gets exactly its elements", "[load]") {
+  const std::vector<std::vector<std::int64_t>> save_meshes{{1}, {2}, {4}, {2, 2}};
+  const std::vector<std::vector<std::int64_t>> load_meshes{{1}, {2}, {3}, {2, 2}};
+  const std::vector<oracle::Pl> save_options{{'R'}, {'S', 0}, {'S', 1}};
+  const std::vector<oracle::Pl> load_options{{'R'}, {'S', 0}, {'S', 1}, {'T', 0, 2}};
+  const CostModel cost = CostModel::default_model();
+  std::int64_t plans = 0, messages = 0;
+  for (const auto& shape : std::vector<std::vector<std::int64_t>>{{5, 3}, {8, 4}, {1, 6}, {0, 3}}) {
+    for (const auto& sm : save_meshes)
+      for (const auto& sp : oracle::layouts(static_cast<int>(sm.size()), 2, save_options)) {
+        const SavedTensor saved = saved_of(sm, shape, sp, DType::f32);
+        for (const auto& lm : load_meshes)
+          for (const auto& lp : oracle::layouts(static_cast<int>(lm.size()), 2, load_options)) {
+            const Mesh mesh(lm);
+            std::optional<Layout> parsed;
+            try {
+              parsed = Layout::parse(mesh, shape, DType::f32, oracle::text(lp));
+            } catch (const InputError&) {
+              continue;  // (a strided split the shape refuses)
+            }
+            const Layout& target = *parsed;
+            INFO("saved " << oracle::text(sp) << " on " << sm.size() << "-d mesh, target " << target.str());
+            const std::vector<SavedTensor> ss{saved};
+            const std::vector<Layout> ts{target};
+            const LoadPlan p = plan_load(ss, ts, cost);
+            ++plans;
+            // every chunk with bytes read once
+            std::map<std::int32_t, std::int64_t> reader;
+            for (const auto& r : p.reads) REQUIRE(reader.emplace(r.chunk, r.reader).second);
+            std::int64_t live = 0;
+            for (const auto& c : saved.chunks) live += c.sizes[0] * c.sizes[1] > 0;
+            CHECK(static_cast<std::int64_t>(reader.size()) == live);
+            CHECK(p.total_read_bytes == shape[0] * shape[1] * 4);
+            // every target rank: its elements exactly once, each message what the oracle cuts
+            for (std::int64_t r = 0; r < ranks_of(lm); ++r) {
+              const auto sets = oracle::owned(lm, shape, lp, coord_of(lm, r));
+              std::multiset<std::int64_t> got;
+              for (const auto& m : p.messages) {
+                if (m.to != r) continue;
+                CHECK(m.from == reader.at(m.chunk));
+                const auto ids = ids_in(shape, saved.chunks[static_cast<std::size_t>(m.chunk)], sets);
+                CHECK(static_cast<std::int64_t>(ids.size()) == m.elements);
+                got.insert(ids.begin(), ids.end());
+                ++messages;
+              }
+              const auto want = oracle::local_ids(shape, sets);
+              CHECK(got == std::multiset<std::int64_t>(want.begin(), want.end()));
+            }
+            CHECK(p.busiest_read_bytes <= 2 * p.balanced_read_bytes);
+            CHECK(plan_load(ss, ts, cost).hash() == p.hash());  // deterministic
+          }
+      }
+  }
+  CHECK(plans > 2000);
+  CHECK(messages > 5000);
+}
+
+TEST_CASE("load plans: replicas read each byte once and the reads are balanced", "[load]") {
+  // 64 chunks of 1 MiB, loaded replicated on 8 ranks: every rank reads 8 of them
+  SavedTensor t{"w", {64, 262144}, DType::f32, {}};
+  for (std::int64_t i = 0; i < 64; ++i) t.chunks.push_back({{i, 0}, {1, 262144}});
+  const Layout target = Layout::parse(Mesh::parse("8"), {64, 262144}, DType::f32, "R");
+  const LoadPlan p = plan_load(std::vector<SavedTensor>{t}, std::vector<Layout>{target}, CostModel::default_model());
+  CHECK(p.total_read_bytes == 64 * 262144 * 4);
+  CHECK(p.busiest_read_bytes == p.balanced_read_bytes);
+  CHECK(p.messages.size() == 64 * 8);
+  // a sharded target: each chunk read by the rank that owns it, nothing moves
+  const Layout sharded = Layout::parse(Mesh::parse("8"), {64, 262144}, DType::f32, "S(0)");
+  const LoadPlan q = plan_load(std::vector<SavedTensor>{t}, std::vector<Layout>{sharded}, CostModel::default_model());
+  CHECK(q.moved_bytes == 0);
+  for (const auto& r : q.reads) CHECK(r.reader == r.chunk / 8);
+  CHECK_THAT(explain(q), Contains("each read once"));
+  CHECK_THAT(q.to_json(), Contains("\"kind\":\"load\""));
+}
+
+TEST_CASE("load plans: bad metadata is one error naming the tensor and the chunk", "[load]") {
+  const Layout target = Layout::parse(Mesh::parse("2"), {4, 4}, DType::f32, "S(0)");
+  auto plan = [&](const SavedTensor& t) {
+    return plan_load(std::vector<SavedTensor>{t}, std::vector<Layout>{target}, CostModel::default_model());
+  };
+  const SavedChunk top{{0, 0}, {2, 4}}, bottom{{2, 0}, {2, 4}};
+  CHECK_NOTHROW(plan({"w", {4, 4}, DType::f32, {top, bottom}}));
+  CHECK_THROWS_WITH(plan({"w", {4, 4}, DType::f32, {top}}), Contains("tensor w: the chunks cover 8 of its 16 elements"));
+  CHECK_THROWS_WITH(plan({"w", {4, 4}, DType::f32, {top, {{1, 0}, {2, 4}}, {{3, 0}, {1, 4}}}}),
+                    Contains("tensor w: chunks 0..2 hold more elements than the tensor's 16: some overlap"));
+  CHECK_THROWS_WITH(plan({"w", {4, 4}, DType::f32, {top, {{1, 0}, {2, 4}}, {{3, 0}, {0, 4}}}}),
+                    Contains("tensor w: chunk 0 (offsets 0x0 sizes 2x4) overlaps chunk 1 (offsets 1x0 sizes 2x4)"));
+  CHECK_THROWS_WITH(plan({"w", {4, 4}, DType::f32, {top, {{2, 0}, {3, 4}}}}), Contains("tensor w: chunk 1 (offsets 2x0 sizes 3x4) is not within the tensor's shape 4x4 on dim 0"));
+  CHECK_THROWS_WITH(plan({"w", {4, 4}, DType::f32, {top, {{2, -1}, {2, 4}}}}), Contains("chunk 1"));
+  CHECK_THROWS_WITH(plan({"w", {4, 4}, DType::f32, {top, {{2, 0}, {2, INT64_MAX}}}}), Contains("chunk 1"));
+  CHECK_THROWS_WITH(plan({"w", {4, 4}, DType::f32, {top, {{2}, {2}}}}), Contains("chunk 1 has 1 offsets and 1 sizes"));
+  CHECK_THROWS_WITH(plan({"w", {4, 5}, DType::f32, {top, bottom}}), Contains("tensor w: saved with shape 4x5, but the target's is 4x4"));
+  CHECK_THROWS_WITH(plan({"w", {4, 4}, DType::bf16, {top, bottom}}), Contains("tensor w: saved as bf16"));
+  // overlapping chunks off any grid (the pairwise check)
+  // chunks off a grid: a row, then two column halves (tiled), and the same with an overlap
+  SavedTensor irregular{"r", {4, 4}, DType::f32, {{{0, 0}, {1, 4}}, {{1, 0}, {3, 2}}, {{1, 2}, {3, 2}}}};
+  CHECK_NOTHROW(plan(irregular));
+  irregular.chunks = {{{0, 0}, {2, 4}}, {{1, 0}, {3, 2}}, {{2, 2}, {2, 2}}};
+  CHECK_THROWS_WITH(plan(irregular), Contains("overlap"));
+  // many cuts (10,000 grid cells for 200 chunks): the pairwise check
+  const Layout wide = Layout::parse(Mesh::parse("2"), {100, 100}, DType::f32, "S(0)");
+  SavedTensor rows{"rows", {100, 100}, DType::f32, {}};
+  for (std::int64_t i = 0; i < 100; ++i) {
+    rows.chunks.push_back({{i, 0}, {1, i + 1}});
+    if (i + 1 < 100) rows.chunks.push_back({{i, i + 1}, {1, 99 - i}});
+  }
+  auto load_rows = [&] { return plan_load(std::vector<SavedTensor>{rows}, std::vector<Layout>{wide}, CostModel::default_model()); };
+  CHECK(load_rows().total_read_bytes == 100 * 100 * 4);
+  rows.chunks[101] = {{50, 50}, {1, 50}};  // row 50's second chunk one column early,
+  rows.chunks[103] = {{51, 53}, {1, 47}};  // row 51's one column late: as many elements, one overlap
+  CHECK_THROWS_WITH(load_rows(), Contains("tensor rows: chunk 100 (offsets 50x0 sizes 1x51) overlaps chunk 101"));
+  CHECK_THROWS_WITH(plan_load(std::vector<SavedTensor>{}, std::vector<Layout>{}, CostModel::default_model()), Contains("no tensors"));
+  const Layout partial = Layout::parse(Mesh::parse("2"), {4, 4}, DType::f32, "P(sum)");
+  CHECK_THROWS_WITH(plan_load(std::vector<SavedTensor>{{"w", {4, 4}, DType::f32, {top, bottom}}}, std::vector<Layout>{partial},
+                              CostModel::default_model()),
+                    Contains("not into a Partial layout"));
+  LoadOptions bad;
+  bad.read_bw_GBps = 0;
+  CHECK_THROWS_WITH(plan_load(std::vector<SavedTensor>{{"w", {4, 4}, DType::f32, {top, bottom}}}, std::vector<Layout>{target},
+                              CostModel::default_model(), bad),
+                    Contains("read bandwidth 0"));
+}
