@@ -24,6 +24,7 @@ from ._core import (  # noqa: F401
     CrossMeshPlan,
     CrossMeshSimulationResult,
     Layout,
+    LoadPlan,
     Mesh,
     Placement,
     Plan,
@@ -32,6 +33,7 @@ from ._core import (  # noqa: F401
     OwnerPlan,
     RaggedLayout,
     RaggedPlan,
+    SavedTensor,
     SimulatedRank,
     SimulationResult,
     Step,
@@ -46,6 +48,7 @@ from ._core import (  # noqa: F401
     plan,
     plan_batch,
     plan_cross_mesh,
+    plan_load,
     plan_owners,
     plan_ragged,
     simulate,
@@ -58,5 +61,6 @@ __all__ = [
     "SimulationResult", "Step", "dtypes", "equivalent", "itemsize", "plan", "plan_batch", "plan_cross_mesh", "simulate",
     "RaggedShard", "RaggedLayout", "RaggedPlan", "OwnerPlan", "ragged_layout", "plan_ragged", "plan_owners",
     "evaluate_owners", "owner_layout", "exchange_received", "flat_bucket_layouts", "bucket_of",
+    "LoadPlan", "SavedTensor", "plan_load",
 ]
 __version__ = "0.1.0"

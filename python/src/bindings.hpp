@@ -57,6 +57,7 @@ namespace dtensor::python {
 // One per binding file, called by module.cpp in this order (a type is bound before it is used).
 void bind_values(nb::module_& m);      // values.cpp: placements, meshes, layouts
 void bind_plans(nb::module_& m);       // plans.cpp: cost models, plans, batches, cross-mesh
+void bind_load(nb::module_& m);        // load.cpp: checkpoint load plans
 void bind_ragged(nb::module_& m);      // ragged.cpp: RaggedShard layouts, ragged plans, owners
 void bind_simulation(nb::module_& m);  // simulation.cpp
 void bind_execution(nb::module_& m);   // execution.cpp: executors on a Python communicator

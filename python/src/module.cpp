@@ -37,6 +37,7 @@ NB_MODULE(_core, m) {
   bind_simulation(m);
   bind_execution(m);
   bind_tune(m);
+  bind_load(m);
 
   // ---- misc ----
   m.def("parse_collective", [](const std::string& s) -> std::optional<std::string> {

@@ -1,0 +1,61 @@
+// Bindings of checkpoint load plans (dtensor.plan_load; dtensor.torch.checkpoint).
+#include "bindings.hpp"
+#include "dtensor/load_plan.hpp"
+
+namespace dtensor::python {
+
+void bind_load(nb::module_& m) {
+  nb::class_<SavedTensor>(m, "SavedTensor", "A saved tensor as DCP's metadata describes it: shape, dtype and chunks.")
+      .def(
+          "__init__",
+          [](SavedTensor* self, std::string name, std::vector<std::int64_t> shape, const std::string& dtype,
+             const std::vector<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>>& chunks) {
+            std::vector<SavedChunk> cs;
+            for (const auto& [o, s] : chunks) cs.push_back({o, s});
+            new (self) SavedTensor{std::move(name), std::move(shape), parse_dtype(dtype), std::move(cs)};
+          },
+          "name"_a, "shape"_a, "dtype"_a, "chunks"_a, "chunks: (offsets, sizes) per saved chunk")
+      .def_ro("name", &SavedTensor::name)
+      .def_ro("shape", &SavedTensor::shape)
+      .def_prop_ro("dtype", [](const SavedTensor& t) { return std::string(to_string(t.dtype)); })
+      .def_prop_ro("chunks", [](const SavedTensor& t) {
+        std::vector<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> out;
+        for (const auto& c : t.chunks) out.emplace_back(c.offsets, c.sizes);
+        return out;
+      });
+  nb::class_<LoadPlan>(m, "LoadPlan", "Every saved chunk read once, then each target rank's elements moved from its reader.")
+      .def_prop_ro("reads", [](const LoadPlan& p) {
+        std::vector<std::tuple<std::int32_t, std::int32_t, std::int64_t, std::int64_t>> out;
+        for (const auto& r : p.reads) out.emplace_back(r.tensor, r.chunk, r.reader, r.bytes);
+        return out;
+      }, "(tensor, chunk, reader, bytes) per read")
+      .def_prop_ro("messages", [](const LoadPlan& p) {
+        std::vector<std::tuple<std::int32_t, std::int32_t, std::int64_t, std::int64_t, std::int64_t>> out;
+        for (const auto& x : p.messages) out.emplace_back(x.tensor, x.chunk, x.from, x.to, x.elements);
+        return out;
+      }, "(tensor, chunk, from, to, elements) per message, in (tensor, chunk, to) order")
+      .def_ro("total_read_bytes", &LoadPlan::total_read_bytes)
+      .def_ro("busiest_read_bytes", &LoadPlan::busiest_read_bytes)
+      .def_ro("balanced_read_bytes", &LoadPlan::balanced_read_bytes)
+      .def_ro("moved_bytes", &LoadPlan::moved_bytes)
+      .def_ro("busiest_transfer_bytes", &LoadPlan::busiest_transfer_bytes)
+      .def_ro("read_us", &LoadPlan::read_us)
+      .def_ro("transfer_us", &LoadPlan::transfer_us)
+      .def_ro("total_us", &LoadPlan::total_us)
+      .def_prop_ro("hash", &LoadPlan::hash)
+      .def("to_json", &LoadPlan::to_json, "indent"_a = -1)
+      .def("explain", [](const LoadPlan& p) { return explain(p); });
+  m.def(
+      "plan_load",
+      [](const std::vector<SavedTensor>& saved, const std::vector<Layout>& targets, const nb::handle& cost_model,
+         double read_bw_GBps, double read_alpha_us) {
+        const CostModel cost = model_of(cost_model);
+        nb::gil_scoped_release release;
+        return plan_load(saved, targets, cost, LoadOptions{read_bw_GBps, read_alpha_us});
+      },
+      "saved"_a, "targets"_a, "cost_model"_a = "default", "read_bw_GBps"_a = LoadOptions{}.read_bw_GBps,
+      "read_alpha_us"_a = LoadOptions{}.read_alpha_us,
+      "The load plan of saved[i] into targets[i] (one mesh): every chunk read once, then the moves");
+}
+
+}  // namespace dtensor::python
