@@ -80,15 +80,41 @@ def plan(state_dict: dict, metadata, *, cost_model: Any = "default") -> Optional
 
 def _positions(runs, lo: int, hi: int):
     """Of a rank's owned indices of one dim (runs in local order), the local positions and global
-    indices inside [lo, hi), in local order."""
+    indices inside [lo, hi), in local order: as (start, stop) pairs when they are one run each (a
+    slice), else as index tensors."""
     pos, glob, base = [], [], 0
     for a, b in runs:
         s, e = max(a, lo), min(b, hi)
         if s < e:
-            pos.extend(range(base + s - a, base + e - a))
-            glob.extend(range(s, e))
+            pos.append((base + s - a, base + e - a))
+            glob.append((s, e))
         base += b - a
-    return torch.tensor(pos, dtype=torch.long), torch.tensor(glob, dtype=torch.long)
+    if len(pos) == 1:
+        return pos[0], glob[0]
+    return (torch.tensor([i for p in pos for i in range(*p)], dtype=torch.long),
+            torch.tensor([i for g in glob for i in range(*g)], dtype=torch.long))
+
+
+def _count(x) -> int:
+    return x[1] - x[0] if isinstance(x, tuple) else len(x)
+
+
+def _select(t: torch.Tensor, index: list, shift=None):
+    """The box of `t` at per-dim positions `index` (each (start, stop) or an index tensor, minus
+    `shift`): a view when every dim is one run, else a gathered copy."""
+    shift = shift or [0] * len(index)
+    if all(isinstance(ix, tuple) for ix in index):
+        return t[tuple(slice(a - o, b - o) for (a, b), o in zip(index, shift))]
+    full = [torch.arange(ix[0], ix[1]) if isinstance(ix, tuple) else ix for ix in index]
+    return t[_box(t, [ix - o for ix, o in zip(full, shift)])]
+
+
+def _place(t: torch.Tensor, index: list, value: torch.Tensor) -> None:
+    if all(isinstance(ix, tuple) for ix in index):
+        t[tuple(slice(a, b) for a, b in index)].copy_(value)
+        return
+    full = [torch.arange(ix[0], ix[1]) if isinstance(ix, tuple) else ix for ix in index]
+    t[_box(t, full)] = value
 
 
 def _box(t: torch.Tensor, index: list) -> tuple:
@@ -171,13 +197,12 @@ def load(state_dict: dict, *, checkpoint_id=None, storage_reader=None, cost_mode
         fqn, x = targets[t][0], targets[t][1]
         offsets, _ = targets[t][2].chunks[c]
         parts = cut(t, c, to)
-        shape = [len(p[0]) for p in parts]
+        shape = [_count(p[0]) for p in parts]
         if frm == me:
             chunk = capture.chunks[(fqn, tuple(offsets))]
-            piece = chunk[_box(chunk, [g - o for (_, g), o in zip(parts, offsets)])] if parts else chunk
-            piece = piece.reshape(shape).to(device)
+            piece = _select(chunk, [g for _, g in parts], offsets).to(device)
             if to == me:
-                outs[t][_box(outs[t], [p for p, _ in parts])] = piece
+                _place(outs[t], [p for p, _ in parts], piece.reshape(shape))
             else:
                 buf = piece.contiguous().view(torch.uint8)
                 ops.append(dist.P2POp(dist.isend, buf, info.torch_ranks[to]))
@@ -189,7 +214,7 @@ def load(state_dict: dict, *, checkpoint_id=None, storage_reader=None, cost_mode
         for w in dist.batch_isend_irecv(ops):
             w.wait()
     for t, parts, shape, buf in pending:
-        outs[t][_box(outs[t], [p for p, _ in parts])] = buf.view(targets[t][1].dtype).reshape(shape)
+        _place(outs[t], [p for p, _ in parts], buf.view(targets[t][1].dtype).reshape(shape))
     for (_, x, _, _), out in zip(targets, outs):
         if out is not x._local_tensor:
             x._local_tensor.copy_(out)
