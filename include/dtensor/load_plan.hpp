@@ -65,7 +65,7 @@ struct LoadPlan {
   std::int64_t balanced_read_bytes = 0;  // the least any assignment of whole chunks reaches at best
   std::int64_t moved_bytes = 0;          // bytes sent between two ranks
   std::int64_t busiest_transfer_bytes = 0;  // max over ranks of max(sent, received)
-  std::int64_t busiest_peers = 0;
+  std::int64_t busiest_peers = 0;          // max over ranks of its distinct peers, either way
   bool inter_host = false;
   double read_us = 0, transfer_us = 0, total_us = 0;
   std::string cost_model;

@@ -150,22 +150,19 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
     check_saved(saved[t], targets[t]);
   }
   // Per tensor, the target's distinct blocks (ranks holding equal index sets: replicas) and, per
-  // chunk, the elements of each block it holds.
-  struct Need {
-    std::int32_t block;
-    std::int64_t elements;
-  };
+  // chunk, the ranks that hold some of it with how many of its elements (every member of a block
+  // it meets, in block order).
   struct Chunk {
     std::int32_t tensor, index;
     std::int64_t bytes, itemsize;
-    std::vector<Need> needs;
+    std::vector<std::pair<std::int64_t, std::int64_t>> needers;  // (rank, elements)
   };
-  std::vector<std::vector<std::vector<std::int64_t>>> members(saved.size());  // tensor -> block -> ranks
   std::vector<Chunk> chunks;
   for (std::size_t t = 0; t < saved.size(); ++t) {
     const Layout& L = targets[t];
     std::map<std::vector<std::int64_t>, std::int32_t> index;
     std::vector<std::vector<IndexSet>> blocks;
+    std::vector<std::vector<std::int64_t>> members;  // block -> its ranks
     for (std::int64_t r = 0; r < N; ++r) {
       auto sets = L.indices(plan.mesh.coord_of_rank(r));
       std::vector<std::int64_t> key;  // every dim's runs, dims separated by -1
@@ -176,9 +173,9 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
       auto [it, fresh] = index.emplace(std::move(key), static_cast<std::int32_t>(blocks.size()));
       if (fresh) {
         blocks.push_back(std::move(sets));
-        members[t].emplace_back();
+        members.emplace_back();
       }
-      members[t][static_cast<std::size_t>(it->second)].push_back(r);
+      members[static_cast<std::size_t>(it->second)].push_back(r);
     }
     const auto s = static_cast<std::int64_t>(itemsize(L.dtype()));
     for (std::size_t c = 0; c < saved[t].chunks.size(); ++c) {
@@ -192,7 +189,8 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
       for (std::size_t b = 0; b < blocks.size(); ++b) {
         std::int64_t e = 1;
         for (std::size_t d = 0; d < box.size() && e > 0; ++d) e *= blocks[b][d].overlap(box[d]);
-        if (e > 0) ch.needs.push_back({static_cast<std::int32_t>(b), e});
+        if (e > 0)
+          for (auto r : members[b]) ch.needers.emplace_back(r, e);
       }
       chunks.push_back(std::move(ch));
     }
@@ -202,11 +200,6 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
   // least (ties: the most of its bytes needed, then the lower rank). Then, while it lowers the
   // busiest rank's time, a chunk of the busiest rank moves to the least loaded one (storage is
   // slow next to the links: spreading reads can beat reading what one needs).
-  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> needers(chunks.size());  // (rank, elements)
-  for (std::size_t k = 0; k < chunks.size(); ++k)
-    for (const auto& nd : chunks[k].needs)
-      for (auto r : members[static_cast<std::size_t>(chunks[k].tensor)][static_cast<std::size_t>(nd.block)])
-        needers[k].emplace_back(r, nd.elements);
   std::vector<std::size_t> order(chunks.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return chunks[a].bytes > chunks[b].bytes; });
@@ -224,14 +217,14 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
   auto apply = [&](std::size_t k, std::int64_t r, int sign) {
     const double s = static_cast<double>(chunks[k].itemsize), bytes = static_cast<double>(chunks[k].bytes);
     std::vector<std::int64_t> touched{r};
-    for (const auto& [m, e] : needers[k]) touched.push_back(m);
+    for (const auto& [m, e] : chunks[k].needers) touched.push_back(m);
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (auto t : touched) by_load.erase({time_of(static_cast<std::size_t>(t), 0, 0, 0, 0), t});
     const auto u = static_cast<std::size_t>(r);
     read[u] += sign * bytes;
     opened[u] += sign;
-    for (const auto& [m, e] : needers[k])
+    for (const auto& [m, e] : chunks[k].needers)
       if (m != r) sent[u] += sign * static_cast<double>(e) * s, recv[static_cast<std::size_t>(m)] += sign * static_cast<double>(e) * s;
     for (auto t : touched) by_load.insert({time_of(static_cast<std::size_t>(t), 0, 0, 0, 0), t});
   };
@@ -239,14 +232,14 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
   auto time_with = [&](std::size_t k, std::int64_t r, int sign) {
     const double s = static_cast<double>(chunks[k].itemsize);
     double out = 0, mine = 0;
-    for (const auto& [m, e] : needers[k]) (m == r ? mine : out) += static_cast<double>(e) * s;
+    for (const auto& [m, e] : chunks[k].needers) (m == r ? mine : out) += static_cast<double>(e) * s;
     return time_of(static_cast<std::size_t>(r), sign * static_cast<double>(chunks[k].bytes), sign, sign * out, -sign * mine);
   };
   std::vector<std::int64_t> reader(chunks.size(), -1);
   for (const std::size_t k : order) {
     std::int64_t best = -1, best_own = 0;
     double best_time = 0;
-    for (const auto& [r, e] : needers[k]) {
+    for (const auto& [r, e] : chunks[k].needers) {
       const double t = time_with(k, r, +1);
       if (best < 0 || t < best_time - 1e-9 || (t <= best_time + 1e-9 && (e > best_own || (e == best_own && r < best))))
         best = r, best_time = t, best_own = e;
@@ -291,17 +284,16 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
     largest = std::max(largest, ch.bytes);
     const std::size_t first = plan.messages.size();
     const std::int64_t s = ch.itemsize;
-    for (const auto& nd : ch.needs)
-      for (auto to : members[static_cast<std::size_t>(ch.tensor)][static_cast<std::size_t>(nd.block)]) {
-        plan.messages.push_back({ch.tensor, ch.index, from, to, nd.elements});
-        if (to != from) {
-          snt[static_cast<std::size_t>(from)] += nd.elements * s;
-          rcv[static_cast<std::size_t>(to)] += nd.elements * s;
-          plan.moved_bytes += nd.elements * s;
-          links.emplace_back(from, to);
-          plan.inter_host = plan.inter_host || from / cost.devices_per_host != to / cost.devices_per_host;
-        }
+    for (const auto& [to, elements] : ch.needers) {
+      plan.messages.push_back({ch.tensor, ch.index, from, to, elements});
+      if (to != from) {
+        snt[static_cast<std::size_t>(from)] += elements * s;
+        rcv[static_cast<std::size_t>(to)] += elements * s;
+        plan.moved_bytes += elements * s;
+        links.emplace_back(std::min(from, to), std::max(from, to));  // a peer either way counts once
+        plan.inter_host = plan.inter_host || from / cost.devices_per_host != to / cost.devices_per_host;
       }
+    }
     std::sort(plan.messages.begin() + static_cast<std::ptrdiff_t>(first), plan.messages.end(),
               [](const LoadPlan::Message& a, const LoadPlan::Message& b) { return a.to < b.to; });
   }

@@ -342,7 +342,6 @@ namespace {
 class Runnable {
  public:
   Runnable(const Candidate& c, Communicator& comm) : comm_(comm) {
-    const auto rank = comm.rank();
     if (c.cross) {  // both meshes over the communicator's ranks, each a flattening of its mesh
       auto side = [&](const Mesh& m) -> Communicator* {
         if (m == comm.mesh()) return &comm;
@@ -352,33 +351,15 @@ class Runnable {
       Communicator* on_src = side(c.cross->src.mesh());
       Communicator* on_dst = side(c.cross->dst.mesh());
       cross_ = std::make_unique<CrossMeshExecutor>(*c.cross, comm, on_src, on_dst);
-      auto& m = comm.memory();
-      tensors_.push_back({std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(cross_->input_bytes())),
-                          std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(cross_->output_bytes())),
-                          std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(cross_->workspace_bytes()))});
-      tensors_.back().in->upload(seeded_input(c.cross->src, rank));
-      targets_.push_back(c.cross->dst);
-      const auto& b = tensors_.back();
-      buffers_.push_back({{b.in->data(), b.in->size()}, {b.out->data(), b.out->size()}, {b.ws->data(), b.ws->size()}});
-      return;
-    }
-    if (c.batch) batch_ = std::make_unique<BatchExecutor>(*c.batch, comm);
-    for (std::size_t t = 0; t < c.plans.size(); ++t) {
-      const Executor* ex = nullptr;
-      if (batch_) {
-        ex = &batch_->executor(t);
-      } else {
-        own_.push_back(std::make_unique<Executor>(c.plans[t], comm));
-        ex = own_.back().get();
+      add_tensor(*cross_, c.cross->src, c.cross->dst);
+    } else {
+      if (c.batch) batch_ = std::make_unique<BatchExecutor>(*c.batch, comm);
+      for (std::size_t t = 0; t < c.plans.size(); ++t) {
+        if (!batch_) own_.push_back(std::make_unique<Executor>(c.plans[t], comm));
+        add_tensor(batch_ ? batch_->executor(t) : *own_.back(), c.plans[t].src, c.plans[t].dst);
       }
-      auto& m = comm.memory();
-      tensors_.push_back({std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(ex->input_bytes())),
-                          std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(ex->output_bytes())),
-                          std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(ex->workspace_bytes()))});
-      tensors_.back().in->upload(seeded_input(c.plans[t].src, rank));
-      targets_.push_back(c.plans[t].dst);
+      if (batch_) staging_ = std::make_unique<detail::Buffer>(comm.memory(), static_cast<std::size_t>(batch_->staging_bytes()));
     }
-    if (batch_) staging_ = std::make_unique<detail::Buffer>(comm.memory(), static_cast<std::size_t>(batch_->staging_bytes()));
     for (const auto& b : tensors_)
       buffers_.push_back({{b.in->data(), b.in->size()}, {b.out->data(), b.out->size()}, {b.ws->data(), b.ws->size()}});
   }
@@ -403,6 +384,17 @@ class Runnable {
   struct Tensor {
     std::unique_ptr<detail::Buffer> in, out, ws;
   };
+  // One tensor's buffers as its executor (plain, a batch's, cross-mesh) sizes them, the input
+  // seeded, and the layout its output is verified against.
+  template <class E>
+  void add_tensor(const E& ex, const Layout& src, const Layout& dst) {
+    auto& m = comm_.memory();
+    tensors_.push_back({std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(ex.input_bytes())),
+                        std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(ex.output_bytes())),
+                        std::make_unique<detail::Buffer>(m, static_cast<std::size_t>(ex.workspace_bytes()))});
+    tensors_.back().in->upload(seeded_input(src, comm_.rank()));
+    targets_.push_back(dst);
+  }
   Communicator& comm_;
   std::vector<std::unique_ptr<detail::FlattenedCommunicator>> flat_;
   std::unique_ptr<CrossMeshExecutor> cross_;
@@ -429,12 +421,17 @@ ValidationReport validate(Communicator& comm, const CostModel& model, std::span<
   for (const auto& m : o.candidates.others) report.others.push_back(m.name);
   report.mesh = comm.mesh().str();
   for (const auto& c : cases) {
-    for (const auto& [src, dst] : c.pairs)
-      for (const Mesh* m : {&src.mesh(), &dst.mesh()})
-        if (!(*m == comm.mesh()) && (c.pairs.size() > 1 || m == &src.mesh() ||
-                                     !detail::FlattenedCommunicator::flattens(comm.mesh(), *m)))
-          throw InputError(fmt::format("validate case {}: mesh {} is not the communicator's {}{}", c.name, m->str(),
-                                       comm.mesh().str(), m == &dst.mesh() ? " nor a flattening of it" : ""));
+    // sources on the communicator's mesh; a target there too, or (a cross-mesh case: one pair)
+    // on a flattening of it
+    for (const auto& [src, dst] : c.pairs) {
+      if (!(src.mesh() == comm.mesh()))
+        throw InputError(fmt::format("validate case {}: mesh {} is not the communicator's {}", c.name, src.mesh().str(),
+                                     comm.mesh().str()));
+      if (!(dst.mesh() == comm.mesh()) &&
+          (c.pairs.size() > 1 || !detail::FlattenedCommunicator::flattens(comm.mesh(), dst.mesh())))
+        throw InputError(fmt::format("validate case {}: mesh {} is not the communicator's {} nor a flattening of it", c.name,
+                                     dst.mesh().str(), comm.mesh().str()));
+    }
     std::vector<Candidate> candidates;
     try {
       candidates = validation_candidates(c, model, o.candidates);

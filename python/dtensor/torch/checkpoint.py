@@ -99,28 +99,28 @@ def _count(x) -> int:
     return x[1] - x[0] if isinstance(x, tuple) else len(x)
 
 
-def _select(t: torch.Tensor, index: list, shift=None):
-    """The box of `t` at per-dim positions `index` (each (start, stop) or an index tensor, minus
-    `shift`): a view when every dim is one run, else a gathered copy."""
-    shift = shift or [0] * len(index)
+def _advanced(index: list) -> tuple:
+    """The advanced-index tuple selecting the cartesian product of per-dim positions (each
+    (start, stop) or an index tensor)."""
+    full = [torch.arange(ix[0], ix[1]) if isinstance(ix, tuple) else ix for ix in index]
+    nd = len(full)
+    return tuple(ix.view([-1 if d == k else 1 for d in range(nd)]) for k, ix in enumerate(full))
+
+
+def _select(t: torch.Tensor, index: list, shift: list) -> torch.Tensor:
+    """The box of `t` at per-dim positions `index` less `shift`: a view when every dim is one run,
+    else a gathered copy."""
     if all(isinstance(ix, tuple) for ix in index):
         return t[tuple(slice(a - o, b - o) for (a, b), o in zip(index, shift))]
-    full = [torch.arange(ix[0], ix[1]) if isinstance(ix, tuple) else ix for ix in index]
-    return t[_box(t, [ix - o for ix, o in zip(full, shift)])]
+    return t[_advanced([(ix[0] - o, ix[1] - o) if isinstance(ix, tuple) else ix - o for ix, o in zip(index, shift)])]
 
 
 def _place(t: torch.Tensor, index: list, value: torch.Tensor) -> None:
+    """Writes `value` into the box of `t` at per-dim positions `index`."""
     if all(isinstance(ix, tuple) for ix in index):
         t[tuple(slice(a, b) for a, b in index)].copy_(value)
-        return
-    full = [torch.arange(ix[0], ix[1]) if isinstance(ix, tuple) else ix for ix in index]
-    t[_box(t, full)] = value
-
-
-def _box(t: torch.Tensor, index: list) -> tuple:
-    """Advanced-index tuple selecting the cartesian product of per-dim index lists."""
-    nd = len(index)
-    return tuple(ix.view([-1 if d == k else 1 for d in range(nd)]) for k, ix in enumerate(index)) if nd else ()
+    else:
+        t[_advanced(index)] = value
 
 
 def load(state_dict: dict, *, checkpoint_id=None, storage_reader=None, cost_model: Any = "default",
