@@ -1,12 +1,19 @@
 """dcp.save under one layout, dtensor.torch.checkpoint.load under another (gloo, CPU processes).
 
     checkpoint_worker.py save DIR WORLD        every dtype, uneven shapes, FSDP2+TP on a 2x2 mesh (world 4)
-    checkpoint_worker.py load DIR WORLD CASE   CASE: tp2 (1-d mesh of 2, a _StridedShard target among
-                                               others), rtp (2x2: TP on 2 replicated over 2), fsdp4
-Each loading rank prints "rank R: N tensors equal" after comparing every local shard bit for bit with
-the saved tensor's elements it should hold (from dtensor's ownership, not from the load)."""
+    checkpoint_worker.py load DIR WORLD CASE [HOW]
+        CASE: tp2 (1-d mesh of 2, a _StridedShard target among others), rtp (2x2: TP on 2 replicated
+        over 2), fsdp4.  HOW: load (dtensor.torch.checkpoint.load, the default), dcp (dcp.load with
+        dtensor's LoadPlanner and StorageReader), dies (mesh rank 3 exits before its part runs), late (it
+        comes 12 s late; the others wait 4 s), refusals (misuse and bad metadata, each one clear error).
+Each loading rank prints "rank R: N of M tensors equal" after comparing every local shard bit for bit
+with the saved tensor's elements it should hold (from dtensor's ownership, not from the load), and the
+chunks its storage reader read (every rank's list: each saved chunk read by exactly one rank). The
+non-tensor entry and the plain tensor go through DCP's default path in the same call."""
+import datetime
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -37,8 +44,61 @@ def tensors():
     return out
 
 
-def run(rank: int, world: int, mode: str, path: str, case: str) -> None:
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+def counting_reader(path: str, log: list):
+    """A FileSystemReader that records every (key, chunk offset) it reads."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    class Counting(FileSystemReader):
+        def read_data(self, plan, planner):
+            log.extend((i.storage_index.fqn, tuple(i.storage_index.offset or ())) for i in plan.items)
+            return super().read_data(plan, planner)
+    return Counting(path)
+
+
+def refusals(rank: int, path: str, sd: dict, dck, dcp) -> None:
+    """Misuse and bad metadata: one clear error on every rank, nothing loaded wrong."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.api import CheckpointException
+    from torch.distributed.tensor import Replicate, distribute_tensor
+
+    def expect(fn, pattern):
+        try:
+            fn()
+        except (Exception, CheckpointException) as e:  # dcp.load wraps a rank's error in CheckpointException
+            text = str(e) + " ".join(str(f[0] if isinstance(f, tuple) else f)
+                                     for f in (getattr(e, "failures", None) or {}).values())
+            assert pattern in text, (pattern, text[:600])
+            return
+        raise AssertionError(f"no error; wanted {pattern!r}")
+
+    # dtensor's planner with DCP's own reader would skip the DTensor entries
+    expect(lambda: dcp.load(sd, checkpoint_id=path, planner=dck.LoadPlanner()),
+           "needs dtensor.torch.checkpoint.StorageReader")
+    # DCP's no-collectives path
+    expect(lambda: dcp.load(sd, storage_reader=dck.StorageReader(path), planner=dck.LoadPlanner(), no_dist=True),
+           "without collectives")
+    # ranks that disagree on a layout
+    name = next(n for n, x in sd.items() if hasattr(x, "device_mesh") and x.shape[0] >= 2)
+    odd = dict(sd)
+    if rank == 1:
+        odd[name] = distribute_tensor(torch.zeros(sd[name].shape, dtype=sd[name].dtype), sd[name].device_mesh,
+                                      [Replicate()], src_data_rank=None)
+    expect(lambda: dck.load(odd, checkpoint_id=path), "ranks [1] load other keys or layouts")
+
+    # metadata whose chunks overlap: the tensor and chunk named, before any byte is read
+    class Overlapping(FileSystemReader):
+        def read_metadata(self, *a, **k):
+            md = super().read_metadata(*a, **k)
+            chunks = md.state_dict_metadata[name].chunks
+            chunks[1] = type(chunks[1])(offsets=chunks[0].offsets, sizes=chunks[1].sizes)
+            return md
+    before = sd[name]._local_tensor.clone()
+    expect(lambda: dck.load(sd, storage_reader=Overlapping(path)), f"tensor {name}: chunk 0")
+    assert torch.equal(before.view(torch.uint8), sd[name]._local_tensor.view(torch.uint8)), "written after an error"
+
+
+def run(rank: int, world: int, mode: str, path: str, case: str, how: str) -> None:
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=20))
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
     from torch.distributed.tensor.placement_types import _StridedShard
@@ -49,6 +109,8 @@ def run(rank: int, world: int, mode: str, path: str, case: str) -> None:
         for i, (name, dt, shape) in enumerate(tensors()):
             pl = [Shard(0), Shard(len(shape) - 1)] if i % 2 == 0 else [Shard(0), Shard(0)]
             sd[name] = distribute_tensor(full(i, dt, shape), mesh, pl, src_data_rank=None)
+        sd["plain"] = torch.arange(5.0)
+        sd["meta"] = {"epoch": 7}
         dcp.save(sd, checkpoint_id=path)
         print(f"rank {rank}: saved", flush=True)
     else:
@@ -77,11 +139,49 @@ def run(rank: int, world: int, mode: str, path: str, case: str) -> None:
             index = [torch.tensor([g for a, b in r for g in range(a, b)], dtype=torch.long) for r in runs]
             f = full(i, dt, shape)
             want[name] = f[tuple(ix.view([-1 if d == k else 1 for d in range(len(index))]) for k, ix in enumerate(index))]
-        plan = dck.load(sd, checkpoint_id=path)
+        sd["plain"] = torch.zeros(5)
+        sd["meta"] = {"epoch": 0}
+        log: list = []
+        reader = dck.StorageReader(counting_reader(path, log))
+        if how in ("dies", "late"):
+            import dtensor
+            if rank == 3:
+                def die(*args, **kwargs):
+                    if how == "late":
+                        time.sleep(12)
+                    os._exit(1)
+                dck.run_part = die
+            t0 = time.time()
+            try:
+                dck.load(sd, storage_reader=reader, timeout=datetime.timedelta(seconds=4))
+                print(f"rank {rank}: loaded without its peer", flush=True)
+            except dtensor.BackendError as e:
+                print(f"rank {rank}: BackendError after {time.time() - t0:.1f} s: {e}", flush=True)
+            os._exit(0)
+        if how == "refusals":
+            refusals(rank, path, sd, dck, dcp)
+            print(f"rank {rank}: refusals ok", flush=True)
+            dist.barrier()
+            os._exit(0)
+        if how == "dcp":
+            planner = dck.LoadPlanner()
+            dcp.load(sd, storage_reader=reader, planner=planner)
+            result = planner.result
+        else:
+            result = dck.load(sd, storage_reader=reader)
+        assert (result.plan is not None) == (rank == 0), "the plan is made once, on the coordinator"
+        names = [n for n in sd if n not in ("plain", "meta")]
         equal = sum(torch.equal(sd[n]._local_tensor.contiguous().view(torch.uint8), want[n].contiguous().view(torch.uint8))
-                    for n in sd)
-        print(f"rank {rank}: {equal} of {len(sd)} tensors equal; read {plan.total_read_bytes} bytes, busiest "
-              f"{plan.busiest_read_bytes}", flush=True)
+                    for n in names)
+        assert torch.equal(sd["plain"], torch.arange(5.0)) and sd["meta"] == {"epoch": 7}, (sd["plain"], sd["meta"])
+        reads = [None] * world
+        dist.all_gather_object(reads, log)
+        flat = [r for rs in reads for r in rs if r[0] not in ("plain", "meta.epoch")]
+        md = reader.read_metadata()
+        saved = sum(1 for n in names for c in md.state_dict_metadata[n].chunks if c.sizes.numel() > 0)
+        print(f"rank {rank}: {equal} of {len(names)} tensors equal; read {result.total_read_bytes} bytes, busiest "
+              f"{result.busiest_read_bytes}; this rank read {result.read_bytes}; chunks read {len(flat)}, distinct "
+              f"{len(set(flat))}, saved {saved}", flush=True)
     dist.barrier()
     dist.destroy_process_group()
     os._exit(0)
@@ -90,4 +190,8 @@ def run(rank: int, world: int, mode: str, path: str, case: str) -> None:
 if __name__ == "__main__":
     mode, path, world = sys.argv[1], sys.argv[2], int(sys.argv[3])
     case = sys.argv[4] if len(sys.argv) > 4 else ""
-    mp.start_processes(run, args=(world, mode, path, case), nprocs=world, join=True, start_method="spawn")
+    how = sys.argv[5] if len(sys.argv) > 5 else "load"
+    ctx = mp.start_processes(run, args=(world, mode, path, case, how), nprocs=world, join=False, start_method="spawn")
+    for p in ctx.processes:
+        p.join(150)
+    sys.exit(max(abs(p.exitcode or 0) for p in ctx.processes) if how not in ("dies", "late") else 0)

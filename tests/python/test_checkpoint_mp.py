@@ -1,7 +1,11 @@
 """DCP round trips through dtensor.torch.checkpoint.load (gloo, CPU processes): a checkpoint saved
 by plain dcp.save as FSDP2+TP on 4 ranks, loaded with TP on 2 (a _StridedShard target among
 others), TP on 2 replicated over 2, and FSDP on 4 -- every dtype dtensor supports, uneven and
-empty shards -- every local shard equal bit for bit to the saved tensor's elements it holds."""
+empty shards -- every local shard equal bit for bit to the saved tensor's elements it holds, every
+saved chunk read by exactly one rank, a plain tensor and a non-tensor entry loaded by DCP's default
+path in the same call; users' own dcp.load with dtensor's LoadPlanner and StorageReader; misuse and
+bad metadata refused with one clear error; a rank that dies or comes late ending the others with a
+dtensor.BackendError naming their peers, within the timeout."""
 import re
 
 import pytest
@@ -22,16 +26,37 @@ def checkpoint(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("case, world", [("tp2", 2), ("rtp", 4), ("fsdp4", 4)])
-def test_round_trip(checkpoint, case, world):
-    r = run_script(HERE / "checkpoint_worker.py", "load", str(checkpoint), str(world), case, timeout=180)
+@pytest.mark.parametrize("case, world, how", [("tp2", 2, "load"), ("rtp", 4, "dcp"), ("fsdp4", 4, "load")])
+def test_round_trip(checkpoint, case, world, how):
+    r = run_script(HERE / "checkpoint_worker.py", "load", str(checkpoint), str(world), case, how, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
-    lines = re.findall(r"rank (\d+): (\d+) of (\d+) tensors equal; read (\d+) bytes, busiest (\d+)", r.stdout)
+    lines = re.findall(r"rank (\d+): (\d+) of (\d+) tensors equal; read (\d+) bytes, busiest (\d+); this rank read "
+                       r"(\d+); chunks read (\d+), distinct (\d+), saved (\d+)", r.stdout)
     assert sorted(int(l[0]) for l in lines) == list(range(world)), r.stdout + r.stderr
-    for _, equal, total, read, busiest in lines:
+    for _, equal, total, read, busiest, mine, chunks, distinct, saved in lines:
         assert equal == total == "12"
-    # every saved byte read once in all (the same plan on every rank)
-    assert len({l[3] for l in lines}) == 1
+        # every non-empty saved chunk read, by exactly one rank in all
+        assert chunks == distinct == saved
+    # the same plan on every rank: one total, one busiest, and the ranks' own reads add up to it
+    assert len({l[3] for l in lines}) == 1 and len({l[4] for l in lines}) == 1
+    assert sum(int(l[5]) for l in lines) == int(lines[0][3])
+    assert max(int(l[5]) for l in lines) == int(lines[0][4])
+
+
+def test_misuse_and_bad_metadata_are_refused(checkpoint):
+    r = run_script(HERE / "checkpoint_worker.py", "load", str(checkpoint), "2", "tp2", "refusals", timeout=180)
+    assert r.returncode == 0 and r.stdout.count("refusals ok") == 2, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("how", ["dies", "late"])
+def test_a_peer_lost_mid_load_ends_the_others(checkpoint, how):
+    r = run_script(HERE / "checkpoint_worker.py", "load", str(checkpoint), "4", "fsdp4", how, timeout=180)
+    errors = re.findall(r"rank (\d): BackendError after ([\d.]+) s: (.*)", r.stdout)
+    assert sorted(int(e[0]) for e in errors) == [0, 1, 2], r.stdout + r.stderr
+    assert "loaded without its peer" not in r.stdout
+    for _, seconds, text in errors:
+        assert float(seconds) < 15, text  # the 4 s timeout, not the process group's 20 s
+        assert "dtensor.torch.checkpoint.load" in text and "3]" in text, text
 
 
 def test_bad_metadata_names_the_tensor_and_chunk():

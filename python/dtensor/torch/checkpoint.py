@@ -3,219 +3,331 @@
     import dtensor.torch.checkpoint as dck
     dck.load(state_dict, checkpoint_id="ckpt/")      # a checkpoint written by torch's dcp.save
 
+    # or, calling dcp.load yourself:
+    dcp.load(state_dict, storage_reader=dck.StorageReader("ckpt/"), planner=dck.LoadPlanner())
+
 Every saved chunk is read by exactly one rank (dtensor.plan_load: the reads balanced, a rank that
 needs the bytes preferred), through DCP's own StorageReader (FileSystemReader by default), and
 every rank then receives the elements its local shard holds from the chunk's reader, in one
-batch of point-to-point transfers. Exact for every layout dtensor models, `_StridedShard`
-targets included (DCP's default load is not: docs/torch-defects.md). Entries that are not
-DTensors (plain tensors, non-tensor state) go through `dcp.load` unchanged.
+batch of point-to-point transfers. The plan is made once, by DCP's coordinator in
+`create_global_plan`, and each rank receives its part in its `LoadPlan.planner_data`. Exact for
+every layout dtensor models, `_StridedShard` targets included (DCP's default load is not:
+docs/torch-defects.md). Entries that are not DTensors (plain tensors, non-tensor state) take
+DCP's default path in the same `dcp.load`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import hashlib
 from typing import Any, Optional
 
 import torch
 import torch.distributed as dist
+from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint import StorageReader as _TorchStorageReader
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.tensor import DTensor
 
 from .. import _core
 from ._layout import _dtype_name, _mesh_info, layout_of
+from ._load_moves import MoveFailed, Target, check_part, run_part, split_plan
 
-__all__ = ["load", "plan"]
+__all__ = ["load", "plan", "LoadPlanner", "StorageReader", "LoadResult"]
 
-
-class _Capture:
-    """The LoadPlanner side FileSystemReader.read_data calls: each read chunk into a fresh CPU tensor."""
-
-    def __init__(self, dtypes: dict):
-        self.dtypes = dtypes
-        self.chunks: dict = {}
-
-    def resolve_tensor(self, req):
-        key = (req.storage_index.fqn, tuple(req.storage_index.offset))
-        t = torch.empty(tuple(req.lengths), dtype=self.dtypes[req.storage_index.fqn])
-        self.chunks[key] = t
-        return t
-
-    def commit_tensor(self, req, tensor) -> None:
-        pass
-
-    def load_bytes(self, req, value) -> None:  # (no byte items are asked for)
-        raise AssertionError("dtensor.torch.checkpoint reads tensors only")
+_KEY = "dtensor"  # this module's entry in DCP's planner_data
 
 
-def _targets(state_dict: dict, metadata):
-    """(fqn, DTensor, SavedTensor, Layout) for the DTensor entries, checked against the metadata."""
+@dataclasses.dataclass
+class LoadResult:
+    """What a load did, on this rank: the plan's hash and totals (the same on every rank), this
+    rank's bytes, and the whole LoadPlan on the coordinator (None on the other ranks: the plan is
+    made there once)."""
+    hash: int
+    total_read_bytes: int
+    busiest_read_bytes: int
+    balanced_read_bytes: int
+    moved_bytes: int
+    read_bytes: int
+    sent_bytes: int
+    received_bytes: int
+    chunks_read: int
+    plan: Optional[_core.LoadPlan] = None
+
+
+def _targets(state_dict: dict, metadata, allow_partial: bool = False):
+    """[Target] for the DTensor entries, checked against the metadata, and their DeviceMesh."""
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
     out = []
     mesh = None
     for fqn, x in state_dict.items():
         if not isinstance(x, DTensor):
             continue
+        md = metadata.state_dict_metadata.get(fqn)
+        if md is None:
+            if allow_partial:
+                continue
+            raise ValueError(f"{fqn}: not in the checkpoint")
         if mesh is None:
             mesh = x.device_mesh
         elif x.device_mesh is not mesh and _mesh_info(x.device_mesh).mesh != _mesh_info(mesh).mesh:
             raise ValueError(f"{fqn}: on device mesh {x.device_mesh}, the other DTensors on {mesh}: one mesh per load")
-        md = metadata.state_dict_metadata.get(fqn)
-        if md is None:
-            raise ValueError(f"{fqn}: not in the checkpoint")
         if not isinstance(md, TensorStorageMetadata):
             raise ValueError(f"{fqn}: the checkpoint holds {type(md).__name__}, not a tensor")
         if md.properties.dtype != x.dtype:
             raise ValueError(f"{fqn}: saved as {md.properties.dtype}, the target is {x.dtype}")
+        if list(md.size) != list(x.shape):
+            raise ValueError(f"{fqn}: saved with shape {list(md.size)}, the target has {list(x.shape)}")
         saved = _core.SavedTensor(fqn, list(md.size), _dtype_name(x.dtype),
                                   [(list(c.offsets), list(c.sizes)) for c in md.chunks])
-        out.append((fqn, x, saved, layout_of(x)))
+        out.append(Target(fqn, x, saved, layout_of(x)))
     return out, mesh
 
 
-def plan(state_dict: dict, metadata, *, cost_model: Any = "default") -> Optional[_core.LoadPlan]:
+def _fingerprint(targets: list, mesh) -> str:
+    """What every rank must agree on for one plan to serve them all: the keys, layouts and mesh."""
+    h = hashlib.sha256()
+    if mesh is not None:
+        h.update(repr(_mesh_info(mesh).grid.tolist()).encode())
+    for t in targets:
+        h.update(t.fqn.encode() + b"\0" + t.layout.to_json().encode() + b"\0")
+    return h.hexdigest()[:32]
+
+
+def plan(state_dict: dict, metadata, *, cost_model: Any = "default", read_bw_GBps: Optional[float] = None,
+         read_alpha_us: Optional[float] = None) -> Optional[_core.LoadPlan]:
     """The load plan of `state_dict`'s DTensors from a checkpoint's metadata (None without DTensors)."""
     targets, _ = _targets(state_dict, metadata)
     if not targets:
         return None
-    return _core.plan_load([t[2] for t in targets], [t[3] for t in targets], cost_model)
+    return _plan_of(targets, cost_model, read_bw_GBps, read_alpha_us)
 
 
-def _positions(runs, lo: int, hi: int):
-    """Of a rank's owned indices of one dim (runs in local order), the local positions and global
-    indices inside [lo, hi), in local order: as (start, stop) pairs when they are one run each (a
-    slice), else as index tensors."""
-    pos, glob, base = [], [], 0
-    for a, b in runs:
-        s, e = max(a, lo), min(b, hi)
-        if s < e:
-            pos.append((base + s - a, base + e - a))
-            glob.append((s, e))
-        base += b - a
-    if len(pos) == 1:
-        return pos[0], glob[0]
-    return (torch.tensor([i for p in pos for i in range(*p)], dtype=torch.long),
-            torch.tensor([i for g in glob for i in range(*g)], dtype=torch.long))
+def _plan_of(targets, cost_model, read_bw_GBps, read_alpha_us) -> _core.LoadPlan:
+    kw = {}
+    if read_bw_GBps is not None:
+        kw["read_bw_GBps"] = read_bw_GBps
+    if read_alpha_us is not None:
+        kw["read_alpha_us"] = read_alpha_us
+    return _core.plan_load([t.saved for t in targets], [t.layout for t in targets], cost_model, **kw)
 
 
-def _count(x) -> int:
-    return x[1] - x[0] if isinstance(x, tuple) else len(x)
+class LoadPlanner(DefaultLoadPlanner):
+    """DCP's default load planner, except for DTensor entries: those leave DCP's per-rank plans,
+    the coordinator plans them once (dtensor.plan_load) in `create_global_plan` and hands each rank
+    its part in `planner_data`, and dtensor's StorageReader runs that part in `read_data`. Pair it
+    with `StorageReader` (a plain reader is refused). `cost_model`, `read_bw_GBps` and
+    `read_alpha_us` price the plan (unset: the cost profile's storage fields, else the defaults);
+    `timeout` bounds the wait for a peer during the moves (None: the process group's)."""
+
+    def __init__(self, *, cost_model: Any = "default", read_bw_GBps: Optional[float] = None,
+                 read_alpha_us: Optional[float] = None, timeout: Optional[datetime.timedelta] = None,
+                 flatten_state_dict: bool = True, flatten_sharded_tensors: bool = True,
+                 allow_partial_load: bool = False) -> None:
+        super().__init__(flatten_state_dict=flatten_state_dict, flatten_sharded_tensors=flatten_sharded_tensors,
+                         allow_partial_load=allow_partial_load)
+        if timeout is not None and not isinstance(timeout, datetime.timedelta):
+            raise TypeError(f"timeout must be a datetime.timedelta, not {type(timeout).__name__}")
+        for name, v in (("read_bw_GBps", read_bw_GBps), ("read_alpha_us", read_alpha_us)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise TypeError(f"{name} must be a number, not {type(v).__name__}")
+        self.cost_model, self.read_bw_GBps, self.read_alpha_us, self.timeout = (cost_model, read_bw_GBps,
+                                                                                read_alpha_us, timeout)
+        self.targets: list = []
+        self.plan: Optional[_core.LoadPlan] = None
+        self.result: Optional[LoadResult] = None
+        self.failure: Optional[BaseException] = None
+        self._part = None
+
+    def set_up_planner(self, state_dict, metadata=None, is_coordinator: bool = False) -> None:
+        if not (dist.is_available() and dist.is_initialized()):
+            raise ValueError("dtensor.torch.checkpoint loads on every rank of a process group; DCP's no-collectives "
+                             "path (no process group, or no_dist=True) is not supported: call dist.init_process_group")
+        super().set_up_planner(state_dict, metadata, is_coordinator)
+        self.targets, self._mesh = _targets(self.state_dict, metadata, self.allow_partial_load)
+        self.plan, self.result, self.failure, self._part = None, None, None, None
+
+    def create_local_plan(self):
+        local = super().create_local_plan()
+        mine = {t.fqn for t in self.targets}
+        local.items = [i for i in local.items if i.dest_index.fqn not in mine]
+        local.planner_data = {_KEY: {"rank": dist.get_rank(), "fingerprint": _fingerprint(self.targets, self._mesh),
+                                     "reader": False}}
+        return local
+
+    def create_global_plan(self, global_plan: list) -> list:
+        global_plan = super().create_global_plan(global_plan)
+        entries = [p.planner_data.get(_KEY) if isinstance(p.planner_data, dict) else None for p in global_plan]
+        if any(e is None for e in entries):
+            raise ValueError("dtensor.torch.checkpoint.LoadPlanner: some rank's local plan was not made by a "
+                             "dtensor LoadPlanner (every rank passes one)")
+        if len(global_plan) != dist.get_world_size() and len(global_plan) == 1:
+            raise ValueError("dtensor.torch.checkpoint.LoadPlanner: DCP planned this load without collectives (one "
+                             "local plan in a world of several: rank-local metadata or no_dist); not supported")
+        missing = [e["rank"] for e in entries if not e["reader"]]
+        if missing:
+            raise ValueError(f"dtensor.torch.checkpoint.LoadPlanner needs dtensor.torch.checkpoint.StorageReader as "
+                             f"the storage reader (ranks {missing} use another, which would skip the DTensor entries)")
+        odd = [e["rank"] for e in entries if e["fingerprint"] != entries[0]["fingerprint"]]
+        if odd:
+            raise ValueError(f"dtensor.torch.checkpoint.LoadPlanner: ranks {odd} load other keys or layouts than rank "
+                             f"{entries[0]['rank']} (every rank passes the same DTensor entries)")
+        if not self.targets:
+            return global_plan
+        info = _mesh_info(self._mesh)
+        lost = [r for r in info.torch_ranks if r not in {e["rank"] for e in entries}]
+        if lost:
+            raise ValueError(f"dtensor.torch.checkpoint.LoadPlanner: mesh ranks {lost} are not in DCP's process group")
+        self.plan = _plan_of(self.targets, self.cost_model, self.read_bw_GBps, self.read_alpha_us)
+        parts = split_plan(self.plan, len(info.torch_ranks))
+        out = []
+        for p, e in zip(global_plan, entries):
+            data = dict(p.planner_data)
+            data[_KEY] = parts[info.dense[e["rank"]]] if e["rank"] in info.dense else None
+            out.append(dataclasses.replace(p, planner_data=data))
+        return out
+
+    def finish_plan(self, new_plan):
+        data = new_plan.planner_data if isinstance(new_plan.planner_data, dict) else {}
+        self._part = data.get(_KEY)
+        return super().finish_plan(new_plan)
+
+    def run(self, storage_reader) -> Optional[LoadResult]:
+        """This rank's part (the reads through `storage_reader`, then the moves): StorageReader's
+        read_data calls it after DCP's own items."""
+        if not self.targets or self._part is None:
+            return None
+        info = _mesh_info(self._mesh)
+        me = info.dense[dist.get_rank()]
+        try:
+            reads, messages = check_part(self._part, self.targets, me, len(info.torch_ranks))
+            counts = run_part(reads, messages, self.targets, me, info.torch_ranks, storage_reader, self.timeout)
+        except BaseException as e:
+            self.failure = e
+            raise
+        totals = self._part["totals"]
+        self.result = LoadResult(hash=self._part["hash"], plan=self.plan, **totals, **counts)
+        return self.result
 
 
-def _advanced(index: list) -> tuple:
-    """The advanced-index tuple selecting the cartesian product of per-dim positions (each
-    (start, stop) or an index tensor)."""
-    full = [torch.arange(ix[0], ix[1]) if isinstance(ix, tuple) else ix for ix in index]
-    nd = len(full)
-    return tuple(ix.view([-1 if d == k else 1 for d in range(nd)]) for k, ix in enumerate(full))
+class StorageReader(_TorchStorageReader):
+    """A DCP StorageReader that runs a dtensor LoadPlanner's part after the reader's own items:
+    wraps `inner` (a StorageReader, or a path for FileSystemReader). Every other call goes to
+    `inner`. DCP's rank-local-metadata (no-collectives) path is refused."""
+
+    def __init__(self, inner: Any = None) -> None:
+        if inner is None or isinstance(inner, (str, bytes)) or hasattr(inner, "__fspath__"):
+            inner = FileSystemReader(inner) if inner is not None else None
+        elif not isinstance(inner, _TorchStorageReader):
+            raise TypeError(f"inner must be a torch.distributed.checkpoint.StorageReader or a path, not "
+                            f"{type(inner).__name__}")
+        self.inner = inner
+
+    def _reader(self):
+        if self.inner is None:
+            raise ValueError("dtensor.torch.checkpoint.StorageReader has no checkpoint: give a path or a reader, or "
+                             "pass checkpoint_id to dcp.load")
+        return self.inner
+
+    @property
+    def checkpoint_id(self):
+        return getattr(self.inner, "checkpoint_id", None)
+
+    def reset(self, checkpoint_id=None) -> None:
+        if self.inner is None:
+            if checkpoint_id is None:
+                raise ValueError("dtensor.torch.checkpoint.StorageReader needs a checkpoint_id")
+            self.inner = FileSystemReader(checkpoint_id)
+        else:
+            self.inner.reset(checkpoint_id)
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id) -> bool:
+        return FileSystemReader.validate_checkpoint_id(checkpoint_id)
+
+    def read_metadata(self, *args: Any, **kwargs: Any):
+        if "rank" in kwargs:
+            raise ValueError("dtensor.torch.checkpoint.StorageReader: the checkpoint has no global metadata (DCP's "
+                             "rank-local, no-collectives path is not supported)")
+        return self._reader().read_metadata(*args, **kwargs)
+
+    def set_up_storage_reader(self, metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("use_collectives", True) is False:
+            raise ValueError("dtensor.torch.checkpoint.StorageReader: DCP's no-collectives path is not supported")
+        import inspect
+        if kwargs and "kwargs" in inspect.signature(self._reader().set_up_storage_reader).parameters:
+            self._reader().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
+        else:
+            self._reader().set_up_storage_reader(metadata, is_coordinator)
+
+    def prepare_local_plan(self, plan):
+        plan = self._reader().prepare_local_plan(plan)
+        if isinstance(plan.planner_data, dict) and isinstance(plan.planner_data.get(_KEY), dict):
+            plan.planner_data[_KEY]["reader"] = True
+        return plan
+
+    def prepare_global_plan(self, plans):
+        return self._reader().prepare_global_plan(plans)
+
+    def read_data(self, plan, planner):
+        from torch.futures import Future
+        if plan.items:
+            self._reader().read_data(plan, planner).wait()
+        if isinstance(planner, LoadPlanner):
+            planner.run(self._reader())
+        done: Future = Future()
+        done.set_result(None)
+        return done
 
 
-def _select(t: torch.Tensor, index: list, shift: list) -> torch.Tensor:
-    """The box of `t` at per-dim positions `index` less `shift`: a view when every dim is one run,
-    else a gathered copy."""
-    if all(isinstance(ix, tuple) for ix in index):
-        return t[tuple(slice(a - o, b - o) for (a, b), o in zip(index, shift))]
-    return t[_advanced([(ix[0] - o, ix[1] - o) if isinstance(ix, tuple) else ix - o for ix, o in zip(index, shift)])]
+def _unwrap(err: BaseException) -> BaseException:
+    """The error a dtensor planner recorded, or the first ValueError/TypeError/BackendError among a
+    CheckpointException's per-rank failures (lowest rank first), else `err`."""
+    failures = getattr(err, "failures", None)
+    if isinstance(failures, dict):
+        for rank in sorted(failures):
+            f = failures[rank]
+            e = f[0] if isinstance(f, tuple) else f
+            if isinstance(e, (ValueError, TypeError, _core.BackendError)):
+                return e
+    return err
 
 
-def _place(t: torch.Tensor, index: list, value: torch.Tensor) -> None:
-    """Writes `value` into the box of `t` at per-dim positions `index`."""
-    if all(isinstance(ix, tuple) for ix in index):
-        t[tuple(slice(a, b) for a, b in index)].copy_(value)
-    else:
-        t[_advanced(index)] = value
-
-
-def load(state_dict: dict, *, checkpoint_id=None, storage_reader=None, cost_model: Any = "default",
-         read_bw_GBps: float = 2.0, read_alpha_us: float = 100.0) -> Optional[_core.LoadPlan]:
-    """Loads a checkpoint written by `dcp.save` into `state_dict` in place (as `dcp.load` does):
-    its DTensors through dtensor's load plan, anything else through `dcp.load`. Every rank of the
-    default process group calls it with the same keys. Returns the plan (None without DTensors).
-    ValueError for a key the checkpoint lacks or holds with another dtype or shape, for metadata
-    whose chunks do not tile a tensor (naming the tensor and chunk), or DTensors on several meshes."""
+def load(state_dict: dict, *, checkpoint_id=None, storage_reader=None, process_group=None,
+         cost_model: Any = "default", read_bw_GBps: Optional[float] = None, read_alpha_us: Optional[float] = None,
+         timeout: Optional[datetime.timedelta] = None, allow_partial_load: bool = False) -> Optional[LoadResult]:
+    """Loads a checkpoint written by `dcp.save` into `state_dict` in place, as `dcp.load` does (one
+    call of it): DTensor entries through dtensor's load plan, anything else through DCP's default
+    path. Every rank of the process group calls it with the same keys. Returns this rank's
+    LoadResult (None without DTensors). ValueError for a key the checkpoint lacks or holds with
+    another dtype or shape, metadata whose chunks do not tile a tensor (naming the tensor and
+    chunk), DTensors on several meshes; dtensor.BackendError when a peer fails during the moves."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint import FileSystemReader
-    from torch.distributed.checkpoint.metadata import MetadataIndex
-    from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, ReadItem
+    from torch.distributed.checkpoint.api import CheckpointException
 
     if not isinstance(state_dict, dict):
         raise TypeError(f"state_dict must be a dict, not {type(state_dict).__name__}")
-    if storage_reader is None:
-        if checkpoint_id is None:
-            raise ValueError("load needs checkpoint_id or storage_reader")
-        storage_reader = FileSystemReader(checkpoint_id)
-    if not dist.is_initialized():
+    if storage_reader is None and checkpoint_id is None:
+        raise ValueError("load needs checkpoint_id or storage_reader")
+    if not (dist.is_available() and dist.is_initialized()):
         raise ValueError("dtensor.torch.checkpoint.load runs on every rank of a process group (DCP's no-collectives "
                          "path is not supported: call dist.init_process_group first)")
-    metadata = storage_reader.read_metadata()
-    targets, mesh = _targets(state_dict, metadata)
-    rest = {k: v for k, v in state_dict.items() if not isinstance(v, DTensor)}
-    if rest:
-        dcp.load(rest, checkpoint_id=checkpoint_id, storage_reader=None if checkpoint_id is not None else storage_reader)
-        state_dict.update(rest)
-    if not targets:
-        return None
-    lp = _core.plan_load([t[2] for t in targets], [t[3] for t in targets], cost_model, read_bw_GBps, read_alpha_us)
-    info = _mesh_info(mesh)
-    me = info.dense[dist.get_rank()]
-    device = targets[0][1]._local_tensor.device
-    # every rank planned the same (deterministic); check it before anything moves
-    h = torch.tensor([lp.hash & ((1 << 62) - 1)], dtype=torch.int64, device=device)
-    lo, hi = h.clone(), h.clone()
-    dist.all_reduce(lo, op=dist.ReduceOp.MIN)
-    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
-    if int(lo) != int(hi):
-        raise _core.BackendError("dtensor.torch.checkpoint.load: the ranks planned different loads (different "
-                                 "state_dict layouts or metadata on some rank)")
-    # 1. this rank's reads, through DCP's storage reader
-    storage_reader.set_up_storage_reader(metadata, dist.get_rank() == 0)
-    items = []
-    for t, c, reader, _ in lp.reads:
-        if reader != me:
-            continue
-        fqn, saved = targets[t][0], targets[t][2]
-        offsets, sizes = saved.chunks[c]
-        index = MetadataIndex(fqn, torch.Size(offsets), c)
-        zeros = torch.Size([0] * len(offsets))
-        items.append(ReadItem(type=LoadItemType.TENSOR, dest_index=index, dest_offsets=zeros, storage_index=index,
-                              storage_offsets=zeros, lengths=torch.Size(sizes)))
-    capture = _Capture({fqn: x.dtype for fqn, x, _, _ in targets})
-    if items:
-        storage_reader.read_data(LoadPlan(items), capture).wait()
-    # 2. the moves: every message of this rank, as bytes, in one batch
-    outs = [x._local_tensor if x._local_tensor.is_contiguous() else x._local_tensor.contiguous() for _, x, _, _ in targets]
-    runs_cache: dict = {}
-
-    def cut(t: int, c: int, to: int):
-        key = (t, to)
-        if key not in runs_cache:
-            runs_cache[key] = targets[t][3].owned_runs(to)
-        offsets, sizes = targets[t][2].chunks[c]
-        return [_positions(r, o, o + s) for r, o, s in zip(runs_cache[key], offsets, sizes)]
-
-    ops, pending = [], []
-    for t, c, frm, to, elements in lp.messages:
-        if frm != me and to != me:
-            continue
-        fqn, x = targets[t][0], targets[t][1]
-        offsets, _ = targets[t][2].chunks[c]
-        parts = cut(t, c, to)
-        shape = [_count(p[0]) for p in parts]
-        if frm == me:
-            chunk = capture.chunks[(fqn, tuple(offsets))]
-            piece = _select(chunk, [g for _, g in parts], offsets).to(device)
-            if to == me:
-                _place(outs[t], [p for p, _ in parts], piece.reshape(shape))
-            else:
-                buf = piece.contiguous().view(torch.uint8)
-                ops.append(dist.P2POp(dist.isend, buf, info.torch_ranks[to]))
-        else:
-            buf = torch.empty(elements * x.element_size(), dtype=torch.uint8, device=device)
-            ops.append(dist.P2POp(dist.irecv, buf, info.torch_ranks[frm]))
-            pending.append((t, parts, shape, buf))
-    if ops:
-        for w in dist.batch_isend_irecv(ops):
-            w.wait()
-    for t, parts, shape, buf in pending:
-        _place(outs[t], [p for p, _ in parts], buf.view(targets[t][1].dtype).reshape(shape))
-    for (_, x, _, _), out in zip(targets, outs):
-        if out is not x._local_tensor:
-            x._local_tensor.copy_(out)
-    return lp
+    reader = storage_reader if isinstance(storage_reader, StorageReader) else StorageReader(storage_reader)
+    planner = LoadPlanner(cost_model=cost_model, read_bw_GBps=read_bw_GBps, read_alpha_us=read_alpha_us,
+                          timeout=timeout, allow_partial_load=allow_partial_load)
+    try:
+        dcp.load(state_dict, checkpoint_id=checkpoint_id, storage_reader=reader, planner=planner,
+                 process_group=process_group)
+    except (Exception, CheckpointException) as err:  # (CheckpointException is a BaseException)
+        if planner.failure is not None and planner.failure is not err:
+            raise planner.failure from err
+        cause = _unwrap(err)
+        if cause is not err:
+            raise cause from err
+        if isinstance(err, RuntimeError) and not isinstance(err, _core.BackendError):
+            text = " ".join(str(err).split())
+            raise _core.BackendError(f"dtensor.torch.checkpoint.load failed on rank {dist.get_rank()} in DCP's "
+                                     f"collectives: {type(err).__name__}: {text[:400]}") from err
+        raise
+    return planner.result

@@ -1,0 +1,245 @@
+"""One rank's part of a checkpoint load plan (docs/checkpoint.md): the chunks it reads, through
+DCP's StorageReader, then the pieces it sends and receives, as bytes in one batch of
+point-to-point transfers. The part arrives from the coordinator and is checked here against this
+rank's own targets before it sizes a buffer or moves a byte."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+
+from .. import _core
+
+
+class Target:
+    """One DTensor entry of a load: its key, the DTensor, the SavedTensor and its dtensor Layout."""
+
+    __slots__ = ("fqn", "x", "saved", "layout", "_runs")
+
+    def __init__(self, fqn: str, x, saved, layout):
+        self.fqn, self.x, self.saved, self.layout = fqn, x, saved, layout
+        self._runs: dict = {}
+
+    def cut(self, c: int, rank: int) -> list:
+        """Per dim, (local positions, global indices) of the elements of chunk `c` that mesh rank
+        `rank` owns: (start, stop) pairs where they are one run, else index tensors."""
+        runs = self._runs.get(rank)
+        if runs is None:
+            runs = self._runs[rank] = self.layout.owned_runs(rank)
+        offsets, sizes = self.saved.chunks[c]
+        return [_positions(r, o, o + s) for r, o, s in zip(runs, offsets, sizes)]
+
+
+def _positions(runs, lo: int, hi: int):
+    """Of a rank's owned indices of one dim (runs in local order), the local positions and global
+    indices inside [lo, hi), in local order: as (start, stop) pairs when they are one run each (a
+    slice), else as index tensors."""
+    pos, glob, base = [], [], 0
+    for a, b in runs:
+        s, e = max(a, lo), min(b, hi)
+        if s < e:
+            pos.append((base + s - a, base + e - a))
+            glob.append((s, e))
+        base += b - a
+    if len(pos) == 1:
+        return pos[0], glob[0]
+    return (torch.tensor([i for p in pos for i in range(*p)], dtype=torch.long),
+            torch.tensor([i for g in glob for i in range(*g)], dtype=torch.long))
+
+
+def _count(x) -> int:
+    return x[1] - x[0] if isinstance(x, tuple) else len(x)
+
+
+def _advanced(index: list) -> tuple:
+    """The advanced-index tuple selecting the cartesian product of per-dim positions (each
+    (start, stop) or an index tensor)."""
+    full = [torch.arange(ix[0], ix[1]) if isinstance(ix, tuple) else ix for ix in index]
+    nd = len(full)
+    return tuple(ix.view([-1 if d == k else 1 for d in range(nd)]) for k, ix in enumerate(full))
+
+
+def _select(t: torch.Tensor, index: list, shift: list) -> torch.Tensor:
+    """The box of `t` at per-dim positions `index` less `shift`: a view when every dim is one run,
+    else a gathered copy."""
+    if all(isinstance(ix, tuple) for ix in index):
+        return t[tuple(slice(a - o, b - o) for (a, b), o in zip(index, shift))]
+    return t[_advanced([(ix[0] - o, ix[1] - o) if isinstance(ix, tuple) else ix - o for ix, o in zip(index, shift)])]
+
+
+def _place(t: torch.Tensor, index: list, value: torch.Tensor) -> None:
+    """Writes `value` into the box of `t` at per-dim positions `index`."""
+    if all(isinstance(ix, tuple) for ix in index):
+        t[tuple(slice(a, b) for a, b in index)].copy_(value)
+    else:
+        t[_advanced(index)] = value
+
+
+class _Capture:
+    """The LoadPlanner side a StorageReader's read_data calls: each read chunk into a fresh CPU tensor."""
+
+    def __init__(self, dtypes: dict):
+        self.dtypes = dtypes
+        self.chunks: dict = {}
+
+    def resolve_tensor(self, req):
+        key = (req.storage_index.fqn, tuple(req.storage_index.offset))
+        t = torch.empty(tuple(req.lengths), dtype=self.dtypes[req.storage_index.fqn])
+        self.chunks[key] = t
+        return t
+
+    def commit_tensor(self, req, tensor) -> None:
+        pass
+
+    def load_bytes(self, req, value) -> None:  # (no byte items are asked for)
+        raise AssertionError("dtensor.torch.checkpoint reads tensors only")
+
+
+def make_part(plan, rank: int) -> dict:
+    """Mesh rank `rank`'s part of a LoadPlan: the chunks it reads, the messages it sends or
+    receives, and the plan's totals (what every rank reports)."""
+    return {"hash": plan.hash, "rank": rank, "reads": [], "messages": [],
+            "totals": {"total_read_bytes": plan.total_read_bytes, "busiest_read_bytes": plan.busiest_read_bytes,
+                       "balanced_read_bytes": plan.balanced_read_bytes, "moved_bytes": plan.moved_bytes}}
+
+
+def split_plan(plan, ranks: int) -> list:
+    """Every mesh rank's part of `plan`, in one pass over its reads and messages."""
+    parts = [make_part(plan, r) for r in range(ranks)]
+    for t, c, reader, _ in plan.reads:
+        parts[reader]["reads"].append((t, c))
+    for m in plan.messages:
+        parts[m[2]]["messages"].append(m)
+        if m[3] != m[2]:
+            parts[m[3]]["messages"].append(m)
+    return parts
+
+
+def _int(v, what: str) -> int:
+    if type(v) is not int:
+        raise ValueError(f"load plan part: {what} is {v!r}, not an int")
+    return v
+
+
+def check_part(part: Any, targets: list, me: int, ranks: int) -> tuple:
+    """Validates a part received from the coordinator against this rank's own targets (untrusted:
+    every index in range, every message's element count the one this rank computes, every chunk
+    this rank sends read by it, each tensor's local shard received exactly once in total). Returns
+    (reads, messages) as lists of tuples. ValueError naming the offending entry."""
+    if not isinstance(part, dict) or not {"hash", "rank", "reads", "messages", "totals"} <= set(part):
+        raise ValueError(f"load plan part: not a dtensor load plan part ({type(part).__name__})")
+    if _int(part["rank"], "rank") != me:
+        raise ValueError(f"load plan part: addressed to mesh rank {part['rank']}, this is mesh rank {me}")
+    reads, seen = [], set()
+    for e in part["reads"]:
+        if not isinstance(e, (tuple, list)) or len(e) != 2:
+            raise ValueError(f"load plan part: read {e!r} is not (tensor, chunk)")
+        t, c = _int(e[0], "a read's tensor"), _int(e[1], "a read's chunk")
+        if not 0 <= t < len(targets) or not 0 <= c < len(targets[t].saved.chunks) or (t, c) in seen:
+            raise ValueError(f"load plan part: read of tensor {t} chunk {c} is out of range or repeated")
+        seen.add((t, c))
+        reads.append((t, c))
+    messages, got = [], [0] * len(targets)
+    received = set()
+    for e in part["messages"]:
+        if not isinstance(e, (tuple, list)) or len(e) != 5:
+            raise ValueError(f"load plan part: message {e!r} is not (tensor, chunk, from, to, elements)")
+        t, c, frm, to, n = (_int(v, "a message field") for v in e)
+        if not 0 <= t < len(targets) or not 0 <= c < len(targets[t].saved.chunks):
+            raise ValueError(f"load plan part: message {tuple(e)} names a tensor or chunk out of range")
+        if not (0 <= frm < ranks and 0 <= to < ranks) or me not in (frm, to):
+            raise ValueError(f"load plan part: message {tuple(e)} has ranks out of range or not this rank ({me})")
+        if frm == me and (t, c) not in seen:
+            raise ValueError(f"load plan part: message {tuple(e)} sends chunk {c} of {targets[t].fqn}, which this "
+                             f"rank does not read")
+        want = 1
+        for p, _ in targets[t].cut(c, to):
+            want *= _count(p)
+        if n != want or n <= 0:
+            raise ValueError(f"load plan part: message {tuple(e)} carries {n} elements; rank {to} owns {want} of "
+                             f"chunk {c} of {targets[t].fqn}")
+        if to == me:
+            if (t, c) in received:
+                raise ValueError(f"load plan part: chunk {c} of {targets[t].fqn} is received twice")
+            received.add((t, c))
+            got[t] += n
+        messages.append((t, c, frm, to, n))
+    for t, target in enumerate(targets):
+        if got[t] != target.layout.local_numel(me):
+            raise ValueError(f"load plan part: {target.fqn}: the plan brings {got[t]} elements to mesh rank {me}, "
+                             f"which holds {target.layout.local_numel(me)}")
+    return reads, messages
+
+
+class MoveFailed(_core.BackendError):
+    """A peer failed or never came during the moves (a dtensor.BackendError)."""
+
+
+def run_part(reads: list, messages: list, targets: list, me: int, torch_ranks: list, storage_reader,
+             timeout: Optional[datetime.timedelta]) -> dict:
+    """Reads this rank's chunks through `storage_reader`, then sends and receives its messages in
+    one batch and writes every piece into its DTensor's local shard. Returns this rank's byte
+    counts. A peer that fails or does not come within `timeout` raises MoveFailed naming it."""
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+    from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, ReadItem
+
+    items, read_bytes = [], 0
+    for t, c in reads:
+        offsets, sizes = targets[t].saved.chunks[c]
+        index = MetadataIndex(targets[t].fqn, torch.Size(offsets), c)
+        zeros = torch.Size([0] * len(offsets))
+        items.append(ReadItem(type=LoadItemType.TENSOR, dest_index=index, dest_offsets=zeros, storage_index=index,
+                              storage_offsets=zeros, lengths=torch.Size(sizes)))
+        n = 1
+        for s in sizes:
+            n *= s
+        read_bytes += n * targets[t].x.element_size()
+    capture = _Capture({tg.fqn: tg.x.dtype for tg in targets})
+    if items:
+        storage_reader.read_data(LoadPlan(items), capture).wait()
+    outs = [tg.x._local_tensor if tg.x._local_tensor.is_contiguous() else tg.x._local_tensor.contiguous()
+            for tg in targets]
+    device = outs[0].device if outs else torch.device("cpu")
+    ops, pending, peers, sent, received = [], [], set(), 0, 0
+    for t, c, frm, to, n in messages:
+        tg = targets[t]
+        offsets, _ = tg.saved.chunks[c]
+        parts = tg.cut(c, to)
+        shape = [_count(p[0]) for p in parts]
+        if frm == me:
+            piece = _select(capture.chunks[(tg.fqn, tuple(offsets))], [g for _, g in parts], offsets).to(device)
+            if to == me:
+                _place(outs[t], [p for p, _ in parts], piece.reshape(shape))
+                continue
+            buf = piece.contiguous().view(torch.uint8)
+            ops.append(dist.P2POp(dist.isend, buf, torch_ranks[to]))
+            peers.add(torch_ranks[to])
+            sent += buf.numel()
+        else:
+            buf = torch.empty(n * tg.x.element_size(), dtype=torch.uint8, device=device)
+            ops.append(dist.P2POp(dist.irecv, buf, torch_ranks[frm]))
+            peers.add(torch_ranks[frm])
+            pending.append((t, parts, shape, buf))
+            received += buf.numel()
+    if ops:
+        try:
+            for w in dist.batch_isend_irecv(ops):
+                if timeout is None:
+                    w.wait()
+                elif not w.wait(timeout):
+                    raise RuntimeError(f"not done after {timeout.total_seconds():g} s")
+        except RuntimeError as err:
+            text = " ".join(str(err).split())
+            if len(text) > 400:
+                text = text[:400] + " ..."
+            raise MoveFailed(f"dtensor.torch.checkpoint.load: the moves failed on rank {dist.get_rank()} (peer ranks "
+                             f"{sorted(peers)}): {type(err).__name__}: {text}") from err
+    for t, parts, shape, buf in pending:
+        _place(outs[t], [p for p, _ in parts], buf.view(targets[t].x.dtype).reshape(shape))
+    for tg, out in zip(targets, outs):
+        if out is not tg.x._local_tensor:
+            tg.x._local_tensor.copy_(out)
+    return {"read_bytes": read_bytes, "sent_bytes": sent, "received_bytes": received, "chunks_read": len(items)}
