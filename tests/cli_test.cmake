@@ -247,3 +247,39 @@ run_case(cross_show 0 "target mesh rep=2,tp=2 \\(mesh rank->world rank: 0->4 1->
          show --mesh dp=2,tp=2 --shape 8x6 --from "S(0)S(1)" --to-mesh rep=2,tp=2 --to-ranks 4-7 --to "RS(1)")
 run_case(cross_show_html 2 "" "^error: show --to-mesh draws text only \\(not html yet\\)"
          show --mesh 2 --shape 8 --from "S(0)" --to-mesh 2 --to R --format html)
+# load-plan: a checkpoint load from a request file; one tensor's part; a plan file checked against it
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/load_request.json "{\"tensors\": [{\"name\": \"w\", \"layout\": {\"mesh\": [2, 2], \"shape\": [8, 6], \"dtype\": \"bf16\", \"placements\": \"RS(0)\"}, \"chunks\": [[[0, 0], [4, 6]], [[4, 0], [4, 3]], [[4, 3], [4, 3]], [[8, 0], [0, 6]]]}, {\"name\": \"b\", \"layout\": {\"mesh\": [2, 2], \"shape\": [9], \"dtype\": \"f32\", \"placements\": \"S(0)R\"}, \"chunks\": [[[0], [5]], [[5], [4]]]}]}")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/load_overlap.json "{\"tensors\": [{\"name\": \"w\", \"layout\": {\"mesh\": [2], \"shape\": [8], \"dtype\": \"f32\", \"placements\": \"S(0)\"}, \"chunks\": [[[0], [5]], [[4], [4]]]}]}")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/load_badchunk.json "{\"tensors\": [{\"name\": \"w\", \"layout\": {\"mesh\": [2], \"shape\": [8], \"dtype\": \"f32\", \"placements\": \"S(0)\"}, \"chunks\": [[[0], [8], [1]]]}]}")
+run_case(load_plan 0 "reads: 5 chunks, 132 bytes, each read once; busiest reader 48 bytes against the balanced bound 48" ""
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json)
+run_case(load_plan_tensor 0 "w: shape 8x6 bf16, 4 saved chunk[(]s[)]\n  chunk    0 [(]offsets 0x0 sizes 4x6[)]: read by rank [0-9], 48 bytes ->" ""
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --tensor w)
+execute_process(COMMAND ${DTENSOR} load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --format json --read-bw 0.5
+                OUTPUT_FILE ${CMAKE_CURRENT_BINARY_DIR}/load_plan.json)
+run_case(load_plan_check 0 "^ok: plan [0-9a-f]+ loads the request's 2 tensors" ""
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --check ${CMAKE_CURRENT_BINARY_DIR}/load_plan.json)
+file(READ ${CMAKE_CURRENT_BINARY_DIR}/load_plan.json lp)
+string(REGEX REPLACE "\"elements\":12" "\"elements\":13" lp_edited "${lp}")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/load_plan_edited.json "${lp_edited}")
+run_case(load_plan_edited 2 "" "^error: --check: load plan: hash .* is not the entries'"
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --check ${CMAKE_CURRENT_BINARY_DIR}/load_plan_edited.json)
+run_case(load_plan_overlap 2 "" "^error: tensor w: chunks 0..1 hold more elements than the tensor.s 8: some overlap"
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_overlap.json)
+run_case(load_plan_bad_chunk 2 "" "^error: --request: load request: tensor w chunk 0: a chunk is \\[offsets, sizes\\]"
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_badchunk.json)
+run_case(load_plan_no_tensor 2 "" "^error: --tensor: no tensor \"x\" in the load request [(]it has w, b[)]"
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --tensor x)
+run_case(load_plan_bad_bw 2 "" "^error: --read-bw \"-1\": a number in"
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --read-bw -1)
+# tune storage: timed reads fitted to the profile's storage field, which load-plan then prices with
+string(REPEAT "0123456789abcdef" 512 storage_bytes)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/storage/data.bin "${storage_bytes}")
+run_case(tune_storage 0 "storage reads from 1 file[(]s[)] .*page cache dropped.*fit: read_bw_GBps [0-9.e+]+, read_alpha_us [0-9.e+]+.*written to" ""
+         tune storage ${CMAKE_CURRENT_BINARY_DIR}/storage --sizes 512,2K,8K --repeats 2 -o ${CMAKE_CURRENT_BINARY_DIR}/storage_profile.json)
+run_case(load_plan_storage_profile 0 "cost model default, storage [0-9.e+]+ GB/s" ""
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --cost-model ${CMAKE_CURRENT_BINARY_DIR}/storage_profile.json)
+run_case(tune_storage_too_big 2 "" "^error: --sizes: no file holds 1048576 bytes [(]the largest has 8192[)]"
+         tune storage ${CMAKE_CURRENT_BINARY_DIR}/storage --sizes 512,1M)
+run_case(tune_storage_missing 2 "" "^error: PATH: .*nowhere.* is neither a regular file nor a directory"
+         tune storage ${CMAKE_CURRENT_BINARY_DIR}/nowhere)

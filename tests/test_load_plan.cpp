@@ -106,6 +106,10 @@ TEST_CASE("load plans: every chunk read once, every target rank gets exactly its
             }
             CHECK(p.busiest_read_bytes <= 2 * p.balanced_read_bytes);
             CHECK(plan_load(ss, ts, cost).hash() == p.hash());  // deterministic
+            // the JSON round trip gives the same plan, which check_load_plan accepts for this load
+            const LoadPlan back = LoadPlan::from_json(p.to_json());
+            CHECK(back == p);
+            CHECK_NOTHROW(check_load_plan(back, ss, ts));
           }
       }
   }
@@ -177,4 +181,75 @@ TEST_CASE("load plans: bad metadata is one error naming the tensor and the chunk
   CHECK_THROWS_WITH(plan_load(std::vector<SavedTensor>{{"w", {4, 4}, DType::f32, {top, bottom}}}, std::vector<Layout>{target},
                               CostModel::default_model(), bad),
                     Contains("read bandwidth 0"));
+}
+
+TEST_CASE("load plans: JSON from elsewhere is validated, and checked against the load", "[load]") {
+  const Layout target = Layout::parse(Mesh::parse("2x2"), {8, 6}, DType::bf16, "RS(0)");
+  SavedTensor t{"w", {8, 6}, DType::bf16, {{{0, 0}, {4, 6}}, {{4, 0}, {4, 3}}, {{4, 3}, {4, 3}}, {{8, 0}, {0, 6}}}};
+  const std::vector<SavedTensor> ss{t};
+  const std::vector<Layout> ts{target};
+  const LoadPlan p = plan_load(ss, ts, CostModel::default_model());
+  const std::string text = p.to_json();
+  REQUIRE(LoadPlan::from_json(text) == p);
+  auto edit = [&](const std::string& from, const std::string& to) {
+    std::string s = text;
+    const auto at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, from.size(), to);
+  };
+  // an edited entry: the hash no longer matches
+  CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"elements\":", "\"elements\":1")), Contains("edited or corrupted"));
+  // fields out of range or of the wrong type, each named
+  CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"reader\":", "\"reader\":9")), Contains("reads[].reader"));
+  CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"from\":", "\"from\":7")), Contains("messages[].from"));
+  CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"kind\":\"load\"", "\"kind\":\"plan\"")), Contains("kind"));
+  CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"inter_host\":false", "\"inter_host\":0")), Contains("inter_host"));
+  CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"read_bw_GBps\":", "\"read_bw_GBps\":-")), Contains("read_bw_GBps"));
+  CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"messages\":", "\"massages\":")), Contains("lacks 'messages'"));
+  CHECK_THROWS_WITH(LoadPlan::from_json("[1]"), Contains("not a JSON object"));
+  CHECK_THROWS_AS(LoadPlan::from_json("{\"kind\":"), InputError);
+  // a well-formed plan of another load: check_load_plan names the chunk
+  LoadPlan other = p;
+  std::swap(other.messages[0].from, other.messages[1].to);
+  CHECK_THROWS_WITH(check_load_plan(other, ss, ts), Contains("tensor w chunk 0"));
+  LoadPlan fewer = p;
+  fewer.reads.pop_back();
+  CHECK_THROWS_WITH(check_load_plan(fewer, ss, ts), Contains("2 reads for the 3 saved chunks"));
+  LoadPlan extra = p;
+  extra.messages.push_back(extra.messages.back());
+  CHECK_THROWS_WITH(check_load_plan(extra, ss, ts), Contains("messages more than"));
+  const Layout elsewhere = Layout::parse(Mesh::parse("4"), {8, 6}, DType::bf16, "S(0)");
+  CHECK_THROWS_WITH(check_load_plan(p, ss, std::vector<Layout>{elsewhere}), Contains("made for mesh"));
+  // show: one tensor's chunks, readers and receivers
+  const std::string shown = show_tensor(p, ss, 0);
+  CHECK_THAT(shown, Contains("w: shape 8x6 bf16, 4 saved chunk(s)"));
+  CHECK_THAT(shown, Contains("chunk    0 (offsets 0x0 sizes 4x6): read by rank"));
+  CHECK_THAT(shown, !Contains("chunk    3"));  // empty: not read
+  CHECK_THROWS_WITH(show_tensor(p, ss, 1), Contains("tensor index 1"));
+}
+
+TEST_CASE("load plans: reads priced with the profile's storage field unless overridden", "[load]") {
+  const Layout target = Layout::parse(Mesh::parse("2"), {4, 4}, DType::f32, "S(0)");
+  const std::vector<SavedTensor> ss{{"w", {4, 4}, DType::f32, {{{0, 0}, {4, 4}}}}};
+  const std::vector<Layout> ts{target};
+  CostModel slow = CostModel::default_model();
+  slow.storage = {0.5, 2000};
+  const LoadPlan a = plan_load(ss, ts, CostModel::default_model()), b = plan_load(ss, ts, slow);
+  CHECK(a.storage == StorageParams{});
+  CHECK(b.storage == StorageParams{0.5, 2000});
+  CHECK(b.read_us > a.read_us);
+  LoadOptions o;
+  o.read_alpha_us = 7;
+  CHECK(plan_load(ss, ts, slow, o).storage == StorageParams{0.5, 7});
+  // the profile's JSON carries it (only when set), strictly validated
+  const CostModel back = CostModel::from_json(slow.to_json());
+  CHECK(back.storage == slow.storage);
+  CHECK(back.fingerprint() != CostModel::default_model().fingerprint());
+  CHECK(CostModel::default_model().to_json().find("storage") == std::string::npos);
+  std::string j = slow.to_json();
+  j.replace(j.find("\"read_bw_GBps\":0.5"), 18, "\"read_bw_GBps\":0.0");
+  CHECK_THROWS_WITH(CostModel::from_json(j), Contains("storage.read_bw_GBps"));
+  j = slow.to_json();
+  j.replace(j.find("\"read_alpha_us\""), 15, "\"read_alpha_ms\"");
+  CHECK_THROWS_WITH(CostModel::from_json(j), Contains("unknown field"));
 }

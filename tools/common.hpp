@@ -74,10 +74,12 @@ auto for_flag(const char* flag, F&& f) {
 
 // Each registers a subcommand whose callback prints to stdout and throws dtensor::Error on bad input.
 void register_layout(CLI::App& app);
+void register_load_plan(CLI::App& app);
 void register_plan(CLI::App& app);
 void register_simulate(CLI::App& app);
 void register_show(CLI::App& app);
 void register_tune(CLI::App& app);
+void register_tune_storage(CLI::App& tune);  // `tune storage`, under register_tune's subcommand
 // Exit status a callback asks for (simulate: 1 when verification fails).
 extern int g_exit_status;
 

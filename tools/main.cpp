@@ -31,7 +31,7 @@ void check_words(CLI::App& app, int argc, char** argv) {
   for (auto* s : app.get_subcommands([](CLI::App*) { return true; }))
     if (s->get_name() == cmd) sub = s;
   if (!sub)
-    throw InputError(fmt::format("unknown command {}{}; the commands are layout, plan, simulate, show and tune", quote_input(cmd),
+    throw InputError(fmt::format("unknown command {}{}; the commands are layout, load-plan, plan, simulate, show and tune", quote_input(cmd),
                                  nearest(cmd, names)));
   int first = 2;
   std::string where = cmd;
@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("dtensor ") + DTENSOR_VERSION);
   dtensor::cli::register_layout(app);
+  dtensor::cli::register_load_plan(app);
   dtensor::cli::register_plan(app);
   dtensor::cli::register_simulate(app);
   dtensor::cli::register_show(app);

@@ -1,4 +1,4 @@
-// dtensor tune fit | predict | measure | validate | show: fit the cost model to nccl-tests logs (docs/cost-model.md).
+// dtensor tune fit | predict | measure | validate | show (and storage, tune_storage_cmd.cpp): fit the cost model to nccl-tests logs (docs/cost-model.md).
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -367,6 +367,7 @@ void register_tune(CLI::App& app) {
   show->add_option("profile", args.profile, "default, pytorch or a profile file");
   show->add_option("--format", args.format, "text or json");
   show->callback(run_show);
+  register_tune_storage(*tune);
 }
 
 }  // namespace dtensor::cli

@@ -60,6 +60,16 @@ struct StepTime {
   [[nodiscard]] double total_us() const noexcept { return alpha_us + wire_us + copy_us; }
 };
 
+// Storage a checkpoint load reads from (load_plan.hpp, docs/checkpoint.md), per reading rank:
+// `read_bw_GBps`, plus `read_alpha_us` per chunk opened. A fixed field of the profile (defaults: a
+// local NVMe drive shared by a node's ranks), measured only on request (`dtensor tune storage`),
+// so load plans do not vary between runs.
+struct StorageParams {
+  double read_bw_GBps = 2.0;
+  double read_alpha_us = 100.0;
+  friend bool operator==(const StorageParams&, const StorageParams&) = default;
+};
+
 // The cost model (docs/cost-model.md): time_us = α + bytes/β with ring wire bytes, plus local copies.
 // `formula` "pytorch" switches to PyTorch's _collective_utils conventions (GiB units, bytes
 // from the source's plain-Shard count, +1 µs on all_to_all, free local steps).
@@ -74,6 +84,8 @@ struct CostModel {
   // Fitted curves (profile version 2; ring formula only): where one exists for a step's
   // collective and link class, it replaces the α-β line of `intra`/`inter`.
   std::vector<CollectiveCurve> curves;
+  // What checkpoint loads price reads with (profile field `storage`, optional).
+  StorageParams storage;
 
   // The time of one step (the planner's steps, `tune predict` and the virtual clock all ask here).
   [[nodiscard]] StepTime time(const Traffic& t) const;

@@ -6,6 +6,7 @@
 // time), then moves every piece a target rank needs from its reader. Planning is
 // O(C log C + C * B) for C saved chunks and B distinct target blocks per tensor.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,12 +31,11 @@ struct SavedTensor {
   std::vector<SavedChunk> chunks;
 };
 
-// Storage the plan prices reads with: per reading rank, `read_bw_GBps` and `read_alpha_us` per
-// chunk opened. Fixed defaults (a local NVMe drive shared by a node's ranks), so plans do not vary
-// between runs; set them from a measurement of your file system.
+// Overrides of the cost profile's storage field (CostModel::storage: its defaults, or what
+// `dtensor tune storage` measured), for one plan.
 struct LoadOptions {
-  double read_bw_GBps = 2.0;
-  double read_alpha_us = 100.0;
+  std::optional<double> read_bw_GBps;
+  std::optional<double> read_alpha_us;
   friend bool operator==(const LoadOptions&, const LoadOptions&) = default;
 };
 
@@ -69,10 +69,15 @@ struct LoadPlan {
   bool inter_host = false;
   double read_us = 0, transfer_us = 0, total_us = 0;
   std::string cost_model;
-  LoadOptions options;
+  StorageParams storage;  // what the reads were priced with
 
   [[nodiscard]] std::uint64_t hash() const;
   [[nodiscard]] std::string to_json(int indent = -1) const;
+  // A plan's JSON (to_json's), validated as untrusted: every field present and of its type, ranks
+  // on the mesh, counts non-negative, reads and messages in their orders, and the hash the one
+  // the entries give. Sizes follow the entries (at most 2^24 of each). Throws InputError naming
+  // the field. Whether it fits a load is check_load_plan's question.
+  [[nodiscard]] static LoadPlan from_json(std::string_view json);
   friend bool operator==(const LoadPlan&, const LoadPlan&) = default;
 };
 
@@ -88,7 +93,17 @@ void check_saved(const SavedTensor& saved, const Layout& target);
 [[nodiscard]] LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
                                  const LoadOptions& options = {});
 
+// Whether `plan` loads `saved` into `targets` (a plan from elsewhere: from_json, another rank):
+// every non-empty chunk read by exactly one rank with its bytes, and its messages exactly the
+// ranks holding some of it, each with the element count it holds, sent by its reader. Throws
+// InputError naming the tensor and chunk that differ.
+void check_load_plan(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets);
+
 // Who reads what (bytes read per rank against the balanced bound) and what moves after.
 [[nodiscard]] std::string explain(const LoadPlan& plan);
+
+// One tensor's part of a plan: each chunk (offsets, sizes), its reader, and the ranks it goes to
+// with their element counts. `tensor` indexes `saved`, as the plan's entries do.
+[[nodiscard]] std::string show_tensor(const LoadPlan& plan, std::span<const SavedTensor> saved, std::int32_t tensor);
 
 }  // namespace dtensor

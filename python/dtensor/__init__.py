@@ -25,6 +25,7 @@ from ._core import (  # noqa: F401
     CrossMeshSimulationResult,
     Layout,
     LoadPlan,
+    LoadRequest,
     Mesh,
     Placement,
     Plan,
@@ -61,6 +62,6 @@ __all__ = [
     "SimulationResult", "Step", "dtypes", "equivalent", "itemsize", "plan", "plan_batch", "plan_cross_mesh", "simulate",
     "RaggedShard", "RaggedLayout", "RaggedPlan", "OwnerPlan", "ragged_layout", "plan_ragged", "plan_owners",
     "evaluate_owners", "owner_layout", "exchange_received", "flat_bucket_layouts", "bucket_of",
-    "LoadPlan", "SavedTensor", "plan_load",
+    "LoadPlan", "LoadRequest", "SavedTensor", "plan_load",
 ]
 __version__ = "0.1.0"

@@ -1,6 +1,7 @@
 // Bindings of checkpoint load plans (dtensor.plan_load; dtensor.torch.checkpoint).
 #include "bindings.hpp"
 #include "dtensor/load_plan.hpp"
+#include "dtensor/load_request.hpp"
 
 namespace dtensor::python {
 
@@ -42,20 +43,38 @@ void bind_load(nb::module_& m) {
       .def_ro("read_us", &LoadPlan::read_us)
       .def_ro("transfer_us", &LoadPlan::transfer_us)
       .def_ro("total_us", &LoadPlan::total_us)
+      .def_prop_ro("read_bw_GBps", [](const LoadPlan& p) { return p.storage.read_bw_GBps; })
+      .def_prop_ro("read_alpha_us", [](const LoadPlan& p) { return p.storage.read_alpha_us; })
       .def_prop_ro("hash", &LoadPlan::hash)
       .def("to_json", &LoadPlan::to_json, "indent"_a = -1)
-      .def("explain", [](const LoadPlan& p) { return explain(p); });
+      .def_static("from_json", [](const std::string& text) { return LoadPlan::from_json(text); }, "text"_a,
+                  "A plan's JSON, validated as untrusted (ValueError naming the field)")
+      .def("check", [](const LoadPlan& p, const std::vector<SavedTensor>& saved, const std::vector<Layout>& targets) {
+        check_load_plan(p, saved, targets);
+      }, "saved"_a, "targets"_a, "ValueError unless this plan loads saved[i] into targets[i] (naming the chunk that differs)")
+      .def("show", [](const LoadPlan& p, const std::vector<SavedTensor>& saved, std::int32_t tensor) {
+        return show_tensor(p, saved, tensor);
+      }, "saved"_a, "tensor"_a, "One tensor's chunks: reader and receiving ranks")
+      .def("explain", [](const LoadPlan& p) { return explain(p); })
+      .def("__eq__", [](const LoadPlan& a, const LoadPlan& b) { return a == b; });
+  nb::class_<LoadRequest>(m, "LoadRequest", "A checkpoint load as a file: saved tensors and the layouts they load into.")
+      .def_static("from_json", [](const std::string& text) { return LoadRequest::from_json(text); }, "text"_a,
+                  "Validated as untrusted (ValueError naming the tensor and field)")
+      .def("to_json", &LoadRequest::to_json)
+      .def_ro("saved", &LoadRequest::saved)
+      .def_ro("targets", &LoadRequest::targets)
+      .def("index_of", &LoadRequest::index_of, "name"_a);
   m.def(
       "plan_load",
       [](const std::vector<SavedTensor>& saved, const std::vector<Layout>& targets, const nb::handle& cost_model,
-         double read_bw_GBps, double read_alpha_us) {
+         std::optional<double> read_bw_GBps, std::optional<double> read_alpha_us) {
         const CostModel cost = model_of(cost_model);
         nb::gil_scoped_release release;
         return plan_load(saved, targets, cost, LoadOptions{read_bw_GBps, read_alpha_us});
       },
-      "saved"_a, "targets"_a, "cost_model"_a = "default", "read_bw_GBps"_a = LoadOptions{}.read_bw_GBps,
-      "read_alpha_us"_a = LoadOptions{}.read_alpha_us,
-      "The load plan of saved[i] into targets[i] (one mesh): every chunk read once, then the moves");
+      "saved"_a, "targets"_a, "cost_model"_a = "default", "read_bw_GBps"_a = nb::none(), "read_alpha_us"_a = nb::none(),
+      "The load plan of saved[i] into targets[i] (one mesh): every chunk read once, then the moves. The reads are "
+      "priced with the cost profile's storage field unless read_bw_GBps / read_alpha_us are given");
 }
 
 }  // namespace dtensor::python

@@ -274,7 +274,8 @@ CostModel CostModel::pytorch() {
 
 CostModel CostModel::from_json(std::string_view text) {
   const json j = detail::parse_json(text, "cost model");
-  only_keys(j, {"version", "name", "formula", "devices_per_host", "links", "copy_bw_GBps", "curves"}, "profile");
+  only_keys(j, {"version", "name", "formula", "devices_per_host", "links", "copy_bw_GBps", "curves", "storage"},
+            "profile");
   CostModel m;
   const std::int64_t version = j.contains("version") ? detail::json_int(j["version"], "version", 1, 1 << 20) : 1;
   if (version > 2)
@@ -299,6 +300,10 @@ CostModel CostModel::from_json(std::string_view text) {
   m.intra = link_of((*links)["intra"], "links.intra");
   m.inter = link_of((*links)["inter"], "links.inter");
   m.copy_bw_GBps = number(j, "copy_bw_GBps", "profile", false);
+  if (auto st = j.find("storage"); st != j.end()) {
+    only_keys(*st, {"read_bw_GBps", "read_alpha_us"}, "storage");
+    m.storage = {number(*st, "read_bw_GBps", "storage", false), number(*st, "read_alpha_us", "storage", true)};
+  }
   if (auto c = j.find("curves"); c != j.end()) {
     if (version < 2) throw InputError("cost model: 'curves' need \"version\": 2");
     if (!c->is_array() || c->size() > kMaxCurves)
@@ -352,6 +357,8 @@ std::string CostModel::to_json() const {
             {"links", {{"intra", link_json(intra)}, {"inter", link_json(inter)}}},
             {"copy_bw_GBps", copy_bw_GBps}};
   if (formula == Formula::pytorch) j["formula"] = "pytorch";
+  if (storage != StorageParams{})
+    j["storage"] = {{"read_bw_GBps", storage.read_bw_GBps}, {"read_alpha_us", storage.read_alpha_us}};
   if (!curves.empty()) {
     j["curves"] = json::array();
     for (const auto& c : curves) j["curves"].push_back(curve_json(c));
@@ -383,6 +390,10 @@ std::uint64_t CostModel::fingerprint() const noexcept {
   detail::hash_combine(a, bits(inter.bw_GBps));
   detail::hash_combine(b, bits(inter.p2p_bw_GBps));
   detail::hash_combine(a, bits(copy_bw_GBps));
+  if (storage != StorageParams{}) {
+    detail::hash_combine(a, bits(storage.read_bw_GBps));
+    detail::hash_combine(b, bits(storage.read_alpha_us));
+  }
   for (const auto& c : curves) {
     detail::hash_combine(b, static_cast<std::uint64_t>(c.collective) * 2 + (c.inter_host ? 1 : 0));
     detail::hash_combine(b, static_cast<std::uint64_t>(c.ranks));

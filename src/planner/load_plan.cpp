@@ -4,16 +4,19 @@
 #include "dtensor/load_plan.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "dtensor/error.hpp"
 #include "placement/hash.hpp"
+#include "placement/json_fields.hpp"
 
 namespace dtensor {
 namespace {
@@ -125,38 +128,40 @@ void check_saved(const SavedTensor& t, const Layout& target) {
     throw InputError(fmt::format("tensor {}: the chunks cover {} of its {} elements: some are missing", t.name, covered, numel));
 }
 
-LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
-                   const LoadOptions& o) {
+namespace {
+
+// A saved chunk with bytes, and the ranks whose target holds some of it with how many of its
+// elements (every member of a target block it meets, in block order).
+struct Chunk {
+  std::int32_t tensor, index;
+  std::int64_t bytes, itemsize;
+  std::vector<std::pair<std::int64_t, std::int64_t>> needers;  // (rank, elements)
+};
+
+// The checks plan_load makes of its inputs (throwing InputError), and the mesh they share.
+Mesh check_inputs(std::span<const SavedTensor> saved, std::span<const Layout> targets) {
   if (saved.size() != targets.size())
     throw InputError(fmt::format("{} saved tensors for {} targets", saved.size(), targets.size()));
   if (saved.empty()) throw InputError("nothing to load: no tensors");
   if (static_cast<std::int64_t>(saved.size()) >= kMaxEntries) throw InputError(fmt::format("{} tensors", saved.size()));
-  if (!(o.read_bw_GBps > 0 && o.read_bw_GBps < 1e9) || !(o.read_alpha_us >= 0 && o.read_alpha_us < 1e9))
-    throw InputError(fmt::format("read bandwidth {} GB/s and latency {} us: bandwidth positive, latency not negative",
-                                 o.read_bw_GBps, o.read_alpha_us));
-  LoadPlan plan;
-  plan.mesh = targets.front().mesh();
-  plan.cost_model = cost.name;
-  plan.options = o;
-  const std::int64_t N = plan.mesh.num_ranks();
+  const Mesh mesh = targets.front().mesh();
   for (std::size_t t = 0; t < saved.size(); ++t) {
-    if (!(targets[t].mesh() == plan.mesh))
+    if (!(targets[t].mesh() == mesh))
       throw InputError(fmt::format("tensor {}: target on mesh {}, the first on {}", saved[t].name, targets[t].mesh().str(),
-                                   plan.mesh.str()));
-    for (int m = 0; m < plan.mesh.ndim(); ++m)
+                                   mesh.str()));
+    for (int m = 0; m < mesh.ndim(); ++m)
       if (targets[t].sharding().partial(m))
         throw InputError(fmt::format("tensor {}: a checkpoint loads into {}, not into a Partial layout", saved[t].name,
                                      targets[t].placements_str()));
     check_saved(saved[t], targets[t]);
   }
-  // Per tensor, the target's distinct blocks (ranks holding equal index sets: replicas) and, per
-  // chunk, the ranks that hold some of it with how many of its elements (every member of a block
-  // it meets, in block order).
-  struct Chunk {
-    std::int32_t tensor, index;
-    std::int64_t bytes, itemsize;
-    std::vector<std::pair<std::int64_t, std::int64_t>> needers;  // (rank, elements)
-  };
+  return mesh;
+}
+
+// Per tensor, the target's distinct blocks (ranks holding equal index sets: replicas), and per
+// chunk with bytes, its needers; in (tensor, chunk) order.
+std::vector<Chunk> chunks_of(std::span<const SavedTensor> saved, std::span<const Layout> targets, const Mesh& mesh) {
+  const std::int64_t N = mesh.num_ranks();
   std::vector<Chunk> chunks;
   for (std::size_t t = 0; t < saved.size(); ++t) {
     const Layout& L = targets[t];
@@ -164,7 +169,7 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
     std::vector<std::vector<IndexSet>> blocks;
     std::vector<std::vector<std::int64_t>> members;  // block -> its ranks
     for (std::int64_t r = 0; r < N; ++r) {
-      auto sets = L.indices(plan.mesh.coord_of_rank(r));
+      auto sets = L.indices(mesh.coord_of_rank(r));
       std::vector<std::int64_t> key;  // every dim's runs, dims separated by -1
       for (const auto& x : sets) {
         for (const auto& run : x.runs()) key.insert(key.end(), {run.start, run.stop});
@@ -192,9 +197,29 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
         if (e > 0)
           for (auto r : members[b]) ch.needers.emplace_back(r, e);
       }
+      std::sort(ch.needers.begin(), ch.needers.end());
       chunks.push_back(std::move(ch));
     }
   }
+  return chunks;
+}
+
+}  // namespace
+
+LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
+                   const LoadOptions& o) {
+  StorageParams st = cost.storage;
+  if (o.read_bw_GBps) st.read_bw_GBps = *o.read_bw_GBps;
+  if (o.read_alpha_us) st.read_alpha_us = *o.read_alpha_us;
+  if (!(st.read_bw_GBps > 0 && st.read_bw_GBps < 1e9) || !(st.read_alpha_us >= 0 && st.read_alpha_us < 1e9))
+    throw InputError(fmt::format("read bandwidth {} GB/s and latency {} us: bandwidth positive, latency not negative",
+                                 st.read_bw_GBps, st.read_alpha_us));
+  LoadPlan plan;
+  plan.mesh = check_inputs(saved, targets);
+  plan.cost_model = cost.name;
+  plan.storage = st;
+  const std::int64_t N = plan.mesh.num_ranks();
+  std::vector<Chunk> chunks = chunks_of(saved, targets, plan.mesh);
   // Whole chunks to readers. First, largest first, each to the rank that needs its bytes whose
   // predicted time (its reads, then max(sent, received) at the point-to-point bandwidth) grows
   // least (ties: the most of its bytes needed, then the lower rank). Then, while it lowers the
@@ -203,12 +228,12 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
   std::vector<std::size_t> order(chunks.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return chunks[a].bytes > chunks[b].bytes; });
-  const double read_Bpus = o.read_bw_GBps * 1e3, link_Bpus = cost.link(N > cost.devices_per_host).p2p_bw_GBps * 1e3;
+  const double read_Bpus = st.read_bw_GBps * 1e3, link_Bpus = cost.link(N > cost.devices_per_host).p2p_bw_GBps * 1e3;
   const auto n = static_cast<std::size_t>(N);
   std::vector<double> read(n, 0), sent(n, 0), recv(n, 0);
   std::vector<std::int64_t> opened(n, 0);
   auto time_of = [&](std::size_t r, double dread, std::int64_t dopen, double dsent, double drecv) {
-    return (read[r] + dread) / read_Bpus + static_cast<double>(opened[r] + dopen) * o.read_alpha_us +
+    return (read[r] + dread) / read_Bpus + static_cast<double>(opened[r] + dopen) * st.read_alpha_us +
            std::max(sent[r] + dsent, recv[r] + drecv) / link_Bpus;
   };
   std::set<std::pair<double, std::int64_t>> by_load;
@@ -307,7 +332,7 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
     plan.busiest_read_bytes = std::max(plan.busiest_read_bytes, rs[u]);
     plan.busiest_transfer_bytes = std::max({plan.busiest_transfer_bytes, snt[u], rcv[u]});
     plan.busiest_peers = std::max(plan.busiest_peers, peers[u]);
-    read_us = std::max(read_us, static_cast<double>(rs[u]) / read_Bpus + static_cast<double>(opened[u]) * o.read_alpha_us);
+    read_us = std::max(read_us, static_cast<double>(rs[u]) / read_Bpus + static_cast<double>(opened[u]) * st.read_alpha_us);
   }
   plan.balanced_read_bytes = std::max((plan.total_read_bytes + N - 1) / N, largest);
   plan.read_us = read_us;
@@ -338,10 +363,10 @@ std::uint64_t LoadPlan::hash() const {
 std::string LoadPlan::to_json(int indent) const {
   nlohmann::ordered_json j;
   j["kind"] = "load";
-  j["mesh"] = mesh.str();
+  detail::write_mesh_fields(j, mesh);
   j["cost_model"] = cost_model;
-  j["read_bw_GBps"] = options.read_bw_GBps;
-  j["read_alpha_us"] = options.read_alpha_us;
+  j["read_bw_GBps"] = storage.read_bw_GBps;
+  j["read_alpha_us"] = storage.read_alpha_us;
   j["total_read_bytes"] = total_read_bytes;
   j["busiest_read_bytes"] = busiest_read_bytes;
   j["balanced_read_bytes"] = balanced_read_bytes;
@@ -366,7 +391,7 @@ std::string explain(const LoadPlan& p) {
   std::vector<std::int64_t> read(static_cast<std::size_t>(N), 0), chunks(static_cast<std::size_t>(N), 0);
   for (const auto& r : p.reads) read[static_cast<std::size_t>(r.reader)] += r.bytes, ++chunks[static_cast<std::size_t>(r.reader)];
   std::string o = fmt::format("load onto mesh {} (cost model {}, storage {:.3g} GB/s and {:.3g} us per chunk per reader)\n",
-                              p.mesh.str(), p.cost_model, p.options.read_bw_GBps, p.options.read_alpha_us);
+                              p.mesh.str(), p.cost_model, p.storage.read_bw_GBps, p.storage.read_alpha_us);
   o += fmt::format("reads: {} chunks, {} bytes, each read once; busiest reader {} bytes against the balanced bound {} ({:.2f}x)\n",
                    p.reads.size(), p.total_read_bytes, p.busiest_read_bytes, p.balanced_read_bytes,
                    p.balanced_read_bytes > 0 ? static_cast<double>(p.busiest_read_bytes) / static_cast<double>(p.balanced_read_bytes) : 1.0);
@@ -378,6 +403,153 @@ std::string explain(const LoadPlan& p) {
                    p.moved_bytes, p.messages.size(), p.busiest_transfer_bytes, p.busiest_peers,
                    p.inter_host ? ", across hosts" : "");
   o += fmt::format("predicted: reads {:.3f} us + transfer {:.3f} us = {:.3f} us\n", p.read_us, p.transfer_us, p.total_us);
+  return o;
+}
+
+}  // namespace dtensor
+
+namespace dtensor {
+namespace {
+
+constexpr std::int64_t kMaxJsonEntries = std::int64_t{1} << 24;
+
+const nlohmann::json& field(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) throw InputError(fmt::format("load plan: lacks '{}'", key));
+  return *it;
+}
+
+double json_number(const nlohmann::json& j, const char* key) {
+  const auto& v = field(j, key);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+    throw InputError(fmt::format("load plan: '{}' must be a non-negative number, not {}", key, detail::json_quote(v)));
+  return v.get<double>();
+}
+
+std::int64_t count(const nlohmann::json& j, const char* key) {
+  return detail::json_int(field(j, key), key, 0, std::numeric_limits<std::int64_t>::max());
+}
+
+const nlohmann::json& list(const nlohmann::json& j, const char* key) {
+  const auto& v = field(j, key);
+  if (!v.is_array() || static_cast<std::int64_t>(v.size()) > kMaxJsonEntries)
+    throw InputError(fmt::format("load plan: '{}' must be a list of at most {} entries", key, kMaxJsonEntries));
+  return v;
+}
+
+}  // namespace
+
+LoadPlan LoadPlan::from_json(std::string_view text) {
+  const nlohmann::json j = detail::parse_json(text, "load plan");
+  if (!j.is_object()) throw InputError("load plan: not a JSON object");
+  if (field(j, "kind") != "load") throw InputError(fmt::format("load plan: kind {} is not \"load\"", detail::json_quote(j["kind"])));
+  LoadPlan p;
+  p.mesh = detail::read_mesh_fields(j, "load plan");
+  const std::int64_t N = p.mesh.num_ranks();
+  const auto& cm = field(j, "cost_model");
+  if (!cm.is_string() || cm.get<std::string>().size() > 4096)
+    throw InputError(fmt::format("load plan: 'cost_model' must be a string, not {}", detail::json_quote(cm)));
+  p.cost_model = cm.get<std::string>();
+  p.storage = {json_number(j, "read_bw_GBps"), json_number(j, "read_alpha_us")};
+  if (!(p.storage.read_bw_GBps > 0)) throw InputError("load plan: 'read_bw_GBps' must be positive");
+  p.total_read_bytes = count(j, "total_read_bytes");
+  p.busiest_read_bytes = count(j, "busiest_read_bytes");
+  p.balanced_read_bytes = count(j, "balanced_read_bytes");
+  p.moved_bytes = count(j, "moved_bytes");
+  p.busiest_transfer_bytes = count(j, "busiest_transfer_bytes");
+  p.busiest_peers = count(j, "busiest_peers");
+  if (!field(j, "inter_host").is_boolean()) throw InputError("load plan: 'inter_host' must be true or false");
+  p.inter_host = j["inter_host"].get<bool>();
+  p.read_us = json_number(j, "read_us");
+  p.transfer_us = json_number(j, "transfer_us");
+  p.total_us = json_number(j, "total_us");
+  const auto rank = [&](const nlohmann::json& v, const char* what) { return detail::json_int(v, what, 0, N - 1); };
+  const auto index = [](const nlohmann::json& v, const char* what) {
+    return static_cast<std::int32_t>(detail::json_int(v, what, 0, kMaxEntries - 1));
+  };
+  const auto& reads = list(j, "reads");
+  p.reads.reserve(reads.size());
+  for (const auto& r : reads) {
+    if (!r.is_object()) throw InputError(fmt::format("load plan: read {} is not an object", detail::json_quote(r)));
+    Read x{index(field(r, "tensor"), "reads[].tensor"), index(field(r, "chunk"), "reads[].chunk"),
+           rank(field(r, "reader"), "reads[].reader"),
+           detail::json_int(field(r, "bytes"), "reads[].bytes", 1, std::numeric_limits<std::int64_t>::max())};
+    if (!p.reads.empty() && std::pair{p.reads.back().tensor, p.reads.back().chunk} >= std::pair{x.tensor, x.chunk})
+      throw InputError(fmt::format("load plan: read of tensor {} chunk {} is out of (tensor, chunk) order or repeated",
+                                   x.tensor, x.chunk));
+    p.reads.push_back(x);
+  }
+  const auto& messages = list(j, "messages");
+  p.messages.reserve(messages.size());
+  for (const auto& m : messages) {
+    if (!m.is_object()) throw InputError(fmt::format("load plan: message {} is not an object", detail::json_quote(m)));
+    Message x{index(field(m, "tensor"), "messages[].tensor"), index(field(m, "chunk"), "messages[].chunk"),
+              rank(field(m, "from"), "messages[].from"), rank(field(m, "to"), "messages[].to"),
+              detail::json_int(field(m, "elements"), "messages[].elements", 1, std::numeric_limits<std::int64_t>::max())};
+    if (!p.messages.empty()) {
+      const auto& b = p.messages.back();
+      if (std::tuple{b.tensor, b.chunk, b.to} >= std::tuple{x.tensor, x.chunk, x.to})
+        throw InputError(fmt::format("load plan: message of tensor {} chunk {} to rank {} is out of (tensor, chunk, to) "
+                                     "order or repeated", x.tensor, x.chunk, x.to));
+    }
+    p.messages.push_back(x);
+  }
+  const auto& h = field(j, "hash");
+  if (!h.is_string() || h.get<std::string>() != fmt::format("{:016x}", p.hash()))
+    throw InputError(fmt::format("load plan: hash {} is not the entries' ({:016x}): edited or corrupted",
+                                 h.is_string() ? quote_input(h.get<std::string>()) : detail::json_quote(h), p.hash()));
+  return p;
+}
+
+void check_load_plan(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets) {
+  const Mesh mesh = check_inputs(saved, targets);
+  if (!(mesh == plan.mesh))
+    throw InputError(fmt::format("load plan: made for mesh {}, the targets are on {}", plan.mesh.str(), mesh.str()));
+  const std::vector<Chunk> chunks = chunks_of(saved, targets, mesh);
+  if (plan.reads.size() != chunks.size())
+    throw InputError(fmt::format("load plan: {} reads for the {} saved chunks with bytes", plan.reads.size(), chunks.size()));
+  std::size_t m = 0;
+  for (std::size_t k = 0; k < chunks.size(); ++k) {
+    const Chunk& ch = chunks[k];
+    const auto& r = plan.reads[k];
+    const std::string& name = saved[static_cast<std::size_t>(ch.tensor)].name;
+    if (r.tensor != ch.tensor || r.chunk != ch.index || r.bytes != ch.bytes || r.reader < 0 || r.reader >= mesh.num_ranks())
+      throw InputError(fmt::format("load plan: read {} is of tensor {} chunk {} ({} bytes); the load's is tensor {} chunk {} "
+                                   "({} bytes)", k, r.tensor, r.chunk, r.bytes, name, ch.index, ch.bytes));
+    for (const auto& [to, elements] : ch.needers) {
+      if (m >= plan.messages.size())
+        throw InputError(fmt::format("load plan: tensor {} chunk {}: no message to rank {}", name, ch.index, to));
+      const auto& x = plan.messages[m++];
+      if (x.tensor != ch.tensor || x.chunk != ch.index || x.to != to || x.elements != elements || x.from != r.reader)
+        throw InputError(fmt::format("load plan: tensor {} chunk {}: rank {} needs {} elements from reader {}; the plan's "
+                                     "message is tensor {} chunk {}, {} elements from {} to {}", name, ch.index, to, elements,
+                                     r.reader, x.tensor, x.chunk, x.elements, x.from, x.to));
+    }
+  }
+  if (m != plan.messages.size())
+    throw InputError(fmt::format("load plan: {} messages more than the load's {}", plan.messages.size() - m, m));
+}
+
+std::string show_tensor(const LoadPlan& plan, std::span<const SavedTensor> saved, std::int32_t tensor) {
+  if (tensor < 0 || static_cast<std::size_t>(tensor) >= saved.size())
+    throw InputError(fmt::format("tensor index {} is not one of the {} saved tensors", tensor, saved.size()));
+  const SavedTensor& t = saved[static_cast<std::size_t>(tensor)];
+  const auto lo = std::lower_bound(plan.reads.begin(), plan.reads.end(), tensor,
+                                   [](const LoadPlan::Read& r, std::int32_t v) { return r.tensor < v; });
+  auto m = std::lower_bound(plan.messages.begin(), plan.messages.end(), tensor,
+                            [](const LoadPlan::Message& x, std::int32_t v) { return x.tensor < v; });
+  std::string o = fmt::format("{}: shape {} {}, {} saved chunk(s)\n", t.name, shape_str(t.shape), to_string(t.dtype), t.chunks.size());
+  for (auto r = lo; r != plan.reads.end() && r->tensor == tensor; ++r) {
+    if (r->chunk < 0 || static_cast<std::size_t>(r->chunk) >= t.chunks.size())
+      throw InputError(fmt::format("load plan: tensor {} has no chunk {}", t.name, r->chunk));
+    o += fmt::format("  chunk {:>4} ({}): read by rank {}, {} bytes ->", r->chunk, chunk_str(t.chunks[static_cast<std::size_t>(r->chunk)]),
+                     r->reader, r->bytes);
+    while (m != plan.messages.end() && m->tensor == tensor && m->chunk < r->chunk) ++m;
+    for (; m != plan.messages.end() && m->tensor == tensor && m->chunk == r->chunk; ++m)
+      o += fmt::format(" {}{}:{}", m->to == r->reader ? "=" : "", m->to, m->elements);
+    o += "\n";
+  }
+  o += "  (-> rank:elements per receiving rank; '=' the reader itself, a local copy)\n";
   return o;
 }
 

@@ -98,6 +98,17 @@ def refusals(rank: int, path: str, sd: dict, dck, dcp) -> None:
 
 
 def run(rank: int, world: int, mode: str, path: str, case: str, how: str) -> None:
+    try:
+        run_rank(rank, world, mode, path, case, how)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def run_rank(rank: int, world: int, mode: str, path: str, case: str, how: str) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=20))
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
@@ -170,6 +181,14 @@ def run(rank: int, world: int, mode: str, path: str, case: str, how: str) -> Non
         else:
             result = dck.load(sd, storage_reader=reader)
         assert (result.plan is not None) == (rank == 0), "the plan is made once, on the coordinator"
+        if rank == 0:
+            import dtensor
+            plan = result.plan
+            # the plan's JSON round trip, checked against the load; the request file re-plans it
+            assert dtensor.LoadPlan.from_json(plan.to_json()) == plan
+            req = dtensor.LoadRequest.from_json(dck.request_json(sd, path))
+            plan.check(req.saved, req.targets)
+            assert dtensor.plan_load(req.saved, req.targets).hash == result.hash
         names = [n for n in sd if n not in ("plain", "meta")]
         equal = sum(torch.equal(sd[n]._local_tensor.contiguous().view(torch.uint8), want[n].contiguous().view(torch.uint8))
                     for n in names)

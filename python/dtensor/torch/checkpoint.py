@@ -34,7 +34,7 @@ from .. import _core
 from ._layout import _dtype_name, _mesh_info, layout_of
 from ._load_moves import MoveFailed, Target, check_part, run_part, split_plan
 
-__all__ = ["load", "plan", "LoadPlanner", "StorageReader", "LoadResult"]
+__all__ = ["load", "plan", "request_json", "LoadPlanner", "StorageReader", "LoadResult"]
 
 _KEY = "dtensor"  # this module's entry in DCP's planner_data
 
@@ -57,11 +57,12 @@ class LoadResult:
 
 
 def _targets(state_dict: dict, metadata, allow_partial: bool = False):
-    """[Target] for the DTensor entries, checked against the metadata, and their DeviceMesh."""
+    """[Target] for the DTensor entries in key order (whatever order each rank's dict has), checked
+    against the metadata, and their DeviceMesh."""
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
     out = []
     mesh = None
-    for fqn, x in state_dict.items():
+    for fqn, x in sorted(state_dict.items(), key=lambda kv: str(kv[0])):
         if not isinstance(x, DTensor):
             continue
         md = metadata.state_dict_metadata.get(fqn)
@@ -102,6 +103,22 @@ def plan(state_dict: dict, metadata, *, cost_model: Any = "default", read_bw_GBp
     if not targets:
         return None
     return _plan_of(targets, cost_model, read_bw_GBps, read_alpha_us)
+
+
+def request_json(state_dict: dict, checkpoint_id=None, *, storage_reader=None) -> str:
+    """The load request of `state_dict`'s DTensors from a checkpoint, as JSON: what
+    `dtensor load-plan --request FILE` and `dtensor.LoadRequest.from_json` read (the saved chunks
+    from the checkpoint's metadata, the targets' layouts). Reads the metadata only."""
+    import json
+    if storage_reader is None:
+        if checkpoint_id is None:
+            raise ValueError("request_json needs checkpoint_id or storage_reader")
+        storage_reader = FileSystemReader(checkpoint_id)
+    targets, _ = _targets(state_dict, storage_reader.read_metadata())
+    if not targets:
+        raise ValueError("request_json: the state dict has no DTensor entries")
+    return json.dumps({"tensors": [{"name": t.fqn, "layout": json.loads(t.layout.to_json()), "chunks": t.saved.chunks}
+                                   for t in targets]})
 
 
 def _plan_of(targets, cost_model, read_bw_GBps, read_alpha_us) -> _core.LoadPlan:
