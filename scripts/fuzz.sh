@@ -17,10 +17,10 @@ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER="$CXX" -D
   -DDTENSOR_SANITIZE=address,undefined -DDTENSOR_BUILD_TESTS=OFF -DDTENSOR_BUILD_TOOLS=OFF \
   -DDTENSOR_BUILD_EXAMPLES=OFF -DDTENSOR_BUILD_BENCH=OFF -DDTENSOR_CUDA=OFF -DDTENSOR_MPI=OFF \
   -DDTENSOR_INSTALL=OFF -DCMAKE_CXX_FLAGS_DEBUG="-g1 -O1" >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_text fuzz_layout_json fuzz_plan_json fuzz_plan_struct fuzz_cost_profile fuzz_nccl_log fuzz_batch_json fuzz_cross_mesh_json fuzz_cross_mesh_ranks fuzz_load_chunks
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_text fuzz_layout_json fuzz_plan_json fuzz_plan_struct fuzz_cost_profile fuzz_nccl_log fuzz_batch_json fuzz_cross_mesh_json fuzz_cross_mesh_ranks fuzz_load_chunks fuzz_load_json
 status=0
-declare -A runs_of=([fuzz_text]=800000 [fuzz_layout_json]=800000 [fuzz_plan_json]=250000 [fuzz_plan_struct]=12000 [fuzz_cost_profile]=500000 [fuzz_nccl_log]=40000 [fuzz_batch_json]=20000 [fuzz_cross_mesh_json]=20000 [fuzz_cross_mesh_ranks]=4000 [fuzz_load_chunks]=200000)
-for t in fuzz_text fuzz_layout_json fuzz_plan_json fuzz_plan_struct fuzz_cost_profile fuzz_nccl_log fuzz_batch_json fuzz_cross_mesh_json fuzz_cross_mesh_ranks fuzz_load_chunks; do
+declare -A runs_of=([fuzz_text]=800000 [fuzz_layout_json]=800000 [fuzz_plan_json]=250000 [fuzz_plan_struct]=12000 [fuzz_cost_profile]=500000 [fuzz_nccl_log]=40000 [fuzz_batch_json]=20000 [fuzz_cross_mesh_json]=20000 [fuzz_cross_mesh_ranks]=4000 [fuzz_load_chunks]=200000 [fuzz_load_json]=100000)
+for t in fuzz_text fuzz_layout_json fuzz_plan_json fuzz_plan_struct fuzz_cost_profile fuzz_nccl_log fuzz_batch_json fuzz_cross_mesh_json fuzz_cross_mesh_ranks fuzz_load_chunks fuzz_load_json; do
   work=build-fuzz/corpus/$t
   if [ "${FUZZ_RANDOM:-0}" = 1 ]; then
     mode=(-max_total_time="$seconds")
