@@ -44,6 +44,11 @@ def tensors():
     return out
 
 
+def say(line: str) -> None:
+    """One line to stdout in one write (atomic on a pipe up to 4 KiB): the ranks' lines never interleave."""
+    os.write(1, (line[:4000] + "\n").encode())
+
+
 def counting_reader(path: str, log: list):
     """A FileSystemReader that records every (key, chunk offset) it reads."""
     from torch.distributed.checkpoint import FileSystemReader
@@ -123,7 +128,7 @@ def run_rank(rank: int, world: int, mode: str, path: str, case: str, how: str) -
         sd["plain"] = torch.arange(5.0)
         sd["meta"] = {"epoch": 7}
         dcp.save(sd, checkpoint_id=path)
-        print(f"rank {rank}: saved", flush=True)
+        say(f"rank {rank}: saved")
     else:
         import dtensor.torch as dt_
         import dtensor.torch.checkpoint as dck
@@ -165,13 +170,15 @@ def run_rank(rank: int, world: int, mode: str, path: str, case: str, how: str) -
             t0 = time.time()
             try:
                 dck.load(sd, storage_reader=reader, timeout=datetime.timedelta(seconds=4))
-                print(f"rank {rank}: loaded without its peer", flush=True)
+                say(f"rank {rank}: loaded without its peer")
             except dtensor.BackendError as e:
-                print(f"rank {rank}: BackendError after {time.time() - t0:.1f} s: {e}", flush=True)
+                say(f"rank {rank}: BackendError after {time.time() - t0:.1f} s: {e}")
+            except BaseException as e:  # (a CheckpointException is a BaseException)
+                say(f"rank {rank}: other error after {time.time() - t0:.1f} s: {type(e).__name__}: {e}")
             os._exit(0)
         if how == "refusals":
             refusals(rank, path, sd, dck, dcp)
-            print(f"rank {rank}: refusals ok", flush=True)
+            say(f"rank {rank}: refusals ok")
             dist.barrier()
             os._exit(0)
         if how == "dcp":
@@ -198,9 +205,9 @@ def run_rank(rank: int, world: int, mode: str, path: str, case: str, how: str) -
         flat = [r for rs in reads for r in rs if r[0] not in ("plain", "meta.epoch")]
         md = reader.read_metadata()
         saved = sum(1 for n in names for c in md.state_dict_metadata[n].chunks if c.sizes.numel() > 0)
-        print(f"rank {rank}: {equal} of {len(names)} tensors equal; read {result.total_read_bytes} bytes, busiest "
+        say(f"rank {rank}: {equal} of {len(names)} tensors equal; read {result.total_read_bytes} bytes, busiest "
               f"{result.busiest_read_bytes}; this rank read {result.read_bytes}; chunks read {len(flat)}, distinct "
-              f"{len(set(flat))}, saved {saved}", flush=True)
+              f"{len(set(flat))}, saved {saved}")
     dist.barrier()
     dist.destroy_process_group()
     os._exit(0)

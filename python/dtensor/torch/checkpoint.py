@@ -299,14 +299,16 @@ class StorageReader(_TorchStorageReader):
 
 
 def _unwrap(err: BaseException) -> BaseException:
-    """The error a dtensor planner recorded, or the first ValueError/TypeError/BackendError among a
-    CheckpointException's per-rank failures (lowest rank first), else `err`."""
+    """The error behind a CheckpointException: among its per-rank failures (lowest rank first) the
+    first ValueError, TypeError or dtensor.BackendError, else the first RuntimeError (a backend's),
+    else `err`."""
     failures = getattr(err, "failures", None)
-    if isinstance(failures, dict):
-        for rank in sorted(failures):
-            f = failures[rank]
-            e = f[0] if isinstance(f, tuple) else f
-            if isinstance(e, (ValueError, TypeError, _core.BackendError)):
+    if not isinstance(failures, dict):
+        return err
+    found = [f[0] if isinstance(f, tuple) else f for _, f in sorted(failures.items())]
+    for kinds in ((ValueError, TypeError, _core.BackendError), (RuntimeError,)):
+        for e in found:
+            if isinstance(e, kinds):
                 return e
     return err
 
@@ -337,14 +339,15 @@ def load(state_dict: dict, *, checkpoint_id=None, storage_reader=None, process_g
         dcp.load(state_dict, checkpoint_id=checkpoint_id, storage_reader=reader, planner=planner,
                  process_group=process_group)
     except (Exception, CheckpointException) as err:  # (CheckpointException is a BaseException)
-        if planner.failure is not None and planner.failure is not err:
-            raise planner.failure from err
-        cause = _unwrap(err)
-        if cause is not err:
+        # this rank's own failure first, else what the CheckpointException carries
+        cause = planner.failure if planner.failure is not None else _unwrap(err)
+        if isinstance(cause, (ValueError, TypeError, _core.BackendError)):
+            if cause is err:
+                raise
             raise cause from err
-        if isinstance(err, RuntimeError) and not isinstance(err, _core.BackendError):
-            text = " ".join(str(err).split())
-            raise _core.BackendError(f"dtensor.torch.checkpoint.load failed on rank {dist.get_rank()} in DCP's "
-                                     f"collectives: {type(err).__name__}: {text[:400]}") from err
+        if isinstance(cause, RuntimeError):  # a backend's own error, in DCP's collectives or a peer's
+            text = " ".join(str(cause).split())
+            raise _core.BackendError(f"dtensor.torch.checkpoint.load failed on rank {dist.get_rank()} (in DCP's "
+                                     f"collectives or a peer's part): {type(cause).__name__}: {text[:400]}") from err
         raise
     return planner.result
