@@ -75,3 +75,31 @@ def test_bad_metadata_names_the_tensor_and_chunk():
         dtensor.plan_load([dtensor.SavedTensor("w", [4, 4], "f32", [([0, 0], [2, 4])])], [target])
     with pytest.raises(ValueError, match="saved as bf16"):
         dtensor.plan_load([dtensor.SavedTensor("w", [4, 4], "bf16", [([0, 0], [4, 4])])], [target])
+
+
+def test_plan_files_and_storage_overrides():
+    mesh = dtensor.Mesh("2x2")
+    target = dtensor.Layout(mesh, [8, 6], "RS(0)")
+    saved = dtensor.SavedTensor("w", [8, 6], "f32", [([0, 0], [4, 6]), ([4, 0], [4, 6])])
+    p = dtensor.plan_load([saved], [target])
+    assert (p.read_bw_GBps, p.read_alpha_us) == (2.0, 100.0)
+    q = dtensor.plan_load([saved], [target], read_bw_GBps=0.5)
+    assert (q.read_bw_GBps, q.read_alpha_us) == (0.5, 100.0) and q.read_us > p.read_us
+    # the JSON round trip, validated; an edited file refused by its hash
+    assert dtensor.LoadPlan.from_json(p.to_json()) == p
+    p.check([saved], [target])
+    with pytest.raises(ValueError, match="edited or corrupted"):
+        dtensor.LoadPlan.from_json(p.to_json().replace('"elements":24', '"elements":23', 1))
+    with pytest.raises(ValueError, match="lacks 'kind'"):
+        dtensor.LoadPlan.from_json("{}")
+    # a plan of another load: check names the chunk
+    other = dtensor.plan_load([saved], [dtensor.Layout(mesh, [8, 6], "S(0)R")])
+    with pytest.raises(ValueError, match="tensor w chunk 0"):
+        other.check([saved], [target])
+    assert "chunk    1 (offsets 4x0 sizes 4x6): read by rank" in p.show([saved], 0)
+    # a load request file
+    text = '{"tensors": [{"name": "w", "layout": %s, "chunks": [[[0, 0], [4, 6]], [[4, 0], [4, 6]]]}]}' % target.to_json()
+    req = dtensor.LoadRequest.from_json(text)
+    assert dtensor.plan_load(req.saved, req.targets).hash == p.hash
+    with pytest.raises(ValueError, match="tensor w chunk 0: a chunk is"):
+        dtensor.LoadRequest.from_json(text.replace("[[0, 0], [4, 6]]", "[[0, 0]]", 1))
