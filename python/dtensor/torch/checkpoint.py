@@ -87,12 +87,13 @@ def _targets(state_dict: dict, metadata, allow_partial: bool = False):
 
 
 def _fingerprint(targets: list, mesh) -> str:
-    """What every rank must agree on for one plan to serve them all: the keys, layouts and mesh."""
+    """What every rank must agree on for one plan to serve them all: the keys, layouts and mesh, and
+    the saved chunks each rank read from the metadata."""
     h = hashlib.sha256()
     if mesh is not None:
         h.update(repr(_mesh_info(mesh).grid.tolist()).encode())
     for t in targets:
-        h.update(t.fqn.encode() + b"\0" + t.layout.to_json().encode() + b"\0")
+        h.update(t.fqn.encode() + b"\0" + t.layout.to_json().encode() + b"\0" + repr(t.saved.chunks).encode())
     return h.hexdigest()[:32]
 
 
@@ -188,8 +189,9 @@ class LoadPlanner(DefaultLoadPlanner):
                              f"the storage reader (ranks {missing} use another, which would skip the DTensor entries)")
         odd = [e["rank"] for e in entries if e["fingerprint"] != entries[0]["fingerprint"]]
         if odd:
-            raise ValueError(f"dtensor.torch.checkpoint.LoadPlanner: ranks {odd} load other keys or layouts than rank "
-                             f"{entries[0]['rank']} (every rank passes the same DTensor entries)")
+            raise ValueError(f"dtensor.torch.checkpoint.LoadPlanner: ranks {odd} load other keys or layouts, or read "
+                             f"other metadata, than rank {entries[0]['rank']} (every rank passes the same DTensor "
+                             f"entries)")
         if not self.targets:
             return global_plan
         info = _mesh_info(self._mesh)
