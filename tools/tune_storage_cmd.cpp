@@ -2,7 +2,6 @@
 // (tune_storage.hpp, docs/checkpoint.md).
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -32,8 +31,6 @@ void run_storage() {
   const auto files = for_flag("PATH", [] { return tune::storage_files(args.path); });
   const auto samples = for_flag("--sizes", [&] { return tune::measure_storage(files, o); });
   m.storage = tune::fit_storage(samples);
-  std::map<std::int64_t, std::vector<double>> by;
-  for (const auto& s : samples) by[s.bytes].push_back(s.us);
   if (args.format == "json") {
     nlohmann::ordered_json j;
     j["files"] = files.size();
@@ -46,12 +43,10 @@ void run_storage() {
     std::string out = fmt::format("storage reads from {} file(s) of {}, page cache {}\n", files.size(), args.path,
                                   o.drop_cache ? "dropped per file (posix_fadvise DONTNEED) before each read" : "kept");
     out += fmt::format("  {:>12} {:>6} {:>12} {:>12} {:>10}\n", "bytes", "reads", "median us", "fit us", "GB/s");
-    for (auto& [bytes, us] : by) {
-      std::sort(us.begin(), us.end());
-      const double med = us.size() % 2 ? us[us.size() / 2] : (us[us.size() / 2 - 1] + us[us.size() / 2]) / 2;
-      const double fit = m.storage.read_alpha_us + static_cast<double>(bytes) / (m.storage.read_bw_GBps * 1e3);
-      out += fmt::format("  {:>12} {:>6} {:>12.1f} {:>12.1f} {:>10.3f}\n", bytes, us.size(), med, fit,
-                         static_cast<double>(bytes) / (med * 1e3));
+    for (const auto& s : tune::storage_medians(samples)) {
+      const double fit = m.storage.read_alpha_us + static_cast<double>(s.bytes) / (m.storage.read_bw_GBps * 1e3);
+      out += fmt::format("  {:>12} {:>6} {:>12.1f} {:>12.1f} {:>10.3f}\n", s.bytes, s.reads, s.median_us, fit,
+                         static_cast<double>(s.bytes) / (s.median_us * 1e3));
     }
     out += fmt::format("fit: read_bw_GBps {:.4g}, read_alpha_us {:.4g} (time = alpha + bytes / bw, per reading rank)\n",
                        m.storage.read_bw_GBps, m.storage.read_alpha_us);

@@ -32,7 +32,15 @@ struct StorageOptions {
 // fresh offset). InputError naming a size no file holds, or fewer than two sizes.
 [[nodiscard]] std::vector<StorageSample> measure_storage(std::span<const std::string> files, const StorageOptions& options);
 
-// The least-squares line through the per-size medians, clamped to the profile's bounds
+// Per read size (ascending), how many reads and their median time.
+struct StorageSize {
+  std::int64_t bytes = 0;
+  std::size_t reads = 0;
+  double median_us = 0;
+};
+[[nodiscard]] std::vector<StorageSize> storage_medians(std::span<const StorageSample> samples);
+
+// The least-squares line through the per-size medians (storage_medians), clamped to the profile's bounds
 // (bandwidth in [1e-3, 1e6] GB/s, latency in [0, 1e6] us). InputError for fewer than two sizes.
 [[nodiscard]] StorageParams fit_storage(std::span<const StorageSample> samples);
 

@@ -8,17 +8,12 @@
 #include <fmt/format.h>
 
 #include "dtensor/error.hpp"
+#include "quantile.hpp"
 
 namespace dtensor::tune {
 namespace {
 
-// Linear interpolation between order statistics (the "type 7" quantile numpy and R default to).
-double quantile(const std::vector<double>& sorted, double q) {
-  const double h = (static_cast<double>(sorted.size()) - 1) * q;
-  const auto lo = static_cast<std::size_t>(std::floor(h));
-  const auto hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
-}
+using detail::quantile;
 
 // The 1-based ranks (j, k) of the order statistics bounding the median with 95% confidence:
 // j = floor(n/2 - 0.98 sqrt(n)), k = ceil(n/2 + 1 + 0.98 sqrt(n)) (the normal approximation of

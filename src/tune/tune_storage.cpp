@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "dtensor/error.hpp"
+#include "quantile.hpp"
 
 namespace dtensor::tune {
 namespace {
@@ -100,16 +101,24 @@ std::vector<StorageSample> measure_storage(std::span<const std::string> files, c
   return out;
 }
 
-StorageParams fit_storage(std::span<const StorageSample> samples) {
+std::vector<StorageSize> storage_medians(std::span<const StorageSample> samples) {
   std::map<std::int64_t, std::vector<double>> by;
   for (const auto& s : samples) by[s.bytes].push_back(s.us);
-  if (by.size() < 2) throw InputError("the storage fit needs samples of at least two sizes");
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  const double n = static_cast<double>(by.size());
+  std::vector<StorageSize> out;
   for (auto& [bytes, us] : by) {
     std::sort(us.begin(), us.end());
-    const double y = us.size() % 2 ? us[us.size() / 2] : (us[us.size() / 2 - 1] + us[us.size() / 2]) / 2;
-    const double x = static_cast<double>(bytes);
+    out.push_back({bytes, us.size(), detail::quantile(us, 0.5)});
+  }
+  return out;
+}
+
+StorageParams fit_storage(std::span<const StorageSample> samples) {
+  const auto sizes = storage_medians(samples);
+  if (sizes.size() < 2) throw InputError("the storage fit needs samples of at least two sizes");
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  const double n = static_cast<double>(sizes.size());
+  for (const auto& s : sizes) {
+    const double x = static_cast<double>(s.bytes), y = s.median_us;
     sx += x, sy += y, sxx += x * x, sxy += x * y;
   }
   const double den = n * sxx - sx * sx;
