@@ -44,6 +44,15 @@ def _set_timeout(timeout, pg) -> None:
         distributed_c10d._set_pg_timeout(timeout, pg)
 
 
+def _error_text(err: BaseException) -> str:
+    """A backend error as one line for a dtensor.BackendError: its type and its text, whitespace
+    collapsed, at most 400 characters of it."""
+    text = " ".join(str(err).split())
+    if len(text) > 400:
+        text = text[:400] + " ..."
+    return f"{type(err).__name__}: {text}"
+
+
 class _Failing:
     """Turns a backend's failure inside a collective (gloo's "Connection reset by peer" or
     "Timed out waiting", NCCL's errors: torch raises RuntimeError or its DistBackendError) into a
@@ -68,11 +77,8 @@ class _Failing:
         else:
             peers = [r for r in c.info.torch_ranks if r != c.my_rank]
         where = f" over mesh dims {list(self.mesh_dims)}" if self.mesh_dims is not None else ""
-        text = " ".join(str(err).split())
-        if len(text) > 400:
-            text = text[:400] + " ..."
         raise _core.BackendError(f"dtensor.torch: {self.what}{where} failed on rank {c.my_rank} (peer ranks "
-                                 f"{peers}): {type(err).__name__}: {text}") from err
+                                 f"{peers}): {_error_text(err)}") from err
 
 
 class _TorchComm:

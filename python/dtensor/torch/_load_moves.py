@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _core
+from ._communicator import _error_text
 
 
 class Target:
@@ -155,8 +156,9 @@ def check_part(part: Any, targets: list, me: int, ranks: int) -> tuple:
         if frm == me and (t, c) not in seen:
             raise ValueError(f"load plan part: message {tuple(e)} sends chunk {c} of {targets[t].fqn}, which this "
                              f"rank does not read")
+        parts = targets[t].cut(c, to)
         want = 1
-        for p, _ in targets[t].cut(c, to):
+        for p, _ in parts:
             want *= _count(p)
         if n != want or n <= 0:
             raise ValueError(f"load plan part: message {tuple(e)} carries {n} elements; rank {to} owns {want} of "
@@ -166,7 +168,7 @@ def check_part(part: Any, targets: list, me: int, ranks: int) -> tuple:
                 raise ValueError(f"load plan part: chunk {c} of {targets[t].fqn} is received twice")
             received.add((t, c))
             got[t] += n
-        messages.append((t, c, frm, to, n))
+        messages.append((t, c, frm, to, n, parts))
     for t, target in enumerate(targets):
         if got[t] != target.layout.local_numel(me):
             raise ValueError(f"load plan part: {target.fqn}: the plan brings {got[t]} elements to mesh rank {me}, "
@@ -181,8 +183,9 @@ class MoveFailed(_core.BackendError):
 def run_part(reads: list, messages: list, targets: list, me: int, torch_ranks: list, storage_reader,
              timeout: Optional[datetime.timedelta]) -> dict:
     """Reads this rank's chunks through `storage_reader`, then sends and receives its messages in
-    one batch and writes every piece into its DTensor's local shard. Returns this rank's byte
-    counts. A peer that fails or does not come within `timeout` raises MoveFailed naming it."""
+    one batch (`messages` as check_part returns them) and writes every piece into its DTensor's
+    local shard. Returns this rank's byte counts. A peer that fails or does not come within
+    `timeout` raises MoveFailed naming it."""
     from torch.distributed.checkpoint.metadata import MetadataIndex
     from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, ReadItem
 
@@ -204,10 +207,9 @@ def run_part(reads: list, messages: list, targets: list, me: int, torch_ranks: l
             for tg in targets]
     device = outs[0].device if outs else torch.device("cpu")
     ops, pending, peers, sent, received = [], [], set(), 0, 0
-    for t, c, frm, to, n in messages:
+    for t, c, frm, to, n, parts in messages:
         tg = targets[t]
         offsets, _ = tg.saved.chunks[c]
-        parts = tg.cut(c, to)
         shape = [_count(p[0]) for p in parts]
         if frm == me:
             piece = _select(capture.chunks[(tg.fqn, tuple(offsets))], [g for _, g in parts], offsets).to(device)
@@ -232,11 +234,8 @@ def run_part(reads: list, messages: list, targets: list, me: int, torch_ranks: l
                 elif not w.wait(timeout):
                     raise RuntimeError(f"not done after {timeout.total_seconds():g} s")
         except RuntimeError as err:
-            text = " ".join(str(err).split())
-            if len(text) > 400:
-                text = text[:400] + " ..."
             raise MoveFailed(f"dtensor.torch.checkpoint.load: the moves failed on rank {dist.get_rank()} (peer ranks "
-                             f"{sorted(peers)}): {type(err).__name__}: {text}") from err
+                             f"{sorted(peers)}): {_error_text(err)}") from err
     for t, parts, shape, buf in pending:
         _place(outs[t], [p for p, _ in parts], buf.view(targets[t].x.dtype).reshape(shape))
     for tg, out in zip(targets, outs):

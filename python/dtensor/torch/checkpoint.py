@@ -31,8 +31,9 @@ from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.tensor import DTensor
 
 from .. import _core
+from ._communicator import _error_text
 from ._layout import _dtype_name, _mesh_info, layout_of
-from ._load_moves import MoveFailed, Target, check_part, run_part, split_plan
+from ._load_moves import Target, check_part, run_part, split_plan
 
 __all__ = ["load", "plan", "request_json", "LoadPlanner", "StorageReader", "LoadResult"]
 
@@ -348,8 +349,7 @@ def load(state_dict: dict, *, checkpoint_id=None, storage_reader=None, process_g
                 raise
             raise cause from err
         if isinstance(cause, RuntimeError):  # a backend's own error, in DCP's collectives or a peer's
-            text = " ".join(str(cause).split())
             raise _core.BackendError(f"dtensor.torch.checkpoint.load failed on rank {dist.get_rank()} (in DCP's "
-                                     f"collectives or a peer's part): {type(cause).__name__}: {text[:400]}") from err
+                                     f"collectives or a peer's part): {_error_text(cause)}") from err
         raise
     return planner.result
