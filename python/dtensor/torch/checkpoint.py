@@ -124,12 +124,9 @@ def request_json(state_dict: dict, checkpoint_id=None, *, storage_reader=None) -
 
 
 def _plan_of(targets, cost_model, read_bw_GBps, read_alpha_us) -> _core.LoadPlan:
-    kw = {}
-    if read_bw_GBps is not None:
-        kw["read_bw_GBps"] = read_bw_GBps
-    if read_alpha_us is not None:
-        kw["read_alpha_us"] = read_alpha_us
-    return _core.plan_load([t.saved for t in targets], [t.layout for t in targets], cost_model, **kw)
+    # (None: the cost profile's storage field, as plan_load takes it)
+    return _core.plan_load([t.saved for t in targets], [t.layout for t in targets], cost_model, read_bw_GBps,
+                           read_alpha_us)
 
 
 class LoadPlanner(DefaultLoadPlanner):
@@ -196,7 +193,8 @@ class LoadPlanner(DefaultLoadPlanner):
         if not self.targets:
             return global_plan
         info = _mesh_info(self._mesh)
-        lost = [r for r in info.torch_ranks if r not in {e["rank"] for e in entries}]
+        present = {e["rank"] for e in entries}
+        lost = [r for r in info.torch_ranks if r not in present]
         if lost:
             raise ValueError(f"dtensor.torch.checkpoint.LoadPlanner: mesh ranks {lost} are not in DCP's process group")
         self.plan = _plan_of(self.targets, self.cost_model, self.read_bw_GBps, self.read_alpha_us)
