@@ -131,7 +131,7 @@ void check_saved(const SavedTensor& t, const Layout& target) {
 namespace {
 
 // A saved chunk with bytes, and the ranks whose target holds some of it with how many of its
-// elements (every member of a target block it meets, in block order).
+// elements (every member of a target block it meets).
 struct Chunk {
   std::int32_t tensor, index;
   std::int64_t bytes, itemsize;
@@ -159,7 +159,8 @@ Mesh check_inputs(std::span<const SavedTensor> saved, std::span<const Layout> ta
 }
 
 // Per tensor, the target's distinct blocks (ranks holding equal index sets: replicas), and per
-// chunk with bytes, its needers; in (tensor, chunk) order.
+// chunk with bytes, its needers in rank order (a rank is in one block: so a chunk's messages are
+// in `to` order as plan_load makes them); in (tensor, chunk) order.
 std::vector<Chunk> chunks_of(std::span<const SavedTensor> saved, std::span<const Layout> targets, const Mesh& mesh) {
   const std::int64_t N = mesh.num_ranks();
   std::vector<Chunk> chunks;
@@ -307,7 +308,6 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
     plan.total_read_bytes += ch.bytes;
     rs[static_cast<std::size_t>(from)] += ch.bytes;
     largest = std::max(largest, ch.bytes);
-    const std::size_t first = plan.messages.size();
     const std::int64_t s = ch.itemsize;
     for (const auto& [to, elements] : ch.needers) {
       plan.messages.push_back({ch.tensor, ch.index, from, to, elements});
@@ -319,8 +319,6 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
         plan.inter_host = plan.inter_host || from / cost.devices_per_host != to / cost.devices_per_host;
       }
     }
-    std::sort(plan.messages.begin() + static_cast<std::ptrdiff_t>(first), plan.messages.end(),
-              [](const LoadPlan::Message& a, const LoadPlan::Message& b) { return a.to < b.to; });
   }
   std::sort(links.begin(), links.end());
   links.erase(std::unique(links.begin(), links.end()), links.end());
