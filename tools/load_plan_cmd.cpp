@@ -38,8 +38,7 @@ void register_load_plan(CLI::App& app) {
   cmd->add_option("--check", args.check, "a plan JSON file: whether it is a plan of this request (exit 1 when not)");
   cmd->add_option("--format", args.format, "text or json")->capture_default_str();
   cmd->callback([] {
-    if (args.format != "text" && args.format != "json")
-      throw InputError(fmt::format("--format {}: text or json", quote_input(args.format)));
+    check_format(args.format);
     const LoadRequest req = for_flag("--request", [&] {
       return LoadRequest::from_json(read_input_file(args.request, "load request", 256u << 20));
     });

@@ -19,8 +19,7 @@ struct StorageArgs {
 } args;
 
 void run_storage() {
-  if (args.format != "text" && args.format != "json")
-    throw InputError(fmt::format("--format {}: text or json", quote_input(args.format)));
+  check_format(args.format);
   tune::StorageOptions o;
   o.sizes.clear();
   std::stringstream ss(args.sizes);
