@@ -1,7 +1,9 @@
 // Planning a checkpoint load at the scale of pytorch/pytorch#169113 (a LLaMA-70B load from 64 to
 // 128 ranks): ~720 bf16 tensors saved as FSDP2+TP on dp=8,tp=8 (one chunk per rank and tensor,
 // replicated norms once per dp rank: ~46,000 chunks), loaded as FSDP+TP on dp=16,tp=8. Prints the
-// median planning time of 5 runs, the chunks, messages, bytes read against the balanced bound.
+// median planning time of 5 runs, the chunks, messages, bytes read against the balanced bound;
+// then the same checkpoint loaded as TP on 8 replicated over dp=16 (every tensor has replicas:
+// the fan-out candidates all count).
 // Usage: bench_load_plan [--quick]  (--quick: 8 layers instead of 80)
 #include <algorithm>
 #include <chrono>
@@ -70,22 +72,32 @@ int main(int argc, char** argv) {
     chunks += static_cast<std::int64_t>(saved.back().chunks.size());
     bytes += src.numel() * 2;
   }
-  const CostModel cost = CostModel::default_model();
-  std::vector<double> ms;
-  LoadPlan plan;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    plan = plan_load(saved, targets, cost);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
   fmt::print("{} tensors ({:.1f} GB bf16) saved by {} ranks in {} chunks, loaded by {} ranks\n", saved.size(), bytes / 1e9,
              save_mesh.num_ranks(), chunks, load_mesh.num_ranks());
-  fmt::print("planning: median {:.1f} ms of 5 (min {:.1f}, max {:.1f})\n", ms[2], ms.front(), ms.back());
-  fmt::print("reads: {} bytes, busiest reader {} against the balanced bound {} ({:.3f}x); {} messages, {} bytes moved\n",
-             plan.total_read_bytes, plan.busiest_read_bytes, plan.balanced_read_bytes,
-             static_cast<double>(plan.busiest_read_bytes) / static_cast<double>(plan.balanced_read_bytes), plan.messages.size(),
-             plan.moved_bytes);
-  fmt::print("predicted: reads {:.0f} us + transfer {:.0f} us\n", plan.read_us, plan.transfer_us);
+  const CostModel cost = CostModel::default_model();
+  // as FSDP+TP (the norms replicated over tp), then as TP on 8 replicated over dp=16 (inference
+  // or RL rollout weights: every tensor has replicas), each with the fan-out the model picks
+  auto run = [&](const char* what, const std::vector<Layout>& to) {
+    std::vector<double> ms;
+    LoadPlan plan;
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      plan = plan_load(saved, to, cost);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    fmt::print("{}: planning median {:.1f} ms of 5 (min {:.1f}, max {:.1f})\n", what, ms[2], ms.front(), ms.back());
+    fmt::print("  reads: {} bytes, busiest reader {} against the balanced bound {} ({:.3f}x); {} messages, {} bytes moved\n",
+               plan.total_read_bytes, plan.busiest_read_bytes, plan.balanced_read_bytes,
+               static_cast<double>(plan.busiest_read_bytes) / static_cast<double>(plan.balanced_read_bytes),
+               plan.messages.size(), plan.moved_bytes);
+    fmt::print("  fan-out: {} tensor(s) gathered inside the mesh; predicted: reads {:.0f} us + transfer {:.0f} us + gather "
+               "{:.0f} us\n", plan.staged.size(), plan.read_us, plan.transfer_us, plan.post_us);
+  };
+  run("FSDP+TP on dp=16,tp=8", targets);
+  std::vector<Layout> replicas;
+  for (const auto& p : params)
+    replicas.push_back(Layout::parse(load_mesh, p.shape, DType::bf16, p.shape.size() == 1 ? "RR" : p.row_parallel ? "RS(1)" : "RS(0)"));
+  run("TP on 8 x 16 replicas", replicas);
   return 0;
 }

@@ -6,12 +6,15 @@ processes, a checkpoint on local disk). docs/checkpoint.md has the table this pr
     torchrun --nproc-per-node 4 bench/checkpoint_load.py load DIR8 --layout fsdp --repeats 3
     torchrun --nproc-per-node 4 bench/checkpoint_load.py load DIR8 --layout tp_replicas --repeats 3
     torchrun --nproc-per-node 8 bench/checkpoint_load.py load DIR4 --layout fsdp_tp --repeats 3
+    torchrun --nproc-per-node 4 bench/checkpoint_load.py load DIR8 --layout tp_replicas --repeats 3 \
+        --methods dtensor-direct,dtensor-gather,dcp     # the fan-out: point to point vs gathered in the mesh
 
 A synthetic transformer (--layers 16, --dim 1024: 235M f32 parameters, 0.94 GB). Each load runs
 both methods in turn (the page cache of the checkpoint's files dropped before each: drop_caches
 where the machine allows it, else posix_fadvise(DONTNEED) per file, which is said), and prints per
 method the bytes read in all and by the busiest rank, the bytes moved between ranks, the median
 wall time (slowest rank) and whether every local shard equals the saved values bit for bit.
+Methods: dtensor (fanout="cheapest", the cost model's choice), dtensor-direct, dtensor-gather, dcp.
 """
 import argparse
 import os
@@ -91,7 +94,13 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=16)
     ap.add_argument("--dim", type=int, default=1024)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--methods", default="dtensor,dcp",
+                    help="comma-separated: dtensor, dtensor-direct, dtensor-gather (dtensor's fan-outs), dcp")
     a = ap.parse_args()
+    methods = a.methods.split(",")
+    for m in methods:
+        if m not in ("dtensor", "dtensor-direct", "dtensor-gather", "dcp"):
+            ap.error(f"--methods: {m!r} is not dtensor, dtensor-direct, dtensor-gather or dcp")
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     ps = params(a.layers, a.dim)
@@ -118,7 +127,7 @@ def main() -> None:
     results = {}
     how = ""
     for rep in range(a.repeats):
-        for method in ("dtensor", "dcp"):
+        for method in methods:
             sd, want = {}, {}
             for i, (name, shape, row) in enumerate(ps):
                 _, pl = placements(a.layout, shape, row)
@@ -130,8 +139,9 @@ def main() -> None:
             dist.barrier()
             reader = CountingReader(a.path)
             t0 = time.perf_counter()
-            if method == "dtensor":
-                plan = dck.load(sd, storage_reader=reader)
+            if method.startswith("dtensor"):
+                fanout = {"dtensor": "cheapest", "dtensor-direct": "direct", "dtensor-gather": "gather"}[method]
+                plan = dck.load(sd, storage_reader=reader, fanout=fanout)
                 moved = plan.moved_bytes
             else:
                 dcp.load(sd, storage_reader=reader)

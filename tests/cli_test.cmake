@@ -272,6 +272,17 @@ run_case(load_plan_no_tensor 2 "" "^error: --tensor: no tensor \"x\" in the load
          load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --tensor x)
 run_case(load_plan_bad_bw 2 "" "^error: --read-bw \"-1\": a number in"
          load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --read-bw -1)
+# the fan-out: replicas received sharded, then gathered inside the mesh (here b's, over mesh dim 1)
+run_case(load_plan_gather 0 "fan-out: [12] tensor[(]s[)] received sharded over their replicated mesh dims, then gathered inside the mesh as one batch" ""
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --fanout gather)
+run_case(load_plan_gather_tensor 0 "b: shape 9 f32, 2 saved chunk[(]s[)]\n  received as S[(]0[)]\\[0\\]S[(]0[)]\\[1\\], then gathered to S[(]0[)]R" ""
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --fanout gather --tensor b)
+execute_process(COMMAND ${DTENSOR} load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --format json --fanout gather
+                OUTPUT_FILE ${CMAKE_CURRENT_BINARY_DIR}/load_plan_gather.json)
+run_case(load_plan_gather_check 0 "^ok: plan [0-9a-f]+ loads the request's 2 tensors" ""
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --check ${CMAKE_CURRENT_BINARY_DIR}/load_plan_gather.json)
+run_case(load_plan_bad_fanout 2 "" "^error: --fanout: fan-out \"broadcast\" is not cheapest, direct or gather"
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --fanout broadcast)
 # tune storage: timed reads fitted to the profile's storage field, which load-plan then prices with
 string(REPEAT "0123456789abcdef" 512 storage_bytes)
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/storage/data.bin "${storage_bytes}")

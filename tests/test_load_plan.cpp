@@ -10,6 +10,7 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/load_plan.hpp"
+#include "dtensor/simulate.hpp"
 #include "oracle.hpp"
 
 using namespace dtensor;
@@ -62,7 +63,7 @@ TEST_CASE("load plans: every chunk read once, every target rank gets exactly its
   const std::vector<oracle::Pl> save_options{{'R'}, {'S', 0}, {'S', 1}};
   const std::vector<oracle::Pl> load_options{{'R'}, {'S', 0}, {'S', 1}, {'T', 0, 2}};
   const CostModel cost = CostModel::default_model();
-  std::int64_t plans = 0, messages = 0;
+  std::int64_t plans = 0, messages = 0, staged_plans = 0;
   for (const auto& shape : std::vector<std::vector<std::int64_t>>{{5, 3}, {8, 4}, {1, 6}, {0, 3}}) {
     for (const auto& sm : save_meshes)
       for (const auto& sp : oracle::layouts(static_cast<int>(sm.size()), 2, save_options)) {
@@ -80,8 +81,28 @@ TEST_CASE("load plans: every chunk read once, every target rank gets exactly its
             INFO("saved " << oracle::text(sp) << " on " << sm.size() << "-d mesh, target " << target.str());
             const std::vector<SavedTensor> ss{saved};
             const std::vector<Layout> ts{target};
-            const LoadPlan p = plan_load(ss, ts, cost);
+            for (const Fanout fanout : {Fanout::cheapest, Fanout::gather}) {
+            INFO("fan-out " << to_string(fanout));
+            LoadOptions options;
+            options.fanout = fanout;
+            const LoadPlan p = plan_load(ss, ts, cost, options);
             ++plans;
+            // a staged tensor is received in its intermediate (the dtensor layout's sets, checked
+            // below), then the post batch takes it to the target (simulated against the oracle)
+            const bool staged = !p.staged.empty();
+            const Layout& via = p.received_layout(0, target);
+            if (fanout == Fanout::gather) {
+              bool replicas = false;
+              for (int m = 0; m < mesh.ndim(); ++m) replicas = replicas || (lm[static_cast<std::size_t>(m)] > 1 && lp[static_cast<std::size_t>(m)].kind == 'R');
+              CHECK(staged == replicas);
+            }
+            if (staged) {
+              ++staged_plans;
+              REQUIRE(p.staged == std::vector<std::int32_t>{0});
+              CHECK(p.post.plan(0).dst == target);
+              CHECK(simulate(p.post).verified);
+              CHECK(p.total_us == Approx(p.read_us + p.transfer_us + p.post_us));
+            }
             // every chunk with bytes read once
             std::map<std::int32_t, std::int64_t> reader;
             for (const auto& r : p.reads) REQUIRE(reader.emplace(r.chunk, r.reader).second);
@@ -91,7 +112,11 @@ TEST_CASE("load plans: every chunk read once, every target rank gets exactly its
             CHECK(p.total_read_bytes == shape[0] * shape[1] * 4);
             // every target rank: its elements exactly once, each message what the oracle cuts
             for (std::int64_t r = 0; r < ranks_of(lm); ++r) {
-              const auto sets = oracle::owned(lm, shape, lp, coord_of(lm, r));
+              std::vector<oracle::List> sets = oracle::owned(lm, shape, lp, coord_of(lm, r));
+              if (staged) {
+                sets.clear();
+                for (const auto& x : via.indices(coord_of(lm, r))) sets.push_back(x.materialize());
+              }
               std::multiset<std::int64_t> got;
               for (const auto& m : p.messages) {
                 if (m.to != r) continue;
@@ -105,16 +130,18 @@ TEST_CASE("load plans: every chunk read once, every target rank gets exactly its
               CHECK(got == std::multiset<std::int64_t>(want.begin(), want.end()));
             }
             CHECK(p.busiest_read_bytes <= 2 * p.balanced_read_bytes);
-            CHECK(plan_load(ss, ts, cost).hash() == p.hash());  // deterministic
+            CHECK(plan_load(ss, ts, cost, options).hash() == p.hash());  // deterministic
             // the JSON round trip gives the same plan, which check_load_plan accepts for this load
             const LoadPlan back = LoadPlan::from_json(p.to_json());
             CHECK(back == p);
             CHECK_NOTHROW(check_load_plan(back, ss, ts));
+            }
           }
       }
   }
-  CHECK(plans > 2000);
-  CHECK(messages > 5000);
+  CHECK(plans > 4000);
+  CHECK(messages > 10000);
+  CHECK(staged_plans > 500);
 }
 
 TEST_CASE("load plans: replicas read each byte once and the reads are balanced", "[load]") {
@@ -252,4 +279,52 @@ TEST_CASE("load plans: reads priced with the profile's storage field unless over
   j = slow.to_json();
   j.replace(j.find("\"read_alpha_us\""), 15, "\"read_alpha_ms\"");
   CHECK_THROWS_WITH(CostModel::from_json(j), Contains("unknown field"));
+}
+
+TEST_CASE("load plans: replicas gather inside the mesh where the cost model prices it lower", "[load]") {
+  // saved FSDP on 8 ranks (8 row chunks); loaded as TP on 2 replicated over 4 (mesh dp=4,tp=2)
+  SavedTensor t{"w", {2048, 2048}, DType::bf16, {}};
+  for (std::int64_t i = 0; i < 8; ++i) t.chunks.push_back({{i * 256, 0}, {256, 2048}});
+  const Mesh mesh = Mesh::parse("dp=4,tp=2");
+  const Layout target = Layout::parse(mesh, {2048, 2048}, DType::bf16, "RS(1)");
+  const std::vector<SavedTensor> ss{t};
+  const std::vector<Layout> ts{target};
+  CostModel fast = CostModel::default_model();  // collectives at 4x the point-to-point bandwidth
+  fast.intra.bw_GBps *= 4;
+  fast.name = "fast-collectives";
+  const LoadPlan direct = plan_load(ss, ts, fast, LoadOptions{{}, {}, Fanout::direct});
+  const LoadPlan best = plan_load(ss, ts, fast);
+  CHECK(direct.staged.empty());
+  REQUIRE(best.staged == std::vector<std::int32_t>{0});
+  CHECK(best.total_us < direct.total_us);
+  CHECK(best.moved_bytes < direct.moved_bytes);  // each element crosses once before the gather
+  CHECK(best.post.plan(0).src.placements_str() == "S(0)S(1)");
+  CHECK(simulate(best.post).verified);
+  CHECK_THAT(explain(best), Contains("fan-out: 1 tensor(s) received sharded"));
+  CHECK_THAT(show_tensor(best, ss, 0), Contains("received as S(0)S(1), then gathered to RS(1)"));
+  // under the default profile (collectives and point to point at one bandwidth) the cheapest is
+  // whichever the model prices lower; both are exact, and `gather` forces the fan-out
+  const LoadPlan dflt = plan_load(ss, ts, CostModel::default_model());
+  const LoadPlan forced = plan_load(ss, ts, CostModel::default_model(), LoadOptions{{}, {}, Fanout::gather});
+  CHECK(dflt.total_us <= forced.total_us + 1e-9);
+  CHECK(forced.staged == std::vector<std::int32_t>{0});
+  // the JSON round trip keeps the fan-out, and check_load_plan checks it against the load
+  const LoadPlan back = LoadPlan::from_json(best.to_json());
+  CHECK(back == best);
+  CHECK_NOTHROW(check_load_plan(back, ss, ts));
+  const Layout other = Layout::parse(mesh, {2048, 2048}, DType::bf16, "RS(0)");
+  CHECK_THROWS_WITH(check_load_plan(back, ss, std::vector<Layout>{other}), Contains("the post plan ends in"));
+  auto edit = [&](const std::string& from, const std::string& to) {
+    std::string s = best.to_json();
+    const auto at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, from.size(), to);
+  };
+  CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"staged\":[0]", "\"staged\":[]")), Contains("'post' must be null"));
+  CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"staged\":[0]", "\"staged\":[0,0]")), Contains("out of order or repeated"));
+  CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"staged\":[0]", "\"staged\":[1]")), Contains("edited or corrupted"));
+  CHECK_THROWS_AS(LoadPlan::from_json(edit("\"stages\":", "\"stagez\":")), InputError);  // the batch as BatchPlan reads it
+  // fan-out names
+  CHECK(parse_fanout("gather") == Fanout::gather);
+  CHECK_THROWS_WITH(parse_fanout("broadcast"), Contains("fan-out \"broadcast\" is not cheapest, direct or gather"));
 }

@@ -12,7 +12,7 @@ namespace dtensor::cli {
 namespace {
 
 struct LoadArgs {
-  std::string request, cost_model = "default", read_bw, read_alpha, tensor, check, format = "text";
+  std::string request, cost_model = "default", read_bw, read_alpha, tensor, check, fanout = "cheapest", format = "text";
 } args;
 
 // A finite number in [lo, hi] for `flag`, the whole text (no trailing garbage).
@@ -34,6 +34,9 @@ void register_load_plan(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--read-bw", args.read_bw, "storage read bandwidth per reading rank, GB/s (overrides the profile's)");
   cmd->add_option("--read-alpha", args.read_alpha, "storage latency per chunk opened, us (overrides the profile's)");
+  cmd->add_option("--fanout", args.fanout, "how replicas get their copies: cheapest (by the cost model), direct (point "
+                                           "to point from the readers) or gather (sharded, then gathered inside the mesh)")
+      ->capture_default_str();
   cmd->add_option("--tensor", args.tensor, "show this tensor's chunks: reader and receiving ranks");
   cmd->add_option("--check", args.check, "a plan JSON file: whether it is a plan of this request (exit 1 when not)");
   cmd->add_option("--format", args.format, "text or json")->capture_default_str();
@@ -46,6 +49,7 @@ void register_load_plan(CLI::App& app) {
     LoadOptions o;
     if (!args.read_bw.empty()) o.read_bw_GBps = parse_number("--read-bw", args.read_bw, 1e-3, 1e6);
     if (!args.read_alpha.empty()) o.read_alpha_us = parse_number("--read-alpha", args.read_alpha, 0, 1e6);
+    o.fanout = for_flag("--fanout", [&] { return parse_fanout(args.fanout); });
     if (!args.check.empty()) {
       const LoadPlan plan = for_flag("--check", [&] { return LoadPlan::from_json(read_input_file(args.check, "plan", 256u << 20)); });
       try {

@@ -3,14 +3,19 @@
 // DCP's metadata describes it -- per tensor, the saved chunks (offsets and sizes) -- and the
 // target is a layout on the loading job's mesh. The plan reads every saved byte exactly once
 // (each chunk by one reader, preferring a rank that needs its bytes, balanced by the predicted
-// time), then moves every piece a target rank needs from its reader. Planning is
-// O(C log C + C * B) for C saved chunks and B distinct target blocks per tensor.
+// time), then moves every piece a target rank needs from its reader -- to the rank itself, or,
+// where the cost model prices it lower, to an intermediate layout that shards the target's
+// replicated mesh dims, which a batch of collectives inside the mesh then gathers (the fan-out).
+// Planning is O(C log C + C * B) for C saved chunks and B distinct target blocks per tensor, once
+// per fan-out candidate (at most 8).
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "dtensor/batch_plan.hpp"
 #include "dtensor/cost_model.hpp"
 #include "dtensor/layout.hpp"
 
@@ -33,9 +38,19 @@ struct SavedTensor {
 
 // Overrides of the cost profile's storage field (CostModel::storage: its defaults, or what
 // `dtensor tune storage` measured), for one plan.
+// How replicas get their copies. `cheapest`: the predicted-fastest of `direct` and every `gather`
+// candidate (per set of replicated mesh dims sharded). `direct`: every rank receives its elements
+// from the chunk's reader (point to point). `gather`: the cheapest candidate that shards some
+// replicated mesh dim (direct when no target has replicas).
+enum class Fanout : std::uint8_t { cheapest, direct, gather };
+[[nodiscard]] const char* to_string(Fanout f) noexcept;
+// "cheapest", "direct" or "gather"; InputError naming the text otherwise.
+[[nodiscard]] Fanout parse_fanout(std::string_view text);
+
 struct LoadOptions {
   std::optional<double> read_bw_GBps;
   std::optional<double> read_alpha_us;
+  Fanout fanout = Fanout::cheapest;
   friend bool operator==(const LoadOptions&, const LoadOptions&) = default;
 };
 
@@ -47,8 +62,9 @@ struct LoadPlan {
     std::int64_t bytes = 0;
     friend bool operator==(const Read&, const Read&) = default;
   };
-  // The elements of the chunk's box that rank `to` owns in its target layout, from the chunk's
-  // reader (`from == to`: a local copy). Boxes and their order are the overlap's (row-major).
+  // The elements of the chunk's box that rank `to` owns in the tensor's received layout (its
+  // target, or its intermediate when it is staged), from the chunk's reader (`from == to`: a
+  // local copy). Boxes and their order are the overlap's (row-major).
   struct Message {
     std::int32_t tensor = 0;
     std::int32_t chunk = 0;
@@ -60,6 +76,11 @@ struct LoadPlan {
   Mesh mesh{std::vector<std::int64_t>{1}};
   std::vector<Read> reads;        // one per saved chunk with bytes, in (tensor, chunk) order
   std::vector<Message> messages;  // in (tensor, chunk, to) order
+  // The fan-out inside the mesh: the tensors received in an intermediate layout (ascending), and
+  // the batch that takes each to its target (post.plan(i): staged[i]'s intermediate -> target).
+  // Empty when every tensor is received as its target.
+  std::vector<std::int32_t> staged;
+  BatchPlan post;
   std::int64_t total_read_bytes = 0;     // every saved byte once
   std::int64_t busiest_read_bytes = 0;   // the most any rank reads
   std::int64_t balanced_read_bytes = 0;  // the least any assignment of whole chunks reaches at best
@@ -67,15 +88,18 @@ struct LoadPlan {
   std::int64_t busiest_transfer_bytes = 0;  // max over ranks of max(sent, received)
   std::int64_t busiest_peers = 0;          // max over ranks of its distinct peers, either way
   bool inter_host = false;
-  double read_us = 0, transfer_us = 0, total_us = 0;
+  double read_us = 0, transfer_us = 0, post_us = 0, total_us = 0;  // total: the three in turn
   std::string cost_model;
   StorageParams storage;  // what the reads were priced with
 
   [[nodiscard]] std::uint64_t hash() const;
   [[nodiscard]] std::string to_json(int indent = -1) const;
+  // The layout tensor `t` is received in: its intermediate when staged, else `target`.
+  [[nodiscard]] const Layout& received_layout(std::int32_t t, const Layout& target) const;
   // A plan's JSON (to_json's), validated as untrusted: every field present and of its type, ranks
-  // on the mesh, counts non-negative, reads and messages in their orders, and the hash the one
-  // the entries give. Sizes follow the entries (at most 2^24 of each). Throws InputError naming
+  // on the mesh, counts non-negative, reads and messages in their orders, the post batch as
+  // BatchPlan::from_json reads it (on the plan's mesh, one plan per staged tensor), and the hash
+  // the one the entries give. Sizes follow the entries (at most 2^24 of each). Throws InputError naming
   // the field. Whether it fits a load is check_load_plan's question.
   [[nodiscard]] static LoadPlan from_json(std::string_view json);
   friend bool operator==(const LoadPlan&, const LoadPlan&) = default;
@@ -95,7 +119,9 @@ void check_saved(const SavedTensor& saved, const Layout& target);
 
 // Whether `plan` loads `saved` into `targets` (a plan from elsewhere: from_json, another rank):
 // every non-empty chunk read by exactly one rank with its bytes, and its messages exactly the
-// ranks holding some of it, each with the element count it holds, sent by its reader. Throws
+// ranks holding some of it in the received layout, each with the element count it holds, sent by
+// its reader; every staged tensor's post plan from an intermediate without Partial (same mesh,
+// shape and dtype) to its target. Throws
 // InputError naming the tensor and chunk that differ.
 void check_load_plan(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets);
 

@@ -42,7 +42,10 @@ void bind_load(nb::module_& m) {
       .def_ro("busiest_transfer_bytes", &LoadPlan::busiest_transfer_bytes)
       .def_ro("read_us", &LoadPlan::read_us)
       .def_ro("transfer_us", &LoadPlan::transfer_us)
+      .def_ro("post_us", &LoadPlan::post_us)
       .def_ro("total_us", &LoadPlan::total_us)
+      .def_ro("staged", &LoadPlan::staged, "The tensors received in an intermediate layout, then gathered (post)")
+      .def_ro("post", &LoadPlan::post, "The batch inside the mesh: post.plans[i] takes staged[i] from its intermediate to its target")
       .def_prop_ro("read_bw_GBps", [](const LoadPlan& p) { return p.storage.read_bw_GBps; })
       .def_prop_ro("read_alpha_us", [](const LoadPlan& p) { return p.storage.read_alpha_us; })
       .def_prop_ro("hash", &LoadPlan::hash)
@@ -67,14 +70,18 @@ void bind_load(nb::module_& m) {
   m.def(
       "plan_load",
       [](const std::vector<SavedTensor>& saved, const std::vector<Layout>& targets, const nb::handle& cost_model,
-         std::optional<double> read_bw_GBps, std::optional<double> read_alpha_us) {
+         std::optional<double> read_bw_GBps, std::optional<double> read_alpha_us, const std::string& fanout) {
         const CostModel cost = model_of(cost_model);
+        const LoadOptions o{read_bw_GBps, read_alpha_us, parse_fanout(fanout)};
         nb::gil_scoped_release release;
-        return plan_load(saved, targets, cost, LoadOptions{read_bw_GBps, read_alpha_us});
+        return plan_load(saved, targets, cost, o);
       },
       "saved"_a, "targets"_a, "cost_model"_a = "default", "read_bw_GBps"_a = nb::none(), "read_alpha_us"_a = nb::none(),
+      "fanout"_a = "cheapest",
       "The load plan of saved[i] into targets[i] (one mesh): every chunk read once, then the moves. The reads are "
-      "priced with the cost profile's storage field unless read_bw_GBps / read_alpha_us are given");
+      "priced with the cost profile's storage field unless read_bw_GBps / read_alpha_us are given; fanout: how "
+      "replicas get their copies ('cheapest' by the cost model, 'direct' point to point, 'gather' sharded then "
+      "gathered inside the mesh)");
 }
 
 }  // namespace dtensor::python

@@ -17,6 +17,7 @@
 #include "dtensor/error.hpp"
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
+#include "load_fanout.hpp"
 
 namespace dtensor {
 namespace {
@@ -207,20 +208,18 @@ std::vector<Chunk> chunks_of(std::span<const SavedTensor> saved, std::span<const
 
 }  // namespace
 
-LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
-                   const LoadOptions& o) {
-  StorageParams st = cost.storage;
-  if (o.read_bw_GBps) st.read_bw_GBps = *o.read_bw_GBps;
-  if (o.read_alpha_us) st.read_alpha_us = *o.read_alpha_us;
-  if (!(st.read_bw_GBps > 0 && st.read_bw_GBps < 1e9) || !(st.read_alpha_us >= 0 && st.read_alpha_us < 1e9))
-    throw InputError(fmt::format("read bandwidth {} GB/s and latency {} us: bandwidth positive, latency not negative",
-                                 st.read_bw_GBps, st.read_alpha_us));
+namespace {
+
+// The reads and messages of a load whose tensors are received in `received` (their targets, or
+// intermediates): no fan-out yet.
+LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> received, const Mesh& mesh,
+                const CostModel& cost, const StorageParams& st) {
   LoadPlan plan;
-  plan.mesh = check_inputs(saved, targets);
+  plan.mesh = mesh;
   plan.cost_model = cost.name;
   plan.storage = st;
   const std::int64_t N = plan.mesh.num_ranks();
-  std::vector<Chunk> chunks = chunks_of(saved, targets, plan.mesh);
+  std::vector<Chunk> chunks = chunks_of(saved, received, plan.mesh);
   // Whole chunks to readers. First, largest first, each to the rank that needs its bytes whose
   // predicted time (its reads, then max(sent, received) at the point-to-point bandwidth) grows
   // least (ties: the most of its bytes needed, then the lower rank). Then, while it lowers the
@@ -348,6 +347,66 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
   return plan;
 }
 
+}  // namespace
+
+const char* to_string(Fanout f) noexcept {
+  switch (f) {
+    case Fanout::direct: return "direct";
+    case Fanout::gather: return "gather";
+    case Fanout::cheapest: break;
+  }
+  return "cheapest";
+}
+
+Fanout parse_fanout(std::string_view text) {
+  for (Fanout f : {Fanout::cheapest, Fanout::direct, Fanout::gather})
+    if (text == to_string(f)) return f;
+  throw InputError(fmt::format("fan-out {} is not cheapest, direct or gather", quote_input(text)));
+}
+
+LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
+                   const LoadOptions& o) {
+  StorageParams st = cost.storage;
+  if (o.read_bw_GBps) st.read_bw_GBps = *o.read_bw_GBps;
+  if (o.read_alpha_us) st.read_alpha_us = *o.read_alpha_us;
+  if (!(st.read_bw_GBps > 0 && st.read_bw_GBps < 1e9) || !(st.read_alpha_us >= 0 && st.read_alpha_us < 1e9))
+    throw InputError(fmt::format("read bandwidth {} GB/s and latency {} us: bandwidth positive, latency not negative",
+                                 st.read_bw_GBps, st.read_alpha_us));
+  const Mesh mesh = check_inputs(saved, targets);
+  LoadPlan best = assign(saved, targets, mesh, cost, st);
+  if (o.fanout == Fanout::direct) return best;
+  // Each set of replicated mesh dims received sharded, then gathered inside the mesh by one
+  // batch; the least predicted total wins (ties: the earlier, direct first).
+  PlanCache cache(4096);
+  bool staged_best = false;
+  for (const std::uint32_t mask : load_detail::fanout_masks(targets)) {
+    std::vector<Layout> received(targets.begin(), targets.end());
+    std::vector<std::int32_t> staged;
+    std::vector<std::pair<Layout, Layout>> pairs;
+    for (std::size_t t = 0; t < targets.size(); ++t)
+      if (auto via = load_detail::intermediate(targets[t], mask, cost, cache)) {
+        pairs.emplace_back(*via, targets[t]);
+        received[t] = std::move(*via);
+        staged.push_back(static_cast<std::int32_t>(t));
+      }
+    if (staged.empty()) continue;
+    LoadPlan p = assign(saved, received, mesh, cost, st);
+    p.staged = std::move(staged);
+    p.post = plan_batch(pairs, cost);
+    p.post_us = p.post.total_cost_us;
+    p.total_us += p.post_us;
+    const bool forced = o.fanout == Fanout::gather && !staged_best;
+    if (forced || p.total_us < best.total_us - 1e-9) best = std::move(p), staged_best = true;
+  }
+  return best;
+}
+
+const Layout& LoadPlan::received_layout(std::int32_t t, const Layout& target) const {
+  const auto it = std::lower_bound(staged.begin(), staged.end(), t);
+  if (it == staged.end() || *it != t) return target;
+  return post.plan(static_cast<std::size_t>(it - staged.begin())).src;
+}
+
 std::uint64_t LoadPlan::hash() const {
   std::uint64_t h = detail::fnv1a(mesh.str().data(), mesh.str().size());
   for (const auto& r : reads)
@@ -355,6 +414,10 @@ std::uint64_t LoadPlan::hash() const {
   for (const auto& m : messages)
     for (std::int64_t v : {std::int64_t{m.tensor}, std::int64_t{m.chunk}, m.from, m.to, m.elements})
       detail::hash_combine(h, static_cast<std::uint64_t>(v));
+  if (!staged.empty()) {  // (plans without a fan-out hash as before it existed)
+    for (auto t : staged) detail::hash_combine(h, static_cast<std::uint64_t>(t));
+    detail::hash_combine(h, post.hash());
+  }
   return detail::mix64(h);
 }
 
@@ -374,7 +437,10 @@ std::string LoadPlan::to_json(int indent) const {
   j["inter_host"] = inter_host;
   j["read_us"] = read_us;
   j["transfer_us"] = transfer_us;
+  j["post_us"] = post_us;
   j["total_us"] = total_us;
+  j["staged"] = staged;
+  j["post"] = staged.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json::parse(post.to_json());
   j["reads"] = nlohmann::ordered_json::array();
   for (const auto& r : reads) j["reads"].push_back({{"tensor", r.tensor}, {"chunk", r.chunk}, {"reader", r.reader}, {"bytes", r.bytes}});
   j["messages"] = nlohmann::ordered_json::array();
@@ -400,7 +466,15 @@ std::string explain(const LoadPlan& p) {
   o += fmt::format("then: {} bytes sent between ranks in {} message(s); busiest rank {} bytes to or from {} peer(s){}\n",
                    p.moved_bytes, p.messages.size(), p.busiest_transfer_bytes, p.busiest_peers,
                    p.inter_host ? ", across hosts" : "");
-  o += fmt::format("predicted: reads {:.3f} us + transfer {:.3f} us = {:.3f} us\n", p.read_us, p.transfer_us, p.total_us);
+  if (!p.staged.empty()) {
+    o += fmt::format("fan-out: {} tensor(s) received sharded over their replicated mesh dims, then gathered inside the "
+                     "mesh as one batch ({} collective(s), {} without batching)\n",
+                     p.staged.size(), p.post.collectives(), p.post.separate_collectives());
+    o += fmt::format("predicted: reads {:.3f} us + transfer {:.3f} us + gather {:.3f} us = {:.3f} us\n", p.read_us,
+                     p.transfer_us, p.post_us, p.total_us);
+  } else {
+    o += fmt::format("predicted: reads {:.3f} us + transfer {:.3f} us = {:.3f} us\n", p.read_us, p.transfer_us, p.total_us);
+  }
   return o;
 }
 
@@ -460,7 +534,29 @@ LoadPlan LoadPlan::from_json(std::string_view text) {
   p.inter_host = j["inter_host"].get<bool>();
   p.read_us = json_number(j, "read_us");
   p.transfer_us = json_number(j, "transfer_us");
+  p.post_us = json_number(j, "post_us");
   p.total_us = json_number(j, "total_us");
+  const auto& staged = list(j, "staged");
+  for (const auto& t : staged) {
+    p.staged.push_back(static_cast<std::int32_t>(detail::json_int(t, "staged[]", 0, kMaxEntries - 1)));
+    if (p.staged.size() > 1 && p.staged[p.staged.size() - 2] >= p.staged.back())
+      throw InputError(fmt::format("load plan: staged tensor {} is out of order or repeated", p.staged.back()));
+  }
+  const auto& post = field(j, "post");
+  if (p.staged.empty() != post.is_null())
+    throw InputError("load plan: 'post' must be null exactly when 'staged' is empty");
+  if (!post.is_null()) {
+    if (!post.is_object()) throw InputError("load plan: 'post' must be a batch plan object");
+    p.post = BatchPlan::from_json(post.dump());
+    if (p.post.size() != p.staged.size())
+      throw InputError(fmt::format("load plan: 'post' holds {} tensors for {} staged", p.post.size(), p.staged.size()));
+    if (std::abs(p.post_us - p.post.total_cost_us) > 1e-6 * std::max(1.0, p.post.total_cost_us))
+      throw InputError(fmt::format("load plan: 'post_us' {} is not the post batch's cost {}", p.post_us, p.post.total_cost_us));
+    for (std::size_t i = 0; i < p.post.size(); ++i)
+      if (!(p.post.plan(i).src.mesh() == p.mesh))
+        throw InputError(fmt::format("load plan: post tensor {} is on mesh {}, the plan's is {}", i,
+                                     p.post.plan(i).src.mesh().str(), p.mesh.str()));
+  }
   const auto rank = [&](const nlohmann::json& v, const char* what) { return detail::json_int(v, what, 0, N - 1); };
   const auto index = [](const nlohmann::json& v, const char* what) {
     return static_cast<std::int32_t>(detail::json_int(v, what, 0, kMaxEntries - 1));
@@ -503,7 +599,28 @@ void check_load_plan(const LoadPlan& plan, std::span<const SavedTensor> saved, s
   const Mesh mesh = check_inputs(saved, targets);
   if (!(mesh == plan.mesh))
     throw InputError(fmt::format("load plan: made for mesh {}, the targets are on {}", plan.mesh.str(), mesh.str()));
-  const std::vector<Chunk> chunks = chunks_of(saved, targets, mesh);
+  if (plan.post.size() != plan.staged.size())
+    throw InputError(fmt::format("load plan: 'post' holds {} tensors for {} staged", plan.post.size(), plan.staged.size()));
+  std::vector<Layout> received(targets.begin(), targets.end());
+  if (!plan.staged.empty()) validate_batch_plan(plan.post);
+  for (std::size_t i = 0; i < plan.staged.size(); ++i) {
+    const auto t = plan.staged[i];
+    if (t < 0 || static_cast<std::size_t>(t) >= targets.size() || (i > 0 && plan.staged[i - 1] >= t))
+      throw InputError(fmt::format("load plan: staged tensor {} is out of range, order or repeated", t));
+    const Plan& q = plan.post.plan(i);
+    const std::string& name = saved[static_cast<std::size_t>(t)].name;
+    if (!(q.dst == targets[static_cast<std::size_t>(t)]))
+      throw InputError(fmt::format("load plan: tensor {}: the post plan ends in {}, the target is {}", name, q.dst.str(),
+                                   targets[static_cast<std::size_t>(t)].str()));
+    if (!(q.src.mesh() == mesh) || q.src.shape() != q.dst.shape() || q.src.dtype() != q.dst.dtype())
+      throw InputError(fmt::format("load plan: tensor {}: the post plan starts from {}, not on the target's mesh, shape "
+                                   "and dtype", name, q.src.str()));
+    for (int m = 0; m < mesh.ndim(); ++m)
+      if (q.src.sharding().partial(m))
+        throw InputError(fmt::format("load plan: tensor {}: intermediate {} has a Partial", name, q.src.str()));
+    received[static_cast<std::size_t>(t)] = q.src;
+  }
+  const std::vector<Chunk> chunks = chunks_of(saved, received, mesh);
   if (plan.reads.size() != chunks.size())
     throw InputError(fmt::format("load plan: {} reads for the {} saved chunks with bytes", plan.reads.size(), chunks.size()));
   std::size_t m = 0;
@@ -537,6 +654,12 @@ std::string show_tensor(const LoadPlan& plan, std::span<const SavedTensor> saved
   auto m = std::lower_bound(plan.messages.begin(), plan.messages.end(), tensor,
                             [](const LoadPlan::Message& x, std::int32_t v) { return x.tensor < v; });
   std::string o = fmt::format("{}: shape {} {}, {} saved chunk(s)\n", t.name, shape_str(t.shape), to_string(t.dtype), t.chunks.size());
+  if (const auto st = std::lower_bound(plan.staged.begin(), plan.staged.end(), tensor);
+      st != plan.staged.end() && *st == tensor && plan.post.size() == plan.staged.size()) {
+    const Plan& q = plan.post.plan(static_cast<std::size_t>(st - plan.staged.begin()));
+    o += fmt::format("  received as {}, then gathered to {} ({} step(s), {:.3f} us alone)\n", q.src.placements_str(),
+                     q.dst.placements_str(), q.steps.size(), q.total_cost_us);
+  }
   for (auto r = lo; r != plan.reads.end() && r->tensor == tensor; ++r) {
     if (r->chunk < 0 || static_cast<std::size_t>(r->chunk) >= t.chunks.size())
       throw InputError(fmt::format("load plan: tensor {} has no chunk {}", t.name, r->chunk));

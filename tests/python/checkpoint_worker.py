@@ -3,8 +3,9 @@
     checkpoint_worker.py save DIR WORLD        every dtype, uneven shapes, FSDP2+TP on a 2x2 mesh (world 4)
     checkpoint_worker.py load DIR WORLD CASE [HOW]
         CASE: tp2 (1-d mesh of 2, a _StridedShard target among others), rtp (2x2: TP on 2 replicated
-        over 2), fsdp4.  HOW: load (dtensor.torch.checkpoint.load, the default), dcp (dcp.load with
-        dtensor's LoadPlanner and StorageReader), dies (mesh rank 3 exits before its part runs), late (it
+        over 2), fsdp4.  HOW: load (dtensor.torch.checkpoint.load, the default), gather (the same with
+        fanout="gather": replicated targets received sharded, then gathered inside the mesh), dcp
+        (dcp.load with dtensor's LoadPlanner and StorageReader), dies (mesh rank 3 exits before its part runs), late (it
         comes 12 s late; the others wait 4 s), refusals (misuse and bad metadata, each one clear error).
 Each loading rank prints "rank R: N of M tensors equal" after comparing every local shard bit for bit
 with the saved tensor's elements it should hold (from dtensor's ownership, not from the load), and the
@@ -186,7 +187,7 @@ def run_rank(rank: int, world: int, mode: str, path: str, case: str, how: str) -
             dcp.load(sd, storage_reader=reader, planner=planner)
             result = planner.result
         else:
-            result = dck.load(sd, storage_reader=reader)
+            result = dck.load(sd, storage_reader=reader, fanout="gather" if how == "gather" else "cheapest")
         assert (result.plan is not None) == (rank == 0), "the plan is made once, on the coordinator"
         if rank == 0:
             import dtensor
@@ -195,7 +196,9 @@ def run_rank(rank: int, world: int, mode: str, path: str, case: str, how: str) -
             assert dtensor.LoadPlan.from_json(plan.to_json()) == plan
             req = dtensor.LoadRequest.from_json(dck.request_json(sd, path))
             plan.check(req.saved, req.targets)
-            assert dtensor.plan_load(req.saved, req.targets).hash == result.hash
+            fanout = "gather" if how == "gather" else "cheapest"
+            assert dtensor.plan_load(req.saved, req.targets, fanout=fanout).hash == result.hash
+            assert len(plan.staged) > 0 or how != "gather", plan.staged
         names = [n for n in sd if n not in ("plain", "meta")]
         equal = sum(torch.equal(sd[n]._local_tensor.contiguous().view(torch.uint8), want[n].contiguous().view(torch.uint8))
                     for n in names)
@@ -205,6 +208,7 @@ def run_rank(rank: int, world: int, mode: str, path: str, case: str, how: str) -
         flat = [r for rs in reads for r in rs if r[0] not in ("plain", "meta.epoch")]
         md = reader.read_metadata()
         saved = sum(1 for n in names for c in md.state_dict_metadata[n].chunks if c.sizes.numel() > 0)
+        say(f"rank {rank}: gathered {result.gathered}")
         say(f"rank {rank}: {equal} of {len(names)} tensors equal; read {result.total_read_bytes} bytes, busiest "
               f"{result.busiest_read_bytes}; this rank read {result.read_bytes}; chunks read {len(flat)}, distinct "
               f"{len(set(flat))}, saved {saved}")

@@ -5,7 +5,8 @@ empty shards -- every local shard equal bit for bit to the saved tensor's elemen
 saved chunk read by exactly one rank, a plain tensor and a non-tensor entry loaded by DCP's default
 path in the same call; users' own dcp.load with dtensor's LoadPlanner and StorageReader; misuse and
 bad metadata refused with one clear error; a rank that dies or comes late ending the others with a
-dtensor.BackendError naming their peers, within the timeout."""
+dtensor.BackendError naming their peers, within the timeout. With fanout="gather" the replicated
+targets are received sharded and gathered inside the mesh, with the same bits."""
 import re
 
 import pytest
@@ -26,10 +27,14 @@ def checkpoint(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("case, world, how", [("tp2", 2, "load"), ("rtp", 4, "dcp"), ("fsdp4", 4, "load")])
+@pytest.mark.parametrize("case, world, how", [("tp2", 2, "load"), ("rtp", 4, "dcp"), ("fsdp4", 4, "load"),
+                                              ("tp2", 2, "gather"), ("rtp", 4, "gather")])
 def test_round_trip(checkpoint, case, world, how):
     r = run_script(HERE / "checkpoint_worker.py", "load", str(checkpoint), str(world), case, how, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
+    # gather: the replicated targets arrive sharded and one batch inside the mesh gathers them
+    gathered = {int(g) for g in re.findall(r"rank \d+: gathered (\d+)", r.stdout)}
+    assert len(gathered) == 1 and (min(gathered) > 0 or how != "gather"), r.stdout
     lines = re.findall(r"rank (\d+): (\d+) of (\d+) tensors equal; read (\d+) bytes, busiest (\d+); this rank read "
                        r"(\d+); chunks read (\d+), distinct (\d+), saved (\d+)", r.stdout)
     assert sorted(int(l[0]) for l in lines) == list(range(world)), r.stdout + r.stderr

@@ -137,15 +137,22 @@ def _redistribute_many(xs: list, placements_list, shard_orders, cost_model) -> l
     for i, x in enumerate(xs):
         if x._local_tensor.device != device:
             raise ValueError(f"redistribute_many: xs[{i}] is on {x._local_tensor.device}, xs[0] on {device}")
+    plans = batch.plans  # per tensor (one conversion)
+    outs = run_batch(batch, plans, mesh, [x._local_tensor for x in xs])
+    return [DTensor(o, _spec_of(mesh, p.dst), requires_grad=False) for o, p in zip(outs, plans)]
+
+
+def run_batch(batch: _core.BatchPlan, plans: list, mesh: DeviceMesh, locals_: list) -> list:
+    """Runs `batch` (its `plans`, one per tensor) on this rank's local tensors `locals_` (the
+    sources' shards, on one device) over `mesh`'s groups; returns the targets' local tensors."""
+    device = locals_[0].device
     runner = _runner(mesh, device)
     rank = runner.comm.rank
     ex = runner.batch_executor(batch)
-    locals_, outs, wss = [], [], []
-    plans = batch.plans  # per tensor (one conversion)
-    for i, (x, p) in enumerate(zip(xs, plans)):
-        local = x._local_tensor if x._local_tensor.is_contiguous() else x._local_tensor.contiguous()
-        locals_.append(local.detach())
-        outs.append(torch.empty(p.dst.local_shape(rank), dtype=x.dtype, device=device))
+    locals_ = [(t if t.is_contiguous() else t.contiguous()).detach() for t in locals_]
+    outs, wss = [], []
+    for i, (local, p) in enumerate(zip(locals_, plans)):
+        outs.append(torch.empty(p.dst.local_shape(rank), dtype=local.dtype, device=device))
         wss.append(torch.empty(max(ex.workspace_bytes(i), 0), dtype=torch.uint8, device=device))
     staging = torch.empty(max(ex.staging_bytes, 0), dtype=torch.uint8, device=device)
     with runner.lock:
@@ -157,7 +164,7 @@ def _redistribute_many(xs: list, placements_list, shard_orders, cost_model) -> l
         finally:
             runner.impl.buffers = ()
             runner.impl.views = None
-    return [DTensor(o, _spec_of(mesh, p.dst), requires_grad=False) for o, p in zip(outs, plans)]
+    return outs
 
 
 class _RedistributeMany(torch.autograd.Function):

@@ -1,7 +1,8 @@
 """One rank's part of a checkpoint load plan (docs/checkpoint.md): the chunks it reads, through
 DCP's StorageReader, then the pieces it sends and receives, as bytes in one batch of
-point-to-point transfers. The part arrives from the coordinator and is checked here against this
-rank's own targets before it sizes a buffer or moves a byte."""
+point-to-point transfers, then (for tensors received in an intermediate layout) the plan's batch
+of collectives inside the mesh. The part arrives from the coordinator and is checked here against
+this rank's own targets before it sizes a buffer or moves a byte."""
 
 from __future__ import annotations
 
@@ -18,18 +19,25 @@ from ._communicator import _error_text
 class Target:
     """One DTensor entry of a load: its key, the DTensor, the SavedTensor and its dtensor Layout."""
 
-    __slots__ = ("fqn", "x", "saved", "layout", "_runs")
+    __slots__ = ("fqn", "x", "saved", "layout", "received", "_runs")
 
     def __init__(self, fqn: str, x, saved, layout):
         self.fqn, self.x, self.saved, self.layout = fqn, x, saved, layout
+        self.received = layout  # the layout the moves land in: the target, or its intermediate
         self._runs: dict = {}
+
+    def receive_as(self, layout) -> None:
+        """The moves land in `layout` (the target's, or an intermediate's) from now on."""
+        if layout is not self.received:
+            self.received, self._runs = layout, {}
 
     def cut(self, c: int, rank: int) -> list:
         """Per dim, (local positions, global indices) of the elements of chunk `c` that mesh rank
-        `rank` owns: (start, stop) pairs where they are one run, else index tensors."""
+        `rank` owns in the received layout: (start, stop) pairs where they are one run, else index
+        tensors."""
         runs = self._runs.get(rank)
         if runs is None:
-            runs = self._runs[rank] = self.layout.owned_runs(rank)
+            runs = self._runs[rank] = self.received.owned_runs(rank)
         offsets, sizes = self.saved.chunks[c]
         return [_positions(r, o, o + s) for r, o, s in zip(runs, offsets, sizes)]
 
@@ -99,17 +107,20 @@ class _Capture:
         raise AssertionError("dtensor.torch.checkpoint reads tensors only")
 
 
-def make_part(plan, rank: int) -> dict:
+def make_part(plan, rank: int, post: Optional[str]) -> dict:
     """Mesh rank `rank`'s part of a LoadPlan: the chunks it reads, the messages it sends or
-    receives, and the plan's totals (what every rank reports)."""
-    return {"hash": plan.hash, "rank": rank, "reads": [], "messages": [],
+    receives, the fan-out (the staged tensors and the post batch's JSON, the same for every rank)
+    and the plan's totals (what every rank reports)."""
+    return {"hash": plan.hash, "rank": rank, "reads": [], "messages": [], "staged": list(plan.staged), "post": post,
             "totals": {"total_read_bytes": plan.total_read_bytes, "busiest_read_bytes": plan.busiest_read_bytes,
-                       "balanced_read_bytes": plan.balanced_read_bytes, "moved_bytes": plan.moved_bytes}}
+                       "balanced_read_bytes": plan.balanced_read_bytes, "moved_bytes": plan.moved_bytes,
+                       "gathered": len(plan.staged)}}
 
 
 def split_plan(plan, ranks: int) -> list:
     """Every mesh rank's part of `plan`, in one pass over its reads and messages."""
-    parts = [make_part(plan, r) for r in range(ranks)]
+    post = plan.post.to_json() if len(plan.staged) else None
+    parts = [make_part(plan, r, post) for r in range(ranks)]
     for t, c, reader, _ in plan.reads:
         parts[reader]["reads"].append((t, c))
     for m in plan.messages:
@@ -128,12 +139,17 @@ def _int(v, what: str) -> int:
 def check_part(part: Any, targets: list, me: int, ranks: int) -> tuple:
     """Validates a part received from the coordinator against this rank's own targets (untrusted:
     every index in range, every message's element count the one this rank computes, every chunk
-    this rank sends read by it, each tensor's local shard received exactly once in total). Returns
-    (reads, messages) as lists of tuples. ValueError naming the offending entry."""
-    if not isinstance(part, dict) or not {"hash", "rank", "reads", "messages", "totals"} <= set(part):
+    this rank sends read by it, each tensor's local shard received exactly once in total; the post
+    batch as BatchPlan.from_json reads it, one plan per staged tensor ending in its target, from an
+    intermediate on its mesh, shape and dtype without Partial). Points each staged Target at its
+    intermediate. Returns (reads, messages, post) with `post` None or (BatchPlan, its plans).
+    ValueError naming the offending entry."""
+    keys = {"hash", "rank", "reads", "messages", "staged", "post", "totals"}
+    if not isinstance(part, dict) or not keys <= set(part):
         raise ValueError(f"load plan part: not a dtensor load plan part ({type(part).__name__})")
     if _int(part["rank"], "rank") != me:
         raise ValueError(f"load plan part: addressed to mesh rank {part['rank']}, this is mesh rank {me}")
+    post = _check_post(part, targets)
     reads, seen = [], set()
     for e in part["reads"]:
         if not isinstance(e, (tuple, list)) or len(e) != 2:
@@ -170,22 +186,58 @@ def check_part(part: Any, targets: list, me: int, ranks: int) -> tuple:
             got[t] += n
         messages.append((t, c, frm, to, n, parts))
     for t, target in enumerate(targets):
-        if got[t] != target.layout.local_numel(me):
+        if got[t] != target.received.local_numel(me):
             raise ValueError(f"load plan part: {target.fqn}: the plan brings {got[t]} elements to mesh rank {me}, "
-                             f"which holds {target.layout.local_numel(me)}")
-    return reads, messages
+                             f"which holds {target.received.local_numel(me)}")
+    return reads, messages, post
+
+
+def _check_post(part: dict, targets: list) -> Optional[tuple]:
+    """The part's fan-out, validated: staged tensor indices ascending and in range, and the post
+    batch's plans each from an intermediate of its target's mesh, shape and dtype (no Partial) to
+    the target itself. Points every Target at the layout its moves land in."""
+    staged, text = part["staged"], part["post"]
+    if not isinstance(staged, list) or (text is None) != (len(staged) == 0):
+        raise ValueError("load plan part: 'staged' must be a list, empty exactly when 'post' is None")
+    for t in targets:
+        t.receive_as(t.layout)
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ValueError(f"load plan part: 'post' is a {type(text).__name__}, not a batch plan's JSON")
+    batch = _core.BatchPlan.from_json(text)
+    plans = batch.plans
+    if len(plans) != len(staged):
+        raise ValueError(f"load plan part: the post batch holds {len(plans)} plans for {len(staged)} staged tensors")
+    last = -1
+    for t, p in zip(staged, plans):
+        if _int(t, "a staged tensor") <= last or t >= len(targets):
+            raise ValueError(f"load plan part: staged tensor {t} is out of range, order or repeated")
+        last = t
+        target = targets[t]
+        if p.dst != target.layout:
+            raise ValueError(f"load plan part: {target.fqn}: the post plan ends in {p.dst}, the target is {target.layout}")
+        via = p.src
+        if (via.mesh != target.layout.mesh or list(via.shape) != list(target.layout.shape)
+                or via.dtype != target.layout.dtype or any(q.kind == "partial" for q in via.placements)):
+            raise ValueError(f"load plan part: {target.fqn}: intermediate {via} is not a layout of the target's mesh, "
+                             f"shape and dtype without Partial")
+        target.receive_as(via)
+    return batch, plans
 
 
 class MoveFailed(_core.BackendError):
     """A peer failed or never came during the moves (a dtensor.BackendError)."""
 
 
-def run_part(reads: list, messages: list, targets: list, me: int, torch_ranks: list, storage_reader,
-             timeout: Optional[datetime.timedelta]) -> dict:
+def run_part(reads: list, messages: list, post: Optional[tuple], targets: list, me: int, torch_ranks: list,
+             storage_reader, timeout: Optional[datetime.timedelta]) -> dict:
     """Reads this rank's chunks through `storage_reader`, then sends and receives its messages in
     one batch (`messages` as check_part returns them) and writes every piece into its DTensor's
-    local shard. Returns this rank's byte counts. A peer that fails or does not come within
-    `timeout` raises MoveFailed naming it."""
+    local shard, or into its intermediate's for a staged tensor, which the post batch then takes
+    to the target inside the mesh. Returns this rank's byte counts. A peer that fails or does not
+    come within `timeout` raises MoveFailed naming it (the post batch's collectives: a
+    dtensor.BackendError within the mesh groups' timeout)."""
     from torch.distributed.checkpoint.metadata import MetadataIndex
     from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, ReadItem
 
@@ -203,9 +255,10 @@ def run_part(reads: list, messages: list, targets: list, me: int, torch_ranks: l
     capture = _Capture({tg.fqn: tg.x.dtype for tg in targets})
     if items:
         storage_reader.read_data(LoadPlan(items), capture).wait()
-    outs = [tg.x._local_tensor if tg.x._local_tensor.is_contiguous() else tg.x._local_tensor.contiguous()
+    device = targets[0].x._local_tensor.device if targets else torch.device("cpu")
+    outs = [torch.empty(tg.received.local_shape(me), dtype=tg.x.dtype, device=device) if tg.received is not tg.layout
+            else tg.x._local_tensor if tg.x._local_tensor.is_contiguous() else tg.x._local_tensor.contiguous()
             for tg in targets]
-    device = outs[0].device if outs else torch.device("cpu")
     ops, pending, peers, sent, received = [], [], set(), 0, 0
     for t, c, frm, to, n, parts in messages:
         tg = targets[t]
@@ -238,6 +291,13 @@ def run_part(reads: list, messages: list, targets: list, me: int, torch_ranks: l
                              f"{sorted(peers)}): {_error_text(err)}") from err
     for t, parts, shape, buf in pending:
         _place(outs[t], [p for p, _ in parts], buf.view(targets[t].x.dtype).reshape(shape))
+    if post is not None:  # the fan-out inside the mesh: every staged tensor to its target, as one batch
+        from ._api import run_batch
+        batch, plans = post
+        staged = [t for t, tg in enumerate(targets) if tg.received is not tg.layout]
+        done = run_batch(batch, plans, targets[staged[0]].x.device_mesh, [outs[t] for t in staged])
+        for t, out in zip(staged, done):
+            outs[t] = out
     for tg, out in zip(targets, outs):
         if out is not tg.x._local_tensor:
             tg.x._local_tensor.copy_(out)

@@ -9,7 +9,9 @@
 Every saved chunk is read by exactly one rank (dtensor.plan_load: the reads balanced, a rank that
 needs the bytes preferred), through DCP's own StorageReader (FileSystemReader by default), and
 every rank then receives the elements its local shard holds from the chunk's reader, in one
-batch of point-to-point transfers. The plan is made once, by DCP's coordinator in
+batch of point-to-point transfers -- or, where the cost model prices it lower (`fanout`),
+replicated targets receive a sharded intermediate that one batch of collectives inside the mesh
+then gathers. The plan is made once, by DCP's coordinator in
 `create_global_plan`, and each rank receives its part in its `LoadPlan.planner_data`. Exact for
 every layout dtensor models, `_StridedShard` targets included (DCP's default load is not:
 docs/torch-defects.md). Entries that are not DTensors (plain tensors, non-tensor state) take
@@ -50,6 +52,7 @@ class LoadResult:
     busiest_read_bytes: int
     balanced_read_bytes: int
     moved_bytes: int
+    gathered: int  # tensors received sharded and gathered inside the mesh (the fan-out)
     read_bytes: int
     sent_bytes: int
     received_bytes: int
@@ -99,12 +102,12 @@ def _fingerprint(targets: list, mesh) -> str:
 
 
 def plan(state_dict: dict, metadata, *, cost_model: Any = "default", read_bw_GBps: Optional[float] = None,
-         read_alpha_us: Optional[float] = None) -> Optional[_core.LoadPlan]:
+         read_alpha_us: Optional[float] = None, fanout: str = "cheapest") -> Optional[_core.LoadPlan]:
     """The load plan of `state_dict`'s DTensors from a checkpoint's metadata (None without DTensors)."""
     targets, _ = _targets(state_dict, metadata)
     if not targets:
         return None
-    return _plan_of(targets, cost_model, read_bw_GBps, read_alpha_us)
+    return _plan_of(targets, cost_model, read_bw_GBps, read_alpha_us, fanout)
 
 
 def request_json(state_dict: dict, checkpoint_id=None, *, storage_reader=None) -> str:
@@ -123,10 +126,10 @@ def request_json(state_dict: dict, checkpoint_id=None, *, storage_reader=None) -
                                    for t in targets]})
 
 
-def _plan_of(targets, cost_model, read_bw_GBps, read_alpha_us) -> _core.LoadPlan:
+def _plan_of(targets, cost_model, read_bw_GBps, read_alpha_us, fanout) -> _core.LoadPlan:
     # (None: the cost profile's storage field, as plan_load takes it)
     return _core.plan_load([t.saved for t in targets], [t.layout for t in targets], cost_model, read_bw_GBps,
-                           read_alpha_us)
+                           read_alpha_us, fanout)
 
 
 class LoadPlanner(DefaultLoadPlanner):
@@ -135,11 +138,13 @@ class LoadPlanner(DefaultLoadPlanner):
     its part in `planner_data`, and dtensor's StorageReader runs that part in `read_data`. Pair it
     with `StorageReader` (a plain reader is refused). `cost_model`, `read_bw_GBps` and
     `read_alpha_us` price the plan (unset: the cost profile's storage fields, else the defaults);
+    `fanout` says how replicas get their copies ("cheapest" by the cost model, "direct" point to
+    point from the readers, "gather" a sharded intermediate gathered inside the mesh);
     `timeout` bounds the wait for a peer during the moves (None: the process group's)."""
 
     def __init__(self, *, cost_model: Any = "default", read_bw_GBps: Optional[float] = None,
                  read_alpha_us: Optional[float] = None, timeout: Optional[datetime.timedelta] = None,
-                 flatten_state_dict: bool = True, flatten_sharded_tensors: bool = True,
+                 fanout: str = "cheapest", flatten_state_dict: bool = True, flatten_sharded_tensors: bool = True,
                  allow_partial_load: bool = False) -> None:
         super().__init__(flatten_state_dict=flatten_state_dict, flatten_sharded_tensors=flatten_sharded_tensors,
                          allow_partial_load=allow_partial_load)
@@ -148,8 +153,11 @@ class LoadPlanner(DefaultLoadPlanner):
         for name, v in (("read_bw_GBps", read_bw_GBps), ("read_alpha_us", read_alpha_us)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
                 raise TypeError(f"{name} must be a number, not {type(v).__name__}")
+        if fanout not in ("cheapest", "direct", "gather"):
+            raise ValueError(f"fanout {fanout!r} is not 'cheapest', 'direct' or 'gather'")
         self.cost_model, self.read_bw_GBps, self.read_alpha_us, self.timeout = (cost_model, read_bw_GBps,
                                                                                 read_alpha_us, timeout)
+        self.fanout = fanout
         self.targets: list = []
         self.plan: Optional[_core.LoadPlan] = None
         self.result: Optional[LoadResult] = None
@@ -197,7 +205,7 @@ class LoadPlanner(DefaultLoadPlanner):
         lost = [r for r in info.torch_ranks if r not in present]
         if lost:
             raise ValueError(f"dtensor.torch.checkpoint.LoadPlanner: mesh ranks {lost} are not in DCP's process group")
-        self.plan = _plan_of(self.targets, self.cost_model, self.read_bw_GBps, self.read_alpha_us)
+        self.plan = _plan_of(self.targets, self.cost_model, self.read_bw_GBps, self.read_alpha_us, self.fanout)
         parts = split_plan(self.plan, len(info.torch_ranks))
         out = []
         for p, e in zip(global_plan, entries):
@@ -219,8 +227,8 @@ class LoadPlanner(DefaultLoadPlanner):
         info = _mesh_info(self._mesh)
         me = info.dense[dist.get_rank()]
         try:
-            reads, messages = check_part(self._part, self.targets, me, len(info.torch_ranks))
-            counts = run_part(reads, messages, self.targets, me, info.torch_ranks, storage_reader, self.timeout)
+            reads, messages, post = check_part(self._part, self.targets, me, len(info.torch_ranks))
+            counts = run_part(reads, messages, post, self.targets, me, info.torch_ranks, storage_reader, self.timeout)
         except BaseException as e:
             self.failure = e
             raise
@@ -316,7 +324,8 @@ def _unwrap(err: BaseException) -> BaseException:
 
 def load(state_dict: dict, *, checkpoint_id=None, storage_reader=None, process_group=None,
          cost_model: Any = "default", read_bw_GBps: Optional[float] = None, read_alpha_us: Optional[float] = None,
-         timeout: Optional[datetime.timedelta] = None, allow_partial_load: bool = False) -> Optional[LoadResult]:
+         timeout: Optional[datetime.timedelta] = None, allow_partial_load: bool = False,
+         fanout: str = "cheapest") -> Optional[LoadResult]:
     """Loads a checkpoint written by `dcp.save` into `state_dict` in place, as `dcp.load` does (one
     call of it): DTensor entries through dtensor's load plan, anything else through DCP's default
     path. Every rank of the process group calls it with the same keys. Returns this rank's
@@ -335,7 +344,7 @@ def load(state_dict: dict, *, checkpoint_id=None, storage_reader=None, process_g
                          "path is not supported: call dist.init_process_group first)")
     reader = storage_reader if isinstance(storage_reader, StorageReader) else StorageReader(storage_reader)
     planner = LoadPlanner(cost_model=cost_model, read_bw_GBps=read_bw_GBps, read_alpha_us=read_alpha_us,
-                          timeout=timeout, allow_partial_load=allow_partial_load)
+                          timeout=timeout, allow_partial_load=allow_partial_load, fanout=fanout)
     try:
         dcp.load(state_dict, checkpoint_id=checkpoint_id, storage_reader=reader, planner=planner,
                  process_group=process_group)
