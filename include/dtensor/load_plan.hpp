@@ -40,8 +40,8 @@ struct SavedTensor {
 // `dtensor tune storage` measured), for one plan.
 // How replicas get their copies. `cheapest`: the predicted-fastest of `direct` and every `gather`
 // candidate (per set of replicated mesh dims sharded). `direct`: every rank receives its elements
-// from the chunk's reader (point to point). `gather`: the cheapest candidate that shards some
-// replicated mesh dim (direct when no target has replicas).
+// from the chunk's reader (point to point). `gather`: every replicated mesh dim received sharded
+// and gathered inside the mesh (direct when no target has replicas).
 enum class Fanout : std::uint8_t { cheapest, direct, gather };
 [[nodiscard]] const char* to_string(Fanout f) noexcept;
 // "cheapest", "direct" or "gather"; InputError naming the text otherwise.

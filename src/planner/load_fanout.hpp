@@ -15,7 +15,8 @@ namespace dtensor::load_detail {
 
 // The sets of mesh dims (bit m: mesh dim m) worth receiving sharded: non-empty subsets of the
 // mesh dims of more than one rank on which some target is Replicate, ascending; every subset
-// when there are at most 3 such dims, else each dim alone and all of them together.
+// when there are at most 3 such dims, else each dim alone and all of them together (the union,
+// which is the largest mask, last).
 [[nodiscard]] std::vector<std::uint32_t> fanout_masks(std::span<const Layout> targets);
 
 // The layout `target` is received in when the mesh dims of `mask` are received sharded: each of

@@ -378,8 +378,9 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
   // Each set of replicated mesh dims received sharded, then gathered inside the mesh by one
   // batch; the least predicted total wins (ties: the earlier, direct first).
   PlanCache cache(4096);
-  bool staged_best = false;
-  for (const std::uint32_t mask : load_detail::fanout_masks(targets)) {
+  std::vector<std::uint32_t> masks = load_detail::fanout_masks(targets);
+  if (o.fanout == Fanout::gather && !masks.empty()) masks = {masks.back()};  // (the union: every replicated dim)
+  for (const std::uint32_t mask : masks) {
     std::vector<Layout> received(targets.begin(), targets.end());
     std::vector<std::int32_t> staged;
     std::vector<std::pair<Layout, Layout>> pairs;
@@ -395,8 +396,7 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
     p.post = plan_batch(pairs, cost);
     p.post_us = p.post.total_cost_us;
     p.total_us += p.post_us;
-    const bool forced = o.fanout == Fanout::gather && !staged_best;
-    if (forced || p.total_us < best.total_us - 1e-9) best = std::move(p), staged_best = true;
+    if (o.fanout == Fanout::gather || p.total_us < best.total_us - 1e-9) best = std::move(p);
   }
   return best;
 }
