@@ -108,3 +108,44 @@ def test_plan_files_and_storage_overrides():
     assert dtensor.plan_load(req.saved, req.targets).hash == p.hash
     with pytest.raises(ValueError, match="tensor w chunk 0: a chunk is"):
         dtensor.LoadRequest.from_json(text.replace("[[0, 0], [4, 6]]", "[[0, 0]]", 1))
+
+
+def test_fanout_plans_and_tampered_parts():
+    """The fan-out in plans and in the parts the coordinator sends: a part is untrusted, its staged
+    tensors and post batch are checked against the rank's own targets before a buffer is sized."""
+    from dtensor.torch._load_moves import Target, check_part, split_plan
+    mesh = dtensor.Mesh("2x2")
+    target = dtensor.Layout(mesh, [8, 6], "RS(0)")
+    saved = dtensor.SavedTensor("w", [8, 6], "f32", [([0, 0], [4, 6]), ([4, 0], [4, 6])])
+    direct = dtensor.plan_load([saved], [target], fanout="direct")
+    gather = dtensor.plan_load([saved], [target], fanout="gather")
+    assert list(direct.staged) == [] and list(gather.staged) == [0]
+    assert gather.post.plans[0].dst == target and gather.post_us > 0
+    assert gather.total_us == pytest.approx(gather.read_us + gather.transfer_us + gather.post_us)
+    assert dtensor.LoadPlan.from_json(gather.to_json()) == gather
+    gather.check([saved], [target])
+    assert "fan-out: 1 tensor(s) received sharded" in gather.explain()
+    with pytest.raises(ValueError, match="fan-out 'x'|fan-out \"x\""):
+        dtensor.plan_load([saved], [target], fanout="x")
+    targets = [Target("w", None, saved, target)]
+    for r, part in enumerate(split_plan(gather, 4)):
+        reads, messages, post = check_part(part, targets, r, 4)
+        assert post is not None and targets[0].received == gather.post.plans[0].src
+        assert sum(m[4] for m in messages if m[3] == r) == targets[0].received.local_numel(r)
+    # a direct part points the target back at its own layout
+    reads, messages, post = check_part(split_plan(direct, 4)[0], targets, 0, 4)
+    assert post is None and targets[0].received is target
+
+    def tampered(**change):
+        part = split_plan(gather, 4)[1]
+        part.update(change)
+        return part
+    other = dtensor.plan_batch([(dtensor.Layout(mesh, [8, 6], "S(0)S(0)"), dtensor.Layout(mesh, [8, 6], "S(0)R"))])
+    cases = [(dict(post=other.to_json()), "the post plan ends in"),
+             (dict(staged=[]), "empty exactly when 'post' is None"),
+             (dict(staged=[3]), "staged tensor 3 is out of range"),
+             (dict(post="{}"), "batch plan"),
+             (dict(post=7), "not a batch plan's JSON")]
+    for change, pattern in cases:
+        with pytest.raises(ValueError, match=pattern):
+            check_part(tampered(**change), targets, 1, 4)
