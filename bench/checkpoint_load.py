@@ -12,7 +12,8 @@ processes, a checkpoint on local disk). docs/checkpoint.md has the table this pr
 A synthetic transformer (--layers 16, --dim 1024: 235M f32 parameters, 0.94 GB). Each load runs
 both methods in turn (the page cache of the checkpoint's files dropped before each: drop_caches
 where the machine allows it, else posix_fadvise(DONTNEED) per file, which is said), and prints per
-method the bytes read in all and by the busiest rank, the bytes moved between ranks, the median
+method the bytes read in all and by the busiest rank, the bytes moved between ranks (dtensor: its
+messages plus what its gather inside the mesh brings), the median
 wall time (slowest rank) and whether every local shard equals the saved values bit for bit.
 Methods: dtensor (fanout="cheapest", the cost model's choice), dtensor-direct, dtensor-gather, dcp.
 """
@@ -142,7 +143,7 @@ def main() -> None:
             if method.startswith("dtensor"):
                 fanout = {"dtensor": "cheapest", "dtensor-direct": "direct", "dtensor-gather": "gather"}[method]
                 plan = dck.load(sd, storage_reader=reader, fanout=fanout)
-                moved = plan.moved_bytes
+                moved = plan.moved_bytes + plan.gathered_bytes
             else:
                 dcp.load(sd, storage_reader=reader)
                 moved = 0
@@ -162,9 +163,9 @@ def main() -> None:
             r.update(total=int(total[0]), busiest=int(busiest[1]), moved=moved, exact=int(total[3]) == 0)
     if rank == 0:
         print(f"{a.layout} on {world} ranks from {a.path} (page cache: {how}), {a.repeats} repeats")
-        print(f"  {'method':<10} {'read total B':>14} {'busiest rank B':>15} {'moved B':>14} {'median s':>9} {'times s':<24} exact")
+        print(f"  {'method':<14} {'read total B':>14} {'busiest rank B':>15} {'moved B':>14} {'median s':>9} {'times s':<24} exact")
         for m, r in results.items():
-            print(f"  {m:<10} {r['total']:>14} {r['busiest']:>15} {r['moved']:>14} {statistics.median(r['times']):>9.2f} "
+            print(f"  {m:<14} {r['total']:>14} {r['busiest']:>15} {r['moved']:>14} {statistics.median(r['times']):>9.2f} "
                   f"{' '.join(f'{t:.2f}' for t in r['times']):<24} {r['exact']}")
     dist.destroy_process_group()
 

@@ -1,6 +1,6 @@
 // libFuzzer: load requests and load-plan JSON (docs/checkpoint.md). A request that parses is, when
-// small, planned; the plan must round-trip through JSON and pass check_load_plan against the
-// request, and the request must round-trip too. Plan JSON that parses must round-trip. Hostile
+// small, planned (with the cost model's fan-out and with the gather); each plan must round-trip
+// through JSON and pass check_load_plan against the request, and the request must round-trip too. Plan JSON that parses must round-trip. Hostile
 // input must be refused with a dtensor::Error, never crash, hang or read outside its buffers.
 #include <cstdio>
 #include <cstdlib>
@@ -32,11 +32,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (again.to_json() != req.to_json()) finding("load request JSON round trip");
     if (small(req)) {
       try {
-        const auto plan = dtensor::plan_load(req.saved, req.targets, dtensor::CostModel::default_model());
-        const auto back = dtensor::LoadPlan::from_json(plan.to_json());
-        if (!(back == plan)) finding("load plan JSON round trip");
-        dtensor::check_load_plan(back, req.saved, req.targets);  // must not throw: the planner's own plan
-        for (std::size_t t = 0; t < req.saved.size(); ++t) (void)dtensor::show_tensor(plan, req.saved, static_cast<std::int32_t>(t));
+        for (const auto fanout : {dtensor::Fanout::cheapest, dtensor::Fanout::gather}) {
+          dtensor::LoadOptions o;
+          o.fanout = fanout;
+          const auto plan = dtensor::plan_load(req.saved, req.targets, dtensor::CostModel::default_model(), o);
+          const auto back = dtensor::LoadPlan::from_json(plan.to_json());
+          if (!(back == plan)) finding("load plan JSON round trip");
+          dtensor::check_load_plan(back, req.saved, req.targets);  // must not throw: the planner's own plan
+          for (std::size_t t = 0; t < req.saved.size(); ++t) (void)dtensor::show_tensor(plan, req.saved, static_cast<std::int32_t>(t));
+        }
       } catch (const dtensor::InputError& e) {
         // bad chunks (check_saved) are refused; a plan that fails its own check is a finding
         if (std::string_view(e.what()).starts_with("load plan:")) finding("the planner's plan fails check_load_plan");

@@ -298,6 +298,8 @@ TEST_CASE("load plans: replicas gather inside the mesh where the cost model pric
   REQUIRE(best.staged == std::vector<std::int32_t>{0});
   CHECK(best.total_us < direct.total_us);
   CHECK(best.moved_bytes < direct.moved_bytes);  // each element crosses once before the gather
+  CHECK(direct.gathered_bytes == 0);
+  CHECK(best.gathered_bytes == 8 * (2048 * 1024 - 512 * 1024) * 2);  // each rank: its 2048x1024 block less its 512 rows
   CHECK(best.post.plan(0).src.placements_str() == "S(0)S(1)");
   CHECK(simulate(best.post).verified);
   CHECK_THAT(explain(best), Contains("fan-out: 1 tensor(s) received sharded"));

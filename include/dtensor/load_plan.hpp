@@ -84,7 +84,9 @@ struct LoadPlan {
   std::int64_t total_read_bytes = 0;     // every saved byte once
   std::int64_t busiest_read_bytes = 0;   // the most any rank reads
   std::int64_t balanced_read_bytes = 0;  // the least any assignment of whole chunks reaches at best
-  std::int64_t moved_bytes = 0;          // bytes sent between two ranks
+  std::int64_t moved_bytes = 0;          // bytes sent between two ranks (the messages)
+  std::int64_t gathered_bytes = 0;       // what the post batch brings the ranks: per staged tensor, the
+                                         // bytes of its target's local shards beyond its intermediate's, summed over ranks
   std::int64_t busiest_transfer_bytes = 0;  // max over ranks of max(sent, received)
   std::int64_t busiest_peers = 0;          // max over ranks of its distinct peers, either way
   bool inter_host = false;

@@ -39,6 +39,7 @@ void bind_load(nb::module_& m) {
       .def_ro("busiest_read_bytes", &LoadPlan::busiest_read_bytes)
       .def_ro("balanced_read_bytes", &LoadPlan::balanced_read_bytes)
       .def_ro("moved_bytes", &LoadPlan::moved_bytes)
+      .def_ro("gathered_bytes", &LoadPlan::gathered_bytes)
       .def_ro("busiest_transfer_bytes", &LoadPlan::busiest_transfer_bytes)
       .def_ro("read_us", &LoadPlan::read_us)
       .def_ro("transfer_us", &LoadPlan::transfer_us)

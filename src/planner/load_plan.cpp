@@ -396,6 +396,11 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
     p.post = plan_batch(pairs, cost);
     p.post_us = p.post.total_cost_us;
     p.total_us += p.post_us;
+    for (const auto& [via, to] : pairs)
+      for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
+        const auto c = mesh.coord_of_rank(r);
+        p.gathered_bytes += (to.local_numel(c) - via.local_numel(c)) * static_cast<std::int64_t>(itemsize(to.dtype()));
+      }
     if (o.fanout == Fanout::gather || p.total_us < best.total_us - 1e-9) best = std::move(p);
   }
   return best;
@@ -432,6 +437,7 @@ std::string LoadPlan::to_json(int indent) const {
   j["busiest_read_bytes"] = busiest_read_bytes;
   j["balanced_read_bytes"] = balanced_read_bytes;
   j["moved_bytes"] = moved_bytes;
+  j["gathered_bytes"] = gathered_bytes;
   j["busiest_transfer_bytes"] = busiest_transfer_bytes;
   j["busiest_peers"] = busiest_peers;
   j["inter_host"] = inter_host;
@@ -468,8 +474,8 @@ std::string explain(const LoadPlan& p) {
                    p.inter_host ? ", across hosts" : "");
   if (!p.staged.empty()) {
     o += fmt::format("fan-out: {} tensor(s) received sharded over their replicated mesh dims, then gathered inside the "
-                     "mesh as one batch ({} collective(s), {} without batching)\n",
-                     p.staged.size(), p.post.collectives(), p.post.separate_collectives());
+                     "mesh as one batch ({} collective(s), {} without batching): {} bytes gathered\n",
+                     p.staged.size(), p.post.collectives(), p.post.separate_collectives(), p.gathered_bytes);
     o += fmt::format("predicted: reads {:.3f} us + transfer {:.3f} us + gather {:.3f} us = {:.3f} us\n", p.read_us,
                      p.transfer_us, p.post_us, p.total_us);
   } else {
@@ -528,6 +534,7 @@ LoadPlan LoadPlan::from_json(std::string_view text) {
   p.busiest_read_bytes = count(j, "busiest_read_bytes");
   p.balanced_read_bytes = count(j, "balanced_read_bytes");
   p.moved_bytes = count(j, "moved_bytes");
+  p.gathered_bytes = count(j, "gathered_bytes");
   p.busiest_transfer_bytes = count(j, "busiest_transfer_bytes");
   p.busiest_peers = count(j, "busiest_peers");
   if (!field(j, "inter_host").is_boolean()) throw InputError("load plan: 'inter_host' must be true or false");

@@ -114,6 +114,7 @@ def make_part(plan, rank: int, post: Optional[str]) -> dict:
     return {"hash": plan.hash, "rank": rank, "reads": [], "messages": [], "staged": list(plan.staged), "post": post,
             "totals": {"total_read_bytes": plan.total_read_bytes, "busiest_read_bytes": plan.busiest_read_bytes,
                        "balanced_read_bytes": plan.balanced_read_bytes, "moved_bytes": plan.moved_bytes,
+                       "gathered_bytes": plan.gathered_bytes,
                        "gathered": len(plan.staged)}}
 
 

@@ -53,6 +53,7 @@ class LoadResult:
     balanced_read_bytes: int
     moved_bytes: int
     gathered: int  # tensors received sharded and gathered inside the mesh (the fan-out)
+    gathered_bytes: int  # what that batch brings the ranks, summed over ranks
     read_bytes: int
     sent_bytes: int
     received_bytes: int
