@@ -81,11 +81,15 @@ TEST_CASE("load plans: every chunk read once, every target rank gets exactly its
             INFO("saved " << oracle::text(sp) << " on " << sm.size() << "-d mesh, target " << target.str());
             const std::vector<SavedTensor> ss{saved};
             const std::vector<Layout> ts{target};
+            // the cost model's choice is never costlier than either forced form
+            const double direct_us = plan_load(ss, ts, cost, LoadOptions{{}, {}, Fanout::direct}).total_us;
+            const double gather_us = plan_load(ss, ts, cost, LoadOptions{{}, {}, Fanout::gather}).total_us;
             for (const Fanout fanout : {Fanout::cheapest, Fanout::gather}) {
             INFO("fan-out " << to_string(fanout));
             LoadOptions options;
             options.fanout = fanout;
             const LoadPlan p = plan_load(ss, ts, cost, options);
+            if (fanout == Fanout::cheapest) CHECK(p.total_us <= std::min(direct_us, gather_us) + 1e-9);
             ++plans;
             // a staged tensor is received in its intermediate (the dtensor layout's sets, checked
             // below), then the post batch takes it to the target (simulated against the oracle)

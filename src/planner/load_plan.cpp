@@ -380,6 +380,12 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
   PlanCache cache(4096);
   std::vector<std::uint32_t> masks = load_detail::fanout_masks(targets);
   if (o.fanout == Fanout::gather && !masks.empty()) masks = {masks.back()};  // (the union: every replicated dim)
+  // A floor on any candidate's reads (the same chunks, whoever reads them): some rank reads at
+  // least the balanced bound, and the busiest at least the average of bytes and chunks opened.
+  const double read_Bpus = st.read_bw_GBps * 1e3, N = static_cast<double>(mesh.num_ranks());
+  const double read_floor = std::max(static_cast<double>(best.balanced_read_bytes) / read_Bpus,
+                                     (static_cast<double>(best.total_read_bytes) / read_Bpus +
+                                      static_cast<double>(best.reads.size()) * st.read_alpha_us) / N);
   for (const std::uint32_t mask : masks) {
     std::vector<Layout> received(targets.begin(), targets.end());
     std::vector<std::int32_t> staged;
@@ -391,9 +397,11 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
         staged.push_back(static_cast<std::int32_t>(t));
       }
     if (staged.empty()) continue;
+    BatchPlan post = plan_batch(pairs, cost);
+    if (o.fanout == Fanout::cheapest && read_floor + post.total_cost_us >= best.total_us - 1e-9) continue;  // cannot win
     LoadPlan p = assign(saved, received, mesh, cost, st);
     p.staged = std::move(staged);
-    p.post = plan_batch(pairs, cost);
+    p.post = std::move(post);
     p.post_us = p.post.total_cost_us;
     p.total_us += p.post_us;
     for (const auto& [via, to] : pairs)
