@@ -10,6 +10,7 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/load_plan.hpp"
+#include "dtensor/ragged_plan.hpp"
 #include "dtensor/simulate.hpp"
 #include "oracle.hpp"
 
@@ -333,4 +334,34 @@ TEST_CASE("load plans: replicas gather inside the mesh where the cost model pric
   // fan-out names
   CHECK(parse_fanout("gather") == Fanout::gather);
   CHECK_THROWS_WITH(parse_fanout("broadcast"), Contains("fan-out \"broadcast\" is not cheapest, direct or gather"));
+}
+
+TEST_CASE("load plans: a RaggedShard target loads through a plain intermediate and the ragged plan", "[load]") {
+  const CostModel cost = CostModel::default_model();
+  const Mesh mesh = Mesh::parse("4");
+  // a plain target is its own intermediate
+  const Layout plain = Layout::parse(mesh, {8, 6}, DType::f32, "S(0)");
+  CHECK(ragged_intermediate(RaggedLayout(plain), cost) == plain);
+  // large pieces: received sharded (each rank a quarter), then the ragged plan moves the difference
+  const RaggedLayout big = RaggedLayout::parse(mesh, {4096, 1024}, DType::f32, "RaggedShard((0,),(1,3,0,4))");
+  const Layout via = ragged_intermediate(big, cost);
+  CHECK(via.placements_str() == "S(0)");
+  // pieces that are torch's even chunks: received as them, the ragged plan only relabels
+  const RaggedLayout even = RaggedLayout::parse(mesh, {4, 2}, DType::f32, "RaggedShard((0,),(1,1,1,1))");
+  CHECK(ragged_intermediate(even, cost).placements_str() == "S(0)");
+  // a tiny single owner: every rank receives the block (one small message beats a gather after it)
+  const RaggedLayout owner = RaggedLayout::parse(mesh, {4, 2}, DType::f32, "RaggedShard((0,),(0,0,1,0))");
+  CHECK(ragged_intermediate(owner, cost).placements_str() == "R");
+  // the two steps: the load plan's messages are the intermediate's (check_load_plan), then the
+  // ragged plan from it to the target (run exactly on threads in [ragged_exec]; the Python round
+  // trip checks the loaded bits)
+  SavedTensor t{"w", {4096, 1024}, DType::f32, {}};
+  for (std::int64_t i = 0; i < 3; ++i) t.chunks.push_back({{i * 1366, 0}, {std::min<std::int64_t>(1366, 4096 - i * 1366), 1024}});
+  const std::vector<SavedTensor> ss{t};
+  const std::vector<Layout> ts{via};
+  const LoadPlan p = plan_load(ss, ts, cost);
+  CHECK_NOTHROW(check_load_plan(p, ss, ts));
+  const RaggedPlan rp = plan_ragged(RaggedLayout(via), big, cost);
+  CHECK(rp.dst == big);
+  CHECK(!rp.stages.empty());
 }

@@ -18,6 +18,7 @@
 #include "dtensor/batch_plan.hpp"
 #include "dtensor/cost_model.hpp"
 #include "dtensor/layout.hpp"
+#include "dtensor/ragged.hpp"
 
 namespace dtensor {
 
@@ -126,6 +127,14 @@ void check_saved(const SavedTensor& saved, const Layout& target);
 // shape and dtype) to its target. Throws
 // InputError naming the tensor and chunk that differ.
 void check_load_plan(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets);
+
+// The plain layout a RaggedShard target is loaded in (docs/checkpoint.md, "Ragged targets"): its
+// base with the ragged mesh dim received as Replicate or as a Shard of one of the RaggedShard's
+// dims (appended: the ragged cut is the innermost split), whichever makes the busiest rank's
+// receipt at the point-to-point bandwidth plus the ragged plan to the target (plan_ragged) cost
+// least under `cost` (ties: Replicate, then the lower dim). A target without a RaggedShard is its
+// own base. The load plans the intermediate; plan_ragged then takes it to the target.
+[[nodiscard]] Layout ragged_intermediate(const RaggedLayout& target, const CostModel& cost);
 
 // Who reads what (bytes read per rank against the balanced bound) and what moves after.
 [[nodiscard]] std::string explain(const LoadPlan& plan);

@@ -52,6 +52,7 @@ from ._core import (  # noqa: F401
     plan_load,
     plan_owners,
     plan_ragged,
+    ragged_intermediate,
     simulate,
 )
 from ._ragged import RaggedShard, ragged_layout  # noqa: F401
@@ -62,6 +63,6 @@ __all__ = [
     "SimulationResult", "Step", "dtypes", "equivalent", "itemsize", "plan", "plan_batch", "plan_cross_mesh", "simulate",
     "RaggedShard", "RaggedLayout", "RaggedPlan", "OwnerPlan", "ragged_layout", "plan_ragged", "plan_owners",
     "evaluate_owners", "owner_layout", "exchange_received", "flat_bucket_layouts", "bucket_of",
-    "LoadPlan", "LoadRequest", "SavedTensor", "plan_load",
+    "LoadPlan", "LoadRequest", "SavedTensor", "plan_load", "ragged_intermediate",
 ]
 __version__ = "0.1.0"

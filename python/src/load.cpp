@@ -69,6 +69,15 @@ void bind_load(nb::module_& m) {
       .def_ro("targets", &LoadRequest::targets)
       .def("index_of", &LoadRequest::index_of, "name"_a);
   m.def(
+      "ragged_intermediate",
+      [](const RaggedLayout& target, const nb::handle& cost_model) {
+        const CostModel cost = model_of(cost_model);
+        nb::gil_scoped_release release;
+        return ragged_intermediate(target, cost);
+      },
+      "target"_a, "cost_model"_a = "default",
+      "The plain layout a RaggedShard target is loaded in, before the ragged plan takes it to the target");
+  m.def(
       "plan_load",
       [](const std::vector<SavedTensor>& saved, const std::vector<Layout>& targets, const nb::handle& cost_model,
          std::optional<double> read_bw_GBps, std::optional<double> read_alpha_us, const std::string& fanout) {

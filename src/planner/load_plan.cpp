@@ -15,9 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "dtensor/error.hpp"
+#include "dtensor/ragged_plan.hpp"
+#include "load_fanout.hpp"
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
-#include "load_fanout.hpp"
 
 namespace dtensor {
 namespace {
@@ -412,6 +413,30 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
     if (o.fanout == Fanout::gather || p.total_us < best.total_us - 1e-9) best = std::move(p);
   }
   return best;
+}
+
+Layout ragged_intermediate(const RaggedLayout& target, const CostModel& cost) {
+  const Layout& base = target.base();
+  if (!target.is_ragged()) return base;
+  const Mesh& mesh = base.mesh();
+  const RaggedShard& rs = *target.ragged();
+  const auto s = static_cast<double>(itemsize(base.dtype()));
+  std::optional<Layout> best;
+  double best_us = 0;
+  for (int d = -1; d < rs.prefix_dims; ++d) {  // -1: the ragged mesh dim received as Replicate
+    Layout via = d < 0 ? base
+                       : Layout(mesh, base.shape(), base.dtype(), base.sharding().with_shard_appended(d, ShardEntry{rs.mesh_dim, 1, false}));
+    std::int64_t most = 0;
+    for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) most = std::max(most, via.local_numel(mesh.coord_of_rank(r)));
+    Traffic tr;
+    tr.kind = most > 0 ? Traffic::Kind::direct : Traffic::Kind::local;
+    tr.peers = 1;
+    tr.bytes = static_cast<double>(most) * s;
+    tr.inter_host = mesh.num_ranks() > cost.devices_per_host;
+    const double us = cost.time(tr).total_us() + plan_ragged(RaggedLayout(via), target, cost).total_cost_us;
+    if (!best || us < best_us - 1e-9) best = std::move(via), best_us = us;
+  }
+  return *best;
 }
 
 const Layout& LoadPlan::received_layout(std::int32_t t, const Layout& target) const {

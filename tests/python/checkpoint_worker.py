@@ -3,7 +3,8 @@
     checkpoint_worker.py save DIR WORLD        every dtype, uneven shapes, FSDP2+TP on a 2x2 mesh (world 4)
     checkpoint_worker.py load DIR WORLD CASE [HOW]
         CASE: tp2 (1-d mesh of 2, a _StridedShard target among others), rtp (2x2: TP on 2 replicated
-        over 2), fsdp4.  HOW: load (dtensor.torch.checkpoint.load, the default), gather (the same with
+        over 2), fsdp4, ragged (mesh of 4: RaggedShard targets through load's `ragged`, uneven
+        pieces, empty ones and a single owner, beside Shard(0) DTensors).  HOW: load (dtensor.torch.checkpoint.load, the default), gather (the same with
         fanout="gather": replicated targets received sharded, then gathered inside the mesh), dcp
         (dcp.load with dtensor's LoadPlanner and StorageReader), dies (mesh rank 3 exits before its part runs), late (it
         comes 12 s late; the others wait 4 s), refusals (misuse and bad metadata, each one clear error).
@@ -102,6 +103,20 @@ def refusals(rank: int, path: str, sd: dict, dck, dcp) -> None:
     expect(lambda: dck.load(sd, storage_reader=Overlapping(path)), f"tensor {name}: chunk 0")
     assert torch.equal(before.view(torch.uint8), sd[name]._local_tensor.view(torch.uint8)), "written after an error"
 
+    # RaggedShard targets: bad arguments, each one clear error on every rank
+    mesh, x = sd[name].device_mesh, sd[name]
+    rest = {n: v for n, v in sd.items() if n != name}
+    rag = "RaggedShard((0,),(1,0))"
+    expect(lambda: dck.load(rest, checkpoint_id=path, ragged={name: (torch.empty(3, dtype=x.dtype), mesh, rag)}),
+           "the local must be a contiguous tensor of this rank's")
+    expect(lambda: dck.load(sd, checkpoint_id=path, ragged={name: (torch.empty(3, dtype=x.dtype), mesh, rag)}),
+           "both in the state dict and in ragged")
+    expect(lambda: dck.load(rest, checkpoint_id=path, ragged={name: (x, mesh, rag)}), "must be a plain torch.Tensor")
+    expect(lambda: dck.load(rest, checkpoint_id=path, ragged={name: (torch.empty(3), mesh)}),
+           "must be (local tensor, DeviceMesh, layout)")
+    expect(lambda: dck.load(rest, checkpoint_id=path, ragged={"nope": (torch.empty(3), mesh, rag)}),
+           "nope: not in the checkpoint")
+
 
 def run(rank: int, world: int, mode: str, path: str, case: str, how: str) -> None:
     try:
@@ -131,8 +146,10 @@ def run_rank(rank: int, world: int, mode: str, path: str, case: str, how: str) -
         dcp.save(sd, checkpoint_id=path)
         say(f"rank {rank}: saved")
     else:
+        import dtensor
         import dtensor.torch as dt_
         import dtensor.torch.checkpoint as dck
+        from dtensor.torch._layout import _dtype_name
         if case == "tp2":
             mesh = init_device_mesh("cpu", (2,))
             options = [[_StridedShard(0, split_factor=2)], [Shard(0)], [Replicate()], [Shard(-1)]]
@@ -142,8 +159,22 @@ def run_rank(rank: int, world: int, mode: str, path: str, case: str, how: str) -
         else:
             mesh = init_device_mesh("cpu", (4,))
             options = [[Shard(0)], [_StridedShard(0, split_factor=2)], [Shard(-1)]]
-        sd, want = {}, {}
+        sd, want, ragged = {}, {}, {}
         for i, (name, dt, shape) in enumerate(tensors()):
+            if case == "ragged" and i % 3 != 2:
+                # a RaggedShard over every dim (pieces of any length): the first units whose sum divides numel
+                n = 1
+                for d in shape:
+                    n *= d
+                units = next(u for u in [(1, 3, 0, 1), (1, 2, 0, 1), (1, 2, 0, 0), (0, 0, 1, 0)] if n % sum(u) == 0)
+                text = f"RaggedShard(({','.join(str(d) for d in range(len(shape)))},),({','.join(map(str, units))}))"
+                layout = dtensor.RaggedLayout(dtensor.Mesh("4"), list(shape), text, _dtype_name(dt))
+                local = torch.empty(layout.local_shape(rank), dtype=dt)
+                local.view(torch.uint8).fill_(0xA5)
+                ragged[name] = (local, mesh, text if i % 2 else layout)
+                ids = torch.tensor([g for a, b in layout.owned_runs(rank) for g in range(a, b)], dtype=torch.long)
+                want[name] = full(i, dt, shape).reshape(-1)[ids].reshape(local.shape)
+                continue
             pl = [Shard(p.dim % len(shape)) if type(p) is Shard else p for p in options[i % len(options)]]
             if any(isinstance(p, _StridedShard) for p in pl) and shape[0] < 4:
                 pl = [Shard(0) for _ in pl]
@@ -187,21 +218,25 @@ def run_rank(rank: int, world: int, mode: str, path: str, case: str, how: str) -
             dcp.load(sd, storage_reader=reader, planner=planner)
             result = planner.result
         else:
-            result = dck.load(sd, storage_reader=reader, fanout="gather" if how == "gather" else "cheapest")
+            result = dck.load(sd, storage_reader=reader, fanout="gather" if how == "gather" else "cheapest",
+                              ragged=ragged or None)
         assert (result.plan is not None) == (rank == 0), "the plan is made once, on the coordinator"
         if rank == 0:
-            import dtensor
             plan = result.plan
             # the plan's JSON round trip, checked against the load; the request file re-plans it
+            # (a request file holds DTensors only: not with ragged targets)
             assert dtensor.LoadPlan.from_json(plan.to_json()) == plan
-            req = dtensor.LoadRequest.from_json(dck.request_json(sd, path))
-            plan.check(req.saved, req.targets)
-            fanout = "gather" if how == "gather" else "cheapest"
-            assert dtensor.plan_load(req.saved, req.targets, fanout=fanout).hash == result.hash
+            if not ragged:
+                req = dtensor.LoadRequest.from_json(dck.request_json(sd, path))
+                plan.check(req.saved, req.targets)
+                fanout = "gather" if how == "gather" else "cheapest"
+                assert dtensor.plan_load(req.saved, req.targets, fanout=fanout).hash == result.hash
             assert len(plan.staged) > 0 or how != "gather", plan.staged
         names = [n for n in sd if n not in ("plain", "meta")]
         equal = sum(torch.equal(sd[n]._local_tensor.contiguous().view(torch.uint8), want[n].contiguous().view(torch.uint8))
                     for n in names)
+        equal += sum(torch.equal(ragged[n][0].view(torch.uint8), want[n].contiguous().view(torch.uint8)) for n in ragged)
+        names += list(ragged)
         assert torch.equal(sd["plain"], torch.arange(5.0)) and sd["meta"] == {"epoch": 7}, (sd["plain"], sd["meta"])
         reads = [None] * world
         dist.all_gather_object(reads, log)

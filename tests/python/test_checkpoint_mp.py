@@ -6,7 +6,8 @@ saved chunk read by exactly one rank, a plain tensor and a non-tensor entry load
 path in the same call; users' own dcp.load with dtensor's LoadPlanner and StorageReader; misuse and
 bad metadata refused with one clear error; a rank that dies or comes late ending the others with a
 dtensor.BackendError naming their peers, within the timeout. With fanout="gather" the replicated
-targets are received sharded and gathered inside the mesh, with the same bits."""
+targets are received sharded and gathered inside the mesh, with the same bits; RaggedShard targets
+(uneven, empty and single-owner pieces, through load's `ragged`) load exactly beside DTensors."""
 import re
 
 import pytest
@@ -28,7 +29,7 @@ def checkpoint(tmp_path_factory):
 
 
 @pytest.mark.parametrize("case, world, how", [("tp2", 2, "load"), ("rtp", 4, "dcp"), ("fsdp4", 4, "load"),
-                                              ("tp2", 2, "gather"), ("rtp", 4, "gather")])
+                                              ("tp2", 2, "gather"), ("rtp", 4, "gather"), ("ragged", 4, "load")])
 def test_round_trip(checkpoint, case, world, how):
     r = run_script(HERE / "checkpoint_worker.py", "load", str(checkpoint), str(world), case, how, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -19,11 +19,14 @@ from ._communicator import _error_text
 class Target:
     """One DTensor entry of a load: its key, the DTensor, the SavedTensor and its dtensor Layout."""
 
-    __slots__ = ("fqn", "x", "saved", "layout", "received", "_runs")
+    __slots__ = ("fqn", "x", "saved", "layout", "received", "ragged", "sink", "_runs")
 
-    def __init__(self, fqn: str, x, saved, layout):
+    def __init__(self, fqn: str, x, saved, layout, ragged=None, sink=None):
         self.fqn, self.x, self.saved, self.layout = fqn, x, saved, layout
         self.received = layout  # the layout the moves land in: the target, or its intermediate
+        # a RaggedShard target: `layout` is its plain intermediate (x a DTensor over a fresh buffer),
+        # `ragged` the RaggedLayout and `sink` the caller's local tensor the piece is written to
+        self.ragged, self.sink = ragged, sink
         self._runs: dict = {}
 
     def receive_as(self, layout) -> None:

@@ -30,12 +30,14 @@ import torch.distributed as dist
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint import StorageReader as _TorchStorageReader
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor
 
 from .. import _core
 from ._communicator import _error_text
-from ._layout import _dtype_name, _mesh_info, layout_of
+from ._layout import _dtype_name, _mesh_info, _spec_of, layout_of
 from ._load_moves import Target, check_part, run_part, split_plan
+from ._ragged import redistribute_local
 
 __all__ = ["load", "plan", "request_json", "LoadPlanner", "StorageReader", "LoadResult"]
 
@@ -61,26 +63,80 @@ class LoadResult:
     plan: Optional[_core.LoadPlan] = None
 
 
-def _targets(state_dict: dict, metadata, allow_partial: bool = False):
-    """[Target] for the DTensor entries in key order (whatever order each rank's dict has), checked
-    against the metadata, and their DeviceMesh."""
+def _check_ragged_arg(ragged) -> dict:
+    """The `ragged` argument's shape: {key: (local tensor, DeviceMesh, RaggedLayout or placements text)}."""
+    if ragged is None:
+        return {}
+    if not isinstance(ragged, dict):
+        raise TypeError(f"ragged must be a dict of key -> (local tensor, DeviceMesh, layout), not {type(ragged).__name__}")
+    for fqn, v in ragged.items():
+        if not isinstance(v, tuple) or len(v) != 3:
+            raise TypeError(f"ragged[{fqn!r}] must be (local tensor, DeviceMesh, layout), not {type(v).__name__}")
+        local, device_mesh, layout = v
+        if not isinstance(local, torch.Tensor) or isinstance(local, DTensor):
+            raise TypeError(f"ragged[{fqn!r}]: the local must be a plain torch.Tensor, not {type(local).__name__}")
+        if not isinstance(device_mesh, DeviceMesh):
+            raise TypeError(f"ragged[{fqn!r}]: the mesh must be a DeviceMesh, not {type(device_mesh).__name__}")
+        if not isinstance(layout, (str, _core.RaggedLayout)):
+            raise TypeError(f"ragged[{fqn!r}]: the layout must be a dtensor.RaggedLayout or placements text, not "
+                            f"{type(layout).__name__}")
+    return ragged
+
+
+def _ragged_target(fqn: str, md, value: tuple, cost_model) -> Target:
+    """A RaggedShard target (see load's `ragged`), checked against its metadata: loaded into its
+    plain intermediate (dtensor.ragged_intermediate), then moved to the ragged pieces."""
+    local, device_mesh, layout = value
+    info = _mesh_info(device_mesh)
+    if isinstance(layout, str):
+        layout = _core.RaggedLayout(info.mesh, list(md.size), layout, _dtype_name(md.properties.dtype))
+    if layout.mesh != info.mesh:
+        raise ValueError(f"{fqn}: the ragged layout's mesh {layout.mesh} is not the device mesh's {info.mesh}")
+    if list(layout.shape) != list(md.size) or layout.dtype != _dtype_name(md.properties.dtype):
+        raise ValueError(f"{fqn}: saved as {_dtype_name(md.properties.dtype)} {list(md.size)}, the ragged target is "
+                         f"{layout.dtype} {list(layout.shape)}")
+    if local.dtype != md.properties.dtype:
+        raise ValueError(f"{fqn}: the local has dtype {local.dtype}, the checkpoint {md.properties.dtype}")
+    _, coord = info.my_coord()
+    if local.numel() != layout.local_numel(coord) or not local.is_contiguous():
+        raise ValueError(f"{fqn}: the local must be a contiguous tensor of this rank's {layout.local_numel(coord)} "
+                         f"elements (shape {layout.local_shape(coord)} or flat), not {list(local.shape)}")
+    via = _core.ragged_intermediate(layout, cost_model)
+    buf = torch.empty(via.local_shape(coord), dtype=local.dtype, device=local.device)
+    x = DTensor(buf, _spec_of(device_mesh, via), requires_grad=False)
+    saved = _core.SavedTensor(fqn, list(md.size), _dtype_name(local.dtype), [(list(c.offsets), list(c.sizes)) for c in md.chunks])
+    return Target(fqn, x, saved, via, ragged=layout, sink=local)
+
+
+def _targets(state_dict: dict, metadata, allow_partial: bool = False, ragged: Optional[dict] = None,
+             cost_model: Any = "default"):
+    """[Target] for the DTensor entries and the RaggedShard ones (`ragged`) in key order (whatever
+    order each rank's dict has), checked against the metadata, and their DeviceMesh."""
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+    ragged = ragged or {}
     out = []
     mesh = None
-    for fqn, x in sorted(state_dict.items(), key=lambda kv: str(kv[0])):
-        if not isinstance(x, DTensor):
-            continue
+    entries = [(fqn, x) for fqn, x in state_dict.items() if isinstance(x, DTensor)]
+    for fqn in ragged:
+        if fqn in state_dict:
+            raise ValueError(f"{fqn}: both in the state dict and in ragged (a key is loaded one way)")
+        entries.append((fqn, ragged[fqn]))
+    for fqn, x in sorted(entries, key=lambda kv: str(kv[0])):
         md = metadata.state_dict_metadata.get(fqn)
         if md is None:
             if allow_partial:
                 continue
             raise ValueError(f"{fqn}: not in the checkpoint")
+        device_mesh = x.device_mesh if isinstance(x, DTensor) else x[1]
         if mesh is None:
-            mesh = x.device_mesh
-        elif x.device_mesh is not mesh and _mesh_info(x.device_mesh).mesh != _mesh_info(mesh).mesh:
-            raise ValueError(f"{fqn}: on device mesh {x.device_mesh}, the other DTensors on {mesh}: one mesh per load")
+            mesh = device_mesh
+        elif device_mesh is not mesh and _mesh_info(device_mesh).mesh != _mesh_info(mesh).mesh:
+            raise ValueError(f"{fqn}: on device mesh {device_mesh}, the other targets on {mesh}: one mesh per load")
         if not isinstance(md, TensorStorageMetadata):
             raise ValueError(f"{fqn}: the checkpoint holds {type(md).__name__}, not a tensor")
+        if not isinstance(x, DTensor):
+            out.append(_ragged_target(fqn, md, x, cost_model))
+            continue
         if md.properties.dtype != x.dtype:
             raise ValueError(f"{fqn}: saved as {md.properties.dtype}, the target is {x.dtype}")
         if list(md.size) != list(x.shape):
@@ -98,14 +154,17 @@ def _fingerprint(targets: list, mesh) -> str:
     if mesh is not None:
         h.update(repr(_mesh_info(mesh).grid.tolist()).encode())
     for t in targets:
-        h.update(t.fqn.encode() + b"\0" + t.layout.to_json().encode() + b"\0" + repr(t.saved.chunks).encode())
+        h.update(t.fqn.encode() + b"\0" + t.layout.to_json().encode() + b"\0" + repr(t.saved.chunks).encode()
+                 + b"\0" + (str(t.ragged).encode() if t.ragged is not None else b""))
     return h.hexdigest()[:32]
 
 
 def plan(state_dict: dict, metadata, *, cost_model: Any = "default", read_bw_GBps: Optional[float] = None,
-         read_alpha_us: Optional[float] = None, fanout: str = "cheapest") -> Optional[_core.LoadPlan]:
-    """The load plan of `state_dict`'s DTensors from a checkpoint's metadata (None without DTensors)."""
-    targets, _ = _targets(state_dict, metadata)
+         read_alpha_us: Optional[float] = None, fanout: str = "cheapest",
+         ragged: Optional[dict] = None) -> Optional[_core.LoadPlan]:
+    """The load plan of `state_dict`'s DTensors (and `ragged`'s targets, as `load` takes them) from
+    a checkpoint's metadata (None without DTensors)."""
+    targets, _ = _targets(state_dict, metadata, False, _check_ragged_arg(ragged), cost_model)
     if not targets:
         return None
     return _plan_of(targets, cost_model, read_bw_GBps, read_alpha_us, fanout)
@@ -145,8 +204,8 @@ class LoadPlanner(DefaultLoadPlanner):
 
     def __init__(self, *, cost_model: Any = "default", read_bw_GBps: Optional[float] = None,
                  read_alpha_us: Optional[float] = None, timeout: Optional[datetime.timedelta] = None,
-                 fanout: str = "cheapest", flatten_state_dict: bool = True, flatten_sharded_tensors: bool = True,
-                 allow_partial_load: bool = False) -> None:
+                 fanout: str = "cheapest", ragged: Optional[dict] = None, flatten_state_dict: bool = True,
+                 flatten_sharded_tensors: bool = True, allow_partial_load: bool = False) -> None:
         super().__init__(flatten_state_dict=flatten_state_dict, flatten_sharded_tensors=flatten_sharded_tensors,
                          allow_partial_load=allow_partial_load)
         if timeout is not None and not isinstance(timeout, datetime.timedelta):
@@ -159,6 +218,7 @@ class LoadPlanner(DefaultLoadPlanner):
         self.cost_model, self.read_bw_GBps, self.read_alpha_us, self.timeout = (cost_model, read_bw_GBps,
                                                                                 read_alpha_us, timeout)
         self.fanout = fanout
+        self.ragged = _check_ragged_arg(ragged)
         self.targets: list = []
         self.plan: Optional[_core.LoadPlan] = None
         self.result: Optional[LoadResult] = None
@@ -170,7 +230,8 @@ class LoadPlanner(DefaultLoadPlanner):
             raise ValueError("dtensor.torch.checkpoint loads on every rank of a process group; DCP's no-collectives "
                              "path (no process group, or no_dist=True) is not supported: call dist.init_process_group")
         super().set_up_planner(state_dict, metadata, is_coordinator)
-        self.targets, self._mesh = _targets(self.state_dict, metadata, self.allow_partial_load)
+        self.targets, self._mesh = _targets(self.state_dict, metadata, self.allow_partial_load, self.ragged,
+                                            self.cost_model)
         self.plan, self.result, self.failure, self._part = None, None, None, None
 
     def create_local_plan(self):
@@ -230,6 +291,11 @@ class LoadPlanner(DefaultLoadPlanner):
         try:
             reads, messages, post = check_part(self._part, self.targets, me, len(info.torch_ranks))
             counts = run_part(reads, messages, post, self.targets, me, info.torch_ranks, storage_reader, self.timeout)
+            for t in self.targets:  # RaggedShard targets: from the intermediate to the pieces
+                if t.ragged is not None:
+                    piece = redistribute_local(t.x._local_tensor, t.x.device_mesh, t.layout, t.ragged,
+                                               cost_model=self.cost_model)
+                    t.sink.view(-1).copy_(piece.reshape(-1))
         except BaseException as e:
             self.failure = e
             raise
@@ -326,13 +392,19 @@ def _unwrap(err: BaseException) -> BaseException:
 def load(state_dict: dict, *, checkpoint_id=None, storage_reader=None, process_group=None,
          cost_model: Any = "default", read_bw_GBps: Optional[float] = None, read_alpha_us: Optional[float] = None,
          timeout: Optional[datetime.timedelta] = None, allow_partial_load: bool = False,
-         fanout: str = "cheapest") -> Optional[LoadResult]:
+         fanout: str = "cheapest", ragged: Optional[dict] = None) -> Optional[LoadResult]:
     """Loads a checkpoint written by `dcp.save` into `state_dict` in place, as `dcp.load` does (one
     call of it): DTensor entries through dtensor's load plan, anything else through DCP's default
     path. Every rank of the process group calls it with the same keys. Returns this rank's
     LoadResult (None without DTensors). ValueError for a key the checkpoint lacks or holds with
     another dtype or shape, metadata whose chunks do not tile a tensor (naming the tensor and
-    chunk), DTensors on several meshes; dtensor.BackendError when a peer fails during the moves."""
+    chunk), DTensors on several meshes; dtensor.BackendError when a peer fails during the moves.
+
+    `ragged` loads RaggedShard targets, which no DTensor holds: {key: (local, device_mesh, layout)}
+    with `local` this rank's piece (a contiguous tensor, flat or (rows, trailing extents...)),
+    `layout` a dtensor.RaggedLayout or its placements text ("RaggedShard((0,),(1,3,0,0))"), on the
+    mesh of the DTensors. Each is loaded into its plain intermediate (dtensor.ragged_intermediate)
+    and moved to the pieces by dtensor's ragged plan; the keys stay out of `state_dict`."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException
 
@@ -345,7 +417,7 @@ def load(state_dict: dict, *, checkpoint_id=None, storage_reader=None, process_g
                          "path is not supported: call dist.init_process_group first)")
     reader = storage_reader if isinstance(storage_reader, StorageReader) else StorageReader(storage_reader)
     planner = LoadPlanner(cost_model=cost_model, read_bw_GBps=read_bw_GBps, read_alpha_us=read_alpha_us,
-                          timeout=timeout, allow_partial_load=allow_partial_load, fanout=fanout)
+                          timeout=timeout, allow_partial_load=allow_partial_load, fanout=fanout, ragged=ragged)
     try:
         dcp.load(state_dict, checkpoint_id=checkpoint_id, storage_reader=reader, planner=planner,
                  process_group=process_group)
