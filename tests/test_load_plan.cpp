@@ -56,6 +56,13 @@ std::vector<std::int64_t> ids_in(const std::vector<std::int64_t>& shape, const S
   return oracle::local_ids(shape, cut);
 }
 
+// `text` with the first `from` replaced by `to` (which must occur).
+std::string edited(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
 }  // namespace
 
 TEST_CASE("load plans: every chunk read once, every target rank gets exactly its elements", "[load]") {
@@ -223,12 +230,7 @@ TEST_CASE("load plans: JSON from elsewhere is validated, and checked against the
   const LoadPlan p = plan_load(ss, ts, CostModel::default_model());
   const std::string text = p.to_json();
   REQUIRE(LoadPlan::from_json(text) == p);
-  auto edit = [&](const std::string& from, const std::string& to) {
-    std::string s = text;
-    const auto at = s.find(from);
-    REQUIRE(at != std::string::npos);
-    return s.replace(at, from.size(), to);
-  };
+  auto edit = [&](const std::string& from, const std::string& to) { return edited(text, from, to); };
   // an edited entry: the hash no longer matches
   CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"elements\":", "\"elements\":1")), Contains("edited or corrupted"));
   // fields out of range or of the wrong type, each named
@@ -321,12 +323,8 @@ TEST_CASE("load plans: replicas gather inside the mesh where the cost model pric
   CHECK_NOTHROW(check_load_plan(back, ss, ts));
   const Layout other = Layout::parse(mesh, {2048, 2048}, DType::bf16, "RS(0)");
   CHECK_THROWS_WITH(check_load_plan(back, ss, std::vector<Layout>{other}), Contains("the post plan ends in"));
-  auto edit = [&](const std::string& from, const std::string& to) {
-    std::string s = best.to_json();
-    const auto at = s.find(from);
-    REQUIRE(at != std::string::npos);
-    return s.replace(at, from.size(), to);
-  };
+  const std::string text = best.to_json();
+  auto edit = [&](const std::string& from, const std::string& to) { return edited(text, from, to); };
   CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"staged\":[0]", "\"staged\":[]")), Contains("'post' must be null"));
   CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"staged\":[0]", "\"staged\":[0,0]")), Contains("out of order or repeated"));
   CHECK_THROWS_WITH(LoadPlan::from_json(edit("\"staged\":[0]", "\"staged\":[1]")), Contains("edited or corrupted"));
