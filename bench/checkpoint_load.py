@@ -8,6 +8,7 @@ processes, a checkpoint on local disk). docs/checkpoint.md has the table this pr
     torchrun --nproc-per-node 8 bench/checkpoint_load.py load DIR4 --layout fsdp_tp --repeats 3
     torchrun --nproc-per-node 4 bench/checkpoint_load.py load DIR8 --layout tp_replicas --repeats 3 \
         --methods dtensor-direct,dtensor-gather,dcp     # the fan-out: point to point vs gathered in the mesh
+    (--device cuda: NCCL with one GPU per rank, for save and load; not yet run: no multi-GPU machine)
 
 A synthetic transformer (--layers 16, --dim 1024: 235M f32 parameters, 0.94 GB). Each load runs
 both methods in turn (the page cache of the checkpoint's files dropped before each: drop_caches
@@ -95,6 +96,8 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=16)
     ap.add_argument("--dim", type=int, default=1024)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cpu: gloo; cuda: NCCL, one GPU per rank (the fan-out's owed GPU measurement)")
     ap.add_argument("--methods", default="dtensor,dcp",
                     help="comma-separated: dtensor, dtensor-direct, dtensor-gather (dtensor's fan-outs), dcp")
     a = ap.parse_args()
@@ -102,20 +105,22 @@ def main() -> None:
     for m in methods:
         if m not in ("dtensor", "dtensor-direct", "dtensor-gather", "dcp"):
             ap.error(f"--methods: {m!r} is not dtensor, dtensor-direct, dtensor-gather or dcp")
-    dist.init_process_group("gloo")
+    if a.device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if a.device == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     ps = params(a.layers, a.dim)
     shape0, _ = placements(a.layout, (1, 1), False)
-    mesh = init_device_mesh("cpu", shape0)
+    mesh = init_device_mesh(a.device, shape0)
     if a.mode == "save":
         sd = {}
         for i, (name, shape, row) in enumerate(ps):
             _, pl = placements(a.layout, shape, row)
-            x = distribute_tensor(torch.empty(shape), mesh, pl, src_data_rank=None)
+            x = distribute_tensor(torch.empty(shape, device=a.device), mesh, pl, src_data_rank=None)
             import dtensor.torch as dt
             runs = dt.layout_of(x).owned_runs(rank)
             index = [torch.tensor([g for s, e in r for g in range(s, e)], dtype=torch.long) for r in runs]
-            x._local_tensor.copy_(values(i, shape, index))
+            x._local_tensor.copy_(values(i, shape, index).to(a.device))
             sd[name] = x
         dcp.save(sd, checkpoint_id=a.path)
         if rank == 0:
@@ -132,7 +137,7 @@ def main() -> None:
             sd, want = {}, {}
             for i, (name, shape, row) in enumerate(ps):
                 _, pl = placements(a.layout, shape, row)
-                x = distribute_tensor(torch.empty(shape), mesh, pl, src_data_rank=None)
+                x = distribute_tensor(torch.empty(shape, device=a.device), mesh, pl, src_data_rank=None)
                 x._local_tensor.fill_(float("nan"))
                 sd[name] = x
             if rank == 0:
@@ -147,14 +152,16 @@ def main() -> None:
             else:
                 dcp.load(sd, storage_reader=reader)
                 moved = 0
+            if a.device == "cuda":
+                torch.cuda.synchronize()
             dist.barrier()
             elapsed = time.perf_counter() - t0
             ok = True
             for i, (name, shape, row) in enumerate(ps):
                 runs = dt.layout_of(sd[name]).owned_runs(rank)
                 index = [torch.tensor([g for s, e in r for g in range(s, e)], dtype=torch.long) for r in runs]
-                ok = ok and torch.equal(sd[name]._local_tensor, values(i, shape, index))
-            stats = torch.tensor([reader.read_bytes, reader.read_bytes, elapsed * 1e6, 0 if ok else 1], dtype=torch.float64)
+                ok = ok and torch.equal(sd[name]._local_tensor.cpu(), values(i, shape, index))
+            stats = torch.tensor([reader.read_bytes, reader.read_bytes, elapsed * 1e6, 0 if ok else 1], dtype=torch.float64, device=a.device)
             total, busiest, slowest, wrong = stats.clone(), stats.clone(), stats.clone(), stats.clone()
             dist.all_reduce(total, op=dist.ReduceOp.SUM)
             dist.all_reduce(busiest, op=dist.ReduceOp.MAX)
