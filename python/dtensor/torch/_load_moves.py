@@ -17,7 +17,8 @@ from ._communicator import _error_text
 
 
 class Target:
-    """One DTensor entry of a load: its key, the DTensor, the SavedTensor and its dtensor Layout."""
+    """One entry of a load: its key, the DTensor, the SavedTensor and its dtensor Layout (for a
+    RaggedShard target: a DTensor of its plain intermediate, see `ragged`)."""
 
     __slots__ = ("fqn", "x", "saved", "layout", "received", "ragged", "sink", "_runs")
 
