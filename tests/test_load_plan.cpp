@@ -4,6 +4,7 @@
 // every target rank receives exactly the elements it owns, each once, from the chunk's reader.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -12,6 +13,7 @@
 #include "dtensor/load_plan.hpp"
 #include "dtensor/ragged_plan.hpp"
 #include "dtensor/simulate.hpp"
+#include "dtensor/tune.hpp"
 #include "oracle.hpp"
 
 using namespace dtensor;
@@ -362,4 +364,34 @@ TEST_CASE("load plans: a RaggedShard target loads through a plain intermediate a
   const RaggedPlan rp = plan_ragged(RaggedLayout(via), big, cost);
   CHECK(rp.dst == big);
   CHECK(!rp.stages.empty());
+}
+
+// The published nccl-tests logs (../shared/data/nccl-tests, outside the repository): run where present.
+TEST_CASE("load plans: with a profile fitted to H100 NVLink logs, replicas gather inside the mesh", "[load]") {
+  const std::filesystem::path dir = DTENSOR_SHARED_DATA "/nccl-tests";
+  if (!std::filesystem::exists(dir)) {
+    WARN("skipped: " << dir << " is not here (the published logs live outside the repository)");
+    return;
+  }
+  // all_gather and sendrecv measured on one 8x H100 node (the same machine, the same day)
+  const std::vector<tune::Log> logs{tune::read_nccl_log((dir / "h100x8-nvlink-all_gather.txt").string()),
+                                    tune::read_nccl_log((dir / "h100x8-nvlink-sendrecv.txt").string())};
+  const CostModel h100 = tune::fit_profile(logs, CostModel::default_model()).model;
+  // 7 bf16 matrices (4096x4096, 11008x4096) saved FSDP on 8, loaded as TP on 2 replicated over 4
+  const Mesh mesh = Mesh::parse("dp=4,tp=2");
+  std::vector<SavedTensor> saved;
+  std::vector<Layout> targets;
+  for (int i = 0; i < 7; ++i) {
+    const std::int64_t rows = i < 4 ? 4096 : 11008;
+    SavedTensor t{"w" + std::to_string(i), {rows, 4096}, DType::bf16, {}};
+    for (std::int64_t k = 0; k < 8; ++k) t.chunks.push_back({{k * rows / 8, 0}, {rows / 8, 4096}});
+    saved.push_back(t);
+    targets.push_back(Layout::parse(mesh, {rows, 4096}, DType::bf16, "RS(0)"));
+  }
+  const LoadPlan direct = plan_load(saved, targets, h100, LoadOptions{{}, {}, Fanout::direct});
+  const LoadPlan best = plan_load(saved, targets, h100);
+  CHECK(best.staged.size() == 7);  // the all-gather's fitted bandwidth beats send/recv's
+  CHECK(best.transfer_us + best.post_us < direct.transfer_us);
+  // the default profile (one bandwidth for both) keeps point to point
+  CHECK(plan_load(saved, targets, CostModel::default_model()).staged.empty());
 }
