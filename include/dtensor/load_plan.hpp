@@ -37,8 +37,6 @@ struct SavedTensor {
   std::vector<SavedChunk> chunks;
 };
 
-// Overrides of the cost profile's storage field (CostModel::storage: its defaults, or what
-// `dtensor tune storage` measured), for one plan.
 // How replicas get their copies. `cheapest`: the predicted-fastest of `direct` and every `gather`
 // candidate (per set of replicated mesh dims sharded). `direct`: every rank receives its elements
 // from the chunk's reader (point to point). `gather`: every replicated mesh dim received sharded
@@ -48,6 +46,8 @@ enum class Fanout : std::uint8_t { cheapest, direct, gather };
 // "cheapest", "direct" or "gather"; InputError naming the text otherwise.
 [[nodiscard]] Fanout parse_fanout(std::string_view text);
 
+// Overrides of the cost profile's storage field (CostModel::storage: its defaults, or what
+// `dtensor tune storage` measured), and the fan-out, for one plan.
 struct LoadOptions {
   std::optional<double> read_bw_GBps;
   std::optional<double> read_alpha_us;

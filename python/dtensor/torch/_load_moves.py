@@ -147,7 +147,8 @@ def check_part(part: Any, targets: list, me: int, ranks: int) -> tuple:
     this rank sends read by it, each tensor's local shard received exactly once in total; the post
     batch as BatchPlan.from_json reads it, one plan per staged tensor ending in its target, from an
     intermediate on its mesh, shape and dtype without Partial). Points each staged Target at its
-    intermediate. Returns (reads, messages, post) with `post` None or (BatchPlan, its plans).
+    intermediate. Returns (reads, messages, post) with `post` None or (BatchPlan, its plans, the
+    staged tensor indices).
     ValueError naming the offending entry."""
     keys = {"hash", "rank", "reads", "messages", "staged", "post", "totals"}
     if not isinstance(part, dict) or not keys <= set(part):
@@ -228,7 +229,7 @@ def _check_post(part: dict, targets: list) -> Optional[tuple]:
             raise ValueError(f"load plan part: {target.fqn}: intermediate {via} is not a layout of the target's mesh, "
                              f"shape and dtype without Partial")
         target.receive_as(via)
-    return batch, plans
+    return batch, plans, staged
 
 
 class MoveFailed(_core.BackendError):
@@ -298,8 +299,7 @@ def run_part(reads: list, messages: list, post: Optional[tuple], targets: list, 
         _place(outs[t], [p for p, _ in parts], buf.view(targets[t].x.dtype).reshape(shape))
     if post is not None:  # the fan-out inside the mesh: every staged tensor to its target, as one batch
         from ._api import run_batch
-        batch, plans = post
-        staged = [t for t, tg in enumerate(targets) if tg.received is not tg.layout]
+        batch, plans, staged = post
         done = run_batch(batch, plans, targets[staged[0]].x.device_mesh, [outs[t] for t in staged])
         for t, out in zip(staged, done):
             outs[t] = out

@@ -83,6 +83,12 @@ def _check_ragged_arg(ragged) -> dict:
     return ragged
 
 
+def _saved_of(fqn: str, md) -> _core.SavedTensor:
+    """The SavedTensor of a key's TensorStorageMetadata (its dtype already checked against the target's)."""
+    return _core.SavedTensor(fqn, list(md.size), _dtype_name(md.properties.dtype),
+                             [(list(c.offsets), list(c.sizes)) for c in md.chunks])
+
+
 def _ragged_target(fqn: str, md, value: tuple, cost_model) -> Target:
     """A RaggedShard target (see load's `ragged`), checked against its metadata: loaded into its
     plain intermediate (dtensor.ragged_intermediate), then moved to the ragged pieces."""
@@ -104,8 +110,7 @@ def _ragged_target(fqn: str, md, value: tuple, cost_model) -> Target:
     via = _core.ragged_intermediate(layout, cost_model)
     buf = torch.empty(via.local_shape(coord), dtype=local.dtype, device=local.device)
     x = DTensor(buf, _spec_of(device_mesh, via), requires_grad=False)
-    saved = _core.SavedTensor(fqn, list(md.size), _dtype_name(local.dtype), [(list(c.offsets), list(c.sizes)) for c in md.chunks])
-    return Target(fqn, x, saved, via, ragged=layout, sink=local)
+    return Target(fqn, x, _saved_of(fqn, md), via, ragged=layout, sink=local)
 
 
 def _targets(state_dict: dict, metadata, allow_partial: bool = False, ragged: Optional[dict] = None,
@@ -141,9 +146,7 @@ def _targets(state_dict: dict, metadata, allow_partial: bool = False, ragged: Op
             raise ValueError(f"{fqn}: saved as {md.properties.dtype}, the target is {x.dtype}")
         if list(md.size) != list(x.shape):
             raise ValueError(f"{fqn}: saved with shape {list(md.size)}, the target has {list(x.shape)}")
-        saved = _core.SavedTensor(fqn, list(md.size), _dtype_name(x.dtype),
-                                  [(list(c.offsets), list(c.sizes)) for c in md.chunks])
-        out.append(Target(fqn, x, saved, layout_of(x)))
+        out.append(Target(fqn, x, _saved_of(fqn, md), layout_of(x)))
     return out, mesh
 
 
