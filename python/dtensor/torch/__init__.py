@@ -58,8 +58,8 @@ _torch_local_copies_on_cpu = False
 from . import _execution  # noqa: E402 (the live names below)
 from ._layout import (  # noqa: E402,F401
     _FROM_DTYPE, _IDENTITY, _MeshInfo, _REDUCE_OPS, _TO_DTYPE, _dtype_name,
-    _keep_order_through_to_local, _mesh_info, _mesh_lock, _meshes, _shard_order_arg, _spec_of,
-    _to_core_placement, _to_local_keeps_order, distribute, layout_of, placements_of,
+    _mesh_info, _mesh_lock, _meshes, _shard_order_arg, _spec_of,
+    _to_core_placement, distribute, layout_of, placements_of,
 )
 from ._communicator import (  # noqa: E402,F401
     _Failing, _TorchComm, _set_timeout, _timeout_of,

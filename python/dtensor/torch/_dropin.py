@@ -21,7 +21,7 @@ from torch.distributed.tensor.placement_types import _StridedShard
 
 from .. import _core
 from . import _execution as _ex
-from . import _traced, _versions
+from . import _order_mends, _traced, _versions
 from ._execution import _Call, _default_group, _model_key, _programs, _recall, _remember, _routes, _runner
 from ._layout import _REDUCE_OPS, _TO_DTYPE, _spec_of, layout_of
 
@@ -110,6 +110,8 @@ def enable(cost_model: Any = "default") -> None:
                     _switch.originals[mod] = original
                     mod.redistribute_local_tensor = _routed
             _switch.original = original
+            # a DTensor entering a compiled region keeps its explicit order (_order_mends)
+            _order_mends.install(ops=False)
         _switch.cost_model, _switch.model_key = cost_model, key
 
 

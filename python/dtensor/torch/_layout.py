@@ -21,7 +21,7 @@ from torch.distributed.tensor.placement_types import _StridedShard
 
 from .. import _core
 from .._ragged import RaggedShard, placements_text
-from . import _versions
+from . import _order_mends, _versions
 
 
 _TO_DTYPE = {
@@ -202,44 +202,10 @@ def distribute(tensor: torch.Tensor, device_mesh: DeviceMesh, placements: Sequen
     return DTensor(local, _spec_of(device_mesh, layout), requires_grad=False)
 
 
-_to_local_keeps_order = False
-
-
-def _keep_order_through_to_local() -> None:
-    """torch's `to_local` backward (`_ToTorchTensor`, 2.11-2.15) rebuilds the gradient with
-    `DTensor.from_local`, which knows no shard order: the gradient of a DTensor with an explicit,
-    non-default order comes back labelled with the default order while its local data is laid out
-    in the explicit one (docs/torch-defects.md). dtensor's shard orders are what make such
-    DTensors, so on the first one it makes, it wraps that backward: where the forward's spec had
-    an order the rebuilt gradient lost (same placements otherwise), the gradient gets the order
-    back. Nothing else changes, and DTensors without an explicit order are never touched."""
-    global _to_local_keeps_order
-    if _to_local_keeps_order:
-        return
-    from torch.distributed.tensor import _api
-    original = _api._ToTorchTensor.backward
-
-    def backward(ctx, grad_output):
-        grad, *rest = original(ctx, grad_output)
-        spec = getattr(ctx, "dtensor_spec", None)
-        if isinstance(grad, DTensor) and spec is not None and not spec.use_strided_shard_as_shard_order:
-            want = tuple(Replicate() if p.is_partial() else p for p in spec.placements)
-            g = grad._spec
-            if tuple(g.placements) == want and g.shard_order != spec.shard_order:
-                strided = any(isinstance(p, _StridedShard) for p in want)
-                fixed = DTensorSpec(g.mesh, g.placements, tensor_meta=g.tensor_meta, shard_order=spec.shard_order,
-                                    **({"use_strided_shard_as_shard_order": False} if strided else {}))
-                grad = DTensor(grad._local_tensor, fixed, requires_grad=grad.requires_grad)
-        return (grad, *rest)
-
-    _api._ToTorchTensor.backward = staticmethod(backward)
-    _to_local_keeps_order = True
-
-
 def _spec_of(device_mesh, layout: _core.Layout) -> DTensorSpec:
     placements, order = placements_of(layout)
     if order is not None:
-        _keep_order_through_to_local()
+        _order_mends.install()  # torch loses explicit orders in three places (_order_mends)
     shape = list(layout.shape)
     stride, acc = [0] * len(shape), 1
     for i in range(len(shape) - 1, -1, -1):
