@@ -151,3 +151,69 @@ def test_functional_collectives_take_what_compiled_regions_pass():
     for name, params in want.items():
         got = list(inspect.signature(getattr(funcol, name)).parameters)
         assert got[:len(params)] == params, (name, got)
+
+
+def _explicit_dtensors():
+    """Two rank-0 DTensors of shape 8x3 on a 2x2 mesh with an explicit order: S(0)[1]S(0)[0], and
+    the same order beside a _StridedShard placement."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import DTensor, Shard
+    from torch.distributed.tensor._dtensor_spec import DTensorSpec, ShardOrderEntry, TensorMeta
+    from torch.distributed.tensor.placement_types import _StridedShard
+    mesh2 = DeviceMesh("cpu", torch.arange(4).reshape(2, 2))
+    meta = TensorMeta(torch.Size([8, 3]), (3, 1), torch.float64)
+    order = (ShardOrderEntry(0, (1, 0)),)
+    plain = DTensorSpec(mesh2, (Shard(0), Shard(0)), tensor_meta=meta, shard_order=order)
+    strided = DTensorSpec(mesh2, (_StridedShard(0, split_factor=2), Shard(0)), tensor_meta=meta, shard_order=order,
+                          use_strided_shard_as_shard_order=False)
+    local = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
+    return [DTensor(local.clone(), s, requires_grad=False) for s in (plain, strided)], order
+
+
+def test_unflatten_and_its_mend(mesh):
+    """torch's own __tensor_unflatten__ as the table says; with dtensor's mend, both DTensors come
+    back with their order (what a compiled region sees of an input)."""
+    from torch.distributed.tensor import DTensor
+    from dtensor.torch import _order_mends
+    _order_mends.install(ops=False)
+    (plain, strided), order = _explicit_dtensors()
+
+    def round_trip(x, unflatten):
+        names, ctx = x.__tensor_flatten__()
+        return unflatten({n: getattr(x, n) for n in names}, ctx, x.shape, x.stride())
+    raw = round_trip(plain, _order_mends.torch_unflatten())
+    assert (tuple(raw._spec.shard_order) == order) == _versions.current().unflatten_keeps_order
+    if _versions.current().unflatten_keeps_order:  # 2.12 on: refused; 2.11: the order dropped
+        with pytest.raises(ValueError, match="shard_order"):
+            round_trip(strided, _order_mends.torch_unflatten())
+    else:
+        assert round_trip(strided, _order_mends.torch_unflatten())._spec.shard_order is None
+    for x in (plain, strided):
+        y = round_trip(x, DTensor.__tensor_unflatten__)
+        assert y._spec == x._spec and tuple(y._spec.shard_order) == order, y._spec
+        assert torch.equal(y._local_tensor, x._local_tensor)
+
+
+def test_layout_preserving_ops_and_their_mend(mesh):
+    """torch's own detach of an explicit-order DTensor as the table says (moves the data, or drops
+    the order); with dtensor's mend, detach, clone, zero_, .grad accumulation (twice) keep spec and
+    data on every minor."""
+    from torch.distributed.tensor import DTensor
+    from dtensor.torch import _order_mends
+    _order_mends.install()
+    for x in _explicit_dtensors()[0]:
+        with _order_mends.without_op_mends():
+            raw = x.detach()
+        if _versions.current().order_ops_move_data:
+            assert raw._spec.placements != x._spec.placements or raw._local_tensor.shape != x._local_tensor.shape
+        else:
+            assert torch.equal(raw._local_tensor, x._local_tensor) and raw._spec.shard_order != x._spec.shard_order
+        for y in (x.detach(), x.detach().clone()):
+            assert y._spec == x._spec and torch.equal(y._local_tensor, x._local_tensor), y._spec
+        z = x.detach().clone().zero_()
+        assert z._spec == x._spec and not z._local_tensor.any()
+        leaf = DTensor(x._local_tensor.clone(), x._spec, requires_grad=True)
+        g = DTensor(x._local_tensor + 100, x._spec, requires_grad=False)
+        leaf.backward(g)
+        leaf.backward(g)
+        assert leaf.grad._spec == x._spec and torch.equal(leaf.grad._local_tensor, 2 * (x._local_tensor + 100))

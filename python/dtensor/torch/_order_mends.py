@@ -35,17 +35,24 @@ from torch.distributed.tensor.placement_types import _StridedShard
 
 _lock = threading.Lock()
 _installed = {"to_local": False, "unflatten": False, "ops": False}
+_originals: dict = {}  # torch's own functions the mends wrap (tests compare against them)
+
+
+def explicit_order(placements, order) -> bool:
+    """Whether `order` (a `shard_order`) is an explicit one for `placements`: set beside
+    `_StridedShard` placements, or other than the default."""
+    if order is None:
+        return False
+    if any(isinstance(p, _StridedShard) for p in placements):
+        return True
+    return tuple(order) != tuple(DTensorSpec.compute_default_shard_order(tuple(placements)))
 
 
 def explicit(spec: DTensorSpec) -> bool:
     """Whether `spec` carries an explicit shard order torch's per-dim rules cannot express: its
     `shard_order` holds the order (not its `_StridedShard` placements) and differs from the
     default, or it holds one beside `_StridedShard` placements."""
-    if spec.use_strided_shard_as_shard_order or spec.shard_order is None:
-        return False
-    if any(isinstance(p, _StridedShard) for p in spec.placements):
-        return True
-    return tuple(spec.shard_order) != tuple(DTensorSpec.compute_default_shard_order(spec.placements))
+    return not spec.use_strided_shard_as_shard_order and explicit_order(spec.placements, spec.shard_order)
 
 
 def with_order(spec: DTensorSpec, order, tensor_meta=None) -> DTensorSpec:
@@ -61,20 +68,35 @@ def with_order(spec: DTensorSpec, order, tensor_meta=None) -> DTensorSpec:
 def _keep_order_through_to_local() -> None:
     """torch's `to_local` backward (`_ToTorchTensor`) rebuilds the gradient with
     `DTensor.from_local`: where the forward's spec had an order the rebuilt gradient lost (same
-    placements otherwise), the gradient gets the order back. DTensors without an explicit order
-    are never touched."""
+    placements otherwise), the gradient gets the order back. It also works out the gradient's
+    global stride from the rank's own local stride (an empty or strided shard gives another one
+    than its peers'), and autograd's `.grad` accumulation then copies (a redistribution: a
+    collective) on some ranks and not on others, which hangs (2.11: `_S(1,2)S(1) ->
+    _S(1,3)_S(0,2)` of 3x2); a stride that differs from the forward spec's is replaced by that
+    spec's, which every rank shares. DTensors whose gradient agrees with the forward's spec are
+    never touched."""
     from torch.distributed.tensor import _api
-    original = _api._ToTorchTensor.backward
+    original = _originals["to_local"] = _api._ToTorchTensor.backward
 
     def backward(ctx, grad_output):
         grad, *rest = original(ctx, grad_output)
         spec = getattr(ctx, "dtensor_spec", None)
-        if isinstance(grad, DTensor) and spec is not None and not spec.use_strided_shard_as_shard_order:
+        if not isinstance(grad, DTensor) or spec is None or spec.tensor_meta is None:
+            return (grad, *rest)
+        g = grad._spec
+        meta = g.tensor_meta
+        if meta is not None and meta.shape == spec.tensor_meta.shape and meta.stride != spec.tensor_meta.stride:
+            meta = TensorMeta(meta.shape, spec.tensor_meta.stride, meta.dtype)
+        order = g.shard_order
+        if not spec.use_strided_shard_as_shard_order:
             want = tuple(Replicate() if p.is_partial() else p for p in spec.placements)
-            g = grad._spec
             if tuple(g.placements) == want and g.shard_order != spec.shard_order:
-                fixed = with_order(g, spec.shard_order)
-                grad = DTensor(grad._local_tensor, fixed, requires_grad=grad.requires_grad)
+                order = spec.shard_order
+        if meta is not g.tensor_meta or order != g.shard_order:
+            fixed = with_order(g, order, meta) if order is not None and explicit_order(g.placements, order) \
+                else DTensorSpec(g.mesh, tuple(g.placements), tensor_meta=meta, shard_order=g.shard_order,
+                                 use_strided_shard_as_shard_order=g.use_strided_shard_as_shard_order)
+            grad = DTensor(grad._local_tensor, fixed, requires_grad=grad.requires_grad)
         return (grad, *rest)
 
     _api._ToTorchTensor.backward = staticmethod(backward)
@@ -93,10 +115,7 @@ def carried_order(ctx) -> Optional[tuple]:
     if isinstance(ctx[0], DTensorSpec):
         return tuple(ctx[0].shard_order) if explicit(ctx[0]) else None
     if len(ctx) == 4 and isinstance(ctx[2], tuple) and ctx[2]:
-        placements, order = tuple(ctx[0]), ctx[2]
-        if any(isinstance(p, _StridedShard) for p in placements):
-            return tuple(order)
-        return tuple(order) if tuple(order) != tuple(DTensorSpec.compute_default_shard_order(placements)) else None
+        return tuple(ctx[2]) if explicit_order(ctx[0], ctx[2]) else None
     return None
 
 
@@ -104,7 +123,7 @@ def _keep_order_through_unflatten() -> None:
     """`DTensor.__tensor_unflatten__` keeps the order `__tensor_flatten__` carried (2.11 drops it;
     2.15 raises on a `_StridedShard` spec with one: torch is handed the context without the order
     there and the order is put back on its result)."""
-    original = DTensor.__tensor_unflatten__
+    original = _originals["unflatten"] = DTensor.__tensor_unflatten__
 
     def unflatten(inner_tensors, flatten_spec, outer_size, outer_stride):
         order = carried_order(flatten_spec)
@@ -229,3 +248,27 @@ def install(ops: bool = True) -> None:
 def installed() -> dict:
     """Which mends are in place (for tests)."""
     return dict(_installed)
+
+
+def torch_unflatten():
+    """torch's own `DTensor.__tensor_unflatten__` (for tests: what torch does without the mend)."""
+    return _originals.get("unflatten", DTensor.__tensor_unflatten__)
+
+
+class without_op_mends:
+    """`with without_op_mends(): ...`: torch's own dispatch of the mended ops for the block (for
+    tests, in one thread: what torch does without the mend)."""
+
+    def __enter__(self):
+        handlers = DTensor._op_dispatcher._custom_op_handlers
+        with _lock:
+            self.removed = [op for op in (*_IN_PLACE, *_NEW) if handlers.get(op) is _handler]
+            for op in self.removed:
+                del handlers[op]
+        return self
+
+    def __exit__(self, *exc):
+        handlers = DTensor._op_dispatcher._custom_op_handlers
+        with _lock:
+            for op in self.removed:
+                handlers.setdefault(op, _handler)

@@ -58,19 +58,34 @@ class Facts:
     public_set_timeout: bool
     # _StridedShard's own offsets function takes an offset mode (_StridedShardOffsetMode).
     strided_offset_mode: bool
+    # DTensor.__tensor_unflatten__ (a DTensor entering a compiled region) keeps an explicit order
+    # of Shard placements (False: the trace sees the default order). A _StridedShard spec with an
+    # explicit order loses it silently (2.11) or raises ValueError (2.12 on) on every minor.
+    # dtensor mends both (_order_mends).
+    unflatten_keeps_order: bool
+    # What torch's layout-preserving ops (detach, clone, .grad accumulation) do to a DTensor with an
+    # explicit order: True, redistribute the data to another layout ([Replicate, Shard(0)] for
+    # S(0)[1]S(0)[0]); False, keep the data and label it with the default order. Wrong either way;
+    # dtensor mends both (_order_mends).
+    order_ops_move_data: bool
 
 
 _TABLE = {
     (2, 11): Facts((2, 11), strided_grad_replicates_partial=False, shard_to_partial_api=False,
-                   public_set_timeout=False, strided_offset_mode=False),
+                   public_set_timeout=False, strided_offset_mode=False,
+                   unflatten_keeps_order=False, order_ops_move_data=False),
     (2, 12): Facts((2, 12), strided_grad_replicates_partial=True, shard_to_partial_api=False,
-                   public_set_timeout=False, strided_offset_mode=False),
+                   public_set_timeout=False, strided_offset_mode=False,
+                   unflatten_keeps_order=True, order_ops_move_data=False),
     (2, 13): Facts((2, 13), strided_grad_replicates_partial=True, shard_to_partial_api=False,
-                   public_set_timeout=False, strided_offset_mode=True),
+                   public_set_timeout=False, strided_offset_mode=True,
+                   unflatten_keeps_order=True, order_ops_move_data=False),
     (2, 14): Facts((2, 14), strided_grad_replicates_partial=True, shard_to_partial_api=True,
-                   public_set_timeout=True, strided_offset_mode=True),
+                   public_set_timeout=True, strided_offset_mode=True,
+                   unflatten_keeps_order=True, order_ops_move_data=True),
     (2, 15): Facts((2, 15), strided_grad_replicates_partial=True, shard_to_partial_api=True,
-                   public_set_timeout=True, strided_offset_mode=True),
+                   public_set_timeout=True, strided_offset_mode=True,
+                   unflatten_keeps_order=True, order_ops_move_data=True),
 }
 
 
