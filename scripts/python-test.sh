@@ -43,6 +43,13 @@ echo "-- scripts/gpu_python_check.py --device cpu (the GPU bundle's Python check
 out=$(cd /tmp && timeout 300 "$(dirname "$py")/torchrun" --nproc-per-node 1 --master-port 29579 "$root/scripts/gpu_python_check.py" --device cpu 2>&1) || {
   echo "$out"; echo "scripts/gpu_python_check.py failed"; exit 1; }
 grep "^RESULT" <<<"$out"
-echo "-- torch 2.11 (the oldest supported minor): the version table, the switch, the layouts, group timeouts"
+echo "-- torch 2.11 (the oldest supported minor): the version table, the switch, the layouts, group timeouts,"
+echo "   explicit shard orders (compiled sources, leaf gradients, to_local's backward) and the switched backward"
+# (the explicit-order and backward checks add about 4 minutes on 2 cores; the other minors:
+# scripts/python-versions.sh 2.12 2.13 2.14 -- the same files)
+t=$root/tests/python
 DTENSOR_WHEEL="$wheel" ./scripts/python-versions.sh 2.11 -- tests/python/test_torch_versions.py \
-  tests/python/test_torch_switch.py tests/python/test_layouts_vs_torch.py tests/python/test_torch_groups.py
+  tests/python/test_torch_switch.py tests/python/test_layouts_vs_torch.py tests/python/test_torch_groups.py \
+  "$t/test_compiled_mp.py::test_compiled_explicit_source_orders" "$t/test_grad_explicit_leaf_mp.py" \
+  "$t/test_switch_backward_mp.py::test_switched_backward_agrees_across_ranks[3x2]" \
+  "$t/test_grad_order_mp.py::test_gradient_through_to_local_keeps_the_order[1x2]"

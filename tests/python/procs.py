@@ -13,6 +13,18 @@ def free_port() -> int:
 
 
 def run_script(path, *args, timeout: float) -> subprocess.CompletedProcess:
-    """`python path args...` with a fresh rendezvous port; stdout and stderr captured as text."""
+    """`python path args...` with a fresh rendezvous port; stdout and stderr captured as text. On
+    timeout the script's whole process group is killed (its spawned ranks hold the output pipes:
+    killing the script alone would leave the wait for them unbounded) and TimeoutExpired raised
+    with what it printed."""
+    import signal
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    return subprocess.run([sys.executable, str(path), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    with subprocess.Popen([sys.executable, str(path), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+            raise subprocess.TimeoutExpired(p.args, timeout, output=out, stderr=err) from None
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
