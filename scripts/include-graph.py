@@ -7,8 +7,10 @@ its includes through; a public header with no source of its name is listed as un
 
   scripts/include-graph.py [ROOT]   (ROOT: a checkout, default this one)
 
-Prints the floor-to-floor counts, the unpaired public headers and the upward includes; exits 1
-when there is an upward include. Reads the quoted #include lines of src/, include/, tools/ and
+Prints the floor-to-floor counts, the unpaired public headers, the upward includes and the
+planner's private headers included by comm or sim; exits 1 when there is either. (comm and sim
+sit above the planner and may use its public headers, include/dtensor/*.hpp; its private ones,
+src/planner/*.hpp, are the planner's own: what comm or sim needs of them belongs in placement.) Reads the quoted #include lines of src/, include/, tools/ and
 python/src/ (tests, benchmarks, examples and fuzz targets sit above every floor)."""
 import os
 import re
@@ -70,7 +72,7 @@ def main():
             else:
                 yield p
 
-    counts, upward, unpaired = {}, [], set()
+    counts, upward, unpaired, private = {}, [], set(), []
     for f in files:
         a = floor_of(f)
         if a == "forward":
@@ -86,6 +88,9 @@ def main():
             counts[(a, b)] = counts.get((a, b), 0) + 1
             if RANK[b] > RANK[a]:
                 upward.append(f"{os.path.relpath(f, root)} ({a}) includes {os.path.relpath(p, root)} ({b})")
+            rel_p = os.path.relpath(p, root).split(os.sep)
+            if a in ("comm", "sim") and rel_p[:2] == ["src", "planner"] and p.endswith((".hpp", ".h")):
+                private.append(f"{os.path.relpath(f, root)} ({a}) includes {os.path.relpath(p, root)}")
     print("includes between floors (from -> to: count):")
     for (a, b), n in sorted(counts.items(), key=lambda x: (RANK[x[0][0]], x[0][0], RANK[x[0][1]])):
         print(f"  {a:>9} -> {b:<9} {n:4d}{'   UP' if RANK[b] > RANK[a] else ''}")
@@ -93,7 +98,10 @@ def main():
     print(f"upward includes ({len(upward)}):")
     for u in sorted(set(upward)):
         print("  " + u)
-    return 1 if upward else 0
+    print(f"planner-private headers included by comm or sim ({len(set(private))}):")
+    for u in sorted(set(private)):
+        print("  " + u)
+    return 1 if upward or private else 0
 
 
 if __name__ == "__main__":

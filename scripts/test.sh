@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every test: a Release build with all tests, the Python package's tests (scripts/python-test.sh), a Debug build with ASan+UBSan running all tests,
+# Every test: the include graph's floors (scripts/include-graph.py), a Release build with all tests, the Python package's tests (scripts/python-test.sh), a Debug build with ASan+UBSan running all tests,
 # a TSan build running the concurrency tests (plan cache, threads backend), and a bounded fuzzing
 # run of every parser (scripts/fuzz.sh).
 set -euo pipefail
@@ -14,6 +14,8 @@ fi
 # GPU tests (label "gpu") need a GPU; everywhere else they are built but not run.
 gpu_filter=(-LE gpu)
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gpu_filter=(); fi
+echo "== Include graph (scripts/include-graph.py: no include runs up the floors; comm and sim use no planner-private header)"
+python3 scripts/include-graph.py | tail -n 6
 echo "== Release (with the NCCL/CUDA backend when CUDA and NCCL are found)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"

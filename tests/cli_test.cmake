@@ -190,6 +190,10 @@ run_case(tune_measure_backend 2 "" "^error: --backend \"gloo\": the CLI runs thr
          tune measure --mesh 2 --backend gloo -o ${tmp}/m2)
 run_case(tune_validate_truth_mpi 2 "" "^error: --truth \\(a virtual clock\\) works with --backend threads only"
          tune validate --mesh 2x4 --backend mpi --truth default)
+run_case(tune_report_full 2 "" "^error: --report \"/dev/full\" cannot be written"
+         tune validate --mesh 2 --bytes 4K --truth default --report /dev/full)
+run_case(tune_noise_trailing 2 "" "^error: --noise \"0[.]5x\" must be a number in \\[0, 1\\)"
+         tune validate --mesh 2 --bytes 4K --truth default --noise 0.5x)
 
 # Batches (`plan --batch`, `simulate --batch`): stages and collectives against per-tensor
 # planning, verified on every rank; bad batch files are one clear error (exit 2).
@@ -259,6 +263,8 @@ execute_process(COMMAND ${DTENSOR} load-plan --request ${CMAKE_CURRENT_BINARY_DI
                 OUTPUT_FILE ${CMAKE_CURRENT_BINARY_DIR}/load_plan.json)
 run_case(load_plan_check 0 "^ok: plan [0-9a-f]+ loads the request's 2 tensors" ""
          load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --check ${CMAKE_CURRENT_BINARY_DIR}/load_plan.json)
+run_case(load_plan_check_tensor 2 "" "^error: --tensor \"w\" with --check: one or the other"
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --check ${CMAKE_CURRENT_BINARY_DIR}/load_plan.json --tensor w)
 file(READ ${CMAKE_CURRENT_BINARY_DIR}/load_plan.json lp)
 string(REGEX REPLACE "\"elements\":12" "\"elements\":13" lp_edited "${lp}")
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/load_plan_edited.json "${lp_edited}")

@@ -444,6 +444,12 @@ TEST_CASE("batch: a batch plan read from JSON is checked like a plan", "[batch]"
   CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"][co]["mesh_dims"] = {1}; })), Contains("mesh dims"));
   CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["total_cost_us"] = 1; })), Contains("total_cost_us"));
   CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j.erase("stages"); })), Contains("stages"));
+  // derived figures and the hash are recomputed on read: an edited one is refused
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["batch_hash"] = "0000000000000000"; })), Contains("batch_hash"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["collectives"] = 0; })), Contains("'collectives'"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["separate_collectives"] = 99; })), Contains("separate_collectives"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["staging_bytes"] = 1; })), Contains("staging_bytes"));
+  CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["tensors"] = 7; })), Contains("tensors"));
   CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["stages"] = nlohmann::json::array(); })), Contains("runs 0"));
   CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["plans"][1]["from"] = "RS(0)"; })), Contains("plans[1]"));
   CHECK_THROWS_WITH(BatchPlan::from_json(edited([&](auto& j) { j["plans"] = nlohmann::json::array(); })), Contains("plans"));

@@ -398,6 +398,8 @@ TEST_CASE("cross-mesh: JSON round trip, and hostile JSON refused by name", "[cro
   CHECK_THAT(edit("\"messages\":[{\"from\":0", "\"messages\":[{\"from\":9"), Catch::Contains("from"));
   CHECK_THAT(edit("\"version\":1,\"world", "\"version\":1,\"extra\":1,\"world"), Catch::Contains("unknown field \"extra\""));
   CHECK_THAT(edit("\"hash\":\"", "\"hash\":\"0"), Catch::Contains("'hash'"));
+  // the edited hash quoted once (not its JSON text quoted again)
+  CHECK_THAT(edit("\"hash\":\"", "\"hash\":\"0"), Catch::Contains("'hash' is \"0") && !Catch::Contains("\\\""));
   CHECK_THAT(error_of([&] { (void)CrossMeshPlan::from_json("[1]"); }), Catch::Contains("must be an object"));
   // a message's element count that does not match its boxes
   const auto at = good.find("\"elements\":");

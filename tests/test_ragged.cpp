@@ -1,4 +1,5 @@
 // RaggedShard: the layout algebra against the oracle (ragged_cases.hpp), text and JSON, bad input.
+#include <nlohmann/json.hpp>
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -164,6 +165,19 @@ TEST_CASE("ragged layouts: bad input gets one clear error", "[ragged]") {
   REQUIRE(at != std::string::npos);
   j.replace(at, 9, "[1,1,2,0]");
   CHECK_THROWS_WITH(ragged_layout_from_json(j), Catch::Contains("disagrees"));
+  // owned_runs follows the runs it returns: a piece whose trailing dims are whole is one run
+  // however many rows it holds, and more runs than a rank's index lists support is an error
+  const auto huge = RaggedLayout::parse("2 1024x1024x1024x1024 f32 RaggedShard((0,),(1,1))");
+  const std::vector<std::int64_t> c1{1};
+  CHECK(huge.owned_runs(c1) == std::vector<Interval>{{std::int64_t{1} << 39, std::int64_t{1} << 40}});
+  const auto split = RaggedLayout::parse("2x2 1024x1024x1024x4 f32 RaggedShard((0,),(1,1))S(3)");
+  const std::vector<std::int64_t> c01{0, 1};
+  CHECK_THROWS_WITH(split.owned_runs(c01), Catch::Contains("separate runs"));
+  // the value is bounded, not the digits: leading zeros read as the small number they write
+  CHECK(RaggedLayout::parse("2 4 f32 RaggedShard((0,),(00000000000000001,1))") ==
+        RaggedLayout::parse("2 4 f32 RaggedShard((0,),(1,1))"));
+  CHECK_THROWS_WITH(RaggedLayout::parse("2 4 f32 RaggedShard((0,),(00000000000000000099999999999999999,1))"),
+                    Catch::Contains("too large"));
 }
 
 // ---- planning and execution ----------------------------------------------------------------
@@ -613,9 +627,17 @@ TEST_CASE("ragged plans: JSON read back as untrusted input", "[ragged]") {
   CHECK_THROWS_WITH(RaggedPlan::from_json(edit("\"kind\":\"exchange\"", "\"kind\":\"teleport\"")), Catch::Contains("kind must be"));
   CHECK_THROWS_WITH(RaggedPlan::from_json(edit("\"mesh_dims\":[0]", "\"mesh_dims\":[7]")), Catch::Contains("mesh_dims (7) are not the ones its transfers cross (0)"));
   CHECK_THROWS_WITH(RaggedPlan::from_json("[1]"), Catch::Contains("must be an object"));
+  // derived figures recomputed on read: an edited total, trace or hash is refused
+  CHECK_THROWS_WITH(RaggedPlan::from_json(edit("\"trace\":\"", "\"trace\":\"R=>")), Catch::Contains("'trace'"));
+  CHECK_THROWS_WITH(RaggedPlan::from_json(edit("\"plan_hash\":\"", "\"plan_hash\":\"f")), Catch::Contains("'plan_hash'"));
+  {
+    auto j = nlohmann::json::parse(good);
+    j["total_cost_us"] = j["total_cost_us"].get<double>() + 1;
+    CHECK_THROWS_WITH(RaggedPlan::from_json(j.dump()), Catch::Contains("'total_cost_us'"));
+  }
 }
 
-#include "planner/ragged_exchange.hpp"
+#include "placement/ragged_exchange.hpp"
 
 TEST_CASE("ragged exchanges: the planner's record is what the executor's transfer lists give, rank by rank", "[ragged]") {
   // the record (one pass over sender/receiver pairs) against each rank's own send and receive

@@ -229,6 +229,13 @@ TEST_CASE("one JSON form for layouts: names and explicit ranks survive a round t
                     Contains("4294967296"));
   CHECK_THROWS_AS(layout_from_json("1e309"), InputError);
   CHECK_THROWS_WITH(layout_from_json(std::string(10000, '[')), Contains("nested deeper"));
+  // the depth pass skips strings (brackets and escaped quotes inside them are text) and counts
+  // only open containers: 33 levels read (a parse error, not the depth), 34 are refused
+  const std::string deep33 = std::string(33, '[') + std::string(33, ']');
+  CHECK_THROWS_WITH(layout_from_json(deep33), !Contains("nested deeper"));
+  CHECK_THROWS_WITH(layout_from_json(std::string(34, '[') + std::string(34, ']')), Contains("nested deeper"));
+  CHECK_THROWS_WITH(layout_from_json(R"J({"mesh": [2], "shape": [4], "dtype": "f32", "placements": "[[[\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["})J"),
+                    !Contains("nested deeper"));
   CHECK_THROWS_WITH(layout_from_json(R"J({"version": 7})J"), Contains("version"));
 }
 

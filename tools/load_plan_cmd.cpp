@@ -42,6 +42,9 @@ void register_load_plan(CLI::App& app) {
   cmd->add_option("--format", args.format, "text or json")->capture_default_str();
   cmd->callback([] {
     check_format(args.format);
+    if (!args.check.empty() && !args.tensor.empty())
+      throw InputError(fmt::format("--tensor {} with --check: one or the other (--check checks the whole plan file; "
+                                   "--tensor shows one tensor of the plan made here)", quote_input(args.tensor)));
     const LoadRequest req = for_flag("--request", [&] {
       return LoadRequest::from_json(read_input_file(args.request, "load request", 256u << 20));
     });

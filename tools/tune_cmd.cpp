@@ -37,6 +37,15 @@ struct TuneArgs {
   bool strict = false;
 } args;
 
+// --report's page, written and flushed, and the stream checked after writing: a report that
+// could not be written in full (a full disk, /dev/full) is an error (exit 2), never "report X".
+void write_report(const std::string& page) {
+  std::ofstream rep(args.report);
+  if (rep) rep << page;
+  if (rep) rep.flush();
+  if (!rep) throw InputError(fmt::format("--report {} cannot be written", quote_input(args.report)));
+}
+
 std::optional<Collective> collective_flag(const std::string& text) {
   if (text.empty()) return std::nullopt;
   if (auto c = parse_collective(text)) return c;
@@ -68,9 +77,7 @@ void run_fit() {
   if (!out) throw InputError(fmt::format("-o {} cannot be written", quote_input(args.output)));
   out << nlohmann::json::parse(json).dump(2) << "\n";
   if (!args.report.empty()) {
-    std::ofstream rep(args.report);
-    if (!rep) throw InputError(fmt::format("--report {} cannot be written", quote_input(args.report)));
-    rep << viz::render_fit_report(fitted, args.output);
+    write_report(viz::render_fit_report(fitted, args.output));
     text += fmt::format("report {}\n", args.report);
   }
   if (args.format == "json") {
@@ -131,8 +138,11 @@ bool run_spmd(const Mesh& mesh, const std::function<void(std::int64_t, Communica
     WorldOptions wo;
     if (!args.truth.empty()) {
       wo.clock_profile = std::make_shared<const CostModel>(for_flag("--truth", [] { return CostModel::load(args.truth); }));
-      const double noise = std::strtod(args.noise.c_str(), nullptr);
-      if (!(noise >= 0 && noise < 1)) throw InputError(fmt::format("--noise {} must be in [0, 1)", quote_input(args.noise)));
+      // the whole text must be the number ("0.5x" is refused, not read as 0.5)
+      char* end = nullptr;
+      const double noise = args.noise.empty() ? -1 : std::strtod(args.noise.c_str(), &end);
+      if (end == nullptr || *end != '\0' || !(noise >= 0 && noise < 1))
+        throw InputError(fmt::format("--noise {} must be a number in [0, 1)", quote_input(args.noise)));
       wo.clock_noise = noise;
       wo.clock_seed = static_cast<std::uint64_t>(parse_index("--seed", args.seed, INT64_MAX));
     }
@@ -276,9 +286,7 @@ void run_validate() {
     report.note = fmt::format("{} ranks share {} cores here: the ranks take turns, so the measured times say little about "
                               "a cluster (the protocol runs end to end)", mesh.num_ranks(), cores);
   if (!args.report.empty()) {
-    std::ofstream rep(args.report);
-    if (!rep) throw InputError(fmt::format("--report {} cannot be written", quote_input(args.report)));
-    rep << viz::render_validate_report(report);
+    write_report(viz::render_validate_report(report));
   }
   if (args.format == "json") {
     std::cout << report.to_json() << "\n";

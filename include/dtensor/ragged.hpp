@@ -70,6 +70,7 @@ class RaggedLayout {
  private:
   Layout base_;
   std::optional<RaggedShard> ragged_;
+  std::vector<std::int64_t> before_;  // units before each coordinate of the ragged mesh dim, then all of them
 };
 
 // JSON: a layout's fields ("mesh", "shape", "dtype", "placements" with the RaggedShard token) and,

@@ -66,4 +66,18 @@ def placements_text(placements: Sequence) -> str:
 def ragged_layout(mesh: _core.Mesh, shape: Sequence[int], placements, dtype: str = "f32") -> _core.RaggedLayout:
     """A RaggedLayout from dtensor's placement text or a list of Placement / RaggedShard values."""
     text = placements if isinstance(placements, str) else placements_text(placements)
-    return _core.RaggedLayout(mesh, [int(s) for s in shape], text, dtype)
+    return _core.RaggedLayout(mesh, _shape_arg(shape), text, dtype)
+
+
+def _shape_arg(shape) -> list:
+    """`shape` as a list of ints: integers only (a float such as 8.9 is a TypeError naming it, as
+    Layout gives, never truncated to 8)."""
+    import numbers
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        raise TypeError(f"shape: expected a sequence of integers, got {type(shape).__name__}")
+    out = []
+    for s in shape:
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+            raise TypeError(f"shape: expected integers, got {s!r} ({type(s).__name__})")
+        out.append(int(s))
+    return out

@@ -34,7 +34,7 @@
 #include "dtensor/simulated.hpp"
 #include "dtensor/simulate.hpp"
 #include "dtensor/tune.hpp"
-#include "comm/groups.hpp"
+#include "placement/groups.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;  // NOLINT: the bindings' "name"_a

@@ -9,7 +9,7 @@
 #include "dtensor/error.hpp"
 #include "dtensor/scalar.hpp"
 #include "executor_impl.hpp"
-#include "groups.hpp"
+#include "placement/groups.hpp"
 
 namespace dtensor {
 using namespace detail;

@@ -8,7 +8,7 @@
 
 #include "dtensor/error.hpp"
 #include "executor_impl.hpp"
-#include "planner/ragged_exchange.hpp"
+#include "placement/ragged_exchange.hpp"
 
 namespace dtensor {
 using namespace detail;

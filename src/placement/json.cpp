@@ -9,13 +9,36 @@ namespace detail {
 using nlohmann::json;
 using ordered = nlohmann::ordered_json;
 
+namespace {
+// The nesting bound, checked by one pass over the text before parsing (brackets inside strings
+// skipped), so that no nesting reaches the parser's recursion or a recursive walk later. A pass
+// rather than the parser's callback: nlohmann's callback parser costs more than linear time in
+// the number of values (its end_object re-examines the enclosing container), the plain one is
+// linear.
+void check_depth(std::string_view text, std::string_view what) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth + 1)
+        throw InputError(fmt::format("{} JSON is nested deeper than {} levels", what, kMaxJsonDepth));
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+}
+}  // namespace
+
 json parse_json(std::string_view text, std::string_view what) {
+  check_depth(text, what);
   try {
-    // Depth is bounded while parsing, so no nesting reaches a recursive walk later.
-    return json::parse(text.begin(), text.end(), [&](int depth, json::parse_event_t, json&) {
-      if (depth > kMaxJsonDepth) throw InputError(fmt::format("{} JSON is nested deeper than {} levels", what, kMaxJsonDepth));
-      return true;
-    });
+    return json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {  // parse errors, and numbers out of range (1e400)
     throw InputError(fmt::format("invalid {} JSON: {}", what, e.what()));
   }
@@ -24,6 +47,7 @@ json parse_json(std::string_view text, std::string_view what) {
 std::string json_quote(const json& v) {
   if (v.is_array()) return "an array";
   if (v.is_object()) return "an object";
+  if (v.is_string()) return quote_input(v.get<std::string>());  // quoted once, not its JSON form quoted again
   return quote_input(v.dump());
 }
 

@@ -63,8 +63,11 @@ struct TextCursor {
       if (p < s.size() && s[p] == '-') throw InputError(fmt::format("RaggedShard {}: {} must not be negative", quote_input(whole), what));
       fail(fmt::format("a non-negative integer ({})", what));
     }
-    if (p - start > 16) throw InputError(fmt::format("RaggedShard {}: {} {} is too large", quote_input(whole), what, s.substr(start, p - start)));
-    return std::stoll(std::string(s.substr(start, p - start)));
+    // the value, not the digits, is bounded (leading zeros are digits of a small number)
+    std::size_t first = start;
+    while (first + 1 < p && s[first] == '0') ++first;
+    if (p - first > 16) throw InputError(fmt::format("RaggedShard {}: {} {} is too large", quote_input(whole), what, s.substr(start, p - start)));
+    return std::stoll(std::string(s.substr(first, p - first)));
   }
   // "(a, b, ...)" with an optional trailing comma; "(0)" reads as (0,).
   std::vector<std::int64_t> tuple(std::string_view what, std::size_t max_items) {
@@ -118,7 +121,9 @@ RaggedLayout::RaggedLayout(Layout base, std::optional<RaggedShard> ragged) : bas
     throw InputError(fmt::format("RaggedShard local_units ({}) has {} entries; mesh dim {} has size {}",
                                  fmt::join(r.units, ","), r.units.size(), r.mesh_dim, n));
   std::int64_t sum = 0;
+  before_.reserve(r.units.size());
   for (std::size_t i = 0; i < r.units.size(); ++i) {
+    before_.push_back(sum);
     const auto u = r.units[i];
     if (u < 0) throw InputError(fmt::format("RaggedShard local_units[{}] is {}: units must not be negative", i, u));
     if (u > kMaxUnits) throw InputError(fmt::format("RaggedShard local_units[{}] is {}, above 2^53", i, u));
@@ -126,6 +131,7 @@ RaggedLayout::RaggedLayout(Layout base, std::optional<RaggedShard> ragged) : bas
     if (sum > kMaxUnits) throw InputError(fmt::format("RaggedShard local_units sum above 2^53"));
   }
   if (sum == 0) throw InputError(fmt::format("RaggedShard local_units ({}) are all zero: at least one unit is needed", fmt::join(r.units, ",")));
+  before_.push_back(sum);  // the last entry: every unit
   for_each_block(mesh, r.mesh_dim, [&](std::span<const std::int64_t> c) {
     const auto local = base_.local_shape(c);
     const auto numel = product(local);
@@ -144,17 +150,14 @@ RaggedLayout::RaggedLayout(Layout base, std::optional<RaggedShard> ragged) : bas
 
 std::int64_t RaggedLayout::unit_numel(std::span<const std::int64_t> coord) const {
   if (!ragged_) return 0;
-  std::int64_t sum = 0;
-  for (auto u : ragged_->units) sum += u;
-  return base_.local_numel(coord) / sum;
+  return base_.local_numel(coord) / before_.back();
 }
 
 Interval RaggedLayout::piece(std::span<const std::int64_t> coord) const {
   if (!ragged_) return {0, base_.local_numel(coord)};
   const auto u = unit_numel(coord);
   const auto i = static_cast<std::size_t>(coord[static_cast<std::size_t>(ragged_->mesh_dim)]);
-  std::int64_t before = 0;
-  for (std::size_t k = 0; k < i; ++k) before += ragged_->units[k];
+  const std::int64_t before = before_[i];  // O(1): bucket_of and the planners ask per coordinate
   return {u * before, u * (before + ragged_->units[i])};
 }
 
@@ -175,26 +178,57 @@ std::vector<Interval> RaggedLayout::owned_runs(std::span<const std::int64_t> coo
   const auto box = base_.indices(coord);
   const auto pc = piece(coord);
   const auto& shape = base_.shape();
-  std::vector<Interval> runs;
-  for (const auto& b : range_boxes(box, pc.start, pc.stop)) {
-    // every combination of the outer dims' indices, the innermost dim's runs at each
+  const auto boxes = range_boxes(box, pc.start, pc.stop);
+  // Per box, the trailing dims it holds whole are one stretch of memory: the box's runs are its
+  // outer dims' index combinations times the runs of the last dim it does not hold whole (k), so
+  // they are counted before any is listed (time and memory follow the runs returned, capped as a
+  // Layout caps its index lists), never the rows walked.
+  struct Cut {
+    std::size_t k;
+    std::int64_t stride;  // elements per index of dim k
+  };
+  std::vector<Cut> cuts;
+  std::int64_t count = 0;
+  for (const auto& b : boxes) {
     const std::size_t nd = b.size();
-    if (nd == 0) {
-      runs.push_back({0, 1});
+    std::size_t k = nd == 0 ? 0 : nd - 1;
+    std::int64_t stride = 1, n = 1;
+    if (nd > 0) {
+      while (k > 0 && b[k].size() == shape[k] && b[k].runs().size() == 1) stride *= shape[k--];
+      n = static_cast<std::int64_t>(b[k].runs().size());
+      constexpr std::int64_t over = Layout::kMaxRunsPerRank + 1;  // saturate: no product overflows
+      for (std::size_t d = 0; d < k; ++d) n = b[d].size() >= over ? over : std::min(over, n * b[d].size());
+    }
+    count = std::min<std::int64_t>(count + n, Layout::kMaxRunsPerRank + 1);
+    if (count > Layout::kMaxRunsPerRank)
+      throw InputError(fmt::format("layout {} {}: the rank at coordinate ({}) holds more than {} separate runs of the "
+                                   "tensor; index lists support at most that many per rank (local shapes and offsets "
+                                   "do not need them)", shape_str(shape), placements_str(), fmt::join(coord, ","),
+                                   Layout::kMaxRunsPerRank));
+    cuts.push_back({k, stride});
+  }
+  std::vector<Interval> runs;
+  runs.reserve(static_cast<std::size_t>(count));
+  auto push = [&](Interval iv) {
+    if (!runs.empty() && runs.back().stop == iv.start) runs.back().stop = iv.stop;
+    else runs.push_back(iv);
+  };
+  for (std::size_t i = 0; i < boxes.size(); ++i) {
+    const auto& b = boxes[i];
+    if (b.empty()) {
+      push({0, 1});
       continue;
     }
+    const auto [k, stride] = cuts[i];
     std::vector<std::vector<std::int64_t>> outer;
-    for (std::size_t d = 0; d + 1 < nd; ++d) outer.push_back(b[d].materialize());
-    std::vector<std::size_t> pos(outer.size(), 0);
+    for (std::size_t d = 0; d < k; ++d) outer.push_back(b[d].materialize());
+    if (std::any_of(outer.begin(), outer.end(), [](const auto& o) { return o.empty(); }) || b[k].empty()) continue;
+    std::vector<std::size_t> pos(k, 0);
     while (true) {
-      std::int64_t base_id = 0;
-      for (std::size_t d = 0; d + 1 < nd; ++d) base_id = (base_id + outer[d][pos[d]]) * shape[d + 1];
-      for (const auto& r : b[nd - 1].runs()) {
-        const Interval iv{base_id + r.start, base_id + r.stop};
-        if (!runs.empty() && runs.back().stop == iv.start) runs.back().stop = iv.stop;
-        else runs.push_back(iv);
-      }
-      std::size_t d = outer.size();
+      std::int64_t base_id = 0;  // the flat index of (outer indices, 0, 0, ...) in units of dim k's stride
+      for (std::size_t d = 0; d < k; ++d) base_id = (base_id + outer[d][pos[d]]) * shape[d + 1];
+      for (const auto& r : b[k].runs()) push({(base_id + r.start) * stride, (base_id + r.stop) * stride});
+      std::size_t d = k;
       while (d-- > 0) {
         if (++pos[d] < outer[d].size()) break;
         pos[d] = 0;

@@ -266,6 +266,22 @@ BatchPlan BatchPlan::from_json(std::string_view text) {
     b.stages.push_back(std::move(st));
   }
   validate_batch_plan(b);
+  // derived figures, where the file states them, must be what the plan gives (an edited total or
+  // hash is refused, as Plan::from_json refuses an edited peak_bytes)
+  auto derived = [&](const char* key, std::int64_t want) {
+    if (!j.contains(key)) return;
+    if (detail::json_int(j[key], key, 0, INT64_MAX) != want)
+      throw InputError(fmt::format("batch plan JSON '{}' is {}, the plan's is {}", key, detail::json_quote(j[key]), want));
+  };
+  derived("tensors", static_cast<std::int64_t>(b.size()));
+  derived("collectives", b.collectives());
+  derived("separate_collectives", b.separate_collectives());
+  derived("staging_bytes", b.staging_bytes());
+  if (j.contains("batch_hash")) {
+    const json& h = j["batch_hash"];
+    if (!h.is_string() || h.get<std::string>() != fmt::format("{:016x}", b.hash()))
+      throw InputError(fmt::format("batch plan JSON 'batch_hash' is {}, the plan's is {:016x}", detail::json_quote(h), b.hash()));
+  }
   return b;
 }
 

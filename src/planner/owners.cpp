@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "dtensor/error.hpp"
-#include "ragged_exchange.hpp"
+#include "placement/ragged_exchange.hpp"
 
 namespace dtensor {
 namespace {

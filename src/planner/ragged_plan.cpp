@@ -12,8 +12,8 @@
 #include "dtensor/error.hpp"
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
-#include "comm/groups.hpp"
-#include "ragged_exchange.hpp"
+#include "placement/groups.hpp"
+#include "placement/ragged_exchange.hpp"
 
 namespace dtensor {
 namespace {
@@ -401,6 +401,17 @@ RaggedPlan RaggedPlan::from_json(std::string_view text) {
     p.stages.push_back({std::nullopt, std::move(ex)});
   }
   check_chain(p);
+  // derived figures recomputed: the total is the stages' sum, and the trace and hash, where the
+  // file states them, are the plan's (an edited one is refused)
+  double sum = 0;
+  for (const auto& st : p.stages) sum += st.cost_us();
+  if (std::abs(p.total_cost_us - sum) > 1e-9 * std::max(1.0, sum))
+    throw InputError(fmt::format("ragged plan JSON 'total_cost_us' is {}, its stages add up to {}", p.total_cost_us, sum));
+  if (j.contains("trace") && (!j["trace"].is_string() || j["trace"].get<std::string>() != p.trace()))
+    throw InputError(fmt::format("ragged plan JSON 'trace' is {}, the plan's is {}", detail::json_quote(j["trace"]), quote_input(p.trace())));
+  if (j.contains("plan_hash") &&
+      (!j["plan_hash"].is_string() || j["plan_hash"].get<std::string>() != fmt::format("{:016x}", p.hash())))
+    throw InputError(fmt::format("ragged plan JSON 'plan_hash' is {}, the plan's is {:016x}", detail::json_quote(j["plan_hash"]), p.hash()));
   return p;
 }
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "comm/groups.hpp"
+#include "placement/groups.hpp"
 #include "dtensor/layout.hpp"
 #include "dtensor/scalar.hpp"
 #include "placement/odometer.hpp"

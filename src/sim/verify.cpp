@@ -14,7 +14,7 @@
 #include "dtensor/scalar.hpp"
 #include "dtensor/host_tensor.hpp"
 #include "dtensor/verify.hpp"
-#include "comm/groups.hpp"
+#include "placement/groups.hpp"
 #include "local_elements.hpp"
 
 namespace dtensor {

@@ -28,3 +28,13 @@ def run_script(path, *args, timeout: float) -> subprocess.CompletedProcess:
             out, err = p.communicate()
             raise subprocess.TimeoutExpired(p.args, timeout, output=out, stderr=err) from None
     return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def run_rank_script(tmp_path, script: str, *args, ok: str, timeout: float) -> None:
+    """Writes `script` (a test's multi-process program) under tmp_path, runs it with `args`, and
+    asserts it exited 0 and printed `ok` (rank 0's line after every rank's checks passed)."""
+    path = tmp_path / "ranks.py"
+    path.write_text(script)
+    r = run_script(path, *args, timeout=timeout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ok in r.stdout, r.stdout + r.stderr

@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from procs import run_script  # noqa: E402
+from procs import run_rank_script  # noqa: E402
 
 SCRIPT = textwrap.dedent("""
     import datetime, os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
@@ -79,8 +79,5 @@ SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize("shape,ranks,target", [("9", "3,1,2,0", "ssp"), ("8x9", "0,1,2,3", "sp"),
                                                 ("5x3", "0,1,2,3", "rr"), ("8x6", "2,3,0,1", "s1s0")])
 def test_gradient_of_an_explicit_order_leaf(tmp_path, shape, ranks, target):
-    script = tmp_path / "grad_leaf.py"
-    script.write_text(SCRIPT)
-    r = run_script(script, shape, ranks, target, timeout=240)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert f"EXPLICIT LEAF ok {target} [{shape.replace('x', ', ')}]" in r.stdout, r.stdout + r.stderr
+    run_rank_script(tmp_path, SCRIPT, shape, ranks, target, ok=f"EXPLICIT LEAF ok {target} [{shape.replace('x', ', ')}]",
+                    timeout=240)

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from procs import run_script  # noqa: E402
+from procs import run_rank_script  # noqa: E402
 
 SCRIPT = textwrap.dedent("""
     import datetime, os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
@@ -59,8 +59,4 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.mark.parametrize("shape", ["4x8", "1x2", "5x3"])
 def test_gradient_through_to_local_keeps_the_order(tmp_path, shape):
-    script = tmp_path / "grad_order.py"
-    script.write_text(SCRIPT)
-    r = run_script(script, shape, timeout=240)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert f"GRAD ORDER ok [{shape.replace('x', ', ')}]" in r.stdout, r.stdout + r.stderr
+    run_rank_script(tmp_path, SCRIPT, shape, ok=f"GRAD ORDER ok [{shape.replace('x', ', ')}]", timeout=240)

@@ -41,6 +41,10 @@ def test_bad_input_names_the_value():
         dtensor.plan_owners([dtensor.Layout(mesh, [8], "S(0)")], 0, compute_us=[-1.0])
     with pytest.raises(TypeError):
         dtensor.plan_ragged("S(0)", dtensor.Layout(mesh, [8], "R"))
+    # a float extent is refused (it was truncated: [8.9, 6] made an 8x6 layout), as Layout refuses it
+    with pytest.raises(TypeError, match="8.9"):
+        dtensor.ragged_layout(dtensor.Mesh("2"), [8.9, 6], [dtensor.RaggedShard((0,), (1, 1))])
+    assert dtensor.ragged_layout(dtensor.Mesh("2"), [8, 6], [dtensor.RaggedShard((0,), (1, 1))]).shape == [8, 6]
 
 
 def test_plans_and_owners():

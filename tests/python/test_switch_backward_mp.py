@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from procs import run_script  # noqa: E402
+from procs import run_rank_script  # noqa: E402
 
 SCRIPT = textwrap.dedent("""
     import datetime, os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
@@ -50,8 +50,4 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.mark.parametrize("shape", ["3x2", "5x6"])
 def test_switched_backward_agrees_across_ranks(tmp_path, shape):
-    script = tmp_path / "switched_backward.py"
-    script.write_text(SCRIPT)
-    r = run_script(script, shape, timeout=180)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert f"SWITCHED BACKWARD ok [{shape.replace('x', ', ')}]" in r.stdout, r.stdout + r.stderr
+    run_rank_script(tmp_path, SCRIPT, shape, ok=f"SWITCHED BACKWARD ok [{shape.replace('x', ', ')}]", timeout=180)

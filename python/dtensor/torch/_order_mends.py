@@ -203,19 +203,36 @@ def _torch_dispatch(op, args, kwargs):
     taken out of the handler table and put back, so a call of the same op from another thread in
     that window goes to torch's dispatch too, which is what it would do without the mend)."""
     handlers = DTensor._op_dispatcher._custom_op_handlers
-    with _lock:
-        removed = handlers.get(op) is _handler
-        if removed:
-            del handlers[op]
+    removed = handlers.pop(op, None)  # one atomic step under the GIL: no lock on this path
+    if removed is not None and removed is not _handler:
+        handlers.setdefault(op, removed)  # not ours (cannot happen: installed only where absent)
+        removed = None
     try:
         return op(*args, **kwargs)
     finally:
-        if removed:
-            with _lock:
-                handlers.setdefault(op, _handler)
+        if removed is not None:
+            handlers.setdefault(op, _handler)
+
+
+_explicit_memo: dict = {}  # spec -> explicit(spec): the first argument's spec, checked on every call
+
+
+def _first_is_explicit(args) -> bool:
+    a = args[0] if args else None
+    if type(a) is not DTensor:
+        return False
+    spec = a._spec
+    got = _explicit_memo.get(spec)
+    if got is None:
+        if len(_explicit_memo) >= 4096:
+            _explicit_memo.clear()
+        got = _explicit_memo[spec] = explicit(spec)
+    return got
 
 
 def _handler(op, args, kwargs):
+    if not _first_is_explicit(args):  # the common case: straight back to torch
+        return _torch_dispatch(op, args, kwargs)
     spec = _one_spec(op, args, kwargs)
     if spec is None:
         return _torch_dispatch(op, args, kwargs)

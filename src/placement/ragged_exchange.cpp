@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "comm/groups.hpp"
+#include "placement/groups.hpp"
 
 namespace dtensor::detail {
 
