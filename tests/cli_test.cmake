@@ -270,6 +270,15 @@ string(REGEX REPLACE "\"elements\":12" "\"elements\":13" lp_edited "${lp}")
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/load_plan_edited.json "${lp_edited}")
 run_case(load_plan_edited 2 "" "^error: --check: load plan: hash .* is not the entries'"
          load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --check ${CMAKE_CURRENT_BINARY_DIR}/load_plan_edited.json)
+# derived totals recomputed on read: an edited total is refused (the hash covers the entries only)
+string(REGEX REPLACE "\"total_read_bytes\":[0-9]+" "\"total_read_bytes\":99999" lp_total "${lp}")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/load_plan_total.json "${lp_total}")
+run_case(load_plan_edited_total 2 "" "^error: --check: load plan: 'total_read_bytes' is 99999, its reads add up to"
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --check ${CMAKE_CURRENT_BINARY_DIR}/load_plan_total.json)
+string(REGEX REPLACE "\"total_us\":[0-9.e+-]+" "\"total_us\":1e9" lp_us "${lp}")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/load_plan_us.json "${lp_us}")
+run_case(load_plan_edited_us 2 "" "^error: --check: load plan: 'total_us' is [0-9e.+]+, its reads"
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --check ${CMAKE_CURRENT_BINARY_DIR}/load_plan_us.json)
 run_case(load_plan_overlap 2 "" "^error: tensor w: chunks 0..1 hold more elements than the tensor.s 8: some overlap"
          load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_overlap.json)
 run_case(load_plan_bad_chunk 2 "" "^error: --request: load request: tensor w chunk 0: a chunk is \\[offsets, sizes\\]"

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -632,6 +633,24 @@ LoadPlan LoadPlan::from_json(std::string_view text) {
   if (!h.is_string() || h.get<std::string>() != fmt::format("{:016x}", p.hash()))
     throw InputError(fmt::format("load plan: hash {} is not the entries' ({:016x}): edited or corrupted",
                                  h.is_string() ? quote_input(h.get<std::string>()) : detail::json_quote(h), p.hash()));
+  // the totals the entries determine, recomputed (an edited total is refused, as an edited hash is)
+  std::int64_t total_read = 0, busiest_read = 0;
+  {
+    std::unordered_map<std::int64_t, std::int64_t> per_reader;  // sized by the reads, not the mesh
+    for (const auto& r : p.reads) {
+      if (r.bytes > std::numeric_limits<std::int64_t>::max() - total_read)
+        throw InputError("load plan: its reads add up to more than 2^63 bytes");
+      total_read += r.bytes;
+      busiest_read = std::max(busiest_read, per_reader[r.reader] += r.bytes);
+    }
+  }
+  if (p.total_read_bytes != total_read)
+    throw InputError(fmt::format("load plan: 'total_read_bytes' is {}, its reads add up to {}", p.total_read_bytes, total_read));
+  if (p.busiest_read_bytes != busiest_read)
+    throw InputError(fmt::format("load plan: 'busiest_read_bytes' is {}, its busiest reader reads {}", p.busiest_read_bytes, busiest_read));
+  const double total = p.read_us + p.transfer_us + p.post_us;
+  if (std::abs(p.total_us - total) > 1e-9 * std::max(1.0, total))
+    throw InputError(fmt::format("load plan: 'total_us' is {}, its reads, transfer and post batch add up to {}", p.total_us, total));
   return p;
 }
 
