@@ -94,7 +94,7 @@ class PyCommunicator final : public Communicator {
     return {out.begin(), out.end()};
   }
   // Each group with its members (this rank's group over the mesh dims, as mesh ranks in member
-  // order: src/comm/groups.hpp, the one rule every backend follows).
+  // order: src/placement/groups.hpp, the one rule every backend follows).
   void prepare(std::span<const Group> groups) override {
     std::vector<std::pair<std::vector<int>, std::vector<std::int64_t>>> list;
     const auto coord = mesh_.coord_of_rank(rank_);

@@ -115,7 +115,7 @@ class _Program:
 
 def _members(mesh: _core.Mesh, rank: int, dims) -> list:
     """The mesh ranks of `rank`'s group over `dims`: row-major over dims, the last fastest
-    (src/comm/groups.hpp, the order every backend ranks a group's members in)."""
+    (src/placement/groups.hpp, the order every backend ranks a group's members in)."""
     coord = list(mesh.coord_of(rank))
     out = []
     for digits in itertools.product(*[range(mesh.shape[m]) for m in dims]):
