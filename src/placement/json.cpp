@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "dtensor/error.hpp"
@@ -70,6 +73,12 @@ std::vector<std::int64_t> json_int_list(const json& v, std::string_view field, s
   for (const auto& x : v) out.push_back(json_int(x, field, lo, hi));
   return out;
 }
+
+bool json_hash_is(const json& v, std::uint64_t h) {
+  return v.is_string() && v.get<std::string>() == fmt::format("{:016x}", h);
+}
+
+bool same_time(double got, double parts) { return std::abs(got - parts) <= 1e-9 * std::max(1.0, parts); }
 
 namespace {
 const json& need(const json& j, const char* name, std::string_view what) {

@@ -19,6 +19,12 @@ inline constexpr int kMaxJsonDepth = 32;
 [[nodiscard]] std::int64_t json_int(const nlohmann::json& v, std::string_view field, std::int64_t lo, std::int64_t hi);
 [[nodiscard]] std::vector<std::int64_t> json_int_list(const nlohmann::json& v, std::string_view field, std::int64_t lo,
                                                       std::int64_t hi);
+// Whether `v` is the hash `h` as the writers put it: a string of 16 hex digits.
+[[nodiscard]] bool json_hash_is(const nlohmann::json& v, std::uint64_t h);
+// Whether a time read from a file is the one its parts add up to: the writers sum the same parts
+// in the same order and JSON numbers read back bit for bit, so the margin (1e-9 relative) only
+// absorbs a sum taken in another order.
+[[nodiscard]] bool same_time(double got, double parts);
 
 void write_mesh_fields(nlohmann::ordered_json& j, const Mesh& m);
 void write_layout_fields(nlohmann::ordered_json& j, const Layout& l);

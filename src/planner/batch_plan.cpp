@@ -279,7 +279,7 @@ BatchPlan BatchPlan::from_json(std::string_view text) {
   derived("staging_bytes", b.staging_bytes());
   if (j.contains("batch_hash")) {
     const json& h = j["batch_hash"];
-    if (!h.is_string() || h.get<std::string>() != fmt::format("{:016x}", b.hash()))
+    if (!detail::json_hash_is(h, b.hash()))
       throw InputError(fmt::format("batch plan JSON 'batch_hash' is {}, the plan's is {:016x}", detail::json_quote(h), b.hash()));
   }
   return b;

@@ -246,12 +246,12 @@ CrossMeshPlan CrossMeshPlan::from_json(std::string_view text) {
   p.transfer_cost_us = number("transfer_cost_us");
   p.total_cost_us = number("total_cost_us");
   const double sum = p.pre.total_cost_us + p.transfer_cost_us + p.post.total_cost_us;
-  if (std::abs(p.total_cost_us - sum) > 1e-9 * std::max(1.0, sum))
+  if (!detail::same_time(p.total_cost_us, sum))
     throw InputError(fmt::format("cross-mesh plan JSON 'total_cost_us' is {}, its parts add up to {}", p.total_cost_us, sum));
   if (detail::json_int(field(j, "collectives"), "collectives", 0, INT64_MAX) != p.collectives())
     throw InputError(fmt::format("cross-mesh plan JSON 'collectives' does not match its parts ({})", p.collectives()));
   const json& h = field(j, "hash");
-  if (!h.is_string() || h.get<std::string>() != fmt::format("{:016x}", p.hash()))
+  if (!detail::json_hash_is(h, p.hash()))
     throw InputError(fmt::format("cross-mesh plan JSON 'hash' is {}, the plan's is {:016x}", detail::json_quote(h), p.hash()));
   return p;
 }

@@ -630,7 +630,7 @@ LoadPlan LoadPlan::from_json(std::string_view text) {
     p.messages.push_back(x);
   }
   const auto& h = field(j, "hash");
-  if (!h.is_string() || h.get<std::string>() != fmt::format("{:016x}", p.hash()))
+  if (!detail::json_hash_is(h, p.hash()))
     throw InputError(fmt::format("load plan: hash {} is not the entries' ({:016x}): edited or corrupted",
                                  h.is_string() ? quote_input(h.get<std::string>()) : detail::json_quote(h), p.hash()));
   // the totals the entries determine, recomputed (an edited total is refused, as an edited hash is)
@@ -649,7 +649,7 @@ LoadPlan LoadPlan::from_json(std::string_view text) {
   if (p.busiest_read_bytes != busiest_read)
     throw InputError(fmt::format("load plan: 'busiest_read_bytes' is {}, its busiest reader reads {}", p.busiest_read_bytes, busiest_read));
   const double total = p.read_us + p.transfer_us + p.post_us;
-  if (std::abs(p.total_us - total) > 1e-9 * std::max(1.0, total))
+  if (!detail::same_time(p.total_us, total))
     throw InputError(fmt::format("load plan: 'total_us' is {}, its reads, transfer and post batch add up to {}", p.total_us, total));
   return p;
 }

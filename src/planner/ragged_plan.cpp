@@ -405,12 +405,11 @@ RaggedPlan RaggedPlan::from_json(std::string_view text) {
   // file states them, are the plan's (an edited one is refused)
   double sum = 0;
   for (const auto& st : p.stages) sum += st.cost_us();
-  if (std::abs(p.total_cost_us - sum) > 1e-9 * std::max(1.0, sum))
+  if (!detail::same_time(p.total_cost_us, sum))
     throw InputError(fmt::format("ragged plan JSON 'total_cost_us' is {}, its stages add up to {}", p.total_cost_us, sum));
   if (j.contains("trace") && (!j["trace"].is_string() || j["trace"].get<std::string>() != p.trace()))
     throw InputError(fmt::format("ragged plan JSON 'trace' is {}, the plan's is {}", detail::json_quote(j["trace"]), quote_input(p.trace())));
-  if (j.contains("plan_hash") &&
-      (!j["plan_hash"].is_string() || j["plan_hash"].get<std::string>() != fmt::format("{:016x}", p.hash())))
+  if (j.contains("plan_hash") && !detail::json_hash_is(j["plan_hash"], p.hash()))
     throw InputError(fmt::format("ragged plan JSON 'plan_hash' is {}, the plan's is {:016x}", detail::json_quote(j["plan_hash"]), p.hash()));
   return p;
 }

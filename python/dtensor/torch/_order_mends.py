@@ -151,9 +151,10 @@ _NEW = (aten.detach.default, aten.alias.default, aten.clone.default, aten.contig
 
 
 def _one_spec(op, args, kwargs) -> Optional[DTensorSpec]:
-    """The spec every DTensor argument of this call shares, when it has an explicit order and no
-    Partial, every other argument is a plain value (no tensor), and a size argument is the
-    global shape; None otherwise (torch's own dispatch takes the call)."""
+    """The spec every DTensor argument of this call shares (the first argument's, whose explicit
+    order `_handler` has checked), when it holds no Partial, every other argument is a plain value
+    (no tensor), and a size argument is the global shape; None otherwise (torch's own dispatch
+    takes the call)."""
     spec = None
     for a in (*args, *kwargs.values()):
         if isinstance(a, DTensor):
@@ -167,7 +168,7 @@ def _one_spec(op, args, kwargs) -> Optional[DTensorSpec]:
                 return None
         elif isinstance(a, torch.Tensor):
             return None
-    if spec is None or spec.tensor_meta is None or not explicit(spec) or any(p.is_partial() for p in spec.placements):
+    if spec is None or spec.tensor_meta is None or any(p.is_partial() for p in spec.placements):
         return None
     if op is aten.new_empty_strided.default and list(args[1]) != list(spec.tensor_meta.shape):
         return None
@@ -260,11 +261,6 @@ def install(ops: bool = True) -> None:
     for k in todo:
         {"to_local": _keep_order_through_to_local, "unflatten": _keep_order_through_unflatten,
          "ops": _keep_order_through_ops}[k]()
-
-
-def installed() -> dict:
-    """Which mends are in place (for tests)."""
-    return dict(_installed)
 
 
 def torch_unflatten():
