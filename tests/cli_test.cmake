@@ -34,6 +34,11 @@ run_case(plan_ragged_json 0 "\"kind\":\"exchange\"" "" plan --mesh 4 --shape 8x6
 run_case(bad_ragged_units 2 "" "^error: --placements: RaggedShard local_units \\(1,2,0\\) has 3 entries; mesh dim 0 has size 4"
          layout --mesh 4 --shape 6x4 --placements "RaggedShard((0,),(1,2,0))")
 run_case(bad_ragged_plan 2 "" "^error: --to: .*does not divide" plan --mesh 4 --shape 9 --from "S(0)" --to "RaggedShard((0,),(1,1,1,1))")
+# veScale's rule: a unit may cut a row (2 of 6) when every piece holds whole rows; a piece that cuts one names its rank
+run_case(simulate_ragged_unit_cuts_row 0 "verified: every rank holds exactly its target data" ""
+         simulate --mesh 3 --shape 3x6 --from "S(1)" --to "RaggedShard((0,),(3,3,3))")
+run_case(bad_ragged_piece_cuts_row 2 "" "^error: --placements: .*the piece of rank 1 \\(mesh coordinate \\(1\\)\\).*cuts a trailing row of 3 elements"
+         layout --mesh 3 --shape 2x3 --placements "RaggedShard((0,),(0,2,1))")
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/bad_bucket.json "{\"version\": 1, \"mesh\": [4], \"pairs\": [{\"shape\": [6, 4], \"from\": \"RaggedShard((0,1),(8,8,8,0))\", \"to\": \"R\"}, {\"shape\": [10], \"from\": \"RaggedShard((0,),(0,0,2))\", \"to\": \"R\"}]}")
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/bucket.json "{\"version\": 1, \"mesh\": [4], \"pairs\": [{\"shape\": [6, 4], \"from\": \"RaggedShard((0,1),(8,8,8,0))\", \"to\": \"R\"}, {\"shape\": [10], \"from\": \"RaggedShard((0,),(0,0,2,8))\", \"to\": \"R\"}]}")
 run_case(plan_bucket 0 "a bucket of 2 tensors .*offset 0,24.*exchange .*\\(0 B packing" "" plan --batch ${CMAKE_CURRENT_BINARY_DIR}/bucket.json)

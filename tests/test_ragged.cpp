@@ -65,7 +65,7 @@ std::vector<std::int64_t> expand(const std::vector<Interval>& runs) {
 
 TEST_CASE("ragged layouts: pieces, local shapes and owned runs against the oracle", "[ragged]") {
   std::mt19937_64 rng(53);
-  std::int64_t checked = 0, refused = 0;
+  std::int64_t checked = 0, refused = 0, cut_units = 0;
   for (const auto& mesh_shape : kMeshes) {
     const Mesh mesh(mesh_shape);
     for (int nd = 1; nd <= 3; ++nd)
@@ -87,6 +87,7 @@ TEST_CASE("ragged layouts: pieces, local shapes and owned runs against the oracl
           INFO(mesh.str() << " " << shape_str(shape) << " " << text);
           REQUIRE(ok);
           REQUIRE(l->is_ragged());
+          cut_units += ragged_cases::unit_cuts_row(mesh_shape, shape, c) ? 1 : 0;
           // the canonical text (shard orders printed as [k] where a dim has two entries) reads back
           CHECK(RaggedLayout::parse(mesh, shape, DType::f32, l->placements_str()) == *l);
           CHECK(l->placements_str().find(l->ragged()->str()) != std::string::npos);
@@ -110,9 +111,10 @@ TEST_CASE("ragged layouts: pieces, local shapes and owned runs against the oracl
         });
       }
   }
-  INFO("checked " << checked << ", refused " << refused);
+  INFO("checked " << checked << ", refused " << refused << ", units cutting a row " << cut_units);
   CHECK(checked > 1000);
   CHECK(refused > 100);
+  CHECK(cut_units > 50);  // layouts whose unit cuts a row but whose pieces do not
 }
 
 TEST_CASE("ragged layouts: a single owner, the FSDP-by-memory cut, text forms", "[ragged]") {
@@ -132,6 +134,15 @@ TEST_CASE("ragged layouts: a single owner, the FSDP-by-memory cut, text forms", 
   const auto second = RaggedLayout::parse("2x3 6x2 f32 RRaggedShard((0),(1,0,2))");
   CHECK(second.ragged()->mesh_dim == 1);
   CHECK(second.placements_str() == "RRaggedShard((0,),(1,0,2))");
+  // veScale's rule: units may cut a row so long as every piece holds whole rows
+  const auto shared = RaggedLayout::parse("2x2 3x2 f32 RRaggedShard((0,),(2,0))");  // units of 3 elements
+  CHECK(shared.local_shape(std::vector<std::int64_t>{0, 0}) == std::vector<std::int64_t>{3, 2});
+  CHECK(shared.local_shape(std::vector<std::int64_t>{1, 1}) == std::vector<std::int64_t>{0, 2});
+  const auto thirds = RaggedLayout::parse("3 3x6 f32 RaggedShard((0,),(3,3,3))");  // units of 2, rows of 6
+  CHECK(thirds.local_shape(std::vector<std::int64_t>{2}) == std::vector<std::int64_t>{1, 6});
+  CHECK(thirds.piece(std::vector<std::int64_t>{2}).start == 12);
+  const auto two_dims = RaggedLayout::parse("3 4x4x6 f32 RaggedShard((0,1),(3,0,3))");  // units of 16, rows of 6
+  CHECK(two_dims.local_shape(std::vector<std::int64_t>{2}) == std::vector<std::int64_t>{8, 6});
   // not ragged: exactly the ordinary layout
   CHECK(RaggedLayout::parse("2 4 f32 S(0)").base() == Layout::parse("2 4 f32 S(0)"));
 }
@@ -143,7 +154,9 @@ TEST_CASE("ragged layouts: bad input gets one clear error", "[ragged]") {
       {"4 8 f32 RaggedShard((0,),(0,0,0,0))", "all zero"},
       {"4 9 f32 RaggedShard((0,),(1,1,1,1))", "does not divide"},
       {"2 3x4 f32 RaggedShard((0,),(1,4))", "does not divide"},
-      {"2 2x4 f32 RaggedShard((0,),(1,7))", "trailing row"},
+      {"2 2x4 f32 RaggedShard((0,),(1,7))", "piece of rank 0 (mesh coordinate (0)), elements [0, 1) of its block"},
+      {"3 2x3 f32 RaggedShard((0,),(0,2,1))", "piece of rank 1 (mesh coordinate (1)), elements [0, 4)"},
+      {"2x2 7x2 f32 RaggedShard((0,),(1,1))S(0)", "piece of rank 1 (mesh coordinate (0,1))"},
       {"2 4x4 f32 RaggedShard((1,),(1,1))", "leading run"},
       {"2 4x4 f32 RaggedShard((0,0),(1,1))", "repeated"},
       {"2 4x4 f32 RaggedShard((0,5),(1,1))", "out of range"},
@@ -243,7 +256,7 @@ std::string check_ragged(const Mesh& mesh, const std::vector<std::int64_t>& shap
 
 TEST_CASE("ragged plans: every pair mixing ragged and plain layouts runs exactly on threads", "[ragged_exec]") {
   std::mt19937_64 rng(530);
-  std::int64_t pairs = 0, exchanges = 0, local_cuts = 0, seen = 0;
+  std::int64_t pairs = 0, exchanges = 0, local_cuts = 0, seen = 0, cut_units = 0;
   const std::int64_t stride = sample_stride();  // sanitizer builds: every stride-th pair
   for (const auto& mesh_shape : kMeshes) {
     const Mesh mesh(mesh_shape);
@@ -281,6 +294,7 @@ TEST_CASE("ragged plans: every pair mixing ragged and plain layouts runs exactly
         const auto run = run_ragged(plan, a, world);
         CHECK(check_ragged(mesh, shape, dt, b, run) == "");
         ++pairs;
+        cut_units += ragged_cases::unit_cuts_row(mesh_shape, shape, a) || ragged_cases::unit_cuts_row(mesh_shape, shape, b);
       };
       for (const auto& a : ragged) {
         for (const auto& b : ragged) run_pair(a, b);
@@ -290,9 +304,11 @@ TEST_CASE("ragged plans: every pair mixing ragged and plain layouts runs exactly
         for (const auto& b : ragged) run_pair(a, b);
     }
   }
-  INFO(pairs << " pairs, " << exchanges << " exchanges, " << local_cuts << " local cuts");
+  INFO(pairs << " pairs, " << exchanges << " exchanges, " << local_cuts << " local cuts, " << cut_units
+              << " with a unit cutting a row");
   CHECK(pairs * stride > 300);
   CHECK(local_cuts > 0);
+  CHECK(cut_units * stride > 10);
 }
 
 // ---- optimality --------------------------------------------------------------------------

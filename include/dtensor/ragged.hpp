@@ -31,8 +31,9 @@ class RaggedLayout {
  public:
   // Validates (InputError naming the offending value): at most one ragged mesh dim, every mesh
   // dim before it Replicate, no Partial anywhere, units one per coordinate, each >= 0, sum > 0;
-  // prefix dims 1..ndim; on every rank's block the units' sum divides the block's numel and the
-  // unit is a multiple of the block's trailing row (the product of its extents past the prefix).
+  // prefix dims 1..ndim; on every rank's block the units' sum divides the block's numel and every
+  // rank's piece holds whole rows of the block's trailing dims (veScale's rule: the unit itself may
+  // cut a row, as 3-element units of a 3x2 block split (2, 0) do).
   // `base`: the layout with the ragged mesh dim read as Replicate.
   RaggedLayout(Layout base, std::optional<RaggedShard> ragged);
   explicit RaggedLayout(Layout plain) : RaggedLayout(std::move(plain), std::nullopt) {}

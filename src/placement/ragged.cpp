@@ -141,10 +141,19 @@ RaggedLayout::RaggedLayout(Layout base, std::optional<RaggedShard> ragged) : bas
                                    fmt::join(r.units, ","), sum, numel, fmt::join(c, ","), shape_str(local)));
     const auto row = product(std::span<const std::int64_t>(local).subspan(static_cast<std::size_t>(r.prefix_dims)));
     const auto unit = numel / sum;
-    if (row > 0 && unit % row != 0)
-      throw InputError(fmt::format("RaggedShard dims (0..{}): a unit of {} elements on the block at mesh coordinate ({}) "
-                                   "(local shape {}) is not a multiple of its trailing row of {} elements",
-                                   r.prefix_dims - 1, unit, fmt::join(c, ","), shape_str(local), row));
+    if (row == 0 || unit % row == 0) return;
+    // veScale's rule: every piece holds whole rows (units may share a factor with the row). The
+    // boundaries of the pieces are the prefix sums; an empty piece sits on its neighbour's boundary.
+    for (std::size_t i = 0; i < r.units.size(); ++i) {
+      if (r.units[i] == 0 || ((unit * before_[i]) % row == 0 && (unit * before_[i + 1]) % row == 0)) continue;
+      std::vector<std::int64_t> at(c.begin(), c.end());
+      at[static_cast<std::size_t>(r.mesh_dim)] = static_cast<std::int64_t>(i);
+      throw InputError(fmt::format(
+          "RaggedShard dims (0..{}): the piece of rank {} (mesh coordinate ({})), elements [{}, {}) of its block "
+          "(local shape {}, units of {} elements), cuts a trailing row of {} elements: every piece must hold whole rows",
+          r.prefix_dims - 1, mesh.rank_at(at), fmt::join(at, ","), unit * before_[i], unit * before_[i + 1],
+          shape_str(local), unit, row));
+    }
   });
 }
 

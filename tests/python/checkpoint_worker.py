@@ -13,6 +13,7 @@ with the saved tensor's elements it should hold (from dtensor's ownership, not f
 chunks its storage reader read (every rank's list: each saved chunk read by exactly one rank). The
 non-tensor entry and the plain tensor go through DCP's default path in the same call."""
 import datetime
+import itertools
 import os
 import sys
 import time
@@ -167,7 +168,15 @@ def run_rank(rank: int, world: int, mode: str, path: str, case: str, how: str) -
                 for d in shape:
                     n *= d
                 units = next(u for u in [(1, 3, 0, 1), (1, 2, 0, 1), (1, 2, 0, 0), (0, 0, 1, 0)] if n % sum(u) == 0)
-                text = f"RaggedShard(({','.join(str(d) for d in range(len(shape)))},),({','.join(map(str, units))}))"
+                k = len(shape)
+                if i % 3 == 0 and len(shape) >= 2 and n > 0:
+                    # veScale's rule over dim 0 alone: a unit cutting a row, every piece whole rows
+                    row = n // shape[0]
+                    cut = [u for u in itertools.product(range(7), repeat=4) if sum(u) and n % sum(u) == 0
+                           and (n // sum(u)) % row and all((n // sum(u)) * sum(u[:j]) % row == 0 for j in range(5))]
+                    if cut:  # the one with the most non-empty pieces
+                        units, k = min(cut, key=lambda u: (-sum(x > 0 for x in u), u)), 1
+                text = f"RaggedShard(({','.join(str(d) for d in range(k))},),({','.join(map(str, units))}))"
                 layout = dtensor.RaggedLayout(dtensor.Mesh("4"), list(shape), text, _dtype_name(dt))
                 local = torch.empty(layout.local_shape(rank), dtype=dt)
                 local.view(torch.uint8).fill_(0xA5)

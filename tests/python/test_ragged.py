@@ -25,6 +25,15 @@ def test_layout_text_json_and_pieces():
     assert not dtensor.RaggedLayout(dtensor.Layout(mesh, [8], "S(0)")).is_ragged
 
 
+def test_vescale_rule_pieces_hold_whole_rows():
+    # the unit (3 elements) cuts the 3x2 block's rows of 2; every piece is whole rows: accepted
+    l = dtensor.RaggedLayout(dtensor.Mesh("2x2"), [3, 2], "RRaggedShard((0,),(2,0))")
+    assert l.local_shape(0) == [3, 2] and l.local_shape(1) == [0, 2]
+    assert dtensor.RaggedLayout(dtensor.Mesh("3"), [4, 4, 6], "RaggedShard((0,1),(3,0,3))").local_shape(2) == [8, 6]
+    with pytest.raises(ValueError, match=r"piece of rank 1 .*cuts a trailing row of 3 elements"):
+        dtensor.RaggedLayout(dtensor.Mesh("3"), [2, 3], "RaggedShard((0,),(0,2,1))")
+
+
 def test_bad_input_names_the_value():
     mesh = dtensor.Mesh("4")
     with pytest.raises(ValueError, match="has 3 entries"):
@@ -119,7 +128,12 @@ def test_redistribute_local_world4(tmp_path):
     pytest.importorskip("torch")
     import ragged_worker
     from test_redistribute_mp import spawn_fn
-    cases = _cases(53, 40, 4)
+    # veScale's rule: units cutting a row (3 of 2, 2 of 6, 8 of 6) with every piece whole rows
+    cut_units = [([2, 2], [3, 2], "RRaggedShard((0,),(2,0))", "S(0)R", "f32"),
+                 ([4], [3, 6], "RaggedShard((0,),(3,3,3,0))", "S(1)", "bf16"),
+                 ([2, 2], [4, 4, 6], "RaggedShard((0,1),(3,3))S(0)", "RaggedShard((0,),(1,0))R", "f64"),
+                 ([4], [3, 6], "S(0)", "RaggedShard((0,),(0,3,6,0))", "f32")]
+    cases = cut_units + _cases(53, 40, 4)
     err = spawn_fn(ragged_worker.run, 4, (cases, str(tmp_path)), 540)
     assert err == "", err
     for r in range(4):
