@@ -67,6 +67,54 @@ def test_a_peer_lost_mid_load_ends_the_others(checkpoint, how):
     assert any("peer ranks [" in text and "3]" in text for _, _, text in errors), r.stdout
 
 
+def _corrupt(src, dst, kind: str) -> str:
+    """A copy of the checkpoint with one storage failure; returns the file the readers should name."""
+    import pickle
+    import shutil
+    shutil.copytree(src, dst)
+    if kind == "deleted":
+        (dst / "__2_0.distcp").unlink()
+        return "__2_0.distcp"
+    if kind == "truncated":
+        f = dst / "__1_0.distcp"
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 3])
+        return "__1_0.distcp"
+    md = pickle.loads((dst / ".metadata").read_bytes())
+    chunks = md.state_dict_metadata["big.f32"].chunks  # 33x17 saved [S(0), S(0)]: 9, 8, 8, 8 rows
+    index = {k.offset[0]: k for k in md.storage_data if k.fqn == "big.f32"}
+    nine = next(c for c in chunks if c.sizes[0] == 9)
+    eight = next(c for c in chunks if c.sizes[0] == 8)
+    if kind == "noindex":
+        del md.storage_data[index[nine.offsets[0]]]
+        name = ""
+    else:  # "rows": the 9-row chunk's entry points at an 8-row chunk's bytes
+        md.storage_data[index[nine.offsets[0]]] = md.storage_data[index[eight.offsets[0]]]
+        name = md.storage_data[index[eight.offsets[0]]].relative_path
+    (dst / ".metadata").write_bytes(pickle.dumps(md))
+    return name
+
+
+@pytest.mark.parametrize("kind", ["deleted", "truncated", "noindex", "rows"])
+def test_a_reader_storage_failure_ends_every_rank_at_once(checkpoint, tmp_path, kind):
+    # the readers' storage fails (a file gone or cut short, a chunk without its storage entry, a
+    # chunk whose stored rows are fewer than it claims): every rank raises BackendError within 10 s
+    # (not the 60 s timeout), naming the same failing rank, the file and the cause; no move starts
+    path = tmp_path / "c"
+    name = _corrupt(checkpoint, path, kind)
+    r = run_script(HERE / "checkpoint_worker.py", "load", str(path), "4", "fsdp4", "corrupt", timeout=180)
+    errors = re.findall(r"rank (\d): BackendError after ([\d.]+) s: (.*)", r.stdout)
+    assert sorted(int(e[0]) for e in errors) == [0, 1, 2, 3], r.stdout + r.stderr
+    named = {re.search(r"rank (\d) could not read", text).group(1) if "could not read" in text else None
+             for _, _, text in errors}
+    assert len(named) == 1 and None not in named, r.stdout
+    cause = {"deleted": "FileNotFoundError", "truncated": "Error", "noindex": "no storage entry for chunk 0",
+             "rows": "(mismatch sizes|exceeds dimension size|came back as shape)"}[kind]
+    for _, seconds, text in errors:
+        assert float(seconds) < 10, text
+        assert name in text and re.search(cause, text), text
+        assert "no move started" in text, text
+
+
 def test_bad_metadata_names_the_tensor_and_chunk():
     mesh = dtensor.Mesh("2")
     target = dtensor.Layout(mesh, [4, 4], "S(0)")

@@ -97,6 +97,7 @@ class _Capture:
     def __init__(self, dtypes: dict):
         self.dtypes = dtypes
         self.chunks: dict = {}
+        self.committed: dict = {}  # key -> the tensor the reader committed
 
     def resolve_tensor(self, req):
         key = (req.storage_index.fqn, tuple(req.storage_index.offset))
@@ -105,7 +106,7 @@ class _Capture:
         return t
 
     def commit_tensor(self, req, tensor) -> None:
-        pass
+        self.committed[(req.storage_index.fqn, tuple(req.storage_index.offset))] = tensor
 
     def load_bytes(self, req, value) -> None:  # (no byte items are asked for)
         raise AssertionError("dtensor.torch.checkpoint reads tensors only")
@@ -236,16 +237,43 @@ class MoveFailed(_core.BackendError):
     """A peer failed or never came during the moves (a dtensor.BackendError)."""
 
 
-def run_part(reads: list, messages: list, post: Optional[tuple], targets: list, me: int, torch_ranks: list,
-             storage_reader, timeout: Optional[datetime.timedelta]) -> dict:
-    """Reads this rank's chunks through `storage_reader`, then sends and receives its messages in
-    one batch (`messages` as check_part returns them) and writes every piece into its DTensor's
-    local shard, or into its intermediate's for a staged tensor, which the post batch then takes
-    to the target inside the mesh. Returns this rank's byte counts. A peer that fails or does not
-    come within `timeout` raises MoveFailed naming it (the post batch's collectives: a
-    dtensor.BackendError within the mesh groups' timeout)."""
+class ReadFailed(_core.BackendError):
+    """A rank could not read its planned chunks (a dtensor.BackendError naming the file and cause)."""
+
+
+def read_files(storage_reader, items: list, planner) -> list:
+    """Reads `items` (torch ReadItems) into `planner` through `storage_reader`, one read_data call
+    per storage file (the reader's storage_data says which; one call when it has none). Returns
+    [(file, items)] in the order read. Raises ReadFailed naming the file (or the chunk that has no
+    storage entry) and the cause."""
+    from torch.distributed.checkpoint.planner import LoadPlan
+
+    storage = getattr(storage_reader, "storage_data", None)
+    per_file: dict = {}
+    for item in items:
+        where = "the checkpoint"
+        if isinstance(storage, dict):
+            info = storage.get(item.storage_index)
+            if info is None:
+                ix = item.storage_index
+                raise ReadFailed(f"the checkpoint's metadata has no storage entry for chunk {ix.index} (offsets "
+                                 f"{list(ix.offset) if ix.offset is not None else []}) of {ix.fqn!r}")
+            where = str(getattr(info, "relative_path", where))
+        per_file.setdefault(where, []).append(item)
+    for where, group in per_file.items():
+        try:
+            storage_reader.read_data(LoadPlan(group), planner).wait()
+        except Exception as err:
+            raise ReadFailed(f"reading {where!r}: {_error_text(err)}") from err
+    return list(per_file.items())
+
+
+def read_part(reads: list, targets: list, storage_reader) -> tuple:
+    """Reads this rank's planned chunks through `storage_reader`, one call per storage file, and
+    checks that each arrived whole (committed with its planned shape). Returns (chunks by (fqn,
+    offsets), bytes read). Raises ReadFailed naming the file, the tensor and chunk, and the cause."""
     from torch.distributed.checkpoint.metadata import MetadataIndex
-    from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, ReadItem
+    from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
 
     items, read_bytes = [], 0
     for t, c in reads:
@@ -255,12 +283,90 @@ def run_part(reads: list, messages: list, post: Optional[tuple], targets: list, 
         items.append(ReadItem(type=LoadItemType.TENSOR, dest_index=index, dest_offsets=zeros, storage_index=index,
                               storage_offsets=zeros, lengths=torch.Size(sizes)))
         n = 1
-        for s in sizes:
-            n *= s
+        for s_ in sizes:
+            n *= s_
         read_bytes += n * targets[t].x.element_size()
     capture = _Capture({tg.fqn: tg.x.dtype for tg in targets})
-    if items:
-        storage_reader.read_data(LoadPlan(items), capture).wait()
+    for where, items in read_files(storage_reader, items, capture):
+        for item in items:
+            key = (item.storage_index.fqn, tuple(item.storage_index.offset))
+            got = capture.committed.get(key)
+            if got is None or tuple(got.shape) != tuple(item.lengths):
+                shape = "nothing" if got is None else f"shape {list(got.shape)}"
+                raise ReadFailed(f"reading {where!r}: the chunk at offsets {list(item.storage_index.offset)} of "
+                                 f"{item.storage_index.fqn!r} came back as {shape}, not shape {list(item.lengths)}")
+    return capture.chunks, read_bytes
+
+
+def agree(failure: Optional[BaseException], device_mesh, me: int, torch_ranks: list,
+          timeout: Optional[datetime.timedelta]) -> Optional[tuple]:
+    """Every mesh rank says whether its reads succeeded, before any move starts: an all-reduce of
+    the first failing mesh rank along each mesh dim in turn (a reduction over the whole mesh), then,
+    on a failure, that rank's error text summed in the same way (every other rank adds zeros).
+    Returns None when every rank read its chunks, else (the failing torch rank, its error text).
+    A peer that does not come within `timeout` raises MoveFailed naming the group's ranks."""
+    n = len(torch_ranks)
+    groups = [device_mesh.get_group(m) for m in range(device_mesh.ndim)]
+    device = torch.device("cpu")
+    if any("nccl" in str(dist.get_backend(g)) and "gloo" not in str(dist.get_backend(g)) for g in groups):
+        device = torch.device("cuda", torch.cuda.current_device())
+
+    def reduce(t: torch.Tensor, op) -> torch.Tensor:
+        for m, g in enumerate(groups):
+            try:
+                w = dist.all_reduce(t, op=op, group=g, async_op=True)
+                if timeout is None:
+                    w.wait()
+                elif not w.wait(timeout):
+                    raise RuntimeError(f"not done after {timeout.total_seconds():g} s")
+            except RuntimeError as err:
+                peers = sorted(dist.get_process_group_ranks(g))
+                raise MoveFailed(f"dtensor.torch.checkpoint.load: agreeing that every rank read its chunks failed on "
+                                 f"rank {dist.get_rank()} (peer ranks {peers}, mesh dim {m}): {_error_text(err)}") from err
+        return t
+
+    first = reduce(torch.tensor([me if failure is not None else n], dtype=torch.int64, device=device),
+                   dist.ReduceOp.MIN)
+    f = int(first.item())
+    if f >= n:
+        return None
+    text = torch.zeros(1024, dtype=torch.int32, device=device)
+    if f == me:
+        raw = (str(failure) or type(failure).__name__).encode("utf-8", "replace")[:1000]
+        text[0] = len(raw)
+        text[1:1 + len(raw)] = torch.tensor(list(raw), dtype=torch.int32, device=device)
+    text = reduce(text, dist.ReduceOp.SUM).cpu()
+    size = max(0, min(int(text[0]), 1000))
+    return torch_ranks[f], bytes(int(b) & 0xFF for b in text[1:1 + size].tolist()).decode("utf-8", "replace")
+
+
+def run_part(reads: list, messages: list, post: Optional[tuple], targets: list, me: int, torch_ranks: list,
+             storage_reader, timeout: Optional[datetime.timedelta], failure: Optional[BaseException] = None) -> dict:
+    """Reads this rank's chunks through `storage_reader` (read_part), agrees with every mesh rank
+    that all reads succeeded (`failure`: this rank's earlier failure, e.g. in DCP's own entries),
+    then sends and receives its messages in one batch (`messages` as check_part returns them) and
+    writes every piece into its DTensor's local shard, or into its intermediate's for a staged
+    tensor, which the post batch then takes to the target inside the mesh. Returns this rank's
+    byte counts. A rank whose reads fail makes every rank raise ReadFailed naming it, its file and
+    the cause, before any move; a peer that fails or does not come within `timeout` raises
+    MoveFailed naming it (the post batch's collectives: a dtensor.BackendError within the mesh
+    groups' timeout)."""
+    chunks, read_bytes = {}, 0
+    if failure is None:
+        try:
+            chunks, read_bytes = read_part(reads, targets, storage_reader)
+        except Exception as err:
+            failure = err
+    mesh = targets[0].x.device_mesh
+    failed = agree(failure, mesh, me, torch_ranks, timeout)
+    if failed is not None:
+        rank, text = failed
+        err = ReadFailed(f"dtensor.torch.checkpoint.load: rank {rank} could not read its planned chunks (no move "
+                         f"started): {text}")
+        if failure is not None:
+            raise err from failure
+        raise err
+    items = reads
     device = targets[0].x._local_tensor.device if targets else torch.device("cpu")
     outs = [torch.empty(tg.received.local_shape(me), dtype=tg.x.dtype, device=device) if tg.received is not tg.layout
             else tg.x._local_tensor if tg.x._local_tensor.is_contiguous() else tg.x._local_tensor.contiguous()
@@ -271,7 +377,7 @@ def run_part(reads: list, messages: list, post: Optional[tuple], targets: list, 
         offsets, _ = tg.saved.chunks[c]
         shape = [_count(p[0]) for p in parts]
         if frm == me:
-            piece = _select(capture.chunks[(tg.fqn, tuple(offsets))], [g for _, g in parts], offsets).to(device)
+            piece = _select(chunks[(tg.fqn, tuple(offsets))], [g for _, g in parts], offsets).to(device)
             if to == me:
                 _place(outs[t], [p for p, _ in parts], piece.reshape(shape))
                 continue

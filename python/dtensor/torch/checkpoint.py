@@ -36,7 +36,7 @@ from torch.distributed.tensor import DTensor
 from .. import _core
 from ._communicator import _error_text
 from ._layout import _dtype_name, _mesh_info, _spec_of, layout_of
-from ._load_moves import Target, check_part, run_part, split_plan
+from ._load_moves import Target, check_part, read_files, run_part, split_plan
 from ._ragged import redistribute_local
 
 __all__ = ["load", "plan", "request_json", "LoadPlanner", "StorageReader", "LoadResult"]
@@ -284,16 +284,32 @@ class LoadPlanner(DefaultLoadPlanner):
         self._part = data.get(_KEY)
         return super().finish_plan(new_plan)
 
-    def run(self, storage_reader) -> Optional[LoadResult]:
-        """This rank's part (the reads through `storage_reader`, then the moves): StorageReader's
-        read_data calls it after DCP's own items."""
+    def run(self, storage_reader, own_items=None) -> Optional[LoadResult]:
+        """This rank's part: DCP's own items of this rank (`own_items`, a torch LoadPlan) and its
+        planned chunks read through `storage_reader`, every mesh rank's reads agreed on, then the
+        moves. StorageReader's read_data calls it. A read that fails on any mesh rank raises
+        dtensor.BackendError on every mesh rank, naming that rank, the file and the cause."""
+        early: Optional[BaseException] = None
+        try:
+            if own_items is not None and own_items.items:
+                read_files(storage_reader, own_items.items, self)
+        except Exception as e:
+            early = e
         if not self.targets or self._part is None:
+            if early is not None:
+                raise early
             return None
         info = _mesh_info(self._mesh)
         me = info.dense[dist.get_rank()]
         try:
-            reads, messages, post = check_part(self._part, self.targets, me, len(info.torch_ranks))
-            counts = run_part(reads, messages, post, self.targets, me, info.torch_ranks, storage_reader, self.timeout)
+            reads, messages, post = [], [], None
+            if early is None:
+                try:
+                    reads, messages, post = check_part(self._part, self.targets, me, len(info.torch_ranks))
+                except ValueError as e:
+                    early = e
+            counts = run_part(reads, messages, post, self.targets, me, info.torch_ranks, storage_reader, self.timeout,
+                              failure=early)
             for t in self.targets:  # RaggedShard targets: from the intermediate to the pieces
                 if t.ragged is not None:
                     piece = redistribute_local(t.x._local_tensor, t.x.device_mesh, t.layout, t.ragged,
@@ -368,10 +384,10 @@ class StorageReader(_TorchStorageReader):
 
     def read_data(self, plan, planner):
         from torch.futures import Future
-        if plan.items:
-            self._reader().read_data(plan, planner).wait()
         if isinstance(planner, LoadPlanner):
-            planner.run(self._reader())
+            planner.run(self._reader(), own_items=plan)
+        elif plan.items:
+            self._reader().read_data(plan, planner).wait()
         done: Future = Future()
         done.set_result(None)
         return done
