@@ -16,6 +16,10 @@ then gathers. The plan is made once, by DCP's coordinator in
 every layout dtensor models, `_StridedShard` targets included (DCP's default load is not:
 docs/torch-defects.md). Entries that are not DTensors (plain tensors, non-tensor state) take
 DCP's default path in the same `dcp.load`.
+
+`save` (and `SavePlanner` for users' own `dcp.save`) writes DTensors whose local shard is not the
+one box DCP records -- uneven `_StridedShard`, shard orders torch lays out otherwise -- as the
+boxes each rank really holds; every other entry as DCP writes it.
 """
 
 from __future__ import annotations
@@ -39,9 +43,17 @@ from ._layout import _dtype_name, _mesh_info, _spec_of, layout_of
 from ._load_moves import Target, check_part, read_files, run_part, split_plan
 from ._ragged import redistribute_local
 
-__all__ = ["load", "plan", "request_json", "LoadPlanner", "StorageReader", "LoadResult"]
+__all__ = ["load", "plan", "request_json", "save", "LoadPlanner", "SavePlanner", "StorageReader", "LoadResult"]
 
 _KEY = "dtensor"  # this module's entry in DCP's planner_data
+
+
+def __getattr__(name: str):
+    # save and SavePlanner live in their own module (which imports this one's _unwrap)
+    if name in ("save", "SavePlanner"):
+        from . import _checkpoint_save
+        return getattr(_checkpoint_save, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclasses.dataclass
