@@ -193,6 +193,10 @@ run_case(tune_measure_fit 0 "all_reduce on the intra-node link, fitted at 4 rank
          tune fit ${tmp}/measured/all_reduce-intra.txt ${tmp}/measured/all_gather-inter.txt -o ${tmp}/refit.json)
 run_case(tune_measure_backend 2 "" "^error: --backend \"gloo\": the CLI runs threads \\(in-process\\), mpi or nccl"
          tune measure --mesh 2 --backend gloo -o ${tmp}/m2)
+# the in-process world's host memory, checked before any buffer: 256 MiB tensors on 2 ranks need ~3 GB
+run_case(tune_validate_memory_limit 2 "" "^error: tune validate: case fsdp unshard 256 MiB \\(2 plans on 2 ranks, in this process\\) needs about [0-9]+ bytes of host memory, above the limit of 1073741824 bytes \\(--sim-memory-limit\\)"
+         tune validate --mesh 2 --bytes 256M --sim-memory-limit 1G)
+run_case(tune_validate_memory_limit_bad 2 "" "^error: --sim-memory-limit" tune validate --mesh 2 --bytes 1K --sim-memory-limit 1Gx)
 run_case(tune_validate_truth_mpi 2 "" "^error: --truth \\(a virtual clock\\) works with --backend threads only"
          tune validate --mesh 2x4 --backend mpi --truth default)
 run_case(tune_report_full 2 "" "^error: --report \"/dev/full\" cannot be written"

@@ -1,9 +1,12 @@
 // The in-process backend used SPMD-style, one thread per rank (built into the concurrency binary,
 // which CI also runs under TSan): plans agree or fail fast, mismatched and missing collectives end
 // in errors that name them, and random redistributions are exact.
+#include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <mutex>
+#include <new>
 #include <random>
 #include <string>
 #include <tuple>
@@ -184,6 +187,66 @@ TEST_CASE("threads backend: mismatched collectives and absent ranks are errors, 
     }
     CHECK_THROWS_WITH(execute_all_ranks(ptrs, world, bufs), Contains("but not by ranks 3"));
   }
+}
+
+TEST_CASE("threads backend: a rank that fails is named with its own error, its peers stop at once", "[threads]") {
+  using Catch::Matchers::Contains;
+  const Mesh mesh = Mesh::parse("2x2");
+  // a 60 s timeout: the peers must stop because rank 2 failed, not because they timed out
+  SimulatedWorld world(mesh, WorldOptions{std::chrono::milliseconds(60000), nullptr});
+  std::mutex mu;
+  std::vector<std::string> seen;
+  auto record = [&](const std::exception& e) {
+    std::lock_guard lock(mu);
+    seen.emplace_back(e.what());
+  };
+  // a collective: rank 2 runs out of memory before it; 0 and 1 (dim 1's group of 0) and 3 wait
+  try {
+    run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+      std::vector<float> s(4, 1.0f), r(8);
+      if (rank == 2) throw std::bad_alloc();
+      try {
+        comm.all_gather(Group{{0}}, s.data(), r.data(), 4, DType::f32);
+      } catch (const BackendError& e) {
+        record(e);
+        throw;
+      }
+    });
+    FAIL("no error");
+  } catch (const BackendError& e) {  // the first failure, rank 2's own
+    CHECK_THAT(e.what(), Contains("rank 2 of the simulated world ran out of memory"));
+  }
+  {
+    std::lock_guard lock(mu);
+    REQUIRE(seen.size() == 1);  // rank 0 waits on rank 2 in dim 0's group (ranks 1 and 3 complete theirs)
+    CHECK_THAT(seen[0], Contains("rank 2 of its group failed before arriving: out of memory"));
+    CHECK_THAT(seen[0], !Contains("timed out"));
+    seen.clear();
+  }
+  // point to point: rank 1 fails; rank 0 waits for its data, rank 3 sends to it
+  try {
+    run_rank_threads(world, [&](std::int64_t rank, Communicator& comm) {
+      std::vector<float> buf(4, static_cast<float>(rank));
+      std::vector<Transfer> sends, recvs;
+      if (rank == 1) throw InputError("rank 1's own bad input");
+      if (rank == 0) recvs.push_back({1, buf.data(), 4});
+      if (rank == 3) sends.push_back({1, buf.data(), 4});
+      try {
+        comm.send_recv(sends, recvs, DType::f32);
+      } catch (const BackendError& e) {
+        record(e);
+        throw;
+      }
+    });
+    FAIL("no error");
+  } catch (const InputError& e) {  // rank 1's error as it threw it
+    CHECK_THAT(e.what(), Contains("rank 1's own bad input"));
+  }
+  std::lock_guard lock(mu);
+  REQUIRE(seen.size() == 2);
+  std::sort(seen.begin(), seen.end());
+  CHECK_THAT(seen[0], Contains("on rank 0: rank 1, which was to send it data, failed: rank 1's own bad input"));
+  CHECK_THAT(seen[1], Contains("on rank 3: rank 1, which was to receive its data, failed"));
 }
 
 TEST_CASE("threads backend: cross-mesh plans, one thread per world rank on three worlds", "[threads]") {

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common.hpp"
+#include "dtensor/simulate.hpp"
 #include "dtensor/simulated.hpp"
 #include "dtensor/tune.hpp"
 #include "dtensor/tune_validate.hpp"
@@ -32,7 +33,7 @@ struct TuneArgs {
   std::string ranks, ranks_per_node, collective, output, format = "text", base = "default";
   std::string profile = "default", bytes, report;
   std::string mesh, backend = "threads", sizes = "1K:16M", iters = "5", devices_per_host = "8", truth, noise = "0", seed = "1";
-  std::string validate_bytes = "64K,4M", cases, memory_budget, min_rounds = "8", max_rounds = "50";
+  std::string validate_bytes = "64K,4M", cases, memory_budget, min_rounds = "8", max_rounds = "50", sim_memory_limit;
   std::vector<std::string> against;
   bool strict = false;
 } args;
@@ -271,6 +272,25 @@ void run_validate() {
                                      src.numel()));
     }
   (void)tune::Rounds(1, vo.rounds);  // the round options checked before any rank starts
+  if (args.backend == "threads") {
+    // the in-process world holds every rank's buffers in this process: checked before any is made
+    const std::int64_t limit = args.sim_memory_limit.empty() ? default_simulation_limit()
+                                                             : parse_bytes("--sim-memory-limit", args.sim_memory_limit);
+    const long double stacks = static_cast<long double>(mesh.num_ranks()) * static_cast<long double>(simulation_thread_bytes());
+    for (const auto& c : cases) {
+      std::vector<tune::Candidate> candidates;
+      try {
+        candidates = tune::validation_candidates(c, model, vo.candidates);
+      } catch (const Error&) {
+        continue;  // a case that cannot be planned is reported as skipped, holding nothing
+      }
+      const long double need = static_cast<long double>(tune::validation_bytes(candidates)) + stacks;
+      if (need > static_cast<long double>(limit))
+        throw InputError(fmt::format("tune validate: case {} ({} plans on {} ranks, in this process) needs about {:.0f} bytes "
+                                     "of host memory, above the limit of {} bytes (--sim-memory-limit)",
+                                     c.name, candidates.size(), mesh.num_ranks(), need, limit));
+    }
+  }
   tune::ValidationReport report;
   std::mutex mu;
   const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now) {
@@ -362,6 +382,9 @@ void register_tune(CLI::App& app) {
                                                        "bandwidth-bound)");
   validate->add_option("--cases", args.cases, "a batch file (as `plan --batch` reads) instead: every pair a case, and all together");
   validate->add_option("--memory-budget", args.memory_budget, "the workspace every plan must keep within (bytes)");
+  validate->add_option("--sim-memory-limit", args.sim_memory_limit,
+                       "threads: the host memory the in-process run may hold, checked before allocating (default: half "
+                       "of this machine's memory)");
   validate->add_option("--min-rounds", args.min_rounds, "rounds at least (default 8)");
   validate->add_option("--max-rounds", args.max_rounds, "rounds at most, when the medians' 95% intervals are not within 5% (default 50)");
   validate->add_option("--backend", args.backend, "threads (in-process), or mpi or nccl (under mpirun; nccl: one GPU per process)");

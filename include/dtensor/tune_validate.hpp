@@ -74,6 +74,12 @@ struct CandidateOptions {
 [[nodiscard]] std::vector<Candidate> validation_candidates(const ValidateCase& c, const CostModel& model,
                                                            const CandidateOptions& options = {});
 
+// The memory a case's run holds at once on all of its mesh's ranks (the candidates' runnables are
+// alive together): per candidate and tensor, every rank's input, output (and the output again, as
+// verification downloads it) and workspace, a batch's staging, a cross-mesh plan's steps on both
+// sides. Saturates at INT64_MAX. What `tune validate --sim-memory-limit` checks before allocating.
+[[nodiscard]] std::int64_t validation_bytes(std::span<const Candidate> candidates);
+
 // A plan's time under `model` (each step priced as the planner prices that edge): how a plan
 // another profile chose is predicted under this one. InputError when a step is not an edge of
 // the graph (a plan from elsewhere).

@@ -3,6 +3,7 @@
 
 #include "bindings.hpp"
 #include "py_communicator.hpp"
+#include "dtensor/simulate.hpp"
 #include "dtensor/tune_validate.hpp"
 #include "dtensor/viz.hpp"
 
@@ -119,6 +120,11 @@ void bind_tune(nb::module_& m) {
         "case"_a, "model"_a = "default", "others"_a = std::vector<nb::object>{}, "pytorch_edges"_a = true,
         "runner_up"_a = true, "max_peak_bytes"_a = nb::none(),
         "The chosen plan and its competitors under `model` (the chosen one first, each distinct plan once)");
+  t.def("validation_bytes",
+        [](const std::vector<tune::Candidate>& candidates) { return tune::validation_bytes(candidates); }, "candidates"_a,
+        "The memory a case's run holds at once on all of its mesh's ranks (every candidate's buffers)");
+  t.def("default_memory_limit", [] { return default_simulation_limit(); },
+        "Half of this machine's physical memory: validate's default host-memory bound");
   t.def("predict_plan_us", [](const Plan& p, const nb::handle& model) { return tune::predict_plan_us(p, model_of(model)); },
         "plan"_a, "model"_a, "A plan's time under `model` (each step priced as the planner prices that edge)");
   nb::class_<tune::TimeSummary>(t, "TimeSummary")

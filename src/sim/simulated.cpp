@@ -15,6 +15,7 @@
 #include <system_error>
 #include <thread>
 #include <map>
+#include <new>
 #include <mutex>
 #include <optional>
 #if defined(__SSE2__)
@@ -60,6 +61,7 @@ struct Message {
   std::int64_t count;
   DType dtype;
   bool taken = false;
+  bool claimed = false;  // a receiver popped it and may be copying out of `buffer`
   std::string error;
   double sent_at = 0;  // the sender's virtual clock
 };
@@ -81,6 +83,17 @@ struct SimulatedWorld::Impl {
   std::condition_variable& cv_of(std::int64_t rank) { return *cv[static_cast<std::size_t>(rank)]; }
   void wake(const std::vector<std::int64_t>& ranks) {
     for (auto r : ranks) cv_of(r).notify_one();
+  }
+  // Rank threads whose job ended in an error (run_rank_threads), with its text, and the order
+  // they failed in: a peer waiting on one of them fails at once, naming it, instead of waiting for
+  // the timeout; the run reports the first failure, the cause of the others.
+  std::vector<std::string> failed;
+  std::vector<std::int64_t> failure_order;
+  [[nodiscard]] std::int64_t failed_among(const std::vector<std::int64_t>& ranks, const std::vector<char>* present) const {
+    if (failed.empty()) return -1;
+    for (std::size_t q = 0; q < ranks.size(); ++q)
+      if ((present == nullptr || !(*present)[q]) && !failed[static_cast<std::size_t>(ranks[q])].empty()) return ranks[q];
+    return -1;
   }
   std::map<std::vector<std::int64_t>, Channel> channels;
   std::map<std::pair<std::int64_t, std::int64_t>, std::deque<std::shared_ptr<Message>>> mail;  // (from, to)
@@ -135,6 +148,7 @@ struct SimulatedWorld::Impl {
     std::vector<std::exception_ptr> errors;
   } pool;
   void run_threads(const std::function<void(std::int64_t, Communicator&)>& fn);
+  void note_failure(std::int64_t rank, const std::exception_ptr& err);
   ~Impl();
 
   void collective(std::int64_t rank, const Group& g, Collective kind, const void* send, void* recv, std::int64_t count,
@@ -366,7 +380,17 @@ void SimulatedWorld::Impl::collective(std::int64_t rank, const Group& g, Collect
     wake(ch.member_ranks);
   } else if (!lockstep) {
     const auto until = deadline();
-    const bool ok = cv_of(rank).wait_until(lock, until, [&] { return p.done || !p.error.empty(); });
+    std::int64_t gone = -1;
+    const bool ok = cv_of(rank).wait_until(lock, until, [&] {
+      if (p.done || !p.error.empty()) return true;
+      gone = failed_among(ch.member_ranks, &p.present);
+      return gone >= 0;
+    });
+    if (ok && !p.done && p.error.empty() && gone >= 0) {
+      p.error = fmt::format("{} on rank {}: rank {} of its group failed before arriving: {}", what, rank, gone,
+                            failed[static_cast<std::size_t>(gone)]);
+      wake(ch.member_ranks);
+    }
     if (!ok) {
       std::vector<std::int64_t> missing;
       for (std::size_t q = 0; q < p.present.size(); ++q)
@@ -403,11 +427,34 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
   }
   std::vector<std::shared_ptr<Message>> posted;
   for (const auto& s : sends) {
-    auto m = std::make_shared<Message>(Message{s.buffer, s.count, dtype, false, {}, clock[static_cast<std::size_t>(rank)]});
+    auto m = std::make_shared<Message>(Message{s.buffer, s.count, dtype, false, false, {}, clock[static_cast<std::size_t>(rank)]});
     mail[{rank, s.peer}].push_back(m);
     posted.push_back(std::move(m));
     cv_of(s.peer).notify_one();
   }
+  // Leaving by an error, this rank's buffers go away with its caller: its posted messages are
+  // withdrawn, and one a receiver is copying out of is waited for (the copy is local: brief).
+  struct Withdraw {
+    Impl& w;
+    std::unique_lock<std::mutex>& lock;
+    std::int64_t rank;
+    std::span<const Transfer> sends;
+    std::vector<std::shared_ptr<Message>>& posted;
+    bool done = false;
+    ~Withdraw() {
+      if (done) return;
+      if (!lock.owns_lock()) lock.lock();
+      for (std::size_t i = 0; i < posted.size(); ++i) {
+        const auto& m = posted[i];
+        if (!m->claimed) {
+          auto& box = w.mail[{rank, sends[i].peer}];
+          box.erase(std::remove(box.begin(), box.end(), m), box.end());
+        } else {
+          w.cv_of(rank).wait(lock, [&] { return m->taken || !m->error.empty(); });
+        }
+      }
+    }
+  } withdraw{*this, lock, rank, sends, posted};
   const auto until = deadline();
   // Take messages in whatever order they arrive: one wake-up may find several.
   std::vector<char> got(recvs.size(), 0);
@@ -444,6 +491,7 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
       if (box.empty()) continue;
       auto m = box.front();
       box.pop_front();
+      m->claimed = true;
       if (m->count != r.count || m->dtype != dtype) {
         m->error = fmt::format("direct exchange: rank {} sends {} elements of {} to rank {}, which expects {} of {}",
                                r.peer, m->count, to_string(m->dtype), rank, r.count, to_string(dtype));
@@ -461,6 +509,11 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
       progress = true;
     }
     if (remaining == 0 || progress) continue;
+    for (std::size_t i = 0; i < recvs.size(); ++i)
+      if (!got[i] && mail[{recvs[i].peer, rank}].empty() && !failed.empty() &&
+          !failed[static_cast<std::size_t>(recvs[i].peer)].empty())
+        throw BackendError(fmt::format("direct exchange on rank {}: rank {}, which was to send it data, failed: {}", rank,
+                                       recvs[i].peer, failed[static_cast<std::size_t>(recvs[i].peer)]));
     if (cv_of(rank).wait_until(lock, until) == std::cv_status::timeout) {
       bool any = false;
       for (std::size_t i = 0; i < recvs.size(); ++i) any = any || (!got[i] && !mail[{recvs[i].peer, rank}].empty());
@@ -475,7 +528,16 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
   }
   for (std::size_t i = 0; i < posted.size(); ++i) {
     const auto& m = posted[i];
-    if (!cv_of(rank).wait_until(lock, until, [&] { return m->taken || !m->error.empty(); })) {
+    const auto peer = static_cast<std::size_t>(sends[i].peer);
+    const bool ok = cv_of(rank).wait_until(
+        lock, until, [&] { return m->taken || !m->error.empty() || (!failed.empty() && !failed[peer].empty()); });
+    if (ok && !m->taken && m->error.empty()) {
+      auto& box = mail[{rank, sends[i].peer}];
+      box.erase(std::remove(box.begin(), box.end(), m), box.end());
+      throw BackendError(fmt::format("direct exchange on rank {}: rank {}, which was to receive its data, failed: {}",
+                                     rank, sends[i].peer, failed[peer]));
+    }
+    if (!ok) {
       // withdraw it, so a later exchange does not pair with it
       auto& box = mail[{rank, sends[i].peer}];
       box.erase(std::remove(box.begin(), box.end(), m), box.end());
@@ -484,6 +546,7 @@ void SimulatedWorld::Impl::exchange_p2p(std::int64_t rank, std::span<const Trans
     }
     if (!m->error.empty()) throw BackendError(m->error);
   }
+  withdraw.done = true;
   if (options.clock_profile && (!sends.empty() || !recvs.empty())) {
     // the link: the mesh dims some transfer of this rank crosses
     const auto me = mesh.coord_of_rank(rank);
@@ -557,6 +620,7 @@ void SimulatedWorld::Impl::run_threads(const std::function<void(std::int64_t, Co
           } catch (...) {
             err = std::current_exception();
           }
+          if (err) note_failure(r, err);
           l.lock();
           pool.errors[static_cast<std::size_t>(r)] = err;
           if (--pool.running == 0) pool.finished.notify_all();
@@ -577,14 +641,62 @@ void SimulatedWorld::Impl::run_threads(const std::function<void(std::int64_t, Co
     }
   }
   pool.errors.assign(static_cast<std::size_t>(R), nullptr);
+  {
+    std::lock_guard world_lock(mu);
+    failed.assign(static_cast<std::size_t>(R), std::string());
+    failure_order.clear();
+  }
   pool.job = &fn;
   pool.running = R;
   ++pool.generation;
   pool.work.notify_all();
   pool.finished.wait(lock, [&] { return pool.running == 0; });
   pool.job = nullptr;
+  // the first rank to fail: the others failed because of it (or on their own, later)
+  std::int64_t first = -1;
+  {
+    std::lock_guard world_lock(mu);
+    if (!failure_order.empty()) first = failure_order.front();
+    failed.clear();
+  }
+  if (first >= 0 && pool.errors[static_cast<std::size_t>(first)]) {
+    const auto& e = pool.errors[static_cast<std::size_t>(first)];
+    try {
+      std::rethrow_exception(e);
+    } catch (const Error& x) {
+      // dtensor's own errors, as thrown, with the rank where they do not name it
+      const std::string text = x.what();
+      if (text.find(fmt::format("rank {}", first)) != std::string::npos) throw;
+      if (dynamic_cast<const InputError*>(&x)) throw InputError(fmt::format("rank {}: {}", first, text));
+      if (dynamic_cast<const BackendError*>(&x)) throw BackendError(fmt::format("rank {}: {}", first, text));
+      throw;
+    } catch (const std::bad_alloc&) {
+      throw BackendError(fmt::format("rank {} of the simulated world ran out of memory (std::bad_alloc); the ranks "
+                                     "waiting on it stopped", first));
+    } catch (const std::exception& x) {
+      throw BackendError(fmt::format("rank {} of the simulated world failed: {}", first, x.what()));
+    }
+  }
   for (const auto& e : pool.errors)
     if (e) std::rethrow_exception(e);
+}
+
+void SimulatedWorld::Impl::note_failure(std::int64_t rank, const std::exception_ptr& err) {
+  std::string text;
+  try {
+    std::rethrow_exception(err);
+  } catch (const std::bad_alloc&) {
+    text = "out of memory (std::bad_alloc)";
+  } catch (const std::exception& e) {
+    text = e.what();
+  } catch (...) {
+    text = "an unknown exception";
+  }
+  std::lock_guard lock(mu);
+  if (failed.empty()) return;  // not a run_rank_threads job
+  failed[static_cast<std::size_t>(rank)] = text;
+  failure_order.push_back(rank);
+  for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) cv_of(r).notify_all();
 }
 
 SimulatedWorld::Impl::~Impl() {

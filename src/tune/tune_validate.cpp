@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <memory>
@@ -334,6 +335,35 @@ CaseResult summarise(const ValidateCase& c, std::span<const Candidate> candidate
       if (dp * dm >= 0) ++r.pairs_agreeing;
     }
   return r;
+}
+
+namespace {
+
+// Every rank's input, output twice (the run's and verification's copy) and `workspace`, in bytes.
+long double tensor_bytes(const Layout& src, const Layout& dst, std::int64_t workspace) {
+  const auto s = static_cast<long double>(itemsize(src.dtype()));
+  long double total = 0;
+  for (std::int64_t r = 0; r < src.mesh().num_ranks(); ++r)
+    total += static_cast<long double>(src.local_numel(src.mesh().coord_of_rank(r))) * s;
+  for (std::int64_t r = 0; r < dst.mesh().num_ranks(); ++r)
+    total += static_cast<long double>(dst.local_numel(dst.mesh().coord_of_rank(r))) * s * 2;
+  return total + static_cast<long double>(src.mesh().num_ranks()) * static_cast<long double>(workspace);
+}
+
+}  // namespace
+
+std::int64_t validation_bytes(std::span<const Candidate> candidates) {
+  long double total = 0;
+  for (const auto& c : candidates) {
+    if (c.cross) {
+      total += tensor_bytes(c.cross->src, c.cross->dst, c.cross->pre.peak_bytes + c.cross->post.peak_bytes);
+      continue;
+    }
+    for (const auto& p : c.plans) total += tensor_bytes(p.src, p.dst, p.peak_bytes);
+    if (c.batch && !c.plans.empty())
+      total += static_cast<long double>(c.plans.front().mesh().num_ranks()) * static_cast<long double>(c.batch->staging_bytes());
+  }
+  return total >= static_cast<long double>(INT64_MAX) ? INT64_MAX : static_cast<std::int64_t>(total);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 what the medians give, text/JSON/HTML); bad input is one `error:` line with exit 2; a rank that
 never comes ends the others within the timeout with dtensor's BackendError."""
 import json
+import re
 import os
 import subprocess
 import sys
@@ -88,8 +89,10 @@ def test_cases_file_on_a_world_of_one(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("validate", "--mesh", "2", "--bytes", "8"), "error: validate size 8 bytes: from 64 bytes to 16 GiB"),
-    (("validate", "--bytes", "lots"), "error: 'lots' is not a byte size"),
+    (("validate", "--mesh", "2", "--bytes", "8"), "error: --bytes '8': validate size 8 bytes: from 64 bytes to 16 GiB"),
+    (("validate", "--bytes", "lots"), "error: --bytes 'lots' is not a byte size"),
+    (("validate", "--bytes", "99999999999999999999G"), "error: --bytes '99999999999999999999G' is too large"),
+    (("validate", "--bytes", "1K", "--sim-memory-limit", "0x10"), "error: --sim-memory-limit '0x10' is not a byte size"),
     (("validate", "--min-rounds", "2"), "error: min rounds 2 is below 8"),
     (("validate", "--against", "/nonexistent.json"), "error: "),
     (("validate", "--profile", "/nonexistent.json"), "error: "),
@@ -105,6 +108,18 @@ def test_bad_input_is_one_error(capsys, args, message):
     assert err.startswith(message), err
     import torch.distributed as dist
     assert not dist.is_initialized()
+
+
+def test_host_memory_is_bounded_before_allocating():
+    # 8 GiB tensors on a world of one: refused by the host-memory bound on every rank, exit 2,
+    # before any buffer (not a raw RuntimeError from an allocation)
+    r = tune("validate", "--backend", "gloo", "--bytes", "8G")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert re.match(r"error: validate: case '[^']+' \(\d+ plans\) needs about \d+ bytes of host memory "
+                    r"on this host's 1 ranks, above the limit of \d+ bytes", r.stderr), r.stderr
+    r = tune("validate", "--backend", "gloo", "--bytes", "1M", "--sim-memory-limit", "1M")
+    assert r.returncode == 2 and "above the limit of 1048576 bytes" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_a_mesh_the_job_does_not_have():

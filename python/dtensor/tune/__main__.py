@@ -19,14 +19,18 @@ import sys
 from .. import _core
 
 
-def _bytes(text: str) -> int:
-    """1024, 64K, 16M, 1G (1024-based)."""
+def _bytes(text: str, flag: str = "") -> int:
+    """1024, 64K, 16M, 1G (1024-based), at most 2^62; ValueError naming `flag` otherwise."""
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-    digits = t[:-1] if t[-1:] in ("K", "M", "G") else t
-    if not digits.isdigit():
-        raise ValueError(f"{text!r} is not a byte size (e.g. 1024, 64K, 16M)")
-    return int(digits) * scale
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
+    digits = t[:-1] if t[-1:] in ("K", "M", "G", "T") else t
+    where = f"{flag} " if flag else ""
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 20:
+        raise ValueError(f"{where}{text!r} is not a byte size (e.g. 1024, 64K, 16M)")
+    value = int(digits) * scale
+    if value > 1 << 62:
+        raise ValueError(f"{where}{text!r} is too large: at most 2^62 bytes")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--bytes", default="64K,4M", help="tensor sizes of the built-in cases (default 64K,4M)")
     v.add_argument("--cases", help="a batch file (`dtensor plan --batch` JSON): every pair a case, and all together")
     v.add_argument("--memory-budget", help="the workspace every plan must keep within (bytes)")
+    v.add_argument("--sim-memory-limit", help="the host memory this host's ranks may hold on CPU devices, checked "
+                   "before allocating (default: half of this machine's memory)")
     v.add_argument("--min-rounds", type=int, default=8)
     v.add_argument("--max-rounds", type=int, default=50)
     v.add_argument("--format", default="text", choices=["text", "json"])
@@ -121,7 +127,7 @@ def _measure(args) -> None:
     if not sep:
         raise ValueError(f"--sizes {args.sizes!r} must be MIN:MAX (e.g. 1K:16M)")
     device_mesh = _init(args)
-    logs = _torch.measure(device_mesh, min_bytes=_bytes(lo), max_bytes=_bytes(hi), iters=args.iters,
+    logs = _torch.measure(device_mesh, min_bytes=_bytes(lo, "--sizes"), max_bytes=_bytes(hi, "--sizes"), iters=args.iters,
                           devices_per_host=args.devices_per_host)
     if dist.get_rank() != 0:
         return
@@ -173,16 +179,21 @@ def _validate(args) -> None:
         cases = _core.tune.cases_from_json(text)
         if args.mesh is None:
             args.mesh = cases[0].pairs[0][0].mesh
-    sizes = [_bytes(b) for b in args.bytes.split(",")]
+    sizes = [_bytes(b, "--bytes") for b in args.bytes.split(",")]
     against = [_core.CostModel.load(a) for a in args.against]
-    budget = _bytes(args.memory_budget) if args.memory_budget else None
+    budget = _bytes(args.memory_budget, "--memory-budget") if args.memory_budget else None
+    limit = _bytes(args.sim_memory_limit, "--sim-memory-limit") if args.sim_memory_limit else None
     _core.CostModel.load(args.profile)  # a profile that does not load: refused before any process group
     _core.tune.Rounds(1, args.min_rounds, args.max_rounds)  # checked before any process group
     if args.mesh is not None and cases is None:  # the sizes too
-        _core.tune.validate_cases(args.mesh if isinstance(args.mesh, _core.Mesh) else _core.Mesh(args.mesh), sizes)
+        try:
+            _core.tune.validate_cases(args.mesh if isinstance(args.mesh, _core.Mesh) else _core.Mesh(args.mesh), sizes)
+        except ValueError as e:
+            raise ValueError(f"--bytes {args.bytes!r}: {e}") from None
     device_mesh = _init(args)
     report = _torch.validate(device_mesh, profile=args.profile, against=against, bytes=sizes, cases=cases,
-                             memory_budget=budget, min_rounds=args.min_rounds, max_rounds=args.max_rounds)
+                             memory_budget=budget, min_rounds=args.min_rounds, max_rounds=args.max_rounds,
+                             memory_limit=limit)
     if dist.get_rank() == 0:
         if args.report:
             _write(args.report, report.html(), "--report")

@@ -107,11 +107,14 @@ def measure(device_mesh: DeviceMesh, *, min_bytes: int = 1024, max_bytes: int = 
 def validate(device_mesh: DeviceMesh, *, profile: Union[str, _core.CostModel] = "default", against: Sequence = (),
              bytes: Iterable[int] = (64 << 10, 4 << 20), cases: Optional[Sequence[_core.tune.ValidateCase]] = None,
              memory_budget: Optional[int] = None, min_rounds: int = 8, max_rounds: int = 50,
-             ci_target: float = 0.05) -> _core.tune.ValidationReport:
+             ci_target: float = 0.05, memory_limit: Optional[int] = None) -> _core.tune.ValidationReport:
     """The plan-ranking validation (`dtensor tune validate`) on `device_mesh`: every case's chosen
     plan under `profile` against the runner-up, the optimal plan on PyTorch's edges, the best plan
     of each profile in `against` and a batch's per-tensor plans, run as dtensor.torch runs them in
-    rotated rounds. Every rank calls it with the same arguments and gets the same report."""
+    rotated rounds. Every rank calls it with the same arguments and gets the same report. On CPU
+    devices the host memory this host's ranks would hold (the mesh's need times LOCAL_WORLD_SIZE
+    over the world size) is checked against `memory_limit` (default: half of this machine's
+    memory) before anything is allocated: ValueError on every rank, naming the case and both."""
     comm, _ = _communicator(device_mesh)
     mesh = _mesh_info(device_mesh).mesh
     if cases is None:
@@ -121,6 +124,23 @@ def validate(device_mesh: DeviceMesh, *, profile: Union[str, _core.CostModel] = 
         for src, _dst in c.pairs:
             if src.mesh != mesh:
                 raise ValueError(f"case {c.name!r} is on mesh {src.mesh}, not the device mesh's {mesh}")
+    if memory_limit is not None and (isinstance(memory_limit, bool) or not isinstance(memory_limit, int)
+                                     or memory_limit <= 0):
+        raise ValueError(f"memory_limit must be a positive number of bytes, not {memory_limit!r}")
+    if device_mesh.device_type == "cpu":
+        limit = memory_limit if memory_limit is not None else _core.tune.default_memory_limit()
+        world = dist.get_world_size()
+        local = max(1, min(world, int(os.environ.get("LOCAL_WORLD_SIZE", world) or world)))
+        for c in cases:
+            try:
+                candidates = _core.tune.validation_candidates(c, profile, list(against), max_peak_bytes=memory_budget)
+            except (ValueError, RuntimeError):
+                continue  # skipped in the report, holding nothing
+            need = _core.tune.validation_bytes(candidates) * local // max(1, mesh.num_ranks)
+            if need > limit:
+                raise ValueError(f"validate: case {c.name!r} ({len(candidates)} plans) needs about {need} bytes of host "
+                                 f"memory on this host's {local} ranks, above the limit of {limit} bytes "
+                                 f"(--sim-memory-limit, memory_limit)")
     report = _core.tune._validate(comm, profile, cases, list(against), memory_budget, min_rounds, max_rounds, ci_target)
     report.backend = f"torch.distributed {dist.get_backend()}"
     report.clock = "wall clock"
