@@ -3,7 +3,7 @@
 // replicated norms once per dp rank: ~46,000 chunks), loaded as FSDP+TP on dp=16,tp=8. Prints the
 // median planning time of 5 runs, the chunks, messages, bytes read against the balanced bound;
 // then the same checkpoint loaded as TP on 8 replicated over dp=16 (every tensor has replicas:
-// the fan-out candidates all count).
+// the fan-out candidates all count). Then the tiling check on 4,096 to 65,536 chunks off any grid.
 // Usage: bench_load_plan [--quick]  (--quick: 8 layers instead of 80)
 #include <algorithm>
 #include <chrono>
@@ -99,5 +99,28 @@ int main(int argc, char** argv) {
   for (const auto& p : params)
     replicas.push_back(Layout::parse(load_mesh, p.shape, DType::bf16, p.shape.size() == 1 ? "RR" : p.row_parallel ? "RS(1)" : "RS(0)"));
   run("TP on 8 x 16 replicas", replicas);
+  // the tiling check off a grid: 256 rows of 65,536 columns, each row cut into 256 chunks at its
+  // own offsets (too many grid cells: the sweep), at 2^12 .. 2^16 chunks (time per chunk should
+  // stay about flat: O(n log n))
+  for (const std::int64_t rows : {16, 64, 256}) {
+    const std::int64_t C = 65536;
+    SavedTensor t{"rows", {rows, C}, DType::f32, {}};
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t shift = (r * 37) % 256;
+      t.chunks.push_back({{r, 0}, {1, shift}});
+      for (std::int64_t k = 0; k < 255; ++k) t.chunks.push_back({{r, shift + 256 * k}, {1, 256}});
+      t.chunks.push_back({{r, shift + 256 * 255}, {1, C - shift - 256 * 255}});
+    }
+    const Layout target = Layout::parse(Mesh::parse("2"), {rows, C}, DType::f32, "S(0)");
+    std::vector<double> ms;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      check_saved(t, target);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    fmt::print("tiling check, {} off-grid chunks: median {:.1f} ms of 5 ({:.2f} us per chunk)\n", t.chunks.size(), ms[2],
+               ms[2] * 1e3 / static_cast<double>(t.chunks.size()));
+  }
   return 0;
 }

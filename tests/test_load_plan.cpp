@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "dtensor/error.hpp"
@@ -222,6 +223,79 @@ TEST_CASE("load plans: bad metadata is one error naming the tensor and the chunk
   CHECK_THROWS_WITH(plan_load(std::vector<SavedTensor>{{"w", {4, 4}, DType::f32, {top, bottom}}}, std::vector<Layout>{target},
                               CostModel::default_model(), bad),
                     Contains("read bandwidth 0"));
+}
+
+TEST_CASE("load plans: the tiling check off a grid against pairwise comparison, and at 65,536 chunks", "[load]") {
+  // random guillotine tilings of 2-d and 3-d tensors (one dim whole in 3-d), some with one chunk
+  // moved or grown: check_saved agrees with comparing every pair
+  std::mt19937_64 rng(65);
+  std::int64_t tiled = 0, overlapping = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const bool three = trial % 2 == 1;
+    const std::vector<std::int64_t> shape = three ? std::vector<std::int64_t>{12, 3, 10} : std::vector<std::int64_t>{12, 10};
+    const std::size_t b = three ? 2 : 1;
+    std::vector<SavedChunk> chunks;
+    auto split = [&](auto&& self, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1, int depth) -> void {
+      const bool rows = rng() % 2 == 0;
+      const std::int64_t lo = rows ? r0 : c0, hi = rows ? r1 : c1;
+      if (depth == 0 || hi - lo < 2) {
+        SavedChunk c{std::vector<std::int64_t>(shape.size(), 0), shape};
+        c.offsets[0] = r0, c.sizes[0] = r1 - r0, c.offsets[b] = c0, c.sizes[b] = c1 - c0;
+        chunks.push_back(c);
+        return;
+      }
+      const std::int64_t cut = lo + 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(hi - lo - 1));
+      if (rows) self(self, r0, cut, c0, c1, depth - 1), self(self, cut, r1, c0, c1, depth - 1);
+      else self(self, r0, r1, c0, cut, depth - 1), self(self, r0, r1, cut, c1, depth - 1);
+    };
+    split(split, 0, shape[0], 0, shape[b], 6);
+    if (trial % 3 == 0 && chunks.size() > 1) {  // move one chunk by one along a dim, keeping its size
+      auto& c = chunks[rng() % chunks.size()];
+      const std::size_t d = rng() % 2 == 0 ? 0 : b;
+      if (c.offsets[d] > 0) --c.offsets[d];
+      else if (c.offsets[d] + c.sizes[d] < shape[d]) ++c.offsets[d];
+    }
+    bool pairwise = false;
+    for (std::size_t i = 0; i < chunks.size() && !pairwise; ++i)
+      for (std::size_t j = i + 1; j < chunks.size() && !pairwise; ++j) {
+        bool meet = true;
+        for (std::size_t d = 0; d < shape.size(); ++d)
+          meet = meet && chunks[i].offsets[d] < chunks[j].offsets[d] + chunks[j].sizes[d] &&
+                 chunks[j].offsets[d] < chunks[i].offsets[d] + chunks[i].sizes[d];
+        pairwise = meet;
+      }
+    const Layout target = Layout::parse(Mesh::parse("2"), shape, DType::f32, "S(0)");
+    const SavedTensor t{"t", shape, DType::f32, chunks};
+    INFO("trial " << trial << ", " << chunks.size() << " chunks");
+    if (pairwise) {
+      CHECK_THROWS_WITH(check_saved(t, target), Catch::Contains("overlap"));
+      ++overlapping;
+    } else {
+      // no two meet: the check passes when they cover the tensor, else names the missing elements
+      try {
+        check_saved(t, target);
+        ++tiled;
+      } catch (const InputError& e) {
+        CHECK_THAT(e.what(), Catch::Contains("some are missing"));
+      }
+    }
+  }
+  CHECK(tiled > 100);
+  CHECK(overlapping > 30);
+  // 65,536 chunks off any grid: 256 rows, each cut into 256 chunks at its own offsets (rows of
+  // 65,536 columns): too many grid cells, a sweep in O(n log n) (the pairwise path took 5.8 s)
+  const std::int64_t R = 256, C = 65536;
+  SavedTensor big{"big", {R, C}, DType::f32, {}};
+  for (std::int64_t r = 0; r < R; ++r) {
+    const std::int64_t shift = (r * 37) % 256;  // row r's cuts at shift + 256 k
+    big.chunks.push_back({{r, 0}, {1, shift}});
+    for (std::int64_t k = 0; k < 255; ++k) big.chunks.push_back({{r, shift + 256 * k}, {1, 256}});
+    big.chunks.push_back({{r, shift + 256 * 255}, {1, C - shift - 256 * 255}});
+  }
+  const Layout big_target = Layout::parse(Mesh::parse("2"), {R, C}, DType::f32, "S(0)");
+  CHECK_NOTHROW(check_saved(big, big_target));
+  big.chunks[5000].offsets[1] += 1;  // one chunk a column late: it meets its right neighbour
+  CHECK_THROWS_WITH(check_saved(big, big_target), Catch::Contains("overlaps chunk"));
 }
 
 TEST_CASE("load plans: JSON from elsewhere is validated, and checked against the load", "[load]") {

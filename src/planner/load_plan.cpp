@@ -4,6 +4,8 @@
 #include "dtensor/load_plan.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <climits>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -30,9 +32,88 @@ std::string chunk_str(const SavedChunk& c) {
   return fmt::format("offsets {} sizes {}", shape_str(c.offsets), shape_str(c.sizes));
 }
 
+// Range add and range maximum over n slots (coverage counts along one dim's cuts).
+class CoverTree {
+ public:
+  explicit CoverTree(std::size_t n) : n_(std::max<std::size_t>(n, 1)), max_(4 * n_, 0), add_(4 * n_, 0) {}
+  void add(std::size_t lo, std::size_t hi, int v) { add(1, 0, n_, lo, hi, v); }
+  [[nodiscard]] int max(std::size_t lo, std::size_t hi) const { return max(1, 0, n_, lo, hi); }
+
+ private:
+  void add(std::size_t node, std::size_t l, std::size_t r, std::size_t lo, std::size_t hi, int v) {
+    if (hi <= l || r <= lo) return;
+    if (lo <= l && r <= hi) {
+      max_[node] += v;
+      add_[node] += v;
+      return;
+    }
+    const std::size_t m = (l + r) / 2;
+    add(2 * node, l, m, lo, hi, v);
+    add(2 * node + 1, m, r, lo, hi, v);
+    max_[node] = add_[node] + std::max(max_[2 * node], max_[2 * node + 1]);
+  }
+  [[nodiscard]] int max(std::size_t node, std::size_t l, std::size_t r, std::size_t lo, std::size_t hi) const {
+    if (hi <= l || r <= lo) return INT_MIN / 2;
+    if (lo <= l && r <= hi) return max_[node];
+    const std::size_t m = (l + r) / 2;
+    return add_[node] + std::max(max(2 * node, l, m, lo, hi), max(2 * node + 1, m, r, lo, hi));
+  }
+  std::size_t n_;
+  std::vector<int> max_, add_;
+};
+
+// Whether the live chunks, which may differ only on dims `a` and `b` (every other dim whole),
+// are disjoint: a sweep along `a` (a chunk leaves before one that starts where it stops enters),
+// the entering chunk's extent on `b` checked against the active chunks' coverage. On an overlap,
+// the active chunk it meets is found and both are named.
+template <class Err>
+void sweep_disjoint(const SavedTensor& t, const std::vector<std::size_t>& live, std::size_t a, std::optional<std::size_t> b,
+                    const Err& overlap_error) {
+  std::vector<std::int64_t> cuts;
+  if (b)
+    for (auto i : live) {
+      cuts.push_back(t.chunks[i].offsets[*b]);
+      cuts.push_back(t.chunks[i].offsets[*b] + t.chunks[i].sizes[*b]);
+    }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  auto slot = [&](std::int64_t x) {
+    return static_cast<std::size_t>(std::lower_bound(cuts.begin(), cuts.end(), x) - cuts.begin());
+  };
+  struct Event {
+    std::int64_t at;
+    int enter;  // 0: leaves, 1: enters (leaving first at the same coordinate)
+    std::size_t chunk;
+  };
+  std::vector<Event> events;
+  events.reserve(2 * live.size());
+  for (auto i : live) {
+    events.push_back({t.chunks[i].offsets[a], 1, i});
+    events.push_back({t.chunks[i].offsets[a] + t.chunks[i].sizes[a], 0, i});
+  }
+  std::sort(events.begin(), events.end(), [](const Event& x, const Event& y) {
+    return std::tie(x.at, x.enter, x.chunk) < std::tie(y.at, y.enter, y.chunk);
+  });
+  CoverTree tree(cuts.empty() ? 1 : cuts.size() - 1);
+  std::vector<char> active(t.chunks.size(), 0);
+  for (const auto& e : events) {
+    const auto& c = t.chunks[e.chunk];
+    const std::size_t lo = b ? slot(c.offsets[*b]) : 0, hi = b ? slot(c.offsets[*b] + c.sizes[*b]) : 1;
+    if (e.enter && tree.max(lo, hi) > 0) {
+      for (auto j : live)
+        if (active[j] && (!b || (t.chunks[j].offsets[*b] < c.offsets[*b] + c.sizes[*b] &&
+                                 c.offsets[*b] < t.chunks[j].offsets[*b] + t.chunks[j].sizes[*b])))
+          throw overlap_error(j, e.chunk);
+    }
+    tree.add(lo, hi, e.enter ? 1 : -1);
+    active[e.chunk] = static_cast<char>(e.enter);
+  }
+}
+
 // The tiling check's grid: every dim cut at every chunk boundary. When the cells are few (chunks
 // on a grid, as DCP writes them: one cell per chunk), each chunk marks its cells and a cell marked
-// twice is an overlap; otherwise the chunks are compared pairwise along dim 0.
+// twice is an overlap; otherwise a sweep (at most two dims that some chunk does not span whole)
+// or, in 3 or more such dims, the chunks compared pairwise along dim 0 (at most 65,536 of them).
 void check_disjoint(const SavedTensor& t) {
   const std::size_t nd = t.shape.size();
   std::vector<std::size_t> live;
@@ -78,8 +159,22 @@ void check_disjoint(const SavedTensor& t) {
     }
     return;
   }
+  // Off the grid: the dims every live chunk spans whole cannot separate two chunks. With at most
+  // two dims left, a sweep decides in O(n log n): along the first, the active chunks' extents on
+  // the second (a segment tree of coverage counts over its cuts) must never meet.
+  std::vector<std::size_t> dims;
+  for (std::size_t d = 0; d < nd; ++d)
+    if (!std::all_of(live.begin(), live.end(), [&](std::size_t i) { return t.chunks[i].sizes[d] == t.shape[d]; }))
+      dims.push_back(d);
+  if (dims.size() <= 2) {
+    if (dims.empty()) throw overlap_error(live[0], live[1]);  // two chunks each holding the whole tensor
+    sweep_disjoint(t, live, dims.front(), dims.size() == 2 ? std::optional<std::size_t>(dims.back()) : std::nullopt,
+                   overlap_error);
+    return;
+  }
   if (live.size() > 65536)
-    throw InputError(fmt::format("tensor {}: {} chunks that do not lie on a grid: too irregular to check", t.name, live.size()));
+    throw InputError(fmt::format("tensor {}: {} chunks that do not lie on a grid in 3 or more dims: too irregular to check",
+                                 t.name, live.size()));
   std::sort(live.begin(), live.end(), [&](std::size_t a, std::size_t b) {
     return std::pair(t.chunks[a].offsets[0], a) < std::pair(t.chunks[b].offsets[0], b);
   });
