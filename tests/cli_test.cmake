@@ -288,6 +288,15 @@ string(REGEX REPLACE "\"total_us\":[0-9.e+-]+" "\"total_us\":1e9" lp_us "${lp}")
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/load_plan_us.json "${lp_us}")
 run_case(load_plan_edited_us 2 "" "^error: --check: load plan: 'total_us' is [0-9e.+]+, its reads"
          load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --check ${CMAKE_CURRENT_BINARY_DIR}/load_plan_us.json)
+# the figures the entries give (with the request's dtypes and the cost model): each edit exits 2
+string(REGEX REPLACE "\"moved_bytes\":[0-9]+" "\"moved_bytes\":1" lp_moved "${lp}")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/load_plan_moved.json "${lp_moved}")
+run_case(load_plan_edited_moved 2 "" "^error: --check: load plan: 'moved_bytes' is 1, its entries give [0-9]+"
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --check ${CMAKE_CURRENT_BINARY_DIR}/load_plan_moved.json)
+string(REGEX REPLACE "\"cost_model\":\"default\"" "\"cost_model\":\"pytorch\"" lp_model "${lp}")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/load_plan_model.json "${lp_model}")
+run_case(load_plan_edited_model 2 "" "^error: --check: load plan: priced under cost model \"pytorch\", not \"default\""
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --check ${CMAKE_CURRENT_BINARY_DIR}/load_plan_model.json)
 run_case(load_plan_overlap 2 "" "^error: tensor w: chunks 0..1 hold more elements than the tensor.s 8: some overlap"
          load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_overlap.json)
 run_case(load_plan_bad_chunk 2 "" "^error: --request: load request: tensor w chunk 0: a chunk is \\[offsets, sizes\\]"

@@ -149,7 +149,7 @@ TEST_CASE("load plans: every chunk read once, every target rank gets exactly its
             // the JSON round trip gives the same plan, which check_load_plan accepts for this load
             const LoadPlan back = LoadPlan::from_json(p.to_json());
             CHECK(back == p);
-            CHECK_NOTHROW(check_load_plan(back, ss, ts));
+            CHECK_NOTHROW(check_load_plan(back, ss, ts, &cost));
             }
           }
       }
@@ -330,6 +330,25 @@ TEST_CASE("load plans: JSON from elsewhere is validated, and checked against the
   CHECK_THROWS_WITH(check_load_plan(extra, ss, ts), Contains("messages more than"));
   const Layout elsewhere = Layout::parse(Mesh::parse("4"), {8, 6}, DType::bf16, "S(0)");
   CHECK_THROWS_WITH(check_load_plan(p, ss, std::vector<Layout>{elsewhere}), Contains("made for mesh"));
+  // every derived figure recomputed from the entries (the times under the cost model)
+  const CostModel model = CostModel::default_model();
+  CHECK_NOTHROW(check_load_plan(p, ss, ts, &model));
+  auto figure = [&](auto&& change, const char* what) {
+    LoadPlan q = p;
+    change(q);
+    CHECK_THROWS_WITH(check_load_plan(q, ss, ts, &model), Contains(what));
+  };
+  figure([](LoadPlan& q) { q.moved_bytes += 2; }, "'moved_bytes' is");
+  figure([](LoadPlan& q) { q.balanced_read_bytes -= 1; }, "'balanced_read_bytes' is");
+  figure([](LoadPlan& q) { q.busiest_transfer_bytes *= 2; }, "'busiest_transfer_bytes' is");
+  figure([](LoadPlan& q) { q.busiest_peers += 1; }, "'busiest_peers' is");
+  figure([](LoadPlan& q) { q.gathered_bytes = 5; }, "'gathered_bytes' is");
+  figure([](LoadPlan& q) { q.post_us = 3; }, "'post_us' is");
+  figure([](LoadPlan& q) { q.read_us *= 2; }, "'read_us' is");
+  figure([](LoadPlan& q) { q.transfer_us += 1; }, "'transfer_us' is");
+  figure([](LoadPlan& q) { q.inter_host = !q.inter_host; }, "'inter_host' is");
+  figure([](LoadPlan& q) { q.cost_model = "mine"; }, "priced under cost model \"mine\", not \"default\"");
+  figure([](LoadPlan& q) { q.storage.read_bw_GBps *= 2; }, "'read_us' is");
   // show: one tensor's chunks, readers and receivers
   const std::string shown = show_tensor(p, ss, 0);
   CHECK_THAT(shown, Contains("w: shape 8x6 bf16, 4 saved chunk(s)"));

@@ -56,12 +56,14 @@ void register_load_plan(CLI::App& app) {
     if (!args.check.empty()) {
       const LoadPlan plan = for_flag("--check", [&] { return LoadPlan::from_json(read_input_file(args.check, "plan", 256u << 20)); });
       try {
-        check_load_plan(plan, req.saved, req.targets);
+        check_load_entries(plan, req.saved, req.targets);  // another load's plan exits 1
       } catch (const InputError& e) {
         std::cout << "not a plan of this request: " << e.what() << "\n";
         g_exit_status = 1;
         return;
       }
+      // the figures the entries give: an edited file exits 2
+      for_flag("--check", [&] { check_load_figures(plan, req.saved, req.targets, &cost); });
       std::cout << fmt::format("ok: plan {:016x} loads the request's {} tensors (every chunk read once, every rank its "
                                "elements)\n", plan.hash(), req.saved.size());
       return;

@@ -124,9 +124,18 @@ void check_saved(const SavedTensor& saved, const Layout& target);
 // every non-empty chunk read by exactly one rank with its bytes, and its messages exactly the
 // ranks holding some of it in the received layout, each with the element count it holds, sent by
 // its reader; every staged tensor's post plan from an intermediate without Partial (same mesh,
-// shape and dtype) to its target. Throws
-// InputError naming the tensor and chunk that differ.
-void check_load_plan(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets);
+// shape and dtype) to its target; and its derived figures what its entries give (the bytes
+// balanced, moved, gathered, the busiest transfer and peers, post_us; with `cost`, also the cost
+// model's name, inter_host, read_us at the plan's storage parameters and transfer_us). Throws
+// InputError naming the tensor and chunk, or the field, that differ.
+void check_load_plan(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets,
+                     const CostModel* cost = nullptr);
+// check_load_plan's two halves: the entries (reads, messages, post plans: a plan of another load
+// fails here) and, for a plan whose entries passed, the derived figures (a figure that differs
+// is an edited file: the CLI exits 2).
+void check_load_entries(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets);
+void check_load_figures(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets,
+                        const CostModel* cost = nullptr);
 
 // The plain layout a RaggedShard target is loaded in (docs/checkpoint.md, "Ragged targets"): its
 // base with the ragged mesh dim received as Replicate or as a Shard of one of the RaggedShard's

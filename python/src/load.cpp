@@ -53,9 +53,17 @@ void bind_load(nb::module_& m) {
       .def("to_json", &LoadPlan::to_json, "indent"_a = -1)
       .def_static("from_json", [](const std::string& text) { return LoadPlan::from_json(text); }, "text"_a,
                   "A plan's JSON, validated as untrusted (ValueError naming the field)")
-      .def("check", [](const LoadPlan& p, const std::vector<SavedTensor>& saved, const std::vector<Layout>& targets) {
-        check_load_plan(p, saved, targets);
-      }, "saved"_a, "targets"_a, "ValueError unless this plan loads saved[i] into targets[i] (naming the chunk that differs)")
+      .def("check", [](const LoadPlan& p, const std::vector<SavedTensor>& saved, const std::vector<Layout>& targets,
+                       const nb::handle& cost_model) {
+        if (cost_model.is_none()) {
+          check_load_plan(p, saved, targets);
+        } else {
+          const CostModel m = model_of(cost_model);
+          check_load_plan(p, saved, targets, &m);
+        }
+      }, "saved"_a, "targets"_a, "cost_model"_a = nb::none(),
+         "ValueError unless this plan loads saved[i] into targets[i] (naming the chunk or figure that differs; with "
+         "cost_model, its times too)")
       .def("show", [](const LoadPlan& p, const std::vector<SavedTensor>& saved, std::int32_t tensor) {
         return show_tensor(p, saved, tensor);
       }, "saved"_a, "tensor"_a, "One tensor's chunks: reader and receiving ranks")

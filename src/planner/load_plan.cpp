@@ -749,7 +749,101 @@ LoadPlan LoadPlan::from_json(std::string_view text) {
   return p;
 }
 
-void check_load_plan(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets) {
+void check_load_figures(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets,
+                        const CostModel* cost) {
+  // (its entries are the load's, check_load_plan has seen: every index below is in range)
+  std::vector<Layout> received;
+  for (std::size_t t = 0; t < targets.size(); ++t)
+    received.push_back(plan.received_layout(static_cast<std::int32_t>(t), targets[t]));
+  const auto N = plan.mesh.num_ranks();
+  const auto n = static_cast<std::size_t>(N);
+  std::vector<std::int64_t> rs(n, 0), opened(n, 0), snt(n, 0), rcv(n, 0);
+  std::vector<std::pair<std::int64_t, std::int64_t>> links;
+  std::int64_t total = 0, largest = 0, moved = 0;
+  bool inter = false;
+  for (const auto& r : plan.reads) {
+    rs[static_cast<std::size_t>(r.reader)] += r.bytes;
+    ++opened[static_cast<std::size_t>(r.reader)];
+    total += r.bytes;
+    largest = std::max(largest, r.bytes);
+  }
+  for (const auto& x : plan.messages) {
+    if (x.to == x.from) continue;
+    const auto b = x.elements * static_cast<std::int64_t>(itemsize(saved[static_cast<std::size_t>(x.tensor)].dtype));
+    snt[static_cast<std::size_t>(x.from)] += b;
+    rcv[static_cast<std::size_t>(x.to)] += b;
+    moved += b;
+    links.emplace_back(std::min(x.from, x.to), std::max(x.from, x.to));
+    if (cost) inter = inter || x.from / cost->devices_per_host != x.to / cost->devices_per_host;
+  }
+  std::sort(links.begin(), links.end());
+  links.erase(std::unique(links.begin(), links.end()), links.end());
+  std::vector<std::int64_t> peers(n, 0);
+  for (const auto& [a, b] : links) ++peers[static_cast<std::size_t>(a)], ++peers[static_cast<std::size_t>(b)];
+  std::int64_t busiest_transfer = 0, busiest_peers = 0;
+  for (std::size_t u = 0; u < n; ++u) {
+    busiest_transfer = std::max({busiest_transfer, snt[u], rcv[u]});
+    busiest_peers = std::max(busiest_peers, peers[u]);
+  }
+  std::int64_t gathered = 0;
+  for (const auto t : plan.staged)
+    for (std::int64_t r = 0; r < N; ++r) {
+      const auto c = plan.mesh.coord_of_rank(r);
+      const Layout& to = targets[static_cast<std::size_t>(t)];
+      gathered += (to.local_numel(c) - received[static_cast<std::size_t>(t)].local_numel(c)) *
+                  static_cast<std::int64_t>(itemsize(to.dtype()));
+    }
+  auto same = [](const char* field, std::int64_t have, std::int64_t want) {
+    if (have != want) throw InputError(fmt::format("load plan: '{}' is {}, its entries give {}", field, have, want));
+  };
+  same("balanced_read_bytes", plan.balanced_read_bytes, std::max((total + N - 1) / N, largest));
+  same("moved_bytes", plan.moved_bytes, moved);
+  same("busiest_transfer_bytes", plan.busiest_transfer_bytes, busiest_transfer);
+  same("busiest_peers", plan.busiest_peers, busiest_peers);
+  same("gathered_bytes", plan.gathered_bytes, gathered);
+  if (!detail::same_time(plan.post_us, plan.staged.empty() ? 0.0 : plan.post.total_cost_us))
+    throw InputError(fmt::format("load plan: 'post_us' is {}, its post batch's total is {}", plan.post_us,
+                                 plan.staged.empty() ? 0.0 : plan.post.total_cost_us));
+  if (!cost) return;
+  if (plan.cost_model != cost->name)
+    throw InputError(fmt::format("load plan: priced under cost model {}, not {} (check it with the model it was made with)",
+                                 quote_input(plan.cost_model), quote_input(cost->name)));
+  if (plan.inter_host != inter)
+    throw InputError(fmt::format("load plan: 'inter_host' is {}, its messages {} cross hosts of {} devices", plan.inter_host,
+                                 inter ? "do" : "do not", cost->devices_per_host));
+  const StorageParams& st = plan.storage;
+  if (!(st.read_bw_GBps > 0) || !(st.read_alpha_us >= 0))
+    throw InputError(fmt::format("load plan: read bandwidth {} GB/s and latency {} us: bandwidth positive, latency not "
+                                 "negative", st.read_bw_GBps, st.read_alpha_us));
+  double read_us = 0;
+  for (std::size_t u = 0; u < n; ++u)
+    read_us = std::max(read_us, static_cast<double>(rs[u]) / (st.read_bw_GBps * 1e3) +
+                                    static_cast<double>(opened[u]) * st.read_alpha_us);
+  if (!detail::same_time(plan.read_us, read_us))
+    throw InputError(fmt::format("load plan: 'read_us' is {}, its reads take {} at {} GB/s and {} us a chunk", plan.read_us,
+                                 read_us, st.read_bw_GBps, st.read_alpha_us));
+  Traffic tr;
+  if (moved == 0) {
+    tr.kind = Traffic::Kind::local;
+  } else {
+    tr.kind = Traffic::Kind::direct;
+    tr.peers = busiest_peers;
+    tr.bytes = static_cast<double>(busiest_transfer);
+    tr.inter_host = inter;
+  }
+  const double transfer_us = cost->time(tr).total_us();
+  if (!detail::same_time(plan.transfer_us, transfer_us))
+    throw InputError(fmt::format("load plan: 'transfer_us' is {}, its messages take {} under {}", plan.transfer_us,
+                                 transfer_us, quote_input(cost->name)));
+}
+
+void check_load_plan(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets,
+                     const CostModel* cost) {
+  check_load_entries(plan, saved, targets);
+  check_load_figures(plan, saved, targets, cost);
+}
+
+void check_load_entries(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets) {
   const Mesh mesh = check_inputs(saved, targets);
   if (!(mesh == plan.mesh))
     throw InputError(fmt::format("load plan: made for mesh {}, the targets are on {}", plan.mesh.str(), mesh.str()));
