@@ -297,6 +297,11 @@ string(REGEX REPLACE "\"cost_model\":\"default\"" "\"cost_model\":\"pytorch\"" l
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/load_plan_model.json "${lp_model}")
 run_case(load_plan_edited_model 2 "" "^error: --check: load plan: priced under cost model \"pytorch\", not \"default\""
          load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --check ${CMAKE_CURRENT_BINARY_DIR}/load_plan_model.json)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/load_ragged.json "{\"tensors\": [{\"name\": \"w\", \"layout\": {\"mesh\": [2], \"shape\": [8], \"dtype\": \"f32\", \"placements\": \"RaggedShard((0,),(1,1))\"}, \"chunks\": [[[0], [8]]]}]}")
+run_case(load_plan_ragged 2 "" "^error: --request: load request: tensor \"w\": a RaggedShard layout .*: load requests do not take RaggedShard targets yet"
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_ragged.json)
+run_case(cross_mesh_ragged 2 "" "^error: --from: a RaggedShard layout .*: cross-mesh plans [(]--to-mesh[)] do not take RaggedShard layouts yet"
+         plan --mesh 2 --to-mesh 2 --shape 8 --from "RaggedShard((0,),(1,1))" --to "S(0)")
 run_case(load_plan_overlap 2 "" "^error: tensor w: chunks 0..1 hold more elements than the tensor.s 8: some overlap"
          load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_overlap.json)
 run_case(load_plan_bad_chunk 2 "" "^error: --request: load request: tensor w chunk 0: a chunk is \\[offsets, sizes\\]"

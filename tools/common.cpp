@@ -136,6 +136,10 @@ CrossRequest make_cross_request(const PlanArgs& a) {
   Mesh to_mesh = for_flag("--to-mesh", [&] { return Mesh::parse(a.to_mesh); });
   auto shape = for_flag("--shape", [&] { return parse_shape(a.shape); });
   const DType dt = for_flag("--dtype", [&] { return parse_dtype(a.dtype); });
+  for (const auto& [flag, text] : {std::pair{"--from", &a.from}, {"--to", &a.to}})
+    if (text->find("RaggedShard") != std::string::npos)
+      throw InputError(fmt::format("{}: a RaggedShard layout ({}): cross-mesh plans (--to-mesh) do not take RaggedShard "
+                                   "layouts yet (`dtensor plan` and `simulate` on one mesh do)", flag, quote_input(*text)));
   Layout src = for_flag("--from", [&] { return Layout::parse(mesh, shape, dt, a.from); });
   Layout dst = for_flag("--to", [&] { return Layout::parse(to_mesh, shape, dt, a.to); });
   auto src_ranks = parse_rank_list("--ranks", a.ranks, mesh.num_ranks());

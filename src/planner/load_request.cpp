@@ -36,6 +36,11 @@ LoadRequest LoadRequest::from_json(std::string_view text) {
     const std::string name = t["name"].get<std::string>();
     if (!names.insert(name).second) throw InputError(fmt::format("load request: tensor {} appears twice", quote_input(name)));
     if (!t["layout"].is_object()) throw InputError(fmt::format("load request: tensor {}: 'layout' must be an object", quote_input(name)));
+    if (const auto pl = t["layout"].find("placements");
+        pl != t["layout"].end() && pl->is_string() && pl->get<std::string>().find("RaggedShard") != std::string::npos)
+      throw InputError(fmt::format("load request: tensor {}: a RaggedShard layout ({}): load requests do not take RaggedShard "
+                                   "targets yet (dtensor.torch.checkpoint.load loads them through its `ragged` argument)",
+                                   quote_input(name), quote_input(pl->get<std::string>())));
     Layout layout = [&] {
       try {
         return layout_from_json(t["layout"].dump());
