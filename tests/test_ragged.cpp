@@ -1,4 +1,5 @@
 // RaggedShard: the layout algebra against the oracle (ragged_cases.hpp), text and JSON, bad input.
+#include <array>
 #include <nlohmann/json.hpp>
 #include <catch2/catch.hpp>
 
@@ -388,6 +389,53 @@ TEST_CASE("ragged plans: as cheap as the whole graph with ragged ends", "[ragged
 
 #include "dtensor/owners.hpp"
 
+TEST_CASE("owners: the closed-form receive times equal the exchange walk's, bit for bit", "[ragged]") {
+  // random plain layouts (S, _S(d, 2), R; uneven and empty shards; explicit orders) on meshes up to
+  // 2x2x2 and 4x2, every mesh dim, under the default model and one with 2 devices per host (the
+  // inter-host link): every owner's time is the same double either way
+  std::mt19937_64 rng(6600);
+  const CostModel plain = CostModel::default_model();
+  CostModel two_per_host = CostModel::default_model();
+  two_per_host.devices_per_host = 2;
+  std::int64_t closed_rows = 0, walked_rows = 0, refused = 0;
+  const std::vector<std::vector<std::int64_t>> meshes{{2}, {3}, {5}, {2, 2}, {2, 3}, {3, 2}, {2, 2, 2}, {4, 2}};
+  for (const auto& mesh_shape : meshes) {
+    const Mesh mesh(mesh_shape);
+    for (int sample = 0; sample < 40; ++sample) {
+      const int nd = 1 + static_cast<int>(rng() % 3);
+      std::vector<std::int64_t> shape;
+      for (int d = 0; d < nd; ++d) shape.push_back(static_cast<std::int64_t>(rng() % 9));
+      std::string text = ragged_cases::text(ragged_cases::random_plain(mesh_shape, nd, rng, false));
+      if (mesh_shape.size() >= 2 && sample % 5 == 0) text = "S(0)[1]S(0)[0]" + std::string(mesh_shape.size() - 2, 'R');
+      std::optional<Layout> l;
+      try {
+        l = Layout::parse(mesh, shape, DType::bf16, text);
+      } catch (const InputError&) {
+        continue;
+      }
+      for (int md = 0; md < mesh.ndim(); ++md)
+        for (const CostModel* cost : std::array<const CostModel*, 2>{&plain, &two_per_host}) {
+          bool closed = false;
+          std::vector<double> row;
+          try {
+            row = owner_receive_times(*l, md, *cost, &closed);
+          } catch (const InputError& e) {  // refused as the walk refuses it (a sharded mesh dim before md)
+            CHECK_THROWS_WITH(owner_receive_us(*l, md, 0, *cost), e.what());
+            ++refused;
+            continue;
+          }
+          INFO(l->str() << " owners along mesh dim " << md << (closed ? " (closed form)" : " (walk)"));
+          REQUIRE(row.size() == static_cast<std::size_t>(mesh.size(md)));
+          for (std::int64_t o = 0; o < mesh.size(md); ++o) CHECK(row[static_cast<std::size_t>(o)] == owner_receive_us(*l, md, o, *cost));
+          (closed ? closed_rows : walked_rows) += 1;
+        }
+    }
+  }
+  INFO(closed_rows << " rows in closed form, " << walked_rows << " walked, " << refused << " refused");
+  CHECK(closed_rows > 500);
+  CHECK(walked_rows > 5);
+}
+
 TEST_CASE("owners: the exact solver against brute force, the heuristic and round-robin beside it", "[ragged]") {
   std::mt19937_64 rng(5300);
   const CostModel cost = CostModel::default_model();
@@ -673,11 +721,16 @@ TEST_CASE("ragged exchanges: the planner's record is what the executor's transfe
       const auto b = RaggedLayout::parse(mesh, shape, DType::bf16, ragged_cases::text(p));
       for (const auto& [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
         const auto ex = ragged_exchange(from, to, CostModel::default_model());
+        // the sweep's candidate pairs hold every pair with elements to move
+        const auto candidates = detail::exchange_candidates(from, to);
+        REQUIRE(candidates.has_value());
         std::int64_t sent = 0, received = 0, copies = 0, own = 0, peers = 0;
         for (std::int64_t k = 0; k < mesh.num_ranks(); ++k) {
           const auto c = mesh.coord_of_rank(k);
           std::int64_t s = 0, rc = 0, cp = 0, ow = 0, sp = 0, rp = 0;
           for (const auto& t : detail::exchange_sends(from, to, c)) {
+            const auto& mine = (*candidates)[static_cast<std::size_t>(k)];
+            CHECK(std::binary_search(mine.begin(), mine.end(), t.peer));
             if (t.peer == k) { cp += t.count(); ow += t.count(); continue; }
             s += t.count();
             ++sp;

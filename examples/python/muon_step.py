@@ -9,7 +9,8 @@ per-rank time, receive time plus Newton-Schulz compute, made as small as it can:
 up to 12 matrices); every redistribution is a dtensor ragged plan run over torch.distributed.
 
 Compared, on the same weights and gradients:
-  owners       plan_owners' owners
+  owners       plan_owners' owners: receive time plus Newton-Schulz compute (compute="newton_schulz")
+  bytes-only   plan_owners' owners priced by receive time alone
   round-robin  matrix i on rank i % world
   all-gather   every rank gathers every matrix and orthogonalises all of them
 and checked against a one-process reference (every rank recomputes it from the full tensors):
@@ -79,10 +80,15 @@ def main() -> int:
         runs = shard[i].owned_runs(coord)[0]  # dim 0: one run of rows (none on an empty shard)
         return torch.cat([t[a:b] for a, b in runs]) if runs else t[:0].clone()
 
-    compute_us = [ns_flops(*s) / (args.gflops * 1e3) for s in SHAPES]
-    chosen = dtensor.plan_owners(shard, 0, compute_us=compute_us).owners
+    # owners priced by receive time plus the Newton-Schulz compute dtensor derives from the shapes
+    # (5 iterations at --gflops), against owners priced by the bytes they receive alone
+    chosen = dtensor.plan_owners(shard, 0, compute="newton_schulz", iterations=5, flops_per_us=args.gflops * 1e3).owners
+    derived = dtensor.newton_schulz_us(shard, 5, args.gflops * 1e3)
+    assert all(abs(a - ns_flops(*s) / (args.gflops * 1e3)) <= 1e-9 * a for a, s in zip(derived, SHAPES)), derived
+    bytes_only = dtensor.plan_owners(shard, 0).owners
     strategies = {
         "owners": list(chosen),
+        "bytes-only": list(bytes_only),
         "round-robin": [i % world for i in range(len(SHAPES))],
         "all-gather": None,
     }

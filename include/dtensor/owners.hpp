@@ -29,6 +29,11 @@ struct OwnerPlan {
 // The time the rank at `owner` spends receiving tensor `l` into its owner layout (the busiest such
 // rank over the other mesh dims), under `cost`.
 [[nodiscard]] double owner_receive_us(const Layout& l, int mesh_dim, std::int64_t owner, const CostModel& cost);
+// Every owner's owner_receive_us at once, bit-identical: in closed form from the layout's local
+// sizes (O(ranks)) when mesh_dim's split is the last of its tensor dim's order (or it has none),
+// else by the exchange walk. `closed` (optional) says which.
+[[nodiscard]] std::vector<double> owner_receive_times(const Layout& l, int mesh_dim, const CostModel& cost,
+                                                      bool* closed = nullptr);
 
 // Owners for `layouts` (one mesh), minimising the largest load: the heuristic puts the tensors,
 // largest first, each on the least-loaded owner (Graham's LPT: within 4/3 - 1/(3m) of the optimum
@@ -37,6 +42,12 @@ struct OwnerPlan {
 // answer on every rank. `compute_us`: empty, or one time per tensor (>= 0, finite).
 [[nodiscard]] OwnerPlan plan_owners(std::span<const Layout> layouts, int mesh_dim, const CostModel& cost,
                                     std::span<const double> compute_us = {});
+// The compute of a Muon step per tensor, as plan_owners' `compute_us`: `iterations` Newton-Schulz
+// iterations on the tensor as an M x N matrix (M its first extent, N the product of the others),
+// each X X^T (min^2 max multiply-adds), A A (min^3) and B X (min^2 max), two flops a multiply-add,
+// at `flops_per_us`. A 0-d or 1-d tensor computes nothing here (Muon leaves them to AdamW).
+// InputError for iterations outside 1..1000 or a rate that is not a finite positive number.
+[[nodiscard]] std::vector<double> newton_schulz_us(std::span<const Layout> layouts, int iterations, double flops_per_us);
 // The same times, owners given (round-robin, say): for comparisons.
 [[nodiscard]] OwnerPlan evaluate_owners(std::span<const Layout> layouts, int mesh_dim, const CostModel& cost,
                                         std::span<const std::int64_t> owners, std::span<const double> compute_us = {});

@@ -45,6 +45,7 @@ from ._core import (  # noqa: F401
     exchange_received,
     flat_bucket_layouts,
     itemsize,
+    newton_schulz_us,
     owner_layout,
     plan,
     plan_batch,
@@ -62,7 +63,7 @@ __all__ = [
     "CrossMeshSimulationResult", "Layout", "Mesh", "Placement", "Plan", "PlanCache", "BatchPlanCache", "SimulatedRank",
     "SimulationResult", "Step", "dtypes", "equivalent", "itemsize", "plan", "plan_batch", "plan_cross_mesh", "simulate",
     "RaggedShard", "RaggedLayout", "RaggedPlan", "OwnerPlan", "ragged_layout", "plan_ragged", "plan_owners",
-    "evaluate_owners", "owner_layout", "exchange_received", "flat_bucket_layouts", "bucket_of",
+    "evaluate_owners", "newton_schulz_us", "owner_layout", "exchange_received", "flat_bucket_layouts", "bucket_of",
     "LoadPlan", "LoadRequest", "SavedTensor", "plan_load", "ragged_intermediate",
 ]
 __version__ = "0.1.0"

@@ -97,14 +97,33 @@ void bind_ragged(nb::module_& m) {
       .def_ro("nodes", &OwnerPlan::nodes);
   m.def("plan_owners",
         [](const std::vector<Layout>& layouts, int mesh_dim, const std::optional<std::vector<double>>& compute_us,
-           const nb::handle& cost_model) {
+           const nb::handle& cost_model, const std::optional<std::string>& compute, int iterations,
+           std::optional<double> flops_per_us) {
           const CostModel cost = model_of(cost_model);
-          const std::vector<double> c = compute_us.value_or(std::vector<double>{});
+          std::vector<double> c = compute_us.value_or(std::vector<double>{});
+          if (compute) {
+            if (*compute != "newton_schulz")
+              throw InputError(fmt::format("compute {}: the one derived compute is 'newton_schulz'", quote_input(*compute)));
+            if (compute_us) throw InputError("compute='newton_schulz' and compute_us: one or the other");
+            if (!flops_per_us) throw InputError("compute='newton_schulz' needs flops_per_us (the owners' matmul rate)");
+            c = newton_schulz_us(layouts, iterations, *flops_per_us);
+          } else if (flops_per_us) {
+            throw InputError("flops_per_us without compute='newton_schulz'");
+          }
           nb::gil_scoped_release release;
           return plan_owners(layouts, mesh_dim, cost, c);
         },
-        "layouts"_a, "mesh_dim"_a, "compute_us"_a = nb::none(), "cost_model"_a = "default",
-        "An owner per tensor along mesh_dim minimising the largest per-rank time (LPT; exact for N <= 12)");
+        "layouts"_a, "mesh_dim"_a, "compute_us"_a = nb::none(), "cost_model"_a = "default", "compute"_a = nb::none(),
+        "iterations"_a = 5, "flops_per_us"_a = nb::none(),
+        "An owner per tensor along mesh_dim minimising the largest per-rank time (LPT; exact for N <= 12): the "
+        "time each owner receives its tensors in, plus compute_us, or with compute='newton_schulz' the Muon step's "
+        "Newton-Schulz iterations at flops_per_us");
+  m.def("newton_schulz_us",
+        [](const std::vector<Layout>& layouts, int iterations, double flops_per_us) {
+          return newton_schulz_us(layouts, iterations, flops_per_us);
+        },
+        "layouts"_a, "iterations"_a = 5, "flops_per_us"_a,
+        "Per tensor, the microseconds of `iterations` Newton-Schulz iterations on it as a matrix at flops_per_us");
   m.def("evaluate_owners",
         [](const std::vector<Layout>& layouts, int mesh_dim, const std::vector<std::int64_t>& owners,
            const std::optional<std::vector<double>>& compute_us, const nb::handle& cost_model) {

@@ -3,6 +3,9 @@
 #include "ragged_exchange.hpp"
 
 #include <algorithm>
+#include <tuple>
+
+#include "dtensor/error.hpp"
 
 #include "placement/groups.hpp"
 
@@ -20,6 +23,12 @@ std::vector<int> exchange_group_dims(const RaggedLayout& from) {
 
 ExchangePart exchange_part(const std::vector<IndexSet>& a, Interval pa, const std::vector<IndexSet>& b, Interval pb) {
   ExchangePart p;
+  if (a == b) {  // one block (a ragged cut against its own base, say): the pieces' positions are the overlap's
+    p.box = a;
+    p.lo = std::max(pa.start, pb.start);
+    p.hi = std::max(p.lo, std::min(pa.stop, pb.stop));
+    return p;
+  }
   p.box.reserve(a.size());
   for (std::size_t d = 0; d < a.size(); ++d) p.box.push_back(a[d].intersect(b[d]));
   if (box_numel(p.box) == 0) return p;
@@ -58,6 +67,62 @@ std::vector<ExchangePart> exchange_sends(const RaggedLayout& from, const RaggedL
 
 std::vector<ExchangePart> exchange_recvs(const RaggedLayout& from, const RaggedLayout& to, const std::vector<std::int64_t>& coord) {
   return exchange_parts(from, to, coord, false);
+}
+
+std::optional<std::vector<std::vector<std::int64_t>>> exchange_candidates(const RaggedLayout& from, const RaggedLayout& to) {
+  const Mesh& mesh = from.mesh();
+  const auto R = mesh.num_ranks();
+  // a rank's group: its coordinates on the mesh dims outside the exchange's group dims
+  const auto dims = exchange_group_dims(from);
+  std::vector<char> in_group(static_cast<std::size_t>(mesh.ndim()), 0);
+  for (int d : dims) in_group[static_cast<std::size_t>(d)] = 1;
+  struct Run {
+    std::int64_t group, start, stop, rank;
+    bool sender;
+  };
+  std::vector<Run> runs;
+  constexpr std::int64_t kMaxRuns = std::int64_t{1} << 24;
+  for (std::int64_t r = 0; r < R; ++r) {
+    const auto c = mesh.coord_of_rank(r);
+    std::int64_t group = 0;
+    for (int m = 0; m < mesh.ndim(); ++m)
+      if (!in_group[static_cast<std::size_t>(m)]) group = group * mesh.size(m) + c[static_cast<std::size_t>(m)];
+    for (const RaggedLayout* l : {&from, &to}) {
+      std::vector<Interval> owned;
+      try {
+        owned = l->owned_runs(c);
+      } catch (const InputError&) {
+        return std::nullopt;  // more runs on a rank than index lists hold
+      }
+      if (static_cast<std::int64_t>(runs.size() + owned.size()) > kMaxRuns) return std::nullopt;
+      for (const auto& iv : owned)
+        if (iv.stop > iv.start) runs.push_back({group, iv.start, iv.stop, r, l == &from});
+    }
+  }
+  std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) {
+    return std::tie(a.group, a.start, a.sender, a.rank) < std::tie(b.group, b.start, b.sender, b.rank);
+  });
+  // sweep each group's runs by start: a run meets every run of the other side still open
+  std::vector<std::pair<std::int64_t, std::int64_t>> pairs;  // (sender, receiver)
+  std::vector<const Run*> open_send, open_recv;
+  std::int64_t group = -1;
+  for (const auto& run : runs) {
+    if (run.group != group) open_send.clear(), open_recv.clear(), group = run.group;
+    auto& other = run.sender ? open_recv : open_send;
+    std::size_t keep = 0;
+    for (const Run* o : other)
+      if (o->stop > run.start) {
+        other[keep++] = o;
+        pairs.emplace_back(run.sender ? run.rank : o->rank, run.sender ? o->rank : run.rank);
+      }
+    other.resize(keep);
+    (run.sender ? open_send : open_recv).push_back(&run);
+  }
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  std::vector<std::vector<std::int64_t>> out(static_cast<std::size_t>(R));
+  for (const auto& [a, b] : pairs) out[static_cast<std::size_t>(a)].push_back(b);
+  return out;
 }
 
 bool contiguous_in(const std::vector<IndexSet>& sub, std::int64_t lo, std::int64_t hi, const std::vector<IndexSet>& block) {

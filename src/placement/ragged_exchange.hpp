@@ -2,6 +2,7 @@
 // The transfers of one ragged exchange, for one rank: what the planner costs and the executor
 // runs are the same list (ragged_exchange.cpp).
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "dtensor/ragged.hpp"
@@ -30,6 +31,14 @@ struct ExchangePart {
                                                        const std::vector<std::int64_t>& coord);
 [[nodiscard]] std::vector<ExchangePart> exchange_recvs(const RaggedLayout& from, const RaggedLayout& to,
                                                        const std::vector<std::int64_t>& coord);
+// The (sender, receiver) rank pairs of an exchange whose parts may hold elements: the pairs of one
+// group whose pieces share an element id, found by one sweep over every rank's owned runs (global
+// row-major ids) in O(runs log runs + overlapping runs), per sender ascending. Every pair whose
+// exchange_part has a count is among them (a pair that shares no element has none), so pricing
+// only these gives the same figures as every pair of every group. Empty (nullopt) when the runs
+// are too many to list (over 2^20 on a rank or 2^24 in all): the caller walks the groups.
+[[nodiscard]] std::optional<std::vector<std::vector<std::int64_t>>> exchange_candidates(const RaggedLayout& from,
+                                                                                        const RaggedLayout& to);
 // Whether box positions [lo, hi) of `sub` are one contiguous run of `block` (row-major).
 [[nodiscard]] bool contiguous_in(const std::vector<IndexSet>& sub, std::int64_t lo, std::int64_t hi,
                                  const std::vector<IndexSet>& block);

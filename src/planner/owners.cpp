@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
+#include <unordered_map>
 
 #include "dtensor/error.hpp"
 #include "placement/ragged_exchange.hpp"
@@ -21,6 +23,60 @@ struct Times {
   [[nodiscard]] double at(std::size_t i, std::size_t o) const { return t[i * m + o]; }
 };
 
+// Every owner's receive time for `l` at once, in closed form, where mesh_dim's split (if any) is
+// the last of its tensor dim's order: then the owner's target block is the union of the blocks
+// its line along mesh_dim holds, so it receives each other member's whole block, from that member
+// alone (a rank differing on another mesh dim holds other elements, or the same ones as a replica
+// outside the exchange's group). Per line (the coordinates on the other mesh dims) the members'
+// sizes give, for each owner, the bytes (the line's total less its own) and peers (the non-empty
+// others); the owner's time is the worst line's. The same integers owner_receive_us's walk adds
+// up, so the same doubles: O(ranks) local sizes per layout instead of one exchange per rank.
+// Empty (nullopt) when the split is not last: the exchange walk decides.
+std::optional<std::vector<double>> closed_form_times(const Layout& l, int mesh_dim, const CostModel& cost) {
+  const Sharding& sh = l.sharding();
+  if (sh.has_partial()) return std::nullopt;  // (owner_layout refuses it: the walk names the error)
+  if (sh.shard_dim_of(mesh_dim) >= 0 && !sh.is_last_in_order(mesh_dim)) return std::nullopt;
+  const Mesh& mesh = l.mesh();
+  const auto m = static_cast<std::size_t>(mesh.size(mesh_dim));
+  if (sh.shard_dim_of(mesh_dim) < 0) {  // replicated along mesh_dim: every owner holds its block already
+    Traffic none;
+    none.kind = Traffic::Kind::free;
+    return std::vector<double>(m, cost.time(none).total_us());
+  }
+  const auto s = static_cast<std::int64_t>(itemsize(l.dtype()));
+  const bool inter = cost.is_inter_host(mesh.shape(), mesh_dim);
+  std::vector<double> worst(m, 0.0);
+  std::vector<std::int64_t> numel(m);
+  std::vector<std::int64_t> c(static_cast<std::size_t>(mesh.ndim()), 0);
+  while (true) {  // each line: every coordinate with 0 on mesh_dim
+    std::int64_t total = 0, nonempty = 0;
+    for (std::size_t k = 0; k < m; ++k) {
+      c[static_cast<std::size_t>(mesh_dim)] = static_cast<std::int64_t>(k);
+      numel[k] = l.local_numel(c);
+      total += numel[k];
+      nonempty += numel[k] > 0 ? 1 : 0;
+    }
+    c[static_cast<std::size_t>(mesh_dim)] = 0;
+    for (std::size_t o = 0; o < m; ++o) {
+      const std::int64_t peers = nonempty - (numel[o] > 0 ? 1 : 0);
+      Traffic t;
+      t.kind = peers > 0 ? Traffic::Kind::direct : Traffic::Kind::free;
+      t.peers = peers;
+      t.inter_host = peers > 0 && inter;
+      t.bytes = static_cast<double>((total - numel[o]) * s);
+      worst[o] = std::max(worst[o], cost.time(t).total_us());
+    }
+    int d = mesh.ndim();
+    while (d-- > 0) {
+      if (d == mesh_dim) continue;
+      if (++c[static_cast<std::size_t>(d)] < mesh.size(d)) break;
+      c[static_cast<std::size_t>(d)] = 0;
+    }
+    if (d < 0) break;
+  }
+  return worst;
+}
+
 Times times_of(std::span<const Layout> layouts, int mesh_dim, const CostModel& cost, std::span<const double> compute_us) {
   if (layouts.empty()) return {};
   const Mesh& mesh = layouts[0].mesh();
@@ -33,12 +89,16 @@ Times times_of(std::span<const Layout> layouts, int mesh_dim, const CostModel& c
       throw InputError(fmt::format("compute time {} of tensor {} is not a time from 0 to 1e12 us", compute_us[i], i));
   Times T{layouts.size(), static_cast<std::size_t>(mesh.size(mesh_dim)), {}};
   T.t.resize(T.n * T.m);
+  // one row of receive times per distinct layout (a model's layers repeat a few shapes)
+  std::unordered_map<Layout, std::vector<double>> rows;
   for (std::size_t i = 0; i < T.n; ++i) {
     if (layouts[i].mesh() != mesh)
       throw InputError(fmt::format("tensor {} lies on mesh {}, tensor 0 on {}", i, layouts[i].mesh().str(), mesh.str()));
-    for (std::size_t o = 0; o < T.m; ++o)
-      T.t[i * T.m + o] = owner_receive_us(layouts[i], mesh_dim, static_cast<std::int64_t>(o), cost) +
-                         (compute_us.empty() ? 0.0 : compute_us[i]);
+    auto it = rows.find(layouts[i]);
+    if (it == rows.end()) {
+      it = rows.emplace(layouts[i], owner_receive_times(layouts[i], mesh_dim, cost)).first;
+    }
+    for (std::size_t o = 0; o < T.m; ++o) T.t[i * T.m + o] = it->second[o] + (compute_us.empty() ? 0.0 : compute_us[i]);
   }
   return T;
 }
@@ -94,6 +154,41 @@ double owner_receive_us(const Layout& l, int mesh_dim, std::int64_t owner, const
     worst = std::max(worst, cost.time(t).total_us());
   }
   return worst;
+}
+
+std::vector<double> owner_receive_times(const Layout& l, int mesh_dim, const CostModel& cost, bool* closed) {
+  if (mesh_dim < 0 || mesh_dim >= l.mesh().ndim())
+    throw InputError(fmt::format("owners along mesh dim {}: the mesh {} has {} dims", mesh_dim, l.mesh().str(), l.mesh().ndim()));
+  (void)owner_layout(l, mesh_dim, 0);  // the walk's refusals (a Partial, a sharded mesh dim before mesh_dim), its words
+  if (auto row = closed_form_times(l, mesh_dim, cost)) {
+    if (closed) *closed = true;
+    return std::move(*row);
+  }
+  if (closed) *closed = false;
+  std::vector<double> row;
+  for (std::int64_t o = 0; o < l.mesh().size(mesh_dim); ++o) row.push_back(owner_receive_us(l, mesh_dim, o, cost));
+  return row;
+}
+
+std::vector<double> newton_schulz_us(std::span<const Layout> layouts, int iterations, double flops_per_us) {
+  if (iterations < 1 || iterations > 1000)
+    throw InputError(fmt::format("Newton-Schulz iterations {}: from 1 to 1000", iterations));
+  if (!std::isfinite(flops_per_us) || !(flops_per_us > 0) || flops_per_us > 1e15)
+    throw InputError(fmt::format("flops_per_us {} is not a rate above 0 (at most 1e15)", flops_per_us));
+  std::vector<double> out;
+  out.reserve(layouts.size());
+  for (const auto& l : layouts) {
+    if (l.ndim() < 2) {
+      out.push_back(0.0);
+      continue;
+    }
+    double rows = static_cast<double>(l.shape()[0]), cols = 1;
+    for (int d = 1; d < l.ndim(); ++d) cols *= static_cast<double>(l.shape()[static_cast<std::size_t>(d)]);
+    const double lo = std::min(rows, cols), hi = std::max(rows, cols);
+    const double macs = 2 * lo * lo * hi + lo * lo * lo;
+    out.push_back(static_cast<double>(iterations) * 2 * macs / flops_per_us);
+  }
+  return out;
 }
 
 OwnerPlan evaluate_owners(std::span<const Layout> layouts, int mesh_dim, const CostModel& cost,

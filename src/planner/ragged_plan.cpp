@@ -72,9 +72,23 @@ std::vector<std::int64_t> exchange_received(const RaggedLayout& from, const Ragg
   check_exchange(from, to);
   const Mesh& mesh = from.mesh();
   std::vector<std::int64_t> out(static_cast<std::size_t>(mesh.num_ranks()), 0);
-  for (std::int64_t r = 0; r < mesh.num_ranks(); ++r)
-    for (const auto& p : detail::exchange_recvs(from, to, mesh.coord_of_rank(r)))
-      if (p.peer != r) out[static_cast<std::size_t>(r)] += p.count();
+  const auto candidates = detail::exchange_candidates(from, to);
+  if (!candidates) {  // too many runs to sweep: each rank's own receive list
+    for (std::int64_t r = 0; r < mesh.num_ranks(); ++r)
+      for (const auto& p : detail::exchange_recvs(from, to, mesh.coord_of_rank(r)))
+        if (p.peer != r) out[static_cast<std::size_t>(r)] += p.count();
+    return out;
+  }
+  for (std::int64_t a = 0; a < mesh.num_ranks(); ++a) {
+    const auto ca = mesh.coord_of_rank(a);
+    const auto fb = from.base().indices(ca);
+    const auto fp = from.piece(ca);
+    for (const auto b : (*candidates)[static_cast<std::size_t>(a)]) {
+      if (b == a) continue;
+      const auto cb = mesh.coord_of_rank(b);
+      out[static_cast<std::size_t>(b)] += detail::exchange_part(fb, fp, to.base().indices(cb), to.piece(cb)).count();
+    }
+  }
   return out;
 }
 
@@ -98,8 +112,18 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
   std::vector<std::int64_t> sent(R), received(R), copies(R), own(R), scratch(R), send_peers(R), recv_peers(R);
   std::uint32_t crossed = 0;
   const auto dims = detail::exchange_group_dims(from);
-  for (std::size_t a = 0; a < R; ++a)
-    for (const auto& pc : detail::group_members(mesh, coords[a], dims)) {
+  // the pairs whose pieces share an element (a sweep over the ranks' runs), else every group pair
+  const auto candidates = detail::exchange_candidates(from, to);
+  std::vector<std::vector<std::int64_t>> members;
+  for (std::size_t a = 0; a < R; ++a) {
+    if (!candidates) {
+      members.clear();
+      for (const auto& pc : detail::group_members(mesh, coords[a], dims)) members.push_back(coords[static_cast<std::size_t>(mesh.rank_at(pc))]);
+    }
+    const auto& peers_of_a = candidates ? (*candidates)[a] : std::vector<std::int64_t>{};
+    const std::size_t count = candidates ? peers_of_a.size() : members.size();
+    for (std::size_t k = 0; k < count; ++k) {
+      const auto& pc = candidates ? coords[static_cast<std::size_t>(peers_of_a[k])] : members[k];
       const auto b = static_cast<std::size_t>(mesh.rank_at(pc));
       const auto p = detail::exchange_part(fb[a], fp[a], tb[b], tp[b]);
       const auto n = p.count();
@@ -124,6 +148,7 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
         scratch[b] += n;
       }
     }
+  }
   for (std::size_t r = 0; r < R; ++r) {
     ex.bytes_sent = std::max(ex.bytes_sent, sent[r] * s);
     ex.bytes_received = std::max(ex.bytes_received, received[r] * s);

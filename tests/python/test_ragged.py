@@ -75,6 +75,20 @@ def test_plans_and_owners():
     assert o.exact and len(o.owners) == 5 and o.makespan_us == max(o.load_us)
     rr = dtensor.evaluate_owners(layouts, 0, [i % 4 for i in range(5)])
     assert o.makespan_us <= rr.makespan_us
+    # Newton-Schulz compute from the shapes: 5 iterations of 2*(2 min^2 max + min^3) flops
+    ns = dtensor.newton_schulz_us(layouts, 5, 1e6)
+    assert ns[0] == 5 * 2 * (2 * 64 * 64 * 512 + 64 ** 3) / 1e6
+    with_ns = dtensor.plan_owners(layouts, 0, compute="newton_schulz", flops_per_us=1e6)
+    assert with_ns.owners == dtensor.plan_owners(layouts, 0, compute_us=ns).owners
+    assert with_ns.makespan_us > o.makespan_us
+    for kwargs, message in [({"compute": "svd", "flops_per_us": 1.0}, "newton_schulz"),
+                            ({"compute": "newton_schulz"}, "needs flops_per_us"),
+                            ({"compute": "newton_schulz", "flops_per_us": 0.0}, "flops_per_us 0"),
+                            ({"compute": "newton_schulz", "flops_per_us": 1.0, "iterations": 0}, "iterations 0"),
+                            ({"compute": "newton_schulz", "flops_per_us": 1.0, "compute_us": ns}, "one or the other"),
+                            ({"flops_per_us": 1.0}, "without compute")]:
+        with pytest.raises(ValueError, match=message):
+            dtensor.plan_owners(layouts, 0, **kwargs)
 
 
 def test_flat_bucket():
