@@ -281,6 +281,51 @@ std::vector<Chunk> chunks_of(std::span<const SavedTensor> saved, std::span<const
       }
       members[static_cast<std::size_t>(it->second)].push_back(r);
     }
+    // A block is a product of per-dim index sets: per dim, its distinct sets (sorted by first
+    // index; when they are single runs that do not overlap, a chunk's extent finds the ones it
+    // meets by binary search), and the blocks by their per-dim set ids. A chunk then meets the
+    // blocks whose sets it meets on every dim: range queries, never a test of every block.
+    const std::size_t nd = L.shape().size();
+    std::vector<std::vector<IndexSet>> distinct(nd);
+    std::vector<bool> runs_sorted(nd, true);
+    std::map<std::vector<std::int32_t>, std::int32_t> block_of;
+    {
+      std::vector<std::map<std::vector<std::int64_t>, std::int32_t>> ids(nd);
+      std::vector<std::vector<std::int32_t>> tuples(blocks.size(), std::vector<std::int32_t>(nd));
+      for (std::size_t b = 0; b < blocks.size(); ++b)
+        for (std::size_t d = 0; d < nd; ++d) {
+          std::vector<std::int64_t> key;
+          for (const auto& run : blocks[b][d].runs()) key.insert(key.end(), {run.start, run.stop});
+          auto [it, fresh] = ids[d].emplace(std::move(key), static_cast<std::int32_t>(distinct[d].size()));
+          if (fresh) distinct[d].push_back(blocks[b][d]);
+          tuples[b][d] = it->second;
+        }
+      // per dim, the sets in order of their first index (ids renumbered to that order)
+      for (std::size_t d = 0; d < nd; ++d) {
+        std::vector<std::int32_t> order(distinct[d].size());
+        for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+        auto first = [&](std::int32_t i) {
+          const auto& r = distinct[d][static_cast<std::size_t>(i)].runs();
+          return r.empty() ? std::int64_t{-1} : r.front().start;
+        };
+        std::sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) { return std::pair(first(a), a) < std::pair(first(b), b); });
+        std::vector<std::int32_t> rank_of(order.size());
+        std::vector<IndexSet> sorted;
+        for (std::size_t i = 0; i < order.size(); ++i) {
+          rank_of[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);
+          sorted.push_back(distinct[d][static_cast<std::size_t>(order[i])]);
+        }
+        distinct[d] = std::move(sorted);
+        for (auto& tu : tuples) tu[d] = rank_of[static_cast<std::size_t>(tu[d])];
+        for (std::size_t i = 0; i < distinct[d].size(); ++i) {
+          const auto& r = distinct[d][i].runs();
+          if (r.size() > 1 || (i > 0 && !r.empty() && !distinct[d][i - 1].runs().empty() &&
+                               distinct[d][i - 1].runs().front().stop > r.front().start))
+            runs_sorted[d] = false;
+        }
+      }
+      for (std::size_t b = 0; b < blocks.size(); ++b) block_of.emplace(tuples[b], static_cast<std::int32_t>(b));
+    }
     const auto s = static_cast<std::int64_t>(itemsize(L.dtype()));
     for (std::size_t c = 0; c < saved[t].chunks.size(); ++c) {
       const auto& sc = saved[t].chunks[c];
@@ -288,13 +333,42 @@ std::vector<Chunk> chunks_of(std::span<const SavedTensor> saved, std::span<const
       for (auto z : sc.sizes) n *= z;
       if (n == 0) continue;
       Chunk ch{static_cast<std::int32_t>(t), static_cast<std::int32_t>(c), n * s, s, {}};
-      std::vector<IndexSet> box;
-      for (std::size_t d = 0; d < sc.sizes.size(); ++d) box.push_back(IndexSet::range(sc.offsets[d], sc.offsets[d] + sc.sizes[d]));
-      for (std::size_t b = 0; b < blocks.size(); ++b) {
-        std::int64_t e = 1;
-        for (std::size_t d = 0; d < box.size() && e > 0; ++d) e *= blocks[b][d].overlap(box[d]);
-        if (e > 0)
-          for (auto r : members[b]) ch.needers.emplace_back(r, e);
+      // per dim, the distinct sets the chunk meets and how many of its indices each holds
+      std::vector<std::vector<std::pair<std::int32_t, std::int64_t>>> meets(nd);
+      bool none = false;
+      for (std::size_t d = 0; d < nd && !none; ++d) {
+        const IndexSet box = IndexSet::range(sc.offsets[d], sc.offsets[d] + sc.sizes[d]);
+        std::size_t i = 0;
+        if (runs_sorted[d]) {  // the first set that ends after the chunk starts
+          i = static_cast<std::size_t>(std::partition_point(distinct[d].begin(), distinct[d].end(), [&](const IndexSet& x) {
+                return x.runs().empty() || x.runs().front().stop <= sc.offsets[d];
+              }) - distinct[d].begin());
+        }
+        for (; i < distinct[d].size(); ++i) {
+          if (runs_sorted[d] && !distinct[d][i].runs().empty() && distinct[d][i].runs().front().start >= sc.offsets[d] + sc.sizes[d]) break;
+          const auto e = distinct[d][i].overlap(box);
+          if (e > 0) meets[d].emplace_back(static_cast<std::int32_t>(i), e);
+        }
+        none = meets[d].empty();
+      }
+      if (!none && nd > 0) {
+        std::vector<std::size_t> at(nd, 0);
+        std::vector<std::int32_t> tuple(nd);
+        while (true) {
+          std::int64_t e = 1;
+          for (std::size_t d = 0; d < nd; ++d) {
+            tuple[d] = meets[d][at[d]].first;
+            e *= meets[d][at[d]].second;
+          }
+          if (const auto it = block_of.find(tuple); it != block_of.end())
+            for (auto r : members[static_cast<std::size_t>(it->second)]) ch.needers.emplace_back(r, e);
+          std::size_t d = nd;
+          while (d-- > 0 && ++at[d] == meets[d].size()) at[d] = 0;
+          if (d == static_cast<std::size_t>(-1)) break;
+        }
+      } else if (nd == 0) {  // a scalar: every block holds it
+        for (const auto& m : members)
+          for (auto r : m) ch.needers.emplace_back(r, 1);
       }
       std::sort(ch.needers.begin(), ch.needers.end());
       chunks.push_back(std::move(ch));
@@ -333,16 +407,27 @@ LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> rece
     return (read[r] + dread) / read_Bpus + static_cast<double>(opened[r] + dopen) * st.read_alpha_us +
            std::max(sent[r] + dsent, recv[r] + drecv) / link_Bpus;
   };
+  // every rank's time, ordered: kept only while rebalancing (the first pass never asks; the set is
+  // then built once, as keeping it through the first pass would have left it)
   std::set<std::pair<double, std::int64_t>> by_load;
-  for (std::int64_t r = 0; r < N; ++r) by_load.insert({0.0, r});
+  bool tracking = false;
   // applies a reader change of chunk k: sign +1 assigns it to `r`, -1 takes it away
   auto apply = [&](std::size_t k, std::int64_t r, int sign) {
     const double s = static_cast<double>(chunks[k].itemsize), bytes = static_cast<double>(chunks[k].bytes);
-    std::vector<std::int64_t> touched{r};
-    for (const auto& [m, e] : chunks[k].needers) touched.push_back(m);
-    std::sort(touched.begin(), touched.end());
-    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-    for (auto t : touched) by_load.erase({time_of(static_cast<std::size_t>(t), 0, 0, 0, 0), t});
+    std::vector<std::int64_t> touched;
+    if (tracking) {  // r and the needers (sorted by rank, one entry each): merged, not sorted
+      touched.reserve(chunks[k].needers.size() + 1);
+      bool placed = false;
+      for (const auto& [m, e] : chunks[k].needers) {
+        if (!placed && r <= m) {
+          if (r < m) touched.push_back(r);
+          placed = true;
+        }
+        if (touched.empty() || touched.back() != m) touched.push_back(m);
+      }
+      if (!placed) touched.push_back(r);
+      for (auto t : touched) by_load.erase({time_of(static_cast<std::size_t>(t), 0, 0, 0, 0), t});
+    }
     const auto u = static_cast<std::size_t>(r);
     read[u] += sign * bytes;
     opened[u] += sign;
@@ -350,25 +435,40 @@ LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> rece
       if (m != r) sent[u] += sign * static_cast<double>(e) * s, recv[static_cast<std::size_t>(m)] += sign * static_cast<double>(e) * s;
     for (auto t : touched) by_load.insert({time_of(static_cast<std::size_t>(t), 0, 0, 0, 0), t});
   };
-  // r's time with chunk k added (its read, and what it then sends instead of receiving)
-  auto time_with = [&](std::size_t k, std::int64_t r, int sign) {
+  // r's time with chunk k added (its read, and what it then sends instead of receiving): from the
+  // chunk's total needed elements and r's own (needers are sorted by rank), in O(log needers);
+  // integer sums, so the same doubles as adding the needers one by one
+  std::vector<std::int64_t> needed(chunks.size(), 0);
+  for (std::size_t k = 0; k < chunks.size(); ++k)
+    for (const auto& [m, e] : chunks[k].needers) needed[k] += e;
+  auto own_of = [&](std::size_t k, std::int64_t r) {
+    const auto& nd = chunks[k].needers;
+    std::int64_t own = 0;
+    for (auto it = std::lower_bound(nd.begin(), nd.end(), std::pair<std::int64_t, std::int64_t>(r, INT64_MIN));
+         it != nd.end() && it->first == r; ++it)
+      own += it->second;
+    return own;
+  };
+  auto time_with_own = [&](std::size_t k, std::int64_t r, std::int64_t own, int sign) {
     const double s = static_cast<double>(chunks[k].itemsize);
-    double out = 0, mine = 0;
-    for (const auto& [m, e] : chunks[k].needers) (m == r ? mine : out) += static_cast<double>(e) * s;
+    const double out = static_cast<double>(needed[k] - own) * s, mine = static_cast<double>(own) * s;
     return time_of(static_cast<std::size_t>(r), sign * static_cast<double>(chunks[k].bytes), sign, sign * out, -sign * mine);
   };
+  auto time_with = [&](std::size_t k, std::int64_t r, int sign) { return time_with_own(k, r, own_of(k, r), sign); };
   std::vector<std::int64_t> reader(chunks.size(), -1);
   for (const std::size_t k : order) {
     std::int64_t best = -1, best_own = 0;
     double best_time = 0;
     for (const auto& [r, e] : chunks[k].needers) {
-      const double t = time_with(k, r, +1);
+      const double t = time_with_own(k, r, e, +1);  // (one entry per rank: blocks are distinct per rank)
       if (best < 0 || t < best_time - 1e-9 || (t <= best_time + 1e-9 && (e > best_own || (e == best_own && r < best))))
         best = r, best_time = t, best_own = e;
     }
     reader[k] = best;
     apply(k, best, +1);
   }
+  for (std::int64_t r = 0; r < N; ++r) by_load.insert({time_of(static_cast<std::size_t>(r), 0, 0, 0, 0), r});
+  tracking = true;
   std::vector<std::vector<std::size_t>> read_by(n);  // per rank, its chunks, largest first
   for (const std::size_t k : order) read_by[static_cast<std::size_t>(reader[k])].push_back(k);
   for (std::size_t moves = 0; moves < chunks.size() && N > 1; ++moves) {
