@@ -12,12 +12,10 @@ peak RSS less an idle interpreter's). Target: per item, time and RSS at the larg
 those at the smallest.
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
 READ = """
 import sys, time, dtensor
@@ -72,10 +70,30 @@ def read(kind, path):
     return float(out.strip()), usage.ru_maxrss * 1024
 
 
+def write(kind, n, path):
+    """Writes one file in a child process: this process stays small, so the readers' children
+    (whose peak RSS counts what the process held before exec) start from an idle interpreter."""
+    subprocess.run([sys.executable, __file__, "--write", kind, str(n), path], check=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--write", nargs=3, metavar=("KIND", "N", "PATH"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.write:
+        kind, n, path = a.write[0], int(a.write[1]), a.write[2]
+        if kind == "request":
+            write_request(path, n)
+        elif kind == "plan":
+            write_request(path + ".req", n)
+            write_plan(path, n, path + ".req")
+            os.remove(path + ".req")
+        elif kind == "ragged":
+            write_ragged(path, n)
+        else:
+            write_batch(path, n)
+        return
     sizes = {"request": (1 << 14, 1 << 19 if a.quick else 1 << 23), "plan": (1 << 14, 1 << 17 if a.quick else 1 << 20),
              "ragged": (64, 512 if a.quick else 4096), "batch": (1 << 10, 1 << 12 if a.quick else 1 << 15)}
     rows = []
@@ -86,17 +104,7 @@ def main():
         for kind, ns in sizes.items():
             for n in ns:
                 path = os.path.join(d, f"{kind}{n}.json")
-                if kind == "request":
-                    write_request(path, n)
-                elif kind == "plan":
-                    req = os.path.join(d, f"req{n}.json")
-                    write_request(req, n)
-                    write_plan(path, n, req)
-                    os.remove(req)
-                elif kind == "ragged":
-                    write_ragged(path, n)
-                else:
-                    write_batch(path, n)
+                write(kind, n, path)
                 mib = os.path.getsize(path) / 2**20
                 wall, rss = read(kind, path)
                 rows.append((kind, n, mib, wall, max(rss - base_rss, 1)))
