@@ -125,6 +125,19 @@ std::optional<std::vector<std::vector<std::int64_t>>> exchange_candidates(const 
   return out;
 }
 
+void for_each_exchange_pair(const RaggedLayout& from, const RaggedLayout& to,
+                            const std::function<void(std::int64_t, std::int64_t)>& f) {
+  if (const auto candidates = exchange_candidates(from, to)) {
+    for (std::size_t a = 0; a < candidates->size(); ++a)
+      for (const auto b : (*candidates)[a]) f(static_cast<std::int64_t>(a), b);
+    return;
+  }
+  const Mesh& mesh = from.mesh();
+  const auto dims = exchange_group_dims(from);
+  for (std::int64_t a = 0; a < mesh.num_ranks(); ++a)
+    for (const auto& pc : group_members(mesh, mesh.coord_of_rank(a), dims)) f(a, mesh.rank_at(pc));
+}
+
 bool contiguous_in(const std::vector<IndexSet>& sub, std::int64_t lo, std::int64_t hi, const std::vector<IndexSet>& block) {
   if (hi <= lo) return true;
   return position_in(sub, hi - 1, block) - position_in(sub, lo, block) == hi - 1 - lo;

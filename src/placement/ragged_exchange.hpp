@@ -2,6 +2,7 @@
 // The transfers of one ragged exchange, for one rank: what the planner costs and the executor
 // runs are the same list (ragged_exchange.cpp).
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -39,6 +40,10 @@ struct ExchangePart {
 // are too many to list (over 2^20 on a rank or 2^24 in all): the caller walks the groups.
 [[nodiscard]] std::optional<std::vector<std::vector<std::int64_t>>> exchange_candidates(const RaggedLayout& from,
                                                                                         const RaggedLayout& to);
+// Calls f(sender, receiver) for every pair that may hold elements, senders ascending: the sweep's
+// candidates, or, when exchange_candidates gives none, every pair of each group (the walk).
+void for_each_exchange_pair(const RaggedLayout& from, const RaggedLayout& to,
+                            const std::function<void(std::int64_t, std::int64_t)>& f);
 // Whether box positions [lo, hi) of `sub` are one contiguous run of `block` (row-major).
 [[nodiscard]] bool contiguous_in(const std::vector<IndexSet>& sub, std::int64_t lo, std::int64_t hi,
                                  const std::vector<IndexSet>& block);

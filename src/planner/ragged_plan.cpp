@@ -72,23 +72,12 @@ std::vector<std::int64_t> exchange_received(const RaggedLayout& from, const Ragg
   check_exchange(from, to);
   const Mesh& mesh = from.mesh();
   std::vector<std::int64_t> out(static_cast<std::size_t>(mesh.num_ranks()), 0);
-  const auto candidates = detail::exchange_candidates(from, to);
-  if (!candidates) {  // too many runs to sweep: each rank's own receive list
-    for (std::int64_t r = 0; r < mesh.num_ranks(); ++r)
-      for (const auto& p : detail::exchange_recvs(from, to, mesh.coord_of_rank(r)))
-        if (p.peer != r) out[static_cast<std::size_t>(r)] += p.count();
-    return out;
-  }
-  for (std::int64_t a = 0; a < mesh.num_ranks(); ++a) {
-    const auto ca = mesh.coord_of_rank(a);
-    const auto fb = from.base().indices(ca);
-    const auto fp = from.piece(ca);
-    for (const auto b : (*candidates)[static_cast<std::size_t>(a)]) {
-      if (b == a) continue;
-      const auto cb = mesh.coord_of_rank(b);
-      out[static_cast<std::size_t>(b)] += detail::exchange_part(fb, fp, to.base().indices(cb), to.piece(cb)).count();
-    }
-  }
+  detail::for_each_exchange_pair(from, to, [&](std::int64_t a, std::int64_t b) {
+    if (b == a) return;
+    const auto ca = mesh.coord_of_rank(a), cb = mesh.coord_of_rank(b);
+    out[static_cast<std::size_t>(b)] +=
+        detail::exchange_part(from.base().indices(ca), from.piece(ca), to.base().indices(cb), to.piece(cb)).count();
+  });
   return out;
 }
 
@@ -111,44 +100,32 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
   }
   std::vector<std::int64_t> sent(R), received(R), copies(R), own(R), scratch(R), send_peers(R), recv_peers(R);
   std::uint32_t crossed = 0;
-  const auto dims = detail::exchange_group_dims(from);
-  // the pairs whose pieces share an element (a sweep over the ranks' runs), else every group pair
-  const auto candidates = detail::exchange_candidates(from, to);
-  std::vector<std::vector<std::int64_t>> members;
-  for (std::size_t a = 0; a < R; ++a) {
-    if (!candidates) {
-      members.clear();
-      for (const auto& pc : detail::group_members(mesh, coords[a], dims)) members.push_back(coords[static_cast<std::size_t>(mesh.rank_at(pc))]);
+  detail::for_each_exchange_pair(from, to, [&](std::int64_t sender, std::int64_t receiver) {
+    const auto a = static_cast<std::size_t>(sender), b = static_cast<std::size_t>(receiver);
+    const auto& pc = coords[b];
+    const auto p = detail::exchange_part(fb[a], fp[a], tb[b], tp[b]);
+    const auto n = p.count();
+    if (n == 0) return;
+    if (a == b) {  // its own part: a local copy
+      copies[a] += n;
+      own[a] += n;
+      return;
     }
-    const auto& peers_of_a = candidates ? (*candidates)[a] : std::vector<std::int64_t>{};
-    const std::size_t count = candidates ? peers_of_a.size() : members.size();
-    for (std::size_t k = 0; k < count; ++k) {
-      const auto& pc = candidates ? coords[static_cast<std::size_t>(peers_of_a[k])] : members[k];
-      const auto b = static_cast<std::size_t>(mesh.rank_at(pc));
-      const auto p = detail::exchange_part(fb[a], fp[a], tb[b], tp[b]);
-      const auto n = p.count();
-      if (n == 0) continue;
-      if (a == b) {  // its own part: a local copy
-        copies[a] += n;
-        own[a] += n;
-        continue;
-      }
-      for (int m = 0; m < mesh.ndim(); ++m)
-        if (pc[static_cast<std::size_t>(m)] != coords[a][static_cast<std::size_t>(m)]) crossed |= 1u << m;
-      sent[a] += n;
-      ++send_peers[a];
-      if (!detail::contiguous_in(p.box, p.lo, p.hi, fb[a])) {  // packed into scratch
-        copies[a] += n;
-        scratch[a] += n;
-      }
-      received[b] += n;
-      ++recv_peers[b];
-      if (!detail::contiguous_in(p.box, p.lo, p.hi, tb[b])) {  // unpacked from scratch
-        copies[b] += n;
-        scratch[b] += n;
-      }
+    for (int m = 0; m < mesh.ndim(); ++m)
+      if (pc[static_cast<std::size_t>(m)] != coords[a][static_cast<std::size_t>(m)]) crossed |= 1u << m;
+    sent[a] += n;
+    ++send_peers[a];
+    if (!detail::contiguous_in(p.box, p.lo, p.hi, fb[a])) {  // packed into scratch
+      copies[a] += n;
+      scratch[a] += n;
     }
-  }
+    received[b] += n;
+    ++recv_peers[b];
+    if (!detail::contiguous_in(p.box, p.lo, p.hi, tb[b])) {  // unpacked from scratch
+      copies[b] += n;
+      scratch[b] += n;
+    }
+  });
   for (std::size_t r = 0; r < R; ++r) {
     ex.bytes_sent = std::max(ex.bytes_sent, sent[r] * s);
     ex.bytes_received = std::max(ex.bytes_received, received[r] * s);
