@@ -32,6 +32,68 @@ std::string chunk_str(const SavedChunk& c) {
   return fmt::format("offsets {} sizes {}", shape_str(c.offsets), shape_str(c.sizes));
 }
 
+// The figures a plan's reads and messages give (what assign() records and check_load_figures()
+// recomputes): bytes read in all, by the busiest reader and at best (balanced), bytes moved
+// between ranks, the busiest rank's transfer and peers (a peer either way counts once) and, under
+// `cost` (else left 0 and false), whether a message crosses hosts, the reads' time at the plan's
+// storage parameters and the transfer's time. `itemsize_of(t)`: tensor t's element size.
+struct LoadFigures {
+  std::int64_t total_read = 0, busiest_read = 0, balanced_read = 0, moved = 0, busiest_transfer = 0, busiest_peers = 0;
+  bool inter_host = false;
+  double read_us = 0, transfer_us = 0;
+};
+template <class ItemSize>
+LoadFigures load_figures(const LoadPlan& plan, const ItemSize& itemsize_of, const CostModel* cost) {
+  const auto N = plan.mesh.num_ranks();
+  const auto n = static_cast<std::size_t>(N);
+  std::vector<std::int64_t> rs(n, 0), opened(n, 0), snt(n, 0), rcv(n, 0);
+  std::vector<std::pair<std::int64_t, std::int64_t>> links;
+  LoadFigures f;
+  std::int64_t largest = 0;
+  for (const auto& r : plan.reads) {
+    rs[static_cast<std::size_t>(r.reader)] += r.bytes;
+    ++opened[static_cast<std::size_t>(r.reader)];
+    f.total_read += r.bytes;
+    largest = std::max(largest, r.bytes);
+  }
+  for (const auto& x : plan.messages) {
+    if (x.to == x.from) continue;
+    const std::int64_t b = x.elements * itemsize_of(x.tensor);
+    snt[static_cast<std::size_t>(x.from)] += b;
+    rcv[static_cast<std::size_t>(x.to)] += b;
+    f.moved += b;
+    links.emplace_back(std::min(x.from, x.to), std::max(x.from, x.to));
+    if (cost) f.inter_host = f.inter_host || x.from / cost->devices_per_host != x.to / cost->devices_per_host;
+  }
+  std::sort(links.begin(), links.end());
+  links.erase(std::unique(links.begin(), links.end()), links.end());
+  std::vector<std::int64_t> peers(n, 0);
+  for (const auto& [a, b] : links) ++peers[static_cast<std::size_t>(a)], ++peers[static_cast<std::size_t>(b)];
+  const StorageParams& st = plan.storage;
+  for (std::size_t u = 0; u < n; ++u) {
+    f.busiest_read = std::max(f.busiest_read, rs[u]);
+    f.busiest_transfer = std::max({f.busiest_transfer, snt[u], rcv[u]});
+    f.busiest_peers = std::max(f.busiest_peers, peers[u]);
+    if (cost)
+      f.read_us = std::max(f.read_us, static_cast<double>(rs[u]) / (st.read_bw_GBps * 1e3) +
+                                          static_cast<double>(opened[u]) * st.read_alpha_us);
+  }
+  f.balanced_read = std::max((f.total_read + N - 1) / N, largest);
+  if (cost) {
+    Traffic tr;
+    if (f.moved == 0) {
+      tr.kind = Traffic::Kind::local;
+    } else {
+      tr.kind = Traffic::Kind::direct;
+      tr.peers = f.busiest_peers;
+      tr.bytes = static_cast<double>(f.busiest_transfer);
+      tr.inter_host = f.inter_host;
+    }
+    f.transfer_us = cost->time(tr).total_us();
+  }
+  return f;
+}
+
 // Range add and range maximum over n slots (coverage counts along one dim's cuts).
 class CoverTree {
  public:
@@ -494,52 +556,23 @@ LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> rece
     }), k);
   }
   // The record: reads in (tensor, chunk) order, messages in (tensor, chunk, to) order.
-  std::vector<std::int64_t> rs(static_cast<std::size_t>(N), 0), snt(static_cast<std::size_t>(N), 0), rcv(static_cast<std::size_t>(N), 0);
-  std::vector<std::pair<std::int64_t, std::int64_t>> links;
-  std::int64_t largest = 0;
   for (std::size_t k = 0; k < chunks.size(); ++k) {  // (made in (tensor, chunk) order)
     const Chunk& ch = chunks[k];
-    const auto from = reader[k];
-    plan.reads.push_back({ch.tensor, ch.index, from, ch.bytes});
-    plan.total_read_bytes += ch.bytes;
-    rs[static_cast<std::size_t>(from)] += ch.bytes;
-    largest = std::max(largest, ch.bytes);
-    const std::int64_t s = ch.itemsize;
-    for (const auto& [to, elements] : ch.needers) {
-      plan.messages.push_back({ch.tensor, ch.index, from, to, elements});
-      if (to != from) {
-        snt[static_cast<std::size_t>(from)] += elements * s;
-        rcv[static_cast<std::size_t>(to)] += elements * s;
-        plan.moved_bytes += elements * s;
-        links.emplace_back(std::min(from, to), std::max(from, to));  // a peer either way counts once
-        plan.inter_host = plan.inter_host || from / cost.devices_per_host != to / cost.devices_per_host;
-      }
-    }
+    plan.reads.push_back({ch.tensor, ch.index, reader[k], ch.bytes});
+    for (const auto& [to, elements] : ch.needers) plan.messages.push_back({ch.tensor, ch.index, reader[k], to, elements});
   }
-  std::sort(links.begin(), links.end());
-  links.erase(std::unique(links.begin(), links.end()), links.end());
-  std::vector<std::int64_t> peers(static_cast<std::size_t>(N), 0);
-  for (const auto& [a, b] : links) ++peers[static_cast<std::size_t>(a)], ++peers[static_cast<std::size_t>(b)];
-  double read_us = 0;
-  for (std::int64_t r = 0; r < N; ++r) {
-    const auto u = static_cast<std::size_t>(r);
-    plan.busiest_read_bytes = std::max(plan.busiest_read_bytes, rs[u]);
-    plan.busiest_transfer_bytes = std::max({plan.busiest_transfer_bytes, snt[u], rcv[u]});
-    plan.busiest_peers = std::max(plan.busiest_peers, peers[u]);
-    read_us = std::max(read_us, static_cast<double>(rs[u]) / read_Bpus + static_cast<double>(opened[u]) * st.read_alpha_us);
-  }
-  plan.balanced_read_bytes = std::max((plan.total_read_bytes + N - 1) / N, largest);
-  plan.read_us = read_us;
-  Traffic tr;
-  if (plan.moved_bytes == 0) {
-    tr.kind = Traffic::Kind::local;
-  } else {
-    tr.kind = Traffic::Kind::direct;
-    tr.peers = plan.busiest_peers;
-    tr.bytes = static_cast<double>(plan.busiest_transfer_bytes);
-    tr.inter_host = plan.inter_host;
-  }
-  plan.transfer_us = cost.time(tr).total_us();
+  const LoadFigures f = load_figures(
+      plan, [&](std::int32_t t) { return static_cast<std::int64_t>(itemsize(saved[static_cast<std::size_t>(t)].dtype)); },
+      &cost);
+  plan.total_read_bytes = f.total_read;
+  plan.busiest_read_bytes = f.busiest_read;
+  plan.balanced_read_bytes = f.balanced_read;
+  plan.moved_bytes = f.moved;
+  plan.busiest_transfer_bytes = f.busiest_transfer;
+  plan.busiest_peers = f.busiest_peers;
+  plan.inter_host = f.inter_host;
+  plan.read_us = f.read_us;
+  plan.transfer_us = f.transfer_us;
   plan.total_us = plan.read_us + plan.transfer_us;
   return plan;
 }
@@ -856,35 +889,9 @@ void check_load_figures(const LoadPlan& plan, std::span<const SavedTensor> saved
   for (std::size_t t = 0; t < targets.size(); ++t)
     received.push_back(plan.received_layout(static_cast<std::int32_t>(t), targets[t]));
   const auto N = plan.mesh.num_ranks();
-  const auto n = static_cast<std::size_t>(N);
-  std::vector<std::int64_t> rs(n, 0), opened(n, 0), snt(n, 0), rcv(n, 0);
-  std::vector<std::pair<std::int64_t, std::int64_t>> links;
-  std::int64_t total = 0, largest = 0, moved = 0;
-  bool inter = false;
-  for (const auto& r : plan.reads) {
-    rs[static_cast<std::size_t>(r.reader)] += r.bytes;
-    ++opened[static_cast<std::size_t>(r.reader)];
-    total += r.bytes;
-    largest = std::max(largest, r.bytes);
-  }
-  for (const auto& x : plan.messages) {
-    if (x.to == x.from) continue;
-    const auto b = x.elements * static_cast<std::int64_t>(itemsize(saved[static_cast<std::size_t>(x.tensor)].dtype));
-    snt[static_cast<std::size_t>(x.from)] += b;
-    rcv[static_cast<std::size_t>(x.to)] += b;
-    moved += b;
-    links.emplace_back(std::min(x.from, x.to), std::max(x.from, x.to));
-    if (cost) inter = inter || x.from / cost->devices_per_host != x.to / cost->devices_per_host;
-  }
-  std::sort(links.begin(), links.end());
-  links.erase(std::unique(links.begin(), links.end()), links.end());
-  std::vector<std::int64_t> peers(n, 0);
-  for (const auto& [a, b] : links) ++peers[static_cast<std::size_t>(a)], ++peers[static_cast<std::size_t>(b)];
-  std::int64_t busiest_transfer = 0, busiest_peers = 0;
-  for (std::size_t u = 0; u < n; ++u) {
-    busiest_transfer = std::max({busiest_transfer, snt[u], rcv[u]});
-    busiest_peers = std::max(busiest_peers, peers[u]);
-  }
+  const LoadFigures f = load_figures(
+      plan, [&](std::int32_t t) { return static_cast<std::int64_t>(itemsize(saved[static_cast<std::size_t>(t)].dtype)); },
+      cost);
   std::int64_t gathered = 0;
   for (const auto t : plan.staged)
     for (std::int64_t r = 0; r < N; ++r) {
@@ -896,10 +903,10 @@ void check_load_figures(const LoadPlan& plan, std::span<const SavedTensor> saved
   auto same = [](const char* field, std::int64_t have, std::int64_t want) {
     if (have != want) throw InputError(fmt::format("load plan: '{}' is {}, its entries give {}", field, have, want));
   };
-  same("balanced_read_bytes", plan.balanced_read_bytes, std::max((total + N - 1) / N, largest));
-  same("moved_bytes", plan.moved_bytes, moved);
-  same("busiest_transfer_bytes", plan.busiest_transfer_bytes, busiest_transfer);
-  same("busiest_peers", plan.busiest_peers, busiest_peers);
+  same("balanced_read_bytes", plan.balanced_read_bytes, f.balanced_read);
+  same("moved_bytes", plan.moved_bytes, f.moved);
+  same("busiest_transfer_bytes", plan.busiest_transfer_bytes, f.busiest_transfer);
+  same("busiest_peers", plan.busiest_peers, f.busiest_peers);
   same("gathered_bytes", plan.gathered_bytes, gathered);
   if (!detail::same_time(plan.post_us, plan.staged.empty() ? 0.0 : plan.post.total_cost_us))
     throw InputError(fmt::format("load plan: 'post_us' is {}, its post batch's total is {}", plan.post_us,
@@ -908,33 +915,19 @@ void check_load_figures(const LoadPlan& plan, std::span<const SavedTensor> saved
   if (plan.cost_model != cost->name)
     throw InputError(fmt::format("load plan: priced under cost model {}, not {} (check it with the model it was made with)",
                                  quote_input(plan.cost_model), quote_input(cost->name)));
-  if (plan.inter_host != inter)
+  if (plan.inter_host != f.inter_host)
     throw InputError(fmt::format("load plan: 'inter_host' is {}, its messages {} cross hosts of {} devices", plan.inter_host,
-                                 inter ? "do" : "do not", cost->devices_per_host));
+                                 f.inter_host ? "do" : "do not", cost->devices_per_host));
   const StorageParams& st = plan.storage;
   if (!(st.read_bw_GBps > 0) || !(st.read_alpha_us >= 0))
     throw InputError(fmt::format("load plan: read bandwidth {} GB/s and latency {} us: bandwidth positive, latency not "
                                  "negative", st.read_bw_GBps, st.read_alpha_us));
-  double read_us = 0;
-  for (std::size_t u = 0; u < n; ++u)
-    read_us = std::max(read_us, static_cast<double>(rs[u]) / (st.read_bw_GBps * 1e3) +
-                                    static_cast<double>(opened[u]) * st.read_alpha_us);
-  if (!detail::same_time(plan.read_us, read_us))
+  if (!detail::same_time(plan.read_us, f.read_us))
     throw InputError(fmt::format("load plan: 'read_us' is {}, its reads take {} at {} GB/s and {} us a chunk", plan.read_us,
-                                 read_us, st.read_bw_GBps, st.read_alpha_us));
-  Traffic tr;
-  if (moved == 0) {
-    tr.kind = Traffic::Kind::local;
-  } else {
-    tr.kind = Traffic::Kind::direct;
-    tr.peers = busiest_peers;
-    tr.bytes = static_cast<double>(busiest_transfer);
-    tr.inter_host = inter;
-  }
-  const double transfer_us = cost->time(tr).total_us();
-  if (!detail::same_time(plan.transfer_us, transfer_us))
+                                 f.read_us, st.read_bw_GBps, st.read_alpha_us));
+  if (!detail::same_time(plan.transfer_us, f.transfer_us))
     throw InputError(fmt::format("load plan: 'transfer_us' is {}, its messages take {} under {}", plan.transfer_us,
-                                 transfer_us, quote_input(cost->name)));
+                                 f.transfer_us, quote_input(cost->name)));
 }
 
 void check_load_plan(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets,
