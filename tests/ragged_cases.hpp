@@ -48,12 +48,10 @@ inline oracle::List piece(const std::vector<std::int64_t>& mesh, const std::vect
   return oracle::List(block.begin() + lo, block.begin() + lo + unit * c.units[i]);
 }
 
-// Whether the definition admits the case: on every block the units' sum divides its size and the
-// every rank's piece holds whole trailing rows (the caller keeps Partial out and the mesh dims before rdim R).
-inline bool valid(const std::vector<std::int64_t>& mesh, const std::vector<std::int64_t>& shape, const Case& c) {
-  if (c.rdim < 0) return true;
-  const std::int64_t sum = std::accumulate(c.units.begin(), c.units.end(), std::int64_t{0});
-  if (sum == 0 || c.k < 1 || c.k > static_cast<int>(shape.size())) return false;
+// Whether `f(n, row)` holds on every rank's block: its element count and its trailing row (the
+// product of its extents from dim k on), from the literal split.
+template <class F>
+bool every_block(const std::vector<std::int64_t>& mesh, const std::vector<std::int64_t>& shape, const Case& c, F&& f) {
   std::vector<std::int64_t> coord(mesh.size(), 0);
   while (true) {
     const auto sets = oracle::owned(mesh, shape, c.base, coord);
@@ -62,13 +60,7 @@ inline bool valid(const std::vector<std::int64_t>& mesh, const std::vector<std::
       n *= static_cast<std::int64_t>(sets[d].size());
       if (static_cast<int>(d) >= c.k) row *= static_cast<std::int64_t>(sets[d].size());
     }
-    if (n % sum != 0) return false;
-    // every piece [unit * units before it, + its own units) starts and stops on a row boundary
-    std::int64_t before = 0;
-    for (const auto u : c.units) {
-      if (row > 0 && u > 0 && ((n / sum) * before % row != 0 || (n / sum) * (before + u) % row != 0)) return false;
-      before += u;
-    }
+    if (!f(n, row)) return false;
     std::size_t m = mesh.size();
     while (m-- > 0) {
       if (++coord[m] < mesh[m]) break;
@@ -78,27 +70,30 @@ inline bool valid(const std::vector<std::int64_t>& mesh, const std::vector<std::
   }
 }
 
+// Whether the definition admits the case: on every block the units' sum divides its size and
+// every rank's piece holds whole trailing rows (the caller keeps Partial out and the mesh dims before rdim R).
+inline bool valid(const std::vector<std::int64_t>& mesh, const std::vector<std::int64_t>& shape, const Case& c) {
+  if (c.rdim < 0) return true;
+  const std::int64_t sum = std::accumulate(c.units.begin(), c.units.end(), std::int64_t{0});
+  if (sum == 0 || c.k < 1 || c.k > static_cast<int>(shape.size())) return false;
+  return every_block(mesh, shape, c, [&](std::int64_t n, std::int64_t row) {
+    if (n % sum != 0) return false;
+    // every piece [unit * units before it, + its own units) starts and stops on a row boundary
+    std::int64_t before = 0;
+    for (const auto u : c.units) {
+      if (row > 0 && u > 0 && ((n / sum) * before % row != 0 || (n / sum) * (before + u) % row != 0)) return false;
+      before += u;
+    }
+    return true;
+  });
+}
+
 // Whether a valid case's unit cuts a trailing row on some block (admitted only because every piece
 // still holds whole rows: the layouts veScale accepts beyond "the unit is whole rows").
 inline bool unit_cuts_row(const std::vector<std::int64_t>& mesh, const std::vector<std::int64_t>& shape, const Case& c) {
   if (c.rdim < 0) return false;
   const std::int64_t sum = std::accumulate(c.units.begin(), c.units.end(), std::int64_t{0});
-  std::vector<std::int64_t> coord(mesh.size(), 0);
-  while (true) {
-    const auto sets = oracle::owned(mesh, shape, c.base, coord);
-    std::int64_t n = 1, row = 1;
-    for (std::size_t d = 0; d < sets.size(); ++d) {
-      n *= static_cast<std::int64_t>(sets[d].size());
-      if (static_cast<int>(d) >= c.k) row *= static_cast<std::int64_t>(sets[d].size());
-    }
-    if (row > 0 && sum > 0 && (n / sum) % row != 0) return true;
-    std::size_t m = mesh.size();
-    while (m-- > 0) {
-      if (++coord[m] < mesh[m]) break;
-      coord[m] = 0;
-    }
-    if (m == static_cast<std::size_t>(-1)) return false;
-  }
+  return !every_block(mesh, shape, c, [&](std::int64_t n, std::int64_t row) { return !(row > 0 && sum > 0 && (n / sum) % row != 0); });
 }
 
 // A random ragged case on `mesh` for an nd-d tensor: a ragged mesh dim with only Replicate before
