@@ -366,7 +366,6 @@ def run_part(reads: list, messages: list, post: Optional[tuple], targets: list, 
         if failure is not None:
             raise err from failure
         raise err
-    items = reads
     device = targets[0].x._local_tensor.device if targets else torch.device("cpu")
     outs = [torch.empty(tg.received.local_shape(me), dtype=tg.x.dtype, device=device) if tg.received is not tg.layout
             else tg.x._local_tensor if tg.x._local_tensor.is_contiguous() else tg.x._local_tensor.contiguous()
@@ -412,4 +411,4 @@ def run_part(reads: list, messages: list, post: Optional[tuple], targets: list, 
     for tg, out in zip(targets, outs):
         if out is not tg.x._local_tensor:
             tg.x._local_tensor.copy_(out)
-    return {"read_bytes": read_bytes, "sent_bytes": sent, "received_bytes": received, "chunks_read": len(items)}
+    return {"read_bytes": read_bytes, "sent_bytes": sent, "received_bytes": received, "chunks_read": len(reads)}
