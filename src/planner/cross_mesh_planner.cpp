@@ -16,6 +16,7 @@
 #include "dtensor/error.hpp"
 #include "dtensor/plan_cache.hpp"
 #include "placement/odometer.hpp"
+#include "placement/blocks.hpp"
 #include "planner/bounds.hpp"
 
 namespace dtensor {
@@ -34,32 +35,26 @@ std::int64_t world_of(std::span<const std::int64_t> a, std::span<const std::int6
   return m;
 }
 
-// One intermediate layout's per-rank index sets and, for A, its replica classes (ranks with
-// identical holdings, in order of their lowest rank; two A ranks' boxes are identical or disjoint).
+// One intermediate layout's distinct blocks (placement/blocks.hpp) and, for A, its replica
+// classes: the non-empty blocks, in order of their lowest rank (two A ranks' boxes are identical
+// or disjoint), each held by the block's members.
 struct Side {
-  std::vector<std::vector<IndexSet>> sets;
-  std::vector<std::vector<std::int64_t>> classes;
+  std::optional<detail::LayoutBlocks> blocks;
+  std::vector<std::int32_t> classes;         // class -> block
+  std::vector<std::int32_t> class_of_block;  // block -> class (-1: an empty block)
 };
 
-Side side_of(const Layout& l, bool with_classes) {
+Side side_of(const Layout& l) {
   Side sd;
-  sd.sets = rank_sets(l);
-  if (!with_classes) return sd;
-  std::map<std::vector<std::int64_t>, std::size_t> index;  // key: the holdings' runs, dims separated by -1
-  for (std::size_t a = 0; a < sd.sets.size(); ++a) {
-    if (box_numel(sd.sets[a]) == 0) continue;
-    std::vector<std::int64_t> key;
-    for (const auto& set : sd.sets[a]) {
-      for (const auto& r : set.runs()) key.insert(key.end(), {r.start, r.stop});
-      key.push_back(-1);
+  sd.blocks.emplace(l);
+  sd.class_of_block.assign(sd.blocks->size(), -1);
+  for (std::size_t b = 0; b < sd.blocks->size(); ++b)
+    if (sd.blocks->numel(b) > 0) {
+      sd.class_of_block[b] = static_cast<std::int32_t>(sd.classes.size());
+      sd.classes.push_back(static_cast<std::int32_t>(b));
     }
-    auto [it, fresh] = index.try_emplace(std::move(key), sd.classes.size());
-    if (fresh) sd.classes.emplace_back();
-    sd.classes[it->second].push_back(static_cast<std::int64_t>(a));
-  }
   return sd;
 }
-
 
 struct Piece {
   std::size_t k;
@@ -88,53 +83,60 @@ double transfer_cost(const TransferResult& t, const CostModel& cost) {
 //  - split: each class's pieces, in receiver order, filled into its holders in rank order up to
 //    an even share each (a piece split by rows of its first dim longer than 1), which reaches the
 //    balanced bound within one row.
-TransferResult compute_transfer(const Side& A, const Side& B, const UsedRanks& u, std::int64_t s, const CostModel& cost) {
+// The classes a B rank meets are found once per B block by range queries (never every class for
+// every B rank): O(pieces log) in all. `a_at_world`: per compact world rank, the A mesh rank on
+// it (-1: none).
+TransferResult compute_transfer(const Side& A, const Side& B, const UsedRanks& u, std::int64_t s, const CostModel& cost,
+                                std::span<const std::int64_t> a_at_world) {
+  const auto& ab = *A.blocks;
+  const auto& bb = *B.blocks;
+  // per B block, the A classes it meets (ascending), once
+  std::vector<detail::LayoutBlocks::Meet> met;
+  std::vector<std::int64_t> met_start(bb.size() + 1, 0);
+  for (std::size_t j = 0; j < bb.size(); ++j) {
+    if (bb.numel(j) > 0) ab.meeting(bb.box(j), met);
+    met_start[j + 1] = static_cast<std::int64_t>(met.size());
+  }
   std::vector<CrossMeshPlan::Message> fixed;  // local copies
   std::vector<Piece> pending;
   std::vector<std::int64_t> recv(u.used, 0), class_total(A.classes.size(), 0);
-  for (std::int64_t b = 0; b < static_cast<std::int64_t>(B.sets.size()); ++b) {
-    const auto& nb = B.sets[static_cast<std::size_t>(b)];
+  const auto nb = static_cast<std::int64_t>(u.dst.size());
+  for (std::int64_t b = 0; b < nb; ++b) {
     const auto wb = u.dst[static_cast<std::size_t>(b)];
-    for (std::size_t k = 0; k < A.classes.size(); ++k) {
-      const auto& hk = A.sets[static_cast<std::size_t>(A.classes[k].front())];
-      std::int64_t n = 1, rows = 1;
-      bool found = false;
-      for (std::size_t d = 0; d < nb.size() && n > 0; ++d) {
-        const auto o = nb[d].overlap(hk[d]);
-        n *= o;
-        if (!found && o > 1) {
-          rows = o;
-          found = true;
-        }
-      }
-      if (n == 0) continue;
-      std::optional<std::int64_t> self;
-      for (auto a : A.classes[k])
-        if (u.src[static_cast<std::size_t>(a)] == wb) self = a;
-      if (self) {
-        fixed.push_back({*self, b, n});
+    const auto j = static_cast<std::size_t>(bb.block_of(b));
+    const std::int64_t self = a_at_world[static_cast<std::size_t>(wb)];
+    const std::int32_t self_block = self >= 0 ? ab.block_of(self) : -1;
+    for (auto i = met_start[j]; i < met_start[j + 1]; ++i) {
+      const auto& m = met[static_cast<std::size_t>(i)];
+      const auto k = A.class_of_block[static_cast<std::size_t>(m.block)];
+      if (m.block == self_block) {
+        fixed.push_back({self, b, m.elements});
         continue;
       }
-      pending.push_back({k, b, n, rows});
-      recv[static_cast<std::size_t>(wb)] += n;
-      class_total[k] += n;
+      pending.push_back({static_cast<std::size_t>(k), b, m.elements, m.rows});
+      recv[static_cast<std::size_t>(wb)] += m.elements;
+      class_total[static_cast<std::size_t>(k)] += m.elements;
     }
   }
   std::int64_t bound = 0;
   for (auto r : recv) bound = std::max(bound, r);
   for (std::size_t k = 0; k < A.classes.size(); ++k) {
-    const auto c = static_cast<std::int64_t>(A.classes[k].size());
+    const auto c = static_cast<std::int64_t>(ab.members(static_cast<std::size_t>(A.classes[k])).size());
     bound = std::max(bound, (class_total[k] + c - 1) / c);
   }
-  // whole pieces, greedy
+  // whole pieces, greedy: largest first, ties in (receiver, class) order
   std::vector<CrossMeshPlan::Message> whole = fixed;
   {
-    std::vector<Piece> order = pending;
-    std::stable_sort(order.begin(), order.end(), [](const Piece& x, const Piece& y) { return x.n > y.n; });
+    std::vector<std::pair<std::int64_t, std::size_t>> order;  // (-n, position)
+    order.reserve(pending.size());
+    for (std::size_t i = 0; i < pending.size(); ++i) order.emplace_back(-pending[i].n, i);
+    std::sort(order.begin(), order.end());
     std::vector<std::int64_t> sent(u.used, 0);
-    for (const auto& p : order) {
+    whole.reserve(fixed.size() + pending.size());
+    for (const auto& [neg, i] : order) {
+      const Piece& p = pending[i];
       std::int64_t best = -1, best_key = 0, best_sent = 0;
-      for (auto a : A.classes[p.k]) {
+      for (auto a : ab.members(static_cast<std::size_t>(A.classes[p.k]))) {
         const auto w = static_cast<std::size_t>(u.src[static_cast<std::size_t>(a)]);
         const auto key = std::max(sent[w] + p.n, recv[w]);
         if (best < 0 || key < best_key || (key == best_key && sent[w] < best_sent)) {
@@ -149,18 +151,20 @@ TransferResult compute_transfer(const Side& A, const Side& B, const UsedRanks& u
   }
   auto t_whole = finish(std::move(whole), u, s, cost.devices_per_host, bound);
   bool any_split = false;
-  for (const auto& c : A.classes) any_split = any_split || c.size() > 1;
+  for (auto blk : A.classes) any_split = any_split || ab.members(static_cast<std::size_t>(blk)).size() > 1;
   if (!any_split) return t_whole;
-  // split: water-fill each class's holders in rank order
-  std::vector<CrossMeshPlan::Message> split = fixed;
+  // split: water-fill each class's holders in rank order (each class's pieces in receiver order)
+  std::vector<std::vector<std::size_t>> of_class(A.classes.size());
+  for (std::size_t i = 0; i < pending.size(); ++i) of_class[pending[i].k].push_back(i);
+  std::vector<CrossMeshPlan::Message> split = std::move(fixed);
   for (std::size_t k = 0; k < A.classes.size(); ++k) {
-    const auto& holders = A.classes[k];
+    const auto holders = ab.members(static_cast<std::size_t>(A.classes[k]));
     const auto c = static_cast<std::int64_t>(holders.size());
     const auto cap = (class_total[k] + c - 1) / c;
     std::size_t h = 0;
     std::int64_t load = 0;
-    for (const auto& p : pending) {
-      if (p.k != k) continue;
+    for (const auto i : of_class[k]) {
+      const Piece& p = pending[i];
       const std::int64_t z = p.n / p.rows;  // elements per row
       std::int64_t row = 0;
       while (row < p.rows) {
@@ -182,7 +186,7 @@ TransferResult compute_transfer(const Side& A, const Side& B, const UsedRanks& u
     }
   }
   auto t_split = finish(std::move(split), u, s, cost.devices_per_host, bound);
-  return transfer_cost(t_split, cost) < transfer_cost(t_whole, cost) ? t_split : t_whole;
+  return transfer_cost(t_split, cost) < transfer_cost(t_whole, cost) ? std::move(t_split) : std::move(t_whole);
 }
 
 void add_unique(std::vector<Sharding>& out, const Sharding& s) {
@@ -378,39 +382,52 @@ CrossMeshPlan plan_cross_mesh(const Layout& src, std::span<const std::int64_t> s
   // class of A ranks sends its block R_j times, at best split evenly (send_floor_i * R_j).
   std::vector<std::int64_t> recv_floor(mids_b.size(), 0), copies(mids_b.size(), 0);
   std::vector<double> send_floor(mids_a.size(), 0);
-  const std::set<std::int64_t> on_a(src_ranks.begin(), src_ranks.end());
+  // per compact world rank, the A mesh rank on it (-1: none)
+  std::vector<std::int64_t> a_at_world(used.used, -1);
+  for (std::size_t a = 0; a < used.src.size(); ++a) a_at_world[static_cast<std::size_t>(used.src[a])] = static_cast<std::int64_t>(a);
   bool disjoint = true;
-  for (auto r : dst_ranks) disjoint = disjoint && !on_a.count(r);
+  for (auto w : used.dst) disjoint = disjoint && a_at_world[static_cast<std::size_t>(w)] < 0;
   for (std::size_t i = 0; i < mids_a.size(); ++i) {
     if (!mids_a[i]) continue;
-    src_sides[i] = side_of(*mids_a[i], true);
-    for (const auto& cl : src_sides[i].classes)
-      send_floor[i] = std::max(send_floor[i], static_cast<double>(box_numel(src_sides[i].sets[static_cast<std::size_t>(cl.front())])) /
-                                                  static_cast<double>(cl.size()));
+    src_sides[i] = side_of(*mids_a[i]);
+    const auto& ab = *src_sides[i].blocks;
+    for (const auto blk : src_sides[i].classes)
+      send_floor[i] = std::max(send_floor[i], static_cast<double>(ab.numel(static_cast<std::size_t>(blk))) /
+                                                  static_cast<double>(ab.members(static_cast<std::size_t>(blk)).size()));
   }
   for (std::size_t j = 0; j < mids_b.size(); ++j) {
     if (!mids_b[j]) continue;
-    dst_sides[j] = side_of(*mids_b[j], false);
+    dst_sides[j] = side_of(*mids_b[j]);
+    const auto& bb = *dst_sides[j].blocks;
     std::int64_t held = 0;
-    for (std::size_t b = 0; b < dst_sides[j].sets.size(); ++b) {
-      const auto n = box_numel(dst_sides[j].sets[b]);
-      held += n;
-      if (!on_a.count(dst_ranks[b])) recv_floor[j] = std::max(recv_floor[j], n);
+    for (std::size_t blk = 0; blk < bb.size(); ++blk) {
+      const auto n = bb.numel(blk);
+      for (auto b : bb.members(blk)) {
+        held += n;
+        if (a_at_world[static_cast<std::size_t>(used.dst[static_cast<std::size_t>(b)])] < 0) recv_floor[j] = std::max(recv_floor[j], n);
+      }
     }
     copies[j] = src.numel() > 0 ? held / src.numel() : 0;
   }
   // when no A rank shares a host with a B rank, every message crosses hosts
   bool all_inter = cost.devices_per_host > 0;
-  for (auto a : src_ranks)
-    for (auto b : dst_ranks) all_inter = all_inter && a / cost.devices_per_host != b / cost.devices_per_host;
+  if (all_inter) {
+    std::set<std::int64_t> a_hosts;
+    for (auto a : src_ranks) a_hosts.insert(a / cost.devices_per_host);
+    for (auto b : dst_ranks) all_inter = all_inter && !a_hosts.count(b / cost.devices_per_host);
+  }
   auto floor_of = [&](std::size_t i, std::size_t j) {
     double most = static_cast<double>(recv_floor[j]);
     if (disjoint) most = std::max(most, std::floor(send_floor[i] * static_cast<double>(copies[j])));
     if (most <= 0) return 0.0;
-    // a direct step of those bytes to one peer, without copies: what any transfer moving them costs at least
+    // A B rank receives a piece from each A class its block meets, each from another world rank
+    // (but for one, held on its own world rank when the meshes share ranks): the busiest rank's
+    // peers are at least the most classes one B block meets, less one unless the meshes are disjoint.
+    const std::int64_t met = src_sides[i].blocks->most_met_by(*dst_sides[j].blocks) - (disjoint ? 0 : 1);
+    // a direct step of those bytes to that many peers, without copies: what any transfer moving them costs at least
     Traffic t;
     t.kind = Traffic::Kind::direct;
-    t.peers = 1;
+    t.peers = std::max<std::int64_t>(1, met);
     t.bytes = most * static_cast<double>(s);
     t.inter_host = true;
     const double inter = cost.time(t).total_us();
@@ -443,7 +460,7 @@ CrossMeshPlan plan_cross_mesh(const Layout& src, std::span<const std::int64_t> s
     if (!post_p || (best_cost && pre_p->total_cost_us + post_p->total_cost_us + tf > *best_cost)) continue;
     const Plan& pre = *pre_p;
     const Plan& post = *post_p;
-    const auto t = compute_transfer(src_sides[i], dst_sides[j], used, s, cost);
+    const auto t = compute_transfer(src_sides[i], dst_sides[j], used, s, cost, a_at_world);
     const double tc = transfer_cost(t, cost);
     const double total = pre.total_cost_us + tc + post.total_cost_us;
     // ties: the earlier pair in candidate order (the source's and target's own layouts first)

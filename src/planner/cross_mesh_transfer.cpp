@@ -55,10 +55,28 @@ std::vector<IndexSet> split_box(std::vector<IndexSet> box, const CrossMeshPlan::
 TransferResult finish(std::vector<CrossMeshPlan::Message> messages, const UsedRanks& u, std::int64_t s,
                       std::int64_t devices_per_host, std::int64_t bound) {
   TransferResult t;
-  std::sort(messages.begin(), messages.end(),
-            [](const auto& x, const auto& y) { return x.to != y.to ? x.to < y.to : x.from < y.from; });
-  std::vector<std::int64_t> sent(u.used, 0), recv(u.used, 0), local(u.used, 0);
-  std::vector<std::vector<std::int64_t>> peers(u.used);
+  // by receiver (a counting pass), then by sender within each receiver
+  {
+    std::vector<std::size_t> start(u.dst.size() + 1, 0);
+    for (const auto& m : messages) ++start[static_cast<std::size_t>(m.to) + 1];
+    for (std::size_t b = 0; b < u.dst.size(); ++b) start[b + 1] += start[b];
+    std::vector<CrossMeshPlan::Message> by_to(messages.size());
+    std::vector<std::size_t> at(start.begin(), start.end() - 1);
+    for (const auto& m : messages) by_to[at[static_cast<std::size_t>(m.to)]++] = m;
+    for (std::size_t b = 0; b < u.dst.size(); ++b)
+      std::sort(by_to.begin() + static_cast<std::ptrdiff_t>(start[b]), by_to.begin() + static_cast<std::ptrdiff_t>(start[b + 1]),
+                [](const auto& x, const auto& y) { return x.from < y.from; });
+    messages = std::move(by_to);
+  }
+  // Peers: a world rank's distinct peers. Its receives come from distinct senders in each receiver's
+  // run (ascending); its sends reach a new peer whenever the receiver changes (messages go by
+  // receiver); only a world rank on both meshes may meet one peer both ways, and lists its peers.
+  std::vector<std::int64_t> sent(u.used, 0), recv(u.used, 0), local(u.used, 0), npeers(u.used, 0);
+  std::vector<std::int64_t> last_to(u.used, -1), last_from(u.used, -1);
+  std::vector<char> on_src(u.used, 0), on_dst(u.used, 0);
+  for (auto w : u.src) on_src[static_cast<std::size_t>(w)] = 1;
+  for (auto w : u.dst) on_dst[static_cast<std::size_t>(w)] = 1;
+  std::vector<std::vector<std::int64_t>> both_peers(u.used);
   for (const auto& m : messages) {
     const auto wa = static_cast<std::size_t>(u.src[static_cast<std::size_t>(m.from)]);
     const auto wb = static_cast<std::size_t>(u.dst[static_cast<std::size_t>(m.to)]);
@@ -69,17 +87,28 @@ TransferResult finish(std::vector<CrossMeshPlan::Message> messages, const UsedRa
     sent[wa] += m.elements;
     recv[wb] += m.elements;
     t.transfer_bytes += m.elements * s;
-    peers[wa].push_back(static_cast<std::int64_t>(wb));
-    peers[wb].push_back(static_cast<std::int64_t>(wa));
+    if (on_dst[wa]) {
+      both_peers[wa].push_back(static_cast<std::int64_t>(wb));
+    } else if (last_to[wa] != static_cast<std::int64_t>(wb)) {
+      last_to[wa] = static_cast<std::int64_t>(wb);
+      ++npeers[wa];
+    }
+    if (on_src[wb]) {
+      both_peers[wb].push_back(static_cast<std::int64_t>(wa));
+    } else if (last_from[wb] != static_cast<std::int64_t>(wa)) {
+      last_from[wb] = static_cast<std::int64_t>(wa);
+      ++npeers[wb];
+    }
     const auto ida = u.src_ids[static_cast<std::size_t>(m.from)], idb = u.dst_ids[static_cast<std::size_t>(m.to)];
     if (devices_per_host > 0 && ida / devices_per_host != idb / devices_per_host) t.inter_host = true;
   }
   for (std::size_t w = 0; w < u.used; ++w) {
-    auto& pw = peers[w];
-    std::sort(pw.begin(), pw.end());
-    pw.erase(std::unique(pw.begin(), pw.end()), pw.end());
+    if (auto& pw = both_peers[w]; !pw.empty()) {
+      std::sort(pw.begin(), pw.end());
+      npeers[w] = std::unique(pw.begin(), pw.end()) - pw.begin();
+    }
     t.busiest_bytes = std::max(t.busiest_bytes, std::max(sent[w], recv[w]) * s);
-    t.busiest_peers = std::max(t.busiest_peers, static_cast<std::int64_t>(pw.size()));
+    t.busiest_peers = std::max(t.busiest_peers, npeers[w]);
     t.copy_bytes = std::max(t.copy_bytes, (sent[w] + recv[w] + local[w]) * s);
   }
   t.bound_bytes = bound * s;

@@ -20,6 +20,7 @@
 #include "dtensor/error.hpp"
 #include "dtensor/ragged_plan.hpp"
 #include "load_fanout.hpp"
+#include "placement/blocks.hpp"
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
 
@@ -318,120 +319,29 @@ Mesh check_inputs(std::span<const SavedTensor> saved, std::span<const Layout> ta
   return mesh;
 }
 
-// Per tensor, the target's distinct blocks (ranks holding equal index sets: replicas), and per
-// chunk with bytes, its needers in rank order (a rank is in one block: so a chunk's messages are
-// in `to` order as plan_load makes them); in (tensor, chunk) order.
-std::vector<Chunk> chunks_of(std::span<const SavedTensor> saved, std::span<const Layout> targets, const Mesh& mesh) {
-  const std::int64_t N = mesh.num_ranks();
+// Per chunk with bytes, its needers in rank order: the members of every distinct block of the
+// target (ranks holding equal index sets: replicas) that the chunk meets, found by range queries
+// (placement/blocks.hpp), never by testing every block. A rank is in one block, so a chunk's
+// messages are in `to` order as plan_load makes them; in (tensor, chunk) order.
+std::vector<Chunk> chunks_of(std::span<const SavedTensor> saved, std::span<const Layout> targets, const Mesh&) {
   std::vector<Chunk> chunks;
+  std::vector<detail::LayoutBlocks::Meet> met;
   for (std::size_t t = 0; t < saved.size(); ++t) {
     const Layout& L = targets[t];
-    std::map<std::vector<std::int64_t>, std::int32_t> index;
-    std::vector<std::vector<IndexSet>> blocks;
-    std::vector<std::vector<std::int64_t>> members;  // block -> its ranks
-    for (std::int64_t r = 0; r < N; ++r) {
-      auto sets = L.indices(mesh.coord_of_rank(r));
-      std::vector<std::int64_t> key;  // every dim's runs, dims separated by -1
-      for (const auto& x : sets) {
-        for (const auto& run : x.runs()) key.insert(key.end(), {run.start, run.stop});
-        key.push_back(-1);
-      }
-      auto [it, fresh] = index.emplace(std::move(key), static_cast<std::int32_t>(blocks.size()));
-      if (fresh) {
-        blocks.push_back(std::move(sets));
-        members.emplace_back();
-      }
-      members[static_cast<std::size_t>(it->second)].push_back(r);
-    }
-    // A block is a product of per-dim index sets: per dim, its distinct sets (sorted by first
-    // index; when they are single runs that do not overlap, a chunk's extent finds the ones it
-    // meets by binary search), and the blocks by their per-dim set ids. A chunk then meets the
-    // blocks whose sets it meets on every dim: range queries, never a test of every block.
-    const std::size_t nd = L.shape().size();
-    std::vector<std::vector<IndexSet>> distinct(nd);
-    std::vector<bool> runs_sorted(nd, true);
-    std::map<std::vector<std::int32_t>, std::int32_t> block_of;
-    {
-      std::vector<std::map<std::vector<std::int64_t>, std::int32_t>> ids(nd);
-      std::vector<std::vector<std::int32_t>> tuples(blocks.size(), std::vector<std::int32_t>(nd));
-      for (std::size_t b = 0; b < blocks.size(); ++b)
-        for (std::size_t d = 0; d < nd; ++d) {
-          std::vector<std::int64_t> key;
-          for (const auto& run : blocks[b][d].runs()) key.insert(key.end(), {run.start, run.stop});
-          auto [it, fresh] = ids[d].emplace(std::move(key), static_cast<std::int32_t>(distinct[d].size()));
-          if (fresh) distinct[d].push_back(blocks[b][d]);
-          tuples[b][d] = it->second;
-        }
-      // per dim, the sets in order of their first index (ids renumbered to that order)
-      for (std::size_t d = 0; d < nd; ++d) {
-        std::vector<std::int32_t> order(distinct[d].size());
-        for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
-        auto first = [&](std::int32_t i) {
-          const auto& r = distinct[d][static_cast<std::size_t>(i)].runs();
-          return r.empty() ? std::int64_t{-1} : r.front().start;
-        };
-        std::sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) { return std::pair(first(a), a) < std::pair(first(b), b); });
-        std::vector<std::int32_t> rank_of(order.size());
-        std::vector<IndexSet> sorted;
-        for (std::size_t i = 0; i < order.size(); ++i) {
-          rank_of[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);
-          sorted.push_back(distinct[d][static_cast<std::size_t>(order[i])]);
-        }
-        distinct[d] = std::move(sorted);
-        for (auto& tu : tuples) tu[d] = rank_of[static_cast<std::size_t>(tu[d])];
-        for (std::size_t i = 0; i < distinct[d].size(); ++i) {
-          const auto& r = distinct[d][i].runs();
-          if (r.size() > 1 || (i > 0 && !r.empty() && !distinct[d][i - 1].runs().empty() &&
-                               distinct[d][i - 1].runs().front().stop > r.front().start))
-            runs_sorted[d] = false;
-        }
-      }
-      for (std::size_t b = 0; b < blocks.size(); ++b) block_of.emplace(tuples[b], static_cast<std::int32_t>(b));
-    }
+    const detail::LayoutBlocks blocks(L);
     const auto s = static_cast<std::int64_t>(itemsize(L.dtype()));
+    std::vector<IndexSet> box(L.shape().size());
     for (std::size_t c = 0; c < saved[t].chunks.size(); ++c) {
       const auto& sc = saved[t].chunks[c];
       std::int64_t n = 1;
       for (auto z : sc.sizes) n *= z;
       if (n == 0) continue;
       Chunk ch{static_cast<std::int32_t>(t), static_cast<std::int32_t>(c), n * s, s, {}};
-      // per dim, the distinct sets the chunk meets and how many of its indices each holds
-      std::vector<std::vector<std::pair<std::int32_t, std::int64_t>>> meets(nd);
-      bool none = false;
-      for (std::size_t d = 0; d < nd && !none; ++d) {
-        const IndexSet box = IndexSet::range(sc.offsets[d], sc.offsets[d] + sc.sizes[d]);
-        std::size_t i = 0;
-        if (runs_sorted[d]) {  // the first set that ends after the chunk starts
-          i = static_cast<std::size_t>(std::partition_point(distinct[d].begin(), distinct[d].end(), [&](const IndexSet& x) {
-                return x.runs().empty() || x.runs().front().stop <= sc.offsets[d];
-              }) - distinct[d].begin());
-        }
-        for (; i < distinct[d].size(); ++i) {
-          if (runs_sorted[d] && !distinct[d][i].runs().empty() && distinct[d][i].runs().front().start >= sc.offsets[d] + sc.sizes[d]) break;
-          const auto e = distinct[d][i].overlap(box);
-          if (e > 0) meets[d].emplace_back(static_cast<std::int32_t>(i), e);
-        }
-        none = meets[d].empty();
-      }
-      if (!none && nd > 0) {
-        std::vector<std::size_t> at(nd, 0);
-        std::vector<std::int32_t> tuple(nd);
-        while (true) {
-          std::int64_t e = 1;
-          for (std::size_t d = 0; d < nd; ++d) {
-            tuple[d] = meets[d][at[d]].first;
-            e *= meets[d][at[d]].second;
-          }
-          if (const auto it = block_of.find(tuple); it != block_of.end())
-            for (auto r : members[static_cast<std::size_t>(it->second)]) ch.needers.emplace_back(r, e);
-          std::size_t d = nd;
-          while (d-- > 0 && ++at[d] == meets[d].size()) at[d] = 0;
-          if (d == static_cast<std::size_t>(-1)) break;
-        }
-      } else if (nd == 0) {  // a scalar: every block holds it
-        for (const auto& m : members)
-          for (auto r : m) ch.needers.emplace_back(r, 1);
-      }
+      for (std::size_t d = 0; d < box.size(); ++d) box[d] = IndexSet::range(sc.offsets[d], sc.offsets[d] + sc.sizes[d]);
+      met.clear();
+      blocks.meeting(box, met);
+      for (const auto& m : met)
+        for (auto r : blocks.members(static_cast<std::size_t>(m.block))) ch.needers.emplace_back(r, m.elements);
       std::sort(ch.needers.begin(), ch.needers.end());
       chunks.push_back(std::move(ch));
     }
