@@ -504,6 +504,85 @@ Fanout parse_fanout(std::string_view text) {
   throw InputError(fmt::format("fan-out {} is not cheapest, direct or gather", quote_input(text)));
 }
 
+namespace {
+
+// The reads every candidate makes (the same chunks, whoever reads them): their bytes, count and
+// the balanced bound max(ceil(bytes / ranks), largest chunk), as load_figures gives them.
+struct ReadTotals {
+  std::int64_t total = 0, reads = 0, balanced = 0;
+};
+ReadTotals read_totals(std::span<const SavedTensor> saved, std::int64_t ranks) {
+  ReadTotals rt;
+  std::int64_t largest = 0;
+  for (const auto& t : saved) {
+    const auto s = static_cast<std::int64_t>(itemsize(t.dtype));
+    for (const auto& c : t.chunks) {
+      std::int64_t n = 1;
+      for (auto z : c.sizes) n *= z;
+      if (n == 0) continue;
+      rt.total += n * s;
+      ++rt.reads;
+      largest = std::max(largest, n * s);
+    }
+  }
+  rt.balanced = std::max((rt.total + ranks - 1) / ranks, largest);
+  return rt;
+}
+
+// A floor of the direct candidate's total (assign() on the targets), from each chunk's needers
+// as block counts (never listed per rank): the reads' floor, then a transfer of at least the
+// bytes the busiest reader must send (a chunk's needed elements less the most one needer holds;
+// and the least bytes moved in all, spread over every rank) to at least as many peers as a
+// chunk has needers less one, on the cheaper of the two links.
+double direct_floor_us(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
+                       double read_floor) {
+  std::int64_t moved = 0, busiest = 0, peers = 0;
+  bool inter_host = false;  // some chunk's needers are on two hosts: its reader sends across
+  const std::int64_t dph = cost.devices_per_host;
+  std::vector<detail::LayoutBlocks::Meet> met;
+  for (std::size_t t = 0; t < saved.size(); ++t) {
+    const detail::LayoutBlocks blocks(targets[t]);
+    const auto s = static_cast<std::int64_t>(itemsize(targets[t].dtype()));
+    std::vector<IndexSet> box(targets[t].shape().size());
+    for (const auto& c : saved[t].chunks) {
+      std::int64_t n = 1;
+      for (auto z : c.sizes) n *= z;
+      if (n == 0) continue;
+      for (std::size_t d = 0; d < box.size(); ++d) box[d] = IndexSet::range(c.offsets[d], c.offsets[d] + c.sizes[d]);
+      met.clear();
+      blocks.meeting(box, met);
+      std::int64_t needed = 0, own = 0, needers = 0, lowest = INT64_MAX, highest = -1;
+      for (const auto& m : met) {
+        const auto mem = blocks.members(static_cast<std::size_t>(m.block));
+        const auto k = static_cast<std::int64_t>(mem.size());
+        lowest = std::min(lowest, mem.front());
+        highest = std::max(highest, mem.back());
+        needed += m.elements * k;
+        needers += k;
+        own = std::max(own, m.elements);
+      }
+      moved += (needed - own) * s;
+      busiest = std::max(busiest, (needed - own) * s);
+      peers = std::max(peers, needers - 1);
+      inter_host = inter_host || (dph > 0 && highest >= 0 && lowest / dph != highest / dph);
+    }
+  }
+  const std::int64_t N = targets.front().mesh().num_ranks();
+  busiest = std::max(busiest, (moved + N - 1) / N);
+  if (moved == 0) return read_floor;
+  Traffic tr;
+  tr.kind = Traffic::Kind::direct;
+  tr.peers = std::max<std::int64_t>(1, peers);
+  tr.bytes = static_cast<double>(busiest);
+  tr.inter_host = true;
+  const double inter = cost.time(tr).total_us();
+  if (inter_host) return read_floor + inter;
+  tr.inter_host = false;
+  return read_floor + std::min(inter, cost.time(tr).total_us());
+}
+
+}  // namespace
+
 LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
                    const LoadOptions& o) {
   StorageParams st = cost.storage;
@@ -513,19 +592,25 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
     throw InputError(fmt::format("read bandwidth {} GB/s and latency {} us: bandwidth positive, latency not negative",
                                  st.read_bw_GBps, st.read_alpha_us));
   const Mesh mesh = check_inputs(saved, targets);
-  LoadPlan best = assign(saved, targets, mesh, cost, st);
-  if (o.fanout == Fanout::direct) return best;
-  // Each set of replicated mesh dims received sharded, then gathered inside the mesh by one
-  // batch; the least predicted total wins (ties: the earlier, direct first).
+  if (o.fanout == Fanout::direct) return assign(saved, targets, mesh, cost, st);
+  // Candidates: direct (every replica receives from the readers), then each set of replicated
+  // mesh dims received sharded and gathered inside the mesh by one batch. The least predicted
+  // total wins, ties to the earlier (direct first): in candidate order, one replaces the best so
+  // far when it is cheaper by more than 1e-9 us. The direct candidate is planned last, and only
+  // when a floor of its total does not already lose to the first gather candidate: a replicated
+  // target's direct plan lists a message per replica and chunk (ranks x chunks), which a gather
+  // candidate avoids.
   PlanCache cache(4096);
   std::vector<std::uint32_t> masks = load_detail::fanout_masks(targets);
   if (o.fanout == Fanout::gather && !masks.empty()) masks = {masks.back()};  // (the union: every replicated dim)
   // A floor on any candidate's reads (the same chunks, whoever reads them): some rank reads at
   // least the balanced bound, and the busiest at least the average of bytes and chunks opened.
   const double read_Bpus = st.read_bw_GBps * 1e3, N = static_cast<double>(mesh.num_ranks());
-  const double read_floor = std::max(static_cast<double>(best.balanced_read_bytes) / read_Bpus,
-                                     (static_cast<double>(best.total_read_bytes) / read_Bpus +
-                                      static_cast<double>(best.reads.size()) * st.read_alpha_us) / N);
+  const ReadTotals rt = read_totals(saved, mesh.num_ranks());
+  const double read_floor = std::max(static_cast<double>(rt.balanced) / read_Bpus,
+                                     (static_cast<double>(rt.total) / read_Bpus + static_cast<double>(rt.reads) * st.read_alpha_us) / N);
+  std::vector<LoadPlan> gathers;  // evaluated, in mask order
+  std::optional<double> least;    // their least total
   for (const std::uint32_t mask : masks) {
     std::vector<Layout> received(targets.begin(), targets.end());
     std::vector<std::int32_t> staged;
@@ -538,7 +623,8 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
       }
     if (staged.empty()) continue;
     BatchPlan post = plan_batch(pairs, cost);
-    if (o.fanout == Fanout::cheapest && read_floor + post.total_cost_us >= best.total_us - 1e-9) continue;  // cannot win
+    // cannot replace the best so far (at most `least` + 1e-9): skipped
+    if (o.fanout == Fanout::cheapest && least && read_floor + post.total_cost_us >= *least) continue;
     LoadPlan p = assign(saved, received, mesh, cost, st);
     p.staged = std::move(staged);
     p.post = std::move(post);
@@ -549,8 +635,21 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
         const auto c = mesh.coord_of_rank(r);
         p.gathered_bytes += (to.local_numel(c) - via.local_numel(c)) * static_cast<std::int64_t>(itemsize(to.dtype()));
       }
-    if (o.fanout == Fanout::gather || p.total_us < best.total_us - 1e-9) best = std::move(p);
+    least = least ? std::min(*least, p.total_us) : p.total_us;
+    gathers.push_back(std::move(p));
   }
+  if (o.fanout == Fanout::gather) return gathers.empty() ? assign(saved, targets, mesh, cost, st) : std::move(gathers.back());
+  std::size_t next = 0;
+  LoadPlan best;
+
+  if (!gathers.empty() && direct_floor_us(saved, targets, cost, read_floor) > gathers.front().total_us + 1e-9) {
+    best = std::move(gathers.front());  // it replaces direct, whatever direct's total
+    next = 1;
+  } else {
+    best = assign(saved, targets, mesh, cost, st);
+  }
+  for (; next < gathers.size(); ++next)
+    if (gathers[next].total_us < best.total_us - 1e-9) best = std::move(gathers[next]);
   return best;
 }
 
