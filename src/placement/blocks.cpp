@@ -112,6 +112,7 @@ LayoutBlocks::LayoutBlocks(const Layout& l) {
   }
   by_tuple_.resize(groups.size());
   for (std::size_t g = 0; g < groups.size(); ++g) by_tuple_[g] = block_of_group[g];  // groups are in tuple order
+  full_ = full_product();
 }
 
 std::vector<IndexSet> LayoutBlocks::box(std::size_t b) const {
@@ -129,6 +130,11 @@ std::int64_t LayoutBlocks::numel(std::size_t b) const noexcept {
 
 std::int32_t LayoutBlocks::find(std::span<const std::int32_t> tuple) const noexcept {
   const std::size_t nd = sets_.size();
+  if (full_) {  // every combination is a block, in lexicographic order: its mixed-radix index
+    std::size_t i = 0;
+    for (std::size_t d = 0; d < nd; ++d) i = i * sets_[d].size() + static_cast<std::size_t>(tuple[d]);
+    return by_tuple_[i];
+  }
   auto tuple_at = [&](std::int32_t b) { return std::span<const std::int32_t>(tuples_.data() + static_cast<std::size_t>(b) * nd, nd); };
   const auto it = std::partition_point(by_tuple_.begin(), by_tuple_.end(), [&](std::int32_t b) {
     const auto t = tuple_at(b);
@@ -139,7 +145,7 @@ std::int32_t LayoutBlocks::find(std::span<const std::int32_t> tuple) const noexc
   return std::equal(t.begin(), t.end(), tuple.begin(), tuple.end()) ? *it : -1;
 }
 
-void LayoutBlocks::meeting(std::span<const IndexSet> box, std::vector<Meet>& out) const {
+void LayoutBlocks::meeting(std::span<const IndexSet> box, std::vector<Meet>& out, Scratch& scratch) const {
   const std::size_t nd = sets_.size();
   const std::size_t start = out.size();
   if (nd == 0) {  // a scalar: every block holds it
@@ -147,7 +153,9 @@ void LayoutBlocks::meeting(std::span<const IndexSet> box, std::vector<Meet>& out
     return;
   }
   // per dim, the sets the box meets and how many of its indices each holds
-  std::vector<std::vector<std::pair<std::int32_t, std::int64_t>>> meets(nd);
+  auto& meets = scratch.meets;
+  meets.resize(nd);
+  for (auto& m : meets) m.clear();
   for (std::size_t d = 0; d < nd; ++d) {
     const IndexSet& q = box[d];
     if (q.empty()) return;
@@ -166,8 +174,10 @@ void LayoutBlocks::meeting(std::span<const IndexSet> box, std::vector<Meet>& out
       if (const auto e = sd[i].overlap(q); e > 0) meets[d].emplace_back(static_cast<std::int32_t>(i), e);
     if (meets[d].empty()) return;
   }
-  std::vector<std::size_t> at(nd, 0);
-  std::vector<std::int32_t> tuple(nd);
+  auto& at = scratch.at;
+  auto& tuple = scratch.tuple;
+  at.assign(nd, 0);
+  tuple.assign(nd, 0);
   while (true) {
     Meet m{0, 1, 1};
     bool split_found = false;
@@ -192,6 +202,7 @@ void LayoutBlocks::meeting(std::span<const IndexSet> box, std::vector<Meet>& out
 }
 
 bool LayoutBlocks::full_product() const noexcept {
+  if (size() == 0) return false;
   std::int64_t combos = 1;
   for (const auto& sd : sets_) {
     combos *= static_cast<std::int64_t>(sd.size());

@@ -42,9 +42,19 @@ class LayoutBlocks {
     std::int64_t elements = 0;
     std::int64_t rows = 1;
   };
-  // Every block sharing an element with `box` (one index set per tensor dim), ascending by block.
-  // O(log sets + sets met) per dim, plus O(log blocks) per block met.
-  void meeting(std::span<const IndexSet> box, std::vector<Meet>& out) const;
+  // Every block sharing an element with `box` (one index set per tensor dim), appended to `out`
+  // ascending by block. O(log sets + sets met) per dim, plus O(dims) per block met (O(log blocks)
+  // when the blocks are not a full product). `scratch` is reused between calls.
+  struct Scratch {
+    std::vector<std::vector<std::pair<std::int32_t, std::int64_t>>> meets;  // per dim: (set, overlap)
+    std::vector<std::size_t> at;
+    std::vector<std::int32_t> tuple;
+  };
+  void meeting(std::span<const IndexSet> box, std::vector<Meet>& out, Scratch& scratch) const;
+  void meeting(std::span<const IndexSet> box, std::vector<Meet>& out) const {
+    Scratch scratch;
+    meeting(box, out, scratch);
+  }
   // Whether every combination of per-dim sets is a block (every Shard/StridedShard layout).
   [[nodiscard]] bool full_product() const noexcept;
   // The most blocks of this layout that one non-empty block of `other` (same tensor shape) meets:
@@ -59,6 +69,7 @@ class LayoutBlocks {
   std::vector<char> sorted_runs_;            // per dim: every set one run, disjoint (binary search)
   std::vector<std::int32_t> tuples_;         // per block, its set ids per dim (block-major)
   std::vector<std::int32_t> by_tuple_;       // block ids in lexicographic order of their tuples
+  bool full_ = false;                        // by_tuple_ is every tuple: a tuple's mixed-radix index finds its block
   std::vector<std::int32_t> block_of_rank_;
   std::vector<std::int64_t> members_, first_member_;
 };

@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -48,7 +49,7 @@ LoadFigures load_figures(const LoadPlan& plan, const ItemSize& itemsize_of, cons
   const auto N = plan.mesh.num_ranks();
   const auto n = static_cast<std::size_t>(N);
   std::vector<std::int64_t> rs(n, 0), opened(n, 0), snt(n, 0), rcv(n, 0);
-  std::vector<std::pair<std::int64_t, std::int64_t>> links;
+  std::vector<std::int64_t> degree(n + 1, 0);  // per rank, its message ends (a CSR of partners below)
   LoadFigures f;
   std::int64_t largest = 0;
   for (const auto& r : plan.reads) {
@@ -63,13 +64,31 @@ LoadFigures load_figures(const LoadPlan& plan, const ItemSize& itemsize_of, cons
     snt[static_cast<std::size_t>(x.from)] += b;
     rcv[static_cast<std::size_t>(x.to)] += b;
     f.moved += b;
-    links.emplace_back(std::min(x.from, x.to), std::max(x.from, x.to));
+    ++degree[static_cast<std::size_t>(x.from) + 1];
+    ++degree[static_cast<std::size_t>(x.to) + 1];
     if (cost) f.inter_host = f.inter_host || x.from / cost->devices_per_host != x.to / cost->devices_per_host;
   }
-  std::sort(links.begin(), links.end());
-  links.erase(std::unique(links.begin(), links.end()), links.end());
+  // a rank's peers: its distinct partners either way, counted over its partner list with a stamp
+  // per partner (O(messages + ranks), no sort)
   std::vector<std::int64_t> peers(n, 0);
-  for (const auto& [a, b] : links) ++peers[static_cast<std::size_t>(a)], ++peers[static_cast<std::size_t>(b)];
+  {
+    std::vector<std::size_t> start(n + 1, 0);
+    for (std::size_t u = 0; u < n; ++u) start[u + 1] = start[u] + static_cast<std::size_t>(degree[u + 1]);
+    std::vector<std::int32_t> partner(start[n]);
+    std::vector<std::size_t> at(start.begin(), start.end() - 1);
+    for (const auto& x : plan.messages) {
+      if (x.to == x.from) continue;
+      partner[at[static_cast<std::size_t>(x.from)]++] = static_cast<std::int32_t>(x.to);
+      partner[at[static_cast<std::size_t>(x.to)]++] = static_cast<std::int32_t>(x.from);
+    }
+    std::vector<std::int64_t> stamp(n, -1);
+    for (std::size_t u = 0; u < n; ++u)
+      for (std::size_t i = start[u]; i < start[u + 1]; ++i)
+        if (auto& st = stamp[static_cast<std::size_t>(partner[i])]; st != static_cast<std::int64_t>(u)) {
+          st = static_cast<std::int64_t>(u);
+          ++peers[u];
+        }
+  }
   const StorageParams& st = plan.storage;
   for (std::size_t u = 0; u < n; ++u) {
     f.busiest_read = std::max(f.busiest_read, rs[u]);
@@ -296,7 +315,14 @@ namespace {
 struct Chunk {
   std::int32_t tensor, index;
   std::int64_t bytes, itemsize;
-  std::vector<std::pair<std::int64_t, std::int64_t>> needers;  // (rank, elements)
+  std::size_t first = 0, last = 0;  // its needers: [first, last) of Chunks::needers
+};
+struct Chunks {
+  std::vector<Chunk> list;
+  std::vector<std::pair<std::int64_t, std::int64_t>> needers;  // (rank, elements), each chunk's in rank order
+  [[nodiscard]] std::span<const std::pair<std::int64_t, std::int64_t>> of(std::size_t k) const {
+    return {needers.data() + list[k].first, needers.data() + list[k].last};
+  }
 };
 
 // The checks plan_load makes of its inputs (throwing InputError), and the mesh they share.
@@ -319,16 +345,33 @@ Mesh check_inputs(std::span<const SavedTensor> saved, std::span<const Layout> ta
   return mesh;
 }
 
+// The distinct blocks of each distinct target layout of a load (a model repeats a few layouts over
+// its layers): built once per plan_load, whichever candidates ask.
+class BlocksCache {
+ public:
+  const detail::LayoutBlocks& get(const Layout& l) {
+    std::string key = l.sharding().str();
+    for (auto z : l.shape()) key += fmt::format(",{}", z);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) it = cache_.emplace(std::move(key), std::make_unique<detail::LayoutBlocks>(l)).first;
+    return *it->second;
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<detail::LayoutBlocks>> cache_;
+};
+
 // Per chunk with bytes, its needers in rank order: the members of every distinct block of the
 // target (ranks holding equal index sets: replicas) that the chunk meets, found by range queries
 // (placement/blocks.hpp), never by testing every block. A rank is in one block, so a chunk's
 // messages are in `to` order as plan_load makes them; in (tensor, chunk) order.
-std::vector<Chunk> chunks_of(std::span<const SavedTensor> saved, std::span<const Layout> targets, const Mesh&) {
-  std::vector<Chunk> chunks;
+Chunks chunks_of(std::span<const SavedTensor> saved, std::span<const Layout> targets, BlocksCache& cache) {
+  Chunks chunks;
   std::vector<detail::LayoutBlocks::Meet> met;
+  detail::LayoutBlocks::Scratch scratch;
   for (std::size_t t = 0; t < saved.size(); ++t) {
     const Layout& L = targets[t];
-    const detail::LayoutBlocks blocks(L);
+    const detail::LayoutBlocks& blocks = cache.get(L);
     const auto s = static_cast<std::int64_t>(itemsize(L.dtype()));
     std::vector<IndexSet> box(L.shape().size());
     for (std::size_t c = 0; c < saved[t].chunks.size(); ++c) {
@@ -336,14 +379,16 @@ std::vector<Chunk> chunks_of(std::span<const SavedTensor> saved, std::span<const
       std::int64_t n = 1;
       for (auto z : sc.sizes) n *= z;
       if (n == 0) continue;
-      Chunk ch{static_cast<std::int32_t>(t), static_cast<std::int32_t>(c), n * s, s, {}};
+      Chunk ch{static_cast<std::int32_t>(t), static_cast<std::int32_t>(c), n * s, s, chunks.needers.size(), 0};
       for (std::size_t d = 0; d < box.size(); ++d) box[d] = IndexSet::range(sc.offsets[d], sc.offsets[d] + sc.sizes[d]);
       met.clear();
-      blocks.meeting(box, met);
+      blocks.meeting(box, met, scratch);
       for (const auto& m : met)
-        for (auto r : blocks.members(static_cast<std::size_t>(m.block))) ch.needers.emplace_back(r, m.elements);
-      std::sort(ch.needers.begin(), ch.needers.end());
-      chunks.push_back(std::move(ch));
+        for (auto r : blocks.members(static_cast<std::size_t>(m.block))) chunks.needers.emplace_back(r, m.elements);
+      ch.last = chunks.needers.size();
+      const auto b = chunks.needers.begin() + static_cast<std::ptrdiff_t>(ch.first), e = chunks.needers.end();
+      if (!std::is_sorted(b, e)) std::sort(b, e);
+      chunks.list.push_back(ch);
     }
   }
   return chunks;
@@ -356,13 +401,14 @@ namespace {
 // The reads and messages of a load whose tensors are received in `received` (their targets, or
 // intermediates): no fan-out yet.
 LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> received, const Mesh& mesh,
-                const CostModel& cost, const StorageParams& st) {
+                const CostModel& cost, const StorageParams& st, BlocksCache& blocks) {
   LoadPlan plan;
   plan.mesh = mesh;
   plan.cost_model = cost.name;
   plan.storage = st;
   const std::int64_t N = plan.mesh.num_ranks();
-  std::vector<Chunk> chunks = chunks_of(saved, received, plan.mesh);
+  const Chunks cs = chunks_of(saved, received, blocks);
+  const std::vector<Chunk>& chunks = cs.list;
   // Whole chunks to readers. First, largest first, each to the rank that needs its bytes whose
   // predicted time (its reads, then max(sent, received) at the point-to-point bandwidth) grows
   // least (ties: the most of its bytes needed, then the lower rank). Then, while it lowers the
@@ -388,9 +434,9 @@ LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> rece
     const double s = static_cast<double>(chunks[k].itemsize), bytes = static_cast<double>(chunks[k].bytes);
     std::vector<std::int64_t> touched;
     if (tracking) {  // r and the needers (sorted by rank, one entry each): merged, not sorted
-      touched.reserve(chunks[k].needers.size() + 1);
+      touched.reserve(cs.of(k).size() + 1);
       bool placed = false;
-      for (const auto& [m, e] : chunks[k].needers) {
+      for (const auto& [m, e] : cs.of(k)) {
         if (!placed && r <= m) {
           if (r < m) touched.push_back(r);
           placed = true;
@@ -403,7 +449,7 @@ LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> rece
     const auto u = static_cast<std::size_t>(r);
     read[u] += sign * bytes;
     opened[u] += sign;
-    for (const auto& [m, e] : chunks[k].needers)
+    for (const auto& [m, e] : cs.of(k))
       if (m != r) sent[u] += sign * static_cast<double>(e) * s, recv[static_cast<std::size_t>(m)] += sign * static_cast<double>(e) * s;
     for (auto t : touched) by_load.insert({time_of(static_cast<std::size_t>(t), 0, 0, 0, 0), t});
   };
@@ -412,9 +458,9 @@ LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> rece
   // integer sums, so the same doubles as adding the needers one by one
   std::vector<std::int64_t> needed(chunks.size(), 0);
   for (std::size_t k = 0; k < chunks.size(); ++k)
-    for (const auto& [m, e] : chunks[k].needers) needed[k] += e;
+    for (const auto& [m, e] : cs.of(k)) needed[k] += e;
   auto own_of = [&](std::size_t k, std::int64_t r) {
-    const auto& nd = chunks[k].needers;
+    const auto& nd = cs.of(k);
     std::int64_t own = 0;
     for (auto it = std::lower_bound(nd.begin(), nd.end(), std::pair<std::int64_t, std::int64_t>(r, INT64_MIN));
          it != nd.end() && it->first == r; ++it)
@@ -431,7 +477,7 @@ LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> rece
   for (const std::size_t k : order) {
     std::int64_t best = -1, best_own = 0;
     double best_time = 0;
-    for (const auto& [r, e] : chunks[k].needers) {
+    for (const auto& [r, e] : cs.of(k)) {
       const double t = time_with_own(k, r, e, +1);  // (one entry per rank: blocks are distinct per rank)
       if (best < 0 || t < best_time - 1e-9 || (t <= best_time + 1e-9 && (e > best_own || (e == best_own && r < best))))
         best = r, best_time = t, best_own = e;
@@ -466,10 +512,12 @@ LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> rece
     }), k);
   }
   // The record: reads in (tensor, chunk) order, messages in (tensor, chunk, to) order.
+  plan.reads.reserve(chunks.size());
+  plan.messages.reserve(cs.needers.size());
   for (std::size_t k = 0; k < chunks.size(); ++k) {  // (made in (tensor, chunk) order)
     const Chunk& ch = chunks[k];
     plan.reads.push_back({ch.tensor, ch.index, reader[k], ch.bytes});
-    for (const auto& [to, elements] : ch.needers) plan.messages.push_back({ch.tensor, ch.index, reader[k], to, elements});
+    for (const auto& [to, elements] : cs.of(k)) plan.messages.push_back({ch.tensor, ch.index, reader[k], to, elements});
   }
   const LoadFigures f = load_figures(
       plan, [&](std::int32_t t) { return static_cast<std::int64_t>(itemsize(saved[static_cast<std::size_t>(t)].dtype)); },
@@ -529,19 +577,21 @@ ReadTotals read_totals(std::span<const SavedTensor> saved, std::int64_t ranks) {
   return rt;
 }
 
-// A floor of the direct candidate's total (assign() on the targets), from each chunk's needers
+// A floor of the total of assign() on `targets` (the direct candidate, or a gather candidate's
+// received layouts, before its gather), from each chunk's needers
 // as block counts (never listed per rank): the reads' floor, then a transfer of at least the
 // bytes the busiest reader must send (a chunk's needed elements less the most one needer holds;
 // and the least bytes moved in all, spread over every rank) to at least as many peers as a
 // chunk has needers less one, on the cheaper of the two links.
-double direct_floor_us(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
-                       double read_floor) {
+double assign_floor_us(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
+                       double read_floor, BlocksCache& cache) {
   std::int64_t moved = 0, busiest = 0, peers = 0;
   bool inter_host = false;  // some chunk's needers are on two hosts: its reader sends across
   const std::int64_t dph = cost.devices_per_host;
   std::vector<detail::LayoutBlocks::Meet> met;
+  detail::LayoutBlocks::Scratch scratch;
   for (std::size_t t = 0; t < saved.size(); ++t) {
-    const detail::LayoutBlocks blocks(targets[t]);
+    const detail::LayoutBlocks& blocks = cache.get(targets[t]);
     const auto s = static_cast<std::int64_t>(itemsize(targets[t].dtype()));
     std::vector<IndexSet> box(targets[t].shape().size());
     for (const auto& c : saved[t].chunks) {
@@ -550,7 +600,7 @@ double direct_floor_us(std::span<const SavedTensor> saved, std::span<const Layou
       if (n == 0) continue;
       for (std::size_t d = 0; d < box.size(); ++d) box[d] = IndexSet::range(c.offsets[d], c.offsets[d] + c.sizes[d]);
       met.clear();
-      blocks.meeting(box, met);
+      blocks.meeting(box, met, scratch);
       std::int64_t needed = 0, own = 0, needers = 0, lowest = INT64_MAX, highest = -1;
       for (const auto& m : met) {
         const auto mem = blocks.members(static_cast<std::size_t>(m.block));
@@ -592,12 +642,13 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
     throw InputError(fmt::format("read bandwidth {} GB/s and latency {} us: bandwidth positive, latency not negative",
                                  st.read_bw_GBps, st.read_alpha_us));
   const Mesh mesh = check_inputs(saved, targets);
-  if (o.fanout == Fanout::direct) return assign(saved, targets, mesh, cost, st);
+  BlocksCache blocks;
+  if (o.fanout == Fanout::direct) return assign(saved, targets, mesh, cost, st, blocks);
   // Candidates: direct (every replica receives from the readers), then each set of replicated
   // mesh dims received sharded and gathered inside the mesh by one batch. The least predicted
   // total wins, ties to the earlier (direct first): in candidate order, one replaces the best so
-  // far when it is cheaper by more than 1e-9 us. The direct candidate is planned last, and only
-  // when a floor of its total does not already lose to the first gather candidate: a replicated
+  // far when it is cheaper by more than 1e-9 us. The direct candidate is planned once the first
+  // gather candidate is, and only when a floor of its total does not already lose to it: a replicated
   // target's direct plan lists a message per replica and chunk (ranks x chunks), which a gather
   // candidate avoids.
   PlanCache cache(4096);
@@ -609,8 +660,11 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
   const ReadTotals rt = read_totals(saved, mesh.num_ranks());
   const double read_floor = std::max(static_cast<double>(rt.balanced) / read_Bpus,
                                      (static_cast<double>(rt.total) / read_Bpus + static_cast<double>(rt.reads) * st.read_alpha_us) / N);
-  std::vector<LoadPlan> gathers;  // evaluated, in mask order
-  std::optional<double> least;    // their least total
+  // The chain over the candidates in order, kept as it goes (at most the best and one candidate
+  // live): `best` is empty until the first gather candidate is planned; then direct is planned
+  // unless its floor loses to that candidate by more than the tie margin.
+  std::optional<LoadPlan> best;
+  bool gathered = false;
   for (const std::uint32_t mask : masks) {
     std::vector<Layout> received(targets.begin(), targets.end());
     std::vector<std::int32_t> staged;
@@ -623,9 +677,12 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
       }
     if (staged.empty()) continue;
     BatchPlan post = plan_batch(pairs, cost);
-    // cannot replace the best so far (at most `least` + 1e-9): skipped
-    if (o.fanout == Fanout::cheapest && least && read_floor + post.total_cost_us >= *least) continue;
-    LoadPlan p = assign(saved, received, mesh, cost, st);
+    // cannot win: its floor (reads, the transfer's floor, its gather) is not below the best so far
+    if (o.fanout == Fanout::cheapest && best &&
+        (read_floor + post.total_cost_us >= best->total_us - 1e-9 ||
+         assign_floor_us(saved, received, cost, read_floor, blocks) + post.total_cost_us >= best->total_us - 1e-9))
+      continue;
+    LoadPlan p = assign(saved, received, mesh, cost, st, blocks);
     p.staged = std::move(staged);
     p.post = std::move(post);
     p.post_us = p.post.total_cost_us;
@@ -635,22 +692,16 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
         const auto c = mesh.coord_of_rank(r);
         p.gathered_bytes += (to.local_numel(c) - via.local_numel(c)) * static_cast<std::int64_t>(itemsize(to.dtype()));
       }
-    least = least ? std::min(*least, p.total_us) : p.total_us;
-    gathers.push_back(std::move(p));
+    if (o.fanout == Fanout::gather) return p;
+    if (!gathered && assign_floor_us(saved, targets, cost, read_floor, blocks) > p.total_us + 1e-9) {
+      best = std::move(p);  // it replaces direct, whatever direct's total
+    } else {
+      if (!gathered) best = assign(saved, targets, mesh, cost, st, blocks);
+      if (p.total_us < best->total_us - 1e-9) best = std::move(p);
+    }
+    gathered = true;
   }
-  if (o.fanout == Fanout::gather) return gathers.empty() ? assign(saved, targets, mesh, cost, st) : std::move(gathers.back());
-  std::size_t next = 0;
-  LoadPlan best;
-
-  if (!gathers.empty() && direct_floor_us(saved, targets, cost, read_floor) > gathers.front().total_us + 1e-9) {
-    best = std::move(gathers.front());  // it replaces direct, whatever direct's total
-    next = 1;
-  } else {
-    best = assign(saved, targets, mesh, cost, st);
-  }
-  for (; next < gathers.size(); ++next)
-    if (gathers[next].total_us < best.total_us - 1e-9) best = std::move(gathers[next]);
-  return best;
+  return best ? std::move(*best) : assign(saved, targets, mesh, cost, st, blocks);
 }
 
 Layout ragged_intermediate(const RaggedLayout& target, const CostModel& cost) {
@@ -970,7 +1021,9 @@ void check_load_entries(const LoadPlan& plan, std::span<const SavedTensor> saved
         throw InputError(fmt::format("load plan: tensor {}: intermediate {} has a Partial", name, q.src.str()));
     received[static_cast<std::size_t>(t)] = q.src;
   }
-  const std::vector<Chunk> chunks = chunks_of(saved, received, mesh);
+  BlocksCache blocks;
+  const Chunks cs = chunks_of(saved, received, blocks);
+  const std::vector<Chunk>& chunks = cs.list;
   if (plan.reads.size() != chunks.size())
     throw InputError(fmt::format("load plan: {} reads for the {} saved chunks with bytes", plan.reads.size(), chunks.size()));
   std::size_t m = 0;
@@ -981,7 +1034,7 @@ void check_load_entries(const LoadPlan& plan, std::span<const SavedTensor> saved
     if (r.tensor != ch.tensor || r.chunk != ch.index || r.bytes != ch.bytes || r.reader < 0 || r.reader >= mesh.num_ranks())
       throw InputError(fmt::format("load plan: read {} is of tensor {} chunk {} ({} bytes); the load's is tensor {} chunk {} "
                                    "({} bytes)", k, r.tensor, r.chunk, r.bytes, name, ch.index, ch.bytes));
-    for (const auto& [to, elements] : ch.needers) {
+    for (const auto& [to, elements] : cs.of(k)) {
       if (m >= plan.messages.size())
         throw InputError(fmt::format("load plan: tensor {} chunk {}: no message to rank {}", name, ch.index, to));
       const auto& x = plan.messages[m++];
