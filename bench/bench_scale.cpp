@@ -4,6 +4,9 @@
 // replaced (owner_receive_us per owner, priced the same way), side by side where the walk finishes
 // within the limit. Ragged FSDP-by-memory -> rows: plan_ragged, its exchanges priced over the
 // pairs a sweep of the ranks' runs finds (the pair-by-pair walk it replaced: docs/scale.md).
+// Cross-mesh FSDP+TP -> TP (plan_cross_mesh) and a 70B-like checkpoint load (plan_load, the
+// request built in process; its parse is not timed): the new planner only (the old figures, from
+// the build before, are in docs/scale.md).
 // Usage: bench_scale [--smoke] [--limit SECONDS]   (--smoke: the smallest rows only, for CI)
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -20,6 +23,8 @@
 
 #include <fmt/format.h>
 
+#include "dtensor/cross_mesh_plan.hpp"
+#include "dtensor/load_plan.hpp"
 #include "dtensor/owners.hpp"
 #include "dtensor/ragged_plan.hpp"
 
@@ -76,6 +81,41 @@ std::vector<Layout> llama_matrices(const Mesh& mesh, int count) {
                                                       {28672, 8192}, {8192, 28672}, {28672, 8192}};
   std::vector<Layout> out;
   for (int i = 0; i < count; ++i) out.push_back(Layout::parse(mesh, shapes[static_cast<std::size_t>(i % 7)], DType::bf16, "S(0)"));
+  return out;
+}
+
+// A 70B-like load (80 layers of 7 bf16 matrices + 2 norms), rows saved in `saved` chunks per
+// tensor, onto `mesh` as S(0)S(1) (matrices) and RR (norms): the repro's request, in process.
+std::pair<std::vector<SavedTensor>, std::vector<Layout>> load_70b(std::int64_t saved, const Mesh& mesh) {
+  const std::int64_t H = 8192, F = 28672, KV = 1024;
+  const std::vector<std::vector<std::int64_t>> mats{{H, H}, {KV, H}, {KV, H}, {H, H}, {F, H}, {H, F}, {F, H}};
+  std::vector<SavedTensor> ts;
+  std::vector<Layout> targets;
+  auto add = [&](std::string name, std::vector<std::int64_t> shape, const char* placements) {
+    SavedTensor t{std::move(name), shape, DType::bf16, {}};
+    const std::int64_t rows = shape[0], c = (rows + saved - 1) / saved;
+    for (std::int64_t i = 0; i < saved; ++i) {
+      const std::int64_t a = std::min(i * c, rows), b = std::min((i + 1) * c, rows);
+      if (b <= a) continue;
+      SavedChunk ch{std::vector<std::int64_t>(shape.size(), 0), shape};
+      ch.offsets[0] = a;
+      ch.sizes[0] = b - a;
+      t.chunks.push_back(std::move(ch));
+    }
+    targets.push_back(Layout::parse(mesh, shape, DType::bf16, placements));
+    ts.push_back(std::move(t));
+  };
+  for (int layer = 0; layer < 80; ++layer) {
+    for (std::size_t k = 0; k < mats.size(); ++k) add(fmt::format("layers.{}.m{}", layer, k), mats[k], "S(0)S(1)");
+    add(fmt::format("layers.{}.attn_norm", layer), {H}, "RR");
+    add(fmt::format("layers.{}.ffn_norm", layer), {H}, "RR");
+  }
+  return {std::move(ts), std::move(targets)};
+}
+
+std::vector<std::int64_t> iota_ranks(std::int64_t from, std::int64_t n) {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = from + i;
   return out;
 }
 
@@ -137,6 +177,30 @@ int main(int argc, char** argv) {
       return static_cast<double>(plan_ragged(src, dst, cost).stages.size());
     });
     fmt::print("{:>7} | {:>26} | {:.0f}\n", ranks, cell(r), r.output);
+  }
+  fmt::print("\ncross-mesh FSDP+TP -> TP (plan_cross_mesh, 16384x8192 bf16, S(0)S(1) on Nx8 -> RS(1) on (N/2)x8, disjoint world ranks)\n");
+  fmt::print("{:>13} | {:>26} | {}\n", "ranks", "plan_cross_mesh", "messages");
+  const std::vector<std::int64_t> cross_rows = smoke ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 256, 512, 1024};
+  for (const auto rows : cross_rows) {
+    const Result r = forked(limit, [&] {
+      const Mesh a({rows, 8}), b({rows / 2, 8});
+      const auto src = Layout::parse(a, {16384, 8192}, DType::bf16, "S(0)S(1)");
+      const auto dst = Layout::parse(b, {16384, 8192}, DType::bf16, "RS(1)");
+      const auto ra = iota_ranks(0, rows * 8), rb = iota_ranks(rows * 8, rows * 4);
+      return static_cast<double>(plan_cross_mesh(src, ra, dst, rb, cost).messages.size());
+    });
+    fmt::print("{:>13} | {:>26} | {:.0f}\n", fmt::format("{} -> {}", rows * 8, rows * 4), cell(r), r.output);
+  }
+  fmt::print("\ncheckpoint load, 70B-like (80 layers x 7 matrices + 2 norms, bf16, rows saved in S chunks) -> S(0)S(1)/RR (plan_load)\n");
+  fmt::print("{:>6} {:>7} | {:>26} | {}\n", "saved", "mesh", "plan_load", "messages");
+  const std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> load_rows =
+      smoke ? std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>>{{16, {4, 4}}}
+            : std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>>{{64, {8, 16}}, {256, {64, 8}}, {1024, {128, 16}}};
+  for (const auto& [saved, shape] : load_rows) {
+    const Mesh mesh(shape);
+    const auto [ts, targets] = load_70b(saved, mesh);
+    const Result r = forked(limit, [&] { return static_cast<double>(plan_load(ts, targets, cost).messages.size()); });
+    fmt::print("{:>6} {:>7} | {:>26} | {:.0f}\n", saved, mesh.str(), cell(r), r.output);
   }
   return 0;
 }

@@ -2,11 +2,15 @@
 """Plans the same random requests with two builds of the dtensor CLI and compares the outputs
 byte for byte (a refactor must not change any plan, cost or refusal).
 
-  scripts/compare-plans.py OLD/dtensor NEW/dtensor [--count 400] [--seed 7] [--cross-mesh | --batch] [--max-memory]
-                           [--profile FILE]
+  scripts/compare-plans.py OLD/dtensor NEW/dtensor [--count 400] [--seed 7] [--cross-mesh | --batch | --load | --ragged]
+                           [--max-memory] [--profile FILE]
 
 --cross-mesh plans cross-mesh requests instead (a second mesh, identical, overlapping or disjoint
-world ranks); --batch plans batch files of 2-6 pairs on one mesh (`plan --batch`); --max-memory
+world ranks); --batch plans batch files of 2-6 pairs on one mesh (`plan --batch`); --load plans
+checkpoint load requests (`load-plan --request`: 1-5 tensors whose saved chunks tile them on a
+random grid, targets Shard/StridedShard/Replicate, a random fan-out); --ragged plans requests
+from or to RaggedShard layouts (uneven units, zeros, a sharded or replicated mesh dim beside the
+ragged one); --max-memory
 gives every request a random workspace budget (`--max-memory`, 4 KiB to 64 MiB: some plans
 change, some requests are refused with the smallest budget that admits a plan); --profile FILE
 plans every request with that cost-model profile (e.g. a fitted one: `bench_planner
@@ -98,11 +102,79 @@ def free_dims_request(rng, mixed=False):
             "--to", placements(rng, nm, fixed)]
 
 
+def load_request(rng, folder, k):
+    """A checkpoint load request: tensors whose saved chunks tile them on a random grid (per dim,
+    random cut points), loaded into random Shard/StridedShard/Replicate targets on one mesh."""
+    mesh = rng.choice(MESHES)
+    nm = mesh.count("x") + 1
+    tensors = []
+    for t in range(rng.randint(1, 5)):
+        nd = rng.randint(1, 3)
+        shape = [rng.choice([1, 3, 7, 8, 16, 64, 100]) for _ in range(nd)]
+        cuts = []
+        for z in shape:
+            inner = sorted(rng.sample(range(1, z), min(z - 1, rng.randint(0, 4)))) if z > 1 else []
+            cuts.append([0] + inner + [z])
+        chunks = []
+
+        def grid(d, offsets, sizes):
+            if d == nd:
+                chunks.append([list(offsets), list(sizes)])
+                return
+            for a, b in zip(cuts[d], cuts[d][1:]):
+                grid(d + 1, offsets + [a], sizes + [b - a])
+        grid(0, [], [])
+        pl = "".join(rng.choice(["R", "R", "S(%d)" % rng.randint(0, nd - 1), "_S(%d,2)" % rng.randint(0, nd - 1)])
+                     for _ in range(nm))
+        tensors.append({"name": f"t{t}", "layout": {"mesh": [int(x) for x in mesh.split("x")], "shape": shape,
+                        "dtype": rng.choice(["f32", "bf16"]), "placements": pl}, "chunks": chunks})
+    path = os.path.join(folder, f"load{k}.json")
+    with open(path, "w") as f:
+        json.dump({"tensors": tensors}, f)
+    return ["load-plan", "--request", path, "--fanout", rng.choice(["cheapest", "cheapest", "direct", "gather"])]
+
+
+def ragged_placements(rng, mesh):
+    """RaggedShard on one mesh dim (the dims before it Replicate), dims (0,) or (0, 1), and units
+    0-3 (not all zero); the mesh dims after it R or S(last dim)."""
+    sizes = [int(x) for x in mesh.split("x")]
+    m = rng.randrange(len(sizes))
+    units = [rng.randint(0, 3) for _ in range(sizes[m])]
+    if sum(units) == 0:
+        units[rng.randrange(len(units))] = 1
+    dims = rng.choice(["(0,)", "(0,1)"])
+    out = "R" * m + "RaggedShard(%s,(%s))" % (dims, ",".join(map(str, units)))
+    out += "".join(rng.choice(["R", "S(2)"]) for _ in range(len(sizes) - m - 1))
+    return out, sum(units)
+
+
+def ragged_request(rng):
+    """A plan from or to a ragged layout; the rows a multiple of every ragged side's units' sum
+    (so most requests are valid layouts, and the rest are refused alike)."""
+    import math
+    mesh = rng.choice(["4", "2x4", "3x2", "8", "2x2x2", "2x3"])
+    nm = mesh.count("x") + 1
+    src, total = ragged_placements(rng, mesh)
+    if rng.random() < 0.5:
+        dst, other = ragged_placements(rng, mesh)
+        total = math.lcm(total, other)
+    else:
+        dst = "".join(rng.choice(["R", "S(0)", "S(1)", "S(2)"]) for _ in range(nm))
+    shape = [total * rng.randint(1, 3), rng.choice([1, 2, 3]), rng.choice([4, 8, 6])]
+    if rng.random() < 0.5:
+        src, dst = dst, src
+    return ["plan", "--mesh", mesh, "--shape", "x".join(map(str, shape)), "--from", src, "--to", dst]
+
+
 def requests(count, seed, cross_mesh, batch, max_memory, folder, profile=None, mostly_replicated=False, free_dims=False,
-             mixed_lengths=False):
+             mixed_lengths=False, load=False, ragged=False):
     rng = random.Random(seed)
     for k in range(count):
-        if batch:
+        if load:
+            args = load_request(rng, folder, k)
+        elif ragged:
+            args = ragged_request(rng)
+        elif batch:
             args = batch_request(rng, folder, k)
         elif free_dims:
             args = free_dims_request(rng, mixed_lengths)
@@ -171,6 +243,8 @@ def main():
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--cross-mesh", action="store_true")
     ap.add_argument("--batch", action="store_true")
+    ap.add_argument("--load", action="store_true", help="checkpoint load requests (load-plan --request)")
+    ap.add_argument("--ragged", action="store_true", help="requests from or to RaggedShard layouts")
     ap.add_argument("--max-memory", action="store_true")
     ap.add_argument("--profile", help="a cost-model profile (JSON) for every request")
     ap.add_argument("--costs", action="store_true",
@@ -193,8 +267,10 @@ def main():
         ap.error("--free-tensor-dims is for single-mesh requests with random targets")
     if a.mixed_lengths and not a.free_tensor_dims:
         ap.error("--mixed-lengths goes with --free-tensor-dims")
-    if a.cross_mesh and a.batch:
-        ap.error("--cross-mesh and --batch do not combine")
+    if sum([a.cross_mesh, a.batch, a.load, a.ragged, a.free_tensor_dims, a.replicated_targets]) > 1:
+        ap.error("--cross-mesh, --batch, --load, --ragged, --free-tensor-dims and --replicated-targets do not combine")
+    if a.max_memory and (a.load or a.ragged):
+        ap.error("--max-memory is for plan requests, not --load or --ragged")
     if a.meshes:
         for m in a.meshes.split(","):
             if not re.fullmatch(r"[1-9][0-9]*(x[1-9][0-9]*)*", m):
@@ -204,7 +280,7 @@ def main():
     planned = ties = 0
     folder = tempfile.TemporaryDirectory()
     for args in requests(a.count, a.seed, a.cross_mesh, a.batch, a.max_memory, folder.name, a.profile,
-                         a.replicated_targets, a.free_tensor_dims, a.mixed_lengths):
+                         a.replicated_targets, a.free_tensor_dims, a.mixed_lengths, a.load, a.ragged):
         outs = []
         for cli, d in zip((a.old, a.new), digests):
             r = subprocess.run([cli] + args, capture_output=True, text=True)

@@ -3,6 +3,7 @@
 #include "dtensor/ragged_plan.hpp"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -13,6 +14,7 @@
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
 #include "placement/groups.hpp"
+#include "placement/blocks.hpp"
 #include "placement/ragged_exchange.hpp"
 
 namespace dtensor {
@@ -100,6 +102,70 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
   }
   std::vector<std::int64_t> sent(R), received(R), copies(R), own(R), scratch(R), send_peers(R), recv_peers(R);
   std::uint32_t crossed = 0;
+  if (!to.is_ragged() && to.base() == from.base()) {
+    // Into its own base (an all-gather-v): the ranks of one base block in one exchange group each
+    // send their piece to every other member, whose target is the whole block. Every pair of a block has the same
+    // part from one sender (the receivers' blocks and pieces are equal), so the figures follow
+    // per block from one part per sender: O(ranks), where the pair walk is O(ranks^2).
+    // (the groups: the ranks of one block that share their coordinates off the exchange's mesh dims)
+    const detail::LayoutBlocks blocks(from.base());
+    const auto group_dims = detail::exchange_group_dims(from);
+    std::vector<std::vector<std::int64_t>> groups;
+    for (std::size_t k = 0; k < blocks.size(); ++k) {
+      std::map<std::vector<std::int64_t>, std::size_t> by_key;
+      for (auto r : blocks.members(k)) {
+        std::vector<std::int64_t> key;
+        for (int m = 0; m < mesh.ndim(); ++m)
+          if (std::find(group_dims.begin(), group_dims.end(), m) == group_dims.end())
+            key.push_back(coords[static_cast<std::size_t>(r)][static_cast<std::size_t>(m)]);
+        const auto [it, fresh] = by_key.emplace(std::move(key), groups.size());
+        if (fresh) groups.emplace_back();
+        groups[it->second].push_back(r);
+      }
+    }
+    for (const auto& mem : groups) {
+      if (mem.size() < 2) {  // alone: its part is its own
+        const auto a = static_cast<std::size_t>(mem.front());
+        const auto n = detail::exchange_part(fb[a], fp[a], tb[a], tp[a]).count();
+        copies[a] += n;
+        own[a] += n;
+        continue;
+      }
+      std::int64_t total = 0, unpacked = 0, senders = 0;
+      std::vector<std::int64_t> n_of(mem.size()), unpack_of(mem.size());
+      for (std::size_t i = 0; i < mem.size(); ++i) {
+        const auto a = static_cast<std::size_t>(mem[i]);
+        const auto b = static_cast<std::size_t>(mem[i == 0 ? 1 : 0]);  // any other member: the same part
+        const auto p = detail::exchange_part(fb[a], fp[a], tb[b], tp[b]);
+        const auto n = p.count();
+        if (n == 0) continue;
+        const auto others = static_cast<std::int64_t>(mem.size()) - 1;
+        copies[a] += n;  // its own part (the same box and positions as every receiver's)
+        own[a] += n;
+        sent[a] += n * others;
+        send_peers[a] += others;
+        if (!detail::contiguous_in(p.box, p.lo, p.hi, fb[a])) copies[a] += n * others, scratch[a] += n * others;
+        n_of[i] = n;
+        unpack_of[i] = detail::contiguous_in(p.box, p.lo, p.hi, tb[b]) ? 0 : n;
+        total += n;
+        unpacked += unpack_of[i];
+        ++senders;
+      }
+      for (std::size_t i = 0; i < mem.size(); ++i) {
+        const auto b = static_cast<std::size_t>(mem[i]);
+        received[b] += total - n_of[i];
+        recv_peers[b] += senders - (n_of[i] > 0 ? 1 : 0);
+        copies[b] += unpacked - unpack_of[i];
+        scratch[b] += unpacked - unpack_of[i];
+      }
+      if (senders > 0)  // every mesh dim on which the block's members differ is crossed
+        for (std::size_t i = 1; i < mem.size(); ++i)
+          for (int m = 0; m < mesh.ndim(); ++m)
+            if (coords[static_cast<std::size_t>(mem[i])][static_cast<std::size_t>(m)] !=
+                coords[static_cast<std::size_t>(mem[0])][static_cast<std::size_t>(m)])
+              crossed |= 1u << m;
+    }
+  } else {
   detail::for_each_exchange_pair(from, to, [&](std::int64_t sender, std::int64_t receiver) {
     const auto a = static_cast<std::size_t>(sender), b = static_cast<std::size_t>(receiver);
     const auto& pc = coords[b];
@@ -126,6 +192,7 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
       scratch[b] += n;
     }
   });
+  }
   for (std::size_t r = 0; r < R; ++r) {
     ex.bytes_sent = std::max(ex.bytes_sent, sent[r] * s);
     ex.bytes_received = std::max(ex.bytes_received, received[r] * s);
