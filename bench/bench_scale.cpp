@@ -166,17 +166,32 @@ int main(int argc, char** argv) {
   }
   fmt::print("\nragged FSDP-by-memory -> rows (plan_ragged, bf16 24 rows per rank x 1024, units 1,3 alternating -> S(0))\n");
   fmt::print("{:>7} | {:>26} | {}\n", "ranks", "plan_ragged", "stages");
-  const std::vector<std::int64_t> ragged_rows = smoke ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 256, 512, 1024};
+  const std::vector<std::int64_t> ragged_rows =
+      smoke ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 256, 512, 1024, 8192};
+  auto units_of = [](std::int64_t n) {
+    std::string units;
+    for (std::int64_t r = 0; r < n; ++r) units += (r ? "," : "") + std::string(r % 2 ? "3" : "1");
+    return units;
+  };
   for (const auto ranks : ragged_rows) {
     const Mesh mesh({ranks});
-    std::string units;
-    for (std::int64_t r = 0; r < ranks; ++r) units += (r ? "," : "") + std::string(r % 2 ? "3" : "1");
+    const std::string units = units_of(ranks);
     const Result r = forked(limit, [&] {
       const auto src = RaggedLayout::parse(mesh, {24 * ranks, 1024}, DType::bf16, "RaggedShard((0,),(" + units + "))");
       const auto dst = RaggedLayout::parse(mesh, {24 * ranks, 1024}, DType::bf16, "S(0)");
       return static_cast<double>(plan_ragged(src, dst, cost).stages.size());
     });
     fmt::print("{:>7} | {:>26} | {:.0f}\n", ranks, cell(r), r.output);
+  }
+  if (!smoke) {  // 2-d: ragged rows beside a column split, to rows and columns
+    const Mesh mesh({64, 8});
+    const std::string units = units_of(64);
+    const Result r = forked(limit, [&] {
+      const auto src = RaggedLayout::parse(mesh, {1536, 1024}, DType::bf16, "RaggedShard((0,),(" + units + "))S(1)");
+      const auto dst = RaggedLayout::parse(mesh, {1536, 1024}, DType::bf16, "S(0)S(1)");
+      return static_cast<double>(plan_ragged(src, dst, cost).stages.size());
+    });
+    fmt::print("{:>7} | {:>26} | {:.0f}   (64x8, RaggedShard((0,),(1,3,...))S(1) -> S(0)S(1), 1536x1024)\n", 512, cell(r), r.output);
   }
   fmt::print("\ncross-mesh FSDP+TP -> TP (plan_cross_mesh, 16384x8192 bf16, S(0)S(1) on Nx8 -> RS(1) on (N/2)x8, disjoint world ranks)\n");
   fmt::print("{:>13} | {:>26} | {}\n", "ranks", "plan_cross_mesh", "messages");

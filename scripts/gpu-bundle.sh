@@ -50,7 +50,7 @@ cp -a "/usr/$arch_dir"/libfmt.so* "$out/deps/$arch_dir/"
 cp -r /usr/share/cmake/nlohmann_json "$out/deps/share/cmake/"
 # the Boost headers the library includes (their closure, from the compiler), plus config/predef,
 # which differ by compiler
-g++ -std=c++20 -M -MG -Iinclude -Isrc src/placement/*.cpp src/planner/*.cpp src/comm/*.cpp src/tune/*.cpp 2>/dev/null |
+g++ -std=c++20 -M -MG -Iinclude -Isrc src/placement/*.cpp src/planner/*.cpp src/planner/*/*.cpp src/comm/*.cpp src/tune/*.cpp 2>/dev/null |
   tr ' \\' '\n\n' | grep '^/usr/include/boost/' | sort -u | while read -r h; do
     mkdir -p "$out/deps/include/$(dirname "${h#/usr/include/}")"
     cp "$h" "$out/deps/include/${h#/usr/include/}"

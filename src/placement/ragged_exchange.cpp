@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "dtensor/error.hpp"
 
 #include "placement/groups.hpp"
@@ -115,6 +117,9 @@ std::optional<std::vector<std::vector<std::int64_t>>> exchange_candidates(const 
         other[keep++] = o;
         pairs.emplace_back(run.sender ? run.rank : o->rank, run.sender ? o->rank : run.rank);
       }
+    if (static_cast<std::int64_t>(pairs.size()) > kMaxExchangePairs)
+      throw InputError(fmt::format("a ragged exchange {} -> {} on {} ranks pairs more than 2^26 (sender, receiver) ranks",
+                                   from.placements_str(), to.placements_str(), R));
     other.resize(keep);
     (run.sender ? open_send : open_recv).push_back(&run);
   }
@@ -134,6 +139,11 @@ void for_each_exchange_pair(const RaggedLayout& from, const RaggedLayout& to,
   }
   const Mesh& mesh = from.mesh();
   const auto dims = exchange_group_dims(from);
+  std::int64_t group = 1;
+  for (int d : dims) group *= mesh.size(d);
+  if (static_cast<double>(group) * static_cast<double>(mesh.num_ranks()) > static_cast<double>(kMaxExchangePairs))
+    throw InputError(fmt::format("a ragged exchange {} -> {} on {} ranks (groups of {}) pairs more than 2^26 (sender, receiver) ranks",
+                                 from.placements_str(), to.placements_str(), mesh.num_ranks(), group));
   for (std::int64_t a = 0; a < mesh.num_ranks(); ++a)
     for (const auto& pc : group_members(mesh, mesh.coord_of_rank(a), dims)) f(a, mesh.rank_at(pc));
 }

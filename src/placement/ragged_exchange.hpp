@@ -20,6 +20,11 @@ struct ExchangePart {
   [[nodiscard]] std::int64_t count() const noexcept { return hi - lo; }
 };
 
+// The most (sender, receiver) pairs an exchange visits (its planner's time and memory follow them).
+inline constexpr std::int64_t kMaxExchangePairs = std::int64_t{1} << 26;
+// The most ranks a ragged exchange is planned on.
+inline constexpr std::int64_t kMaxExchangeRanks = std::int64_t{1} << 16;
+
 // The source group of an exchange: the mesh dims that shard or cut `from` (ascending).
 [[nodiscard]] std::vector<int> exchange_group_dims(const RaggedLayout& from);
 // The part one sender gives one receiver, from the two ranks' blocks (base index sets) and pieces

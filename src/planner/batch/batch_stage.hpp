@@ -12,7 +12,7 @@
 
 #include "dtensor/batch_plan.hpp"
 #include "dtensor/cost_model.hpp"
-#include "geometry.hpp"
+#include "planner/geometry.hpp"
 #include "placement/workspace.hpp"
 
 namespace dtensor::batch_detail {

@@ -32,8 +32,9 @@ void check_exchange(const RaggedLayout& from, const RaggedLayout& to) {
   check_same_tensor(from, to);
   if (has_partial(from) || has_partial(to))
     throw InputError(fmt::format("an exchange moves no Partial: {} -> {}", from.placements_str(), to.placements_str()));
-  if (from.mesh().num_ranks() > 4096)
-    throw InputError(fmt::format("a ragged exchange on a mesh of {} ranks: at most 4096 are planned", from.mesh().num_ranks()));
+  if (from.mesh().num_ranks() > detail::kMaxExchangeRanks)
+    throw InputError(fmt::format("a ragged exchange on a mesh of {} ranks: at most {} are planned", from.mesh().num_ranks(),
+                                 detail::kMaxExchangeRanks));
 }
 
 // Stage k must start at `start` (where the stage before ends, or the plan's source).

@@ -15,7 +15,7 @@
 #include "batch_stage.hpp"
 #include "dtensor/error.hpp"
 #include "placement/odometer.hpp"
-#include "planner_internal.hpp"
+#include "planner/planner_internal.hpp"
 
 namespace dtensor {
 
