@@ -760,3 +760,36 @@ TEST_CASE("ragged exchanges: the planner's record is what the executor's transfe
   }
   CHECK(compared > 100);
 }
+
+TEST_CASE("ragged: count_before in closed form on dense boxes matches counting positions one by one", "[ragged]") {
+  // box: a dense block; sub: a dense or strided sub-box of it; every pos from -1 to past the end
+  std::mt19937_64 rng(20261129);
+  auto uni = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  int checked = 0, dense = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const auto nd = uni(1, 3);
+    std::vector<IndexSet> box, sub;
+    for (std::int64_t d = 0; d < nd; ++d) {
+      const auto a = uni(0, 5), len = uni(1, 5);
+      box.push_back(IndexSet::range(a, a + len));
+      const auto s0 = uni(a, a + len - 1), s1 = uni(s0 + 1, a + len);
+      if (trial % 4 == 3 && s1 - s0 >= 3)  // two runs: the search path
+        sub.push_back(IndexSet::from_runs(std::vector<Interval>{{s0, s0 + 1}, {s0 + 2, s1}}));
+      else
+        sub.push_back(IndexSet::range(s0, s1));
+    }
+    std::int64_t n = 1, total = 1;
+    for (std::int64_t d = 0; d < nd; ++d) n *= sub[static_cast<std::size_t>(d)].size(), total *= box[static_cast<std::size_t>(d)].size();
+    bool all_one_run = true;
+    for (const auto& s : sub) all_one_run = all_one_run && s.runs().size() == 1;
+    dense += all_one_run ? 1 : 0;
+    for (std::int64_t pos = -1; pos <= total + 1; ++pos) {
+      std::int64_t want = 0;
+      for (std::int64_t t = 0; t < n; ++t) want += position_in(sub, t, box) < pos ? 1 : 0;
+      REQUIRE(count_before(sub, box, pos) == want);
+      ++checked;
+    }
+  }
+  CHECK(dense > 250);
+  CHECK(checked > 5000);
+}

@@ -53,6 +53,9 @@ class IndexSet {
   // Local position of a global index held by this set (precondition: contains(index)).
   [[nodiscard]] std::int64_t position_of(std::int64_t index) const noexcept;
 
+  // The index at local position p (slice(p, p + 1).first_or(0) without building it: 0 when p is
+  // not a position of the set).
+  [[nodiscard]] std::int64_t nth(std::int64_t p) const noexcept;
   // The sub-list at local positions [p0, p1).
   [[nodiscard]] IndexSet slice(std::int64_t p0, std::int64_t p1) const;
   [[nodiscard]] IndexSet intersect(const IndexSet& other) const;

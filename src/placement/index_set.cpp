@@ -66,6 +66,15 @@ std::int64_t IndexSet::position_of(std::int64_t index) const noexcept {
   return pos;
 }
 
+std::int64_t IndexSet::nth(std::int64_t p) const noexcept {
+  if (p < 0) return 0;
+  for (const auto& r : runs()) {
+    if (p < r.size()) return r.start + p;
+    p -= r.size();
+  }
+  return 0;
+}
+
 IndexSet IndexSet::slice(std::int64_t p0, std::int64_t p1) const {
   IndexSet out;
   std::int64_t pos = 0;

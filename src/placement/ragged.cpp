@@ -434,7 +434,7 @@ std::int64_t position_in(const std::vector<IndexSet>& sub, std::int64_t t, const
   for (std::size_t d = sub.size(); d-- > 0;) {
     const auto k = t % sub[d].size();
     t /= sub[d].size();
-    p += box[d].position_of(sub[d].slice(k, k + 1).first_or(0)) * stride;
+    p += box[d].position_of(sub[d].nth(k)) * stride;
     stride *= box[d].size();
   }
   return p;
@@ -443,6 +443,32 @@ std::int64_t position_in(const std::vector<IndexSet>& sub, std::int64_t t, const
 std::int64_t count_before(const std::vector<IndexSet>& sub, const std::vector<IndexSet>& box, std::int64_t pos) {
   std::int64_t n = 1;
   for (const auto& s : sub) n *= s.size();
+  if (n == 0) return 0;
+  bool dense = true;  // every set one run: positions are row-major arithmetic
+  for (std::size_t d = 0; d < sub.size(); ++d) dense = dense && sub[d].runs().size() == 1 && box[d].runs().size() == 1;
+  if (dense) {
+    // pos as a coordinate of the box (row-major), then the sub-box's elements lexicographically
+    // before it: per dim, those below its coordinate there times the sub-box's inner size, while
+    // the coordinates before lie inside the sub-box
+    const std::size_t nd = sub.size();
+    std::vector<std::int64_t> q(nd, 0);
+    std::int64_t rest = std::max<std::int64_t>(pos, 0), inner_box = 1;
+    for (std::size_t d = nd; d-- > 0;) inner_box *= box[d].size();
+    if (rest >= inner_box) return n;
+    for (std::size_t d = 0; d < nd; ++d) {
+      inner_box /= box[d].size();
+      q[d] = rest / inner_box;
+      rest %= inner_box;
+    }
+    std::int64_t count = 0, inner_sub = n;
+    for (std::size_t d = 0; d < nd; ++d) {
+      inner_sub /= sub[d].size();
+      const std::int64_t lo = sub[d].runs().front().start - box[d].runs().front().start;  // sub's first coordinate in the box
+      count += std::clamp<std::int64_t>(q[d] - lo, 0, sub[d].size()) * inner_sub;
+      if (q[d] < lo || q[d] >= lo + sub[d].size()) break;
+    }
+    return count;
+  }
   std::int64_t lo = 0, hi = n;  // the first t whose position is >= pos (positions rise with t)
   while (lo < hi) {
     const std::int64_t mid = lo + (hi - lo) / 2;
