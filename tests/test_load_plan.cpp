@@ -10,6 +10,8 @@
 #include <random>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "dtensor/error.hpp"
 #include "dtensor/load_plan.hpp"
 #include "dtensor/ragged_plan.hpp"
@@ -487,4 +489,63 @@ TEST_CASE("load plans: with a profile fitted to H100 NVLink logs, replicas gathe
   CHECK(best.transfer_us + best.post_us < direct.transfer_us);
   // the default profile (one bandwidth for both) keeps point to point
   CHECK(plan_load(saved, targets, CostModel::default_model()).staged.empty());
+}
+
+TEST_CASE("load plans: the candidates' floors only prune: cheapest is never above direct or gather", "[load]") {
+  // random requests (chunks on a random grid, targets with replicas on 1-3-d meshes), three cost
+  // models (collectives 1x, 4x and 1/4x the point-to-point bandwidth, so each candidate wins
+  // somewhere): the cheapest plan's total is at most the forced direct's and gather's, and it is
+  // one of the candidates (direct's total, or a plan that stages)
+  std::mt19937_64 rng(66);
+  auto uni = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  const std::vector<std::string> meshes{"4", "2x4", "2x2x2", "3x2", "8", "4x4"};
+  std::vector<CostModel> models(3, CostModel::default_model());
+  models[1].intra.bw_GBps *= 4, models[1].inter.bw_GBps *= 4, models[1].name = "fast-collectives";
+  models[2].intra.bw_GBps /= 4, models[2].inter.bw_GBps /= 4, models[2].name = "slow-collectives";
+  int staged = 0, direct_won = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    const Mesh mesh = Mesh::parse(meshes[static_cast<std::size_t>(uni(0, static_cast<std::int64_t>(meshes.size()) - 1))]);
+    std::vector<SavedTensor> ss;
+    std::vector<Layout> ts;
+    for (std::int64_t t = 0, n = uni(1, 4); t < n; ++t) {
+      const auto nd = uni(1, 2);
+      std::vector<std::int64_t> shape;
+      for (std::int64_t d = 0; d < nd; ++d) shape.push_back(uni(1, 3) * 8 + uni(0, 3));
+      SavedTensor s{fmt::format("t{}", t), shape, DType::bf16, {}};
+      std::vector<std::vector<std::int64_t>> cuts;
+      for (auto z : shape) {
+        std::vector<std::int64_t> c{0, z};
+        for (int k = 0; k < 3; ++k) c.push_back(uni(1, z - 1));
+        std::sort(c.begin(), c.end());
+        c.erase(std::unique(c.begin(), c.end()), c.end());
+        cuts.push_back(c);
+      }
+      std::vector<std::size_t> at(shape.size(), 0);
+      while (true) {
+        SavedChunk ch;
+        for (std::size_t d = 0; d < shape.size(); ++d) ch.offsets.push_back(cuts[d][at[d]]), ch.sizes.push_back(cuts[d][at[d] + 1] - cuts[d][at[d]]);
+        s.chunks.push_back(ch);
+        std::size_t d = shape.size();
+        while (d-- > 0 && ++at[d] + 1 == cuts[d].size()) at[d] = 0;
+        if (d == static_cast<std::size_t>(-1)) break;
+      }
+      std::string pl;
+      for (int m = 0; m < mesh.ndim(); ++m) pl += uni(0, 2) == 0 ? fmt::format("S({})", uni(0, nd - 1)) : std::string("R");
+      ts.push_back(Layout::parse(mesh, shape, DType::bf16, pl));
+      ss.push_back(std::move(s));
+    }
+    for (const auto& cost : models) {
+      const LoadPlan best = plan_load(ss, ts, cost);
+      const LoadPlan direct = plan_load(ss, ts, cost, LoadOptions{{}, {}, Fanout::direct});
+      const LoadPlan gather = plan_load(ss, ts, cost, LoadOptions{{}, {}, Fanout::gather});
+      INFO(mesh.str() << " " << cost.name << " trial " << trial);
+      REQUIRE(best.total_us <= direct.total_us + 1e-9);
+      REQUIRE(best.total_us <= gather.total_us + 1e-9);
+      REQUIRE((best == direct || !best.staged.empty()));
+      staged += best.staged.empty() ? 0 : 1;
+      direct_won += best == direct ? 1 : 0;
+    }
+  }
+  CHECK(staged > 5);
+  CHECK(direct_won > 20);
 }
