@@ -128,6 +128,16 @@ std::int64_t LayoutBlocks::numel(std::size_t b) const noexcept {
   return n;
 }
 
+std::pair<std::size_t, std::size_t> LayoutBlocks::candidates(std::size_t d, const IndexSet& q) const noexcept {
+  const auto& sd = sets_[d];
+  if (!sorted_runs_[d] || q.empty()) return {0, sd.size()};
+  // the sets that end after the box starts and start before it ends
+  const std::int64_t lo = q.runs().front().start, hi = q.runs().back().stop;
+  const auto i = std::partition_point(sd.begin(), sd.end(), [&](const IndexSet& x) { return x.empty() || x.runs().front().stop <= lo; });
+  const auto end = std::partition_point(i, sd.end(), [&](const IndexSet& x) { return x.runs().front().start < hi; });
+  return {static_cast<std::size_t>(i - sd.begin()), static_cast<std::size_t>(end - sd.begin())};
+}
+
 std::int32_t LayoutBlocks::find(std::span<const std::int32_t> tuple) const noexcept {
   const std::size_t nd = sets_.size();
   if (full_) {  // every combination is a block, in lexicographic order: its mixed-radix index
@@ -160,16 +170,7 @@ void LayoutBlocks::meeting(std::span<const IndexSet> box, std::vector<Meet>& out
     const IndexSet& q = box[d];
     if (q.empty()) return;
     const auto& sd = sets_[d];
-    std::size_t i = 0, end = sd.size();
-    if (sorted_runs_[d]) {  // the sets that end after the box starts and start before it ends
-      const std::int64_t lo = q.runs().front().start, hi = q.runs().back().stop;
-      i = static_cast<std::size_t>(std::partition_point(sd.begin(), sd.end(), [&](const IndexSet& x) {
-            return x.empty() || x.runs().front().stop <= lo;
-          }) - sd.begin());
-      end = static_cast<std::size_t>(
-          std::partition_point(sd.begin() + static_cast<std::ptrdiff_t>(i), sd.end(),
-                               [&](const IndexSet& x) { return x.runs().front().start < hi; }) - sd.begin());
-    }
+    auto [i, end] = candidates(d, q);
     for (; i < end; ++i)
       if (const auto e = sd[i].overlap(q); e > 0) meets[d].emplace_back(static_cast<std::int32_t>(i), e);
     if (meets[d].empty()) return;
@@ -219,19 +220,10 @@ std::int64_t LayoutBlocks::most_met_by(const LayoutBlocks& other) const {
     std::int64_t dim_most = 0;
     for (const IndexSet& q : other.sets_[d]) {
       if (q.empty()) continue;
-      std::size_t i = 0, end = sd.size();
-      if (sorted_runs_[d]) {
-        const std::int64_t lo = q.runs().front().start, hi = q.runs().back().stop;
-        i = static_cast<std::size_t>(std::partition_point(sd.begin(), sd.end(), [&](const IndexSet& x) {
-              return x.empty() || x.runs().front().stop <= lo;
-            }) - sd.begin());
-        end = static_cast<std::size_t>(
-            std::partition_point(sd.begin() + static_cast<std::ptrdiff_t>(i), sd.end(),
-                                 [&](const IndexSet& x) { return x.runs().front().start < hi; }) - sd.begin());
-        if (q.runs().size() == 1) {  // one run meets every set between
-          dim_most = std::max(dim_most, static_cast<std::int64_t>(end - i));
-          continue;
-        }
+      auto [i, end] = candidates(d, q);
+      if (sorted_runs_[d] && q.runs().size() == 1) {  // one run meets every set between
+        dim_most = std::max(dim_most, static_cast<std::int64_t>(end - i));
+        continue;
       }
       std::int64_t n = 0;
       for (; i < end; ++i) n += sd[i].overlap(q) > 0 ? 1 : 0;

@@ -8,6 +8,7 @@
 // Used where plans intersect layouts at scale: checkpoint loads and cross-mesh transfers.
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "dtensor/index_set.hpp"
@@ -64,6 +65,8 @@ class LayoutBlocks {
 
  private:
   [[nodiscard]] std::int32_t find(std::span<const std::int32_t> tuple) const noexcept;
+  // The range of dim d's sets that may meet q (every set unless they are single disjoint runs).
+  [[nodiscard]] std::pair<std::size_t, std::size_t> candidates(std::size_t d, const IndexSet& q) const noexcept;
 
   std::vector<std::vector<IndexSet>> sets_;  // per tensor dim, its distinct sets by first index
   std::vector<char> sorted_runs_;            // per dim: every set one run, disjoint (binary search)
