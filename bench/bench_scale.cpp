@@ -7,7 +7,8 @@
 // Cross-mesh FSDP+TP -> TP (plan_cross_mesh) and a 70B-like checkpoint load (plan_load, the
 // request built in process; its parse is not timed): the new planner only (the old figures, from
 // the build before, are in docs/scale.md).
-// Usage: bench_scale [--smoke] [--limit SECONDS]   (--smoke: the smallest rows only, for CI)
+// Usage: bench_scale [--smoke] [--limit SECONDS] [--only owners|ragged|cross-mesh|load]
+//   (--smoke: the smallest rows only, for CI; --only: one plan kind's rows)
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -123,10 +124,17 @@ std::vector<std::int64_t> iota_ranks(std::int64_t from, std::int64_t n) {
 
 int main(int argc, char** argv) {
   bool smoke = false;
+  std::string only;  // one plan kind's rows
   double limit = 60;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--smoke") == 0) {
       smoke = true;
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only = argv[++i];
+      if (only != "owners" && only != "ragged" && only != "cross-mesh" && only != "load") {
+        std::fprintf(stderr, "error: --only %s: owners, ragged, cross-mesh or load\n", only.c_str());
+        return 2;
+      }
     } else if (std::strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
       limit = std::atof(argv[++i]);
       if (!(limit > 0 && limit <= 3600)) {
@@ -134,88 +142,96 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: bench_scale [--smoke] [--limit SECONDS]\n");
+      std::fprintf(stderr, "usage: bench_scale [--smoke] [--limit SECONDS] [--only owners|ragged|cross-mesh|load]\n");
       return 2;
     }
   }
   const CostModel cost = CostModel::default_model();
-  fmt::print("owners (plan_owners, S(0) bf16 matrices of a 70B-like stack, owners along mesh dim 0)\n");
-  fmt::print("{:>7} {:>9} | {:>26} | {:>26} | {}\n", "ranks", "matrices", "closed form (new)", "exchange walk (old)",
-             "makespan");
-  const std::vector<std::pair<std::int64_t, int>> owner_rows =
-      smoke ? std::vector<std::pair<std::int64_t, int>>{{64, 200}}
-            : std::vector<std::pair<std::int64_t, int>>{{64, 200}, {256, 560}, {256, 600}, {1024, 1000}, {2048, 1000},
-                                                        {8192, 1000}};
-  for (const auto& [ranks, count] : owner_rows) {
-    const Mesh mesh({ranks});
-    const auto layouts = llama_matrices(mesh, count);
-    const Result now = forked(limit, [&] { return plan_owners(layouts, 0, cost).makespan_us; });
-    // the old table: every tensor's every owner priced by the exchange walk (owner_receive_us),
-    // then the same LPT on it (evaluate_owners with plan_owners' owners prices nothing new)
-    Result old;
-    if (ranks <= 1024) {
-      old = forked(limit, [&] {
-        std::vector<double> table;
-        table.reserve(static_cast<std::size_t>(count * ranks));
-        for (const auto& l : layouts)
-          for (std::int64_t o = 0; o < ranks; ++o) table.push_back(owner_receive_us(l, 0, o, cost));
-        return table.back();
-      });
+  if (only.empty() || only == "owners") {
+    fmt::print("owners (plan_owners, S(0) bf16 matrices of a 70B-like stack, owners along mesh dim 0)\n");
+    fmt::print("{:>7} {:>9} | {:>26} | {:>26} | {}\n", "ranks", "matrices", "closed form (new)", "exchange walk (old)",
+               "makespan");
+    const std::vector<std::pair<std::int64_t, int>> owner_rows =
+        smoke ? std::vector<std::pair<std::int64_t, int>>{{64, 200}}
+              : std::vector<std::pair<std::int64_t, int>>{{64, 200}, {256, 560}, {256, 600}, {1024, 1000}, {2048, 1000},
+                                                          {8192, 1000}};
+    for (const auto& [ranks, count] : owner_rows) {
+      const Mesh mesh({ranks});
+      const auto layouts = llama_matrices(mesh, count);
+      const Result now = forked(limit, [&] { return plan_owners(layouts, 0, cost).makespan_us; });
+      // the old table: every tensor's every owner priced by the exchange walk (owner_receive_us),
+      // then the same LPT on it (evaluate_owners with plan_owners' owners prices nothing new)
+      Result old;
+      if (ranks <= 1024) {
+        old = forked(limit, [&] {
+          std::vector<double> table;
+          table.reserve(static_cast<std::size_t>(count * ranks));
+          for (const auto& l : layouts)
+            for (std::int64_t o = 0; o < ranks; ++o) table.push_back(owner_receive_us(l, 0, o, cost));
+          return table.back();
+        });
+      }
+      fmt::print("{:>7} {:>9} | {:>26} | {:>26} | {:.1f} us\n", ranks, count, cell(now), cell(old), now.output);
     }
-    fmt::print("{:>7} {:>9} | {:>26} | {:>26} | {:.1f} us\n", ranks, count, cell(now), cell(old), now.output);
   }
-  fmt::print("\nragged FSDP-by-memory -> rows (plan_ragged, bf16 24 rows per rank x 1024, units 1,3 alternating -> S(0))\n");
-  fmt::print("{:>7} | {:>26} | {}\n", "ranks", "plan_ragged", "stages");
-  const std::vector<std::int64_t> ragged_rows =
-      smoke ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 256, 512, 1024, 8192};
-  auto units_of = [](std::int64_t n) {
-    std::string units;
-    for (std::int64_t r = 0; r < n; ++r) units += (r ? "," : "") + std::string(r % 2 ? "3" : "1");
-    return units;
-  };
-  for (const auto ranks : ragged_rows) {
-    const Mesh mesh({ranks});
-    const std::string units = units_of(ranks);
-    const Result r = forked(limit, [&] {
-      const auto src = RaggedLayout::parse(mesh, {24 * ranks, 1024}, DType::bf16, "RaggedShard((0,),(" + units + "))");
-      const auto dst = RaggedLayout::parse(mesh, {24 * ranks, 1024}, DType::bf16, "S(0)");
-      return static_cast<double>(plan_ragged(src, dst, cost).stages.size());
-    });
-    fmt::print("{:>7} | {:>26} | {:.0f}\n", ranks, cell(r), r.output);
+  if (only.empty() || only == "ragged") {
+    fmt::print("\nragged FSDP-by-memory -> rows (plan_ragged, bf16 24 rows per rank x 1024, units 1,3 alternating -> S(0))\n");
+    fmt::print("{:>7} | {:>26} | {}\n", "ranks", "plan_ragged", "stages");
+    const std::vector<std::int64_t> ragged_rows =
+        smoke ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 256, 512, 1024, 8192};
+    auto units_of = [](std::int64_t n) {
+      std::string units;
+      for (std::int64_t r = 0; r < n; ++r) units += (r ? "," : "") + std::string(r % 2 ? "3" : "1");
+      return units;
+    };
+    for (const auto ranks : ragged_rows) {
+      const Mesh mesh({ranks});
+      const std::string units = units_of(ranks);
+      const Result r = forked(limit, [&] {
+        const auto src = RaggedLayout::parse(mesh, {24 * ranks, 1024}, DType::bf16, "RaggedShard((0,),(" + units + "))");
+        const auto dst = RaggedLayout::parse(mesh, {24 * ranks, 1024}, DType::bf16, "S(0)");
+        return static_cast<double>(plan_ragged(src, dst, cost).stages.size());
+      });
+      fmt::print("{:>7} | {:>26} | {:.0f}\n", ranks, cell(r), r.output);
+    }
+    if (!smoke) {  // 2-d: ragged rows beside a column split, to rows and columns
+      const Mesh mesh({64, 8});
+      const std::string units = units_of(64);
+      const Result r = forked(limit, [&] {
+        const auto src = RaggedLayout::parse(mesh, {1536, 1024}, DType::bf16, "RaggedShard((0,),(" + units + "))S(1)");
+        const auto dst = RaggedLayout::parse(mesh, {1536, 1024}, DType::bf16, "S(0)S(1)");
+        return static_cast<double>(plan_ragged(src, dst, cost).stages.size());
+      });
+      fmt::print("{:>7} | {:>26} | {:.0f}   (64x8, RaggedShard((0,),(1,3,...))S(1) -> S(0)S(1), 1536x1024)\n", 512, cell(r), r.output);
+    }
   }
-  if (!smoke) {  // 2-d: ragged rows beside a column split, to rows and columns
-    const Mesh mesh({64, 8});
-    const std::string units = units_of(64);
-    const Result r = forked(limit, [&] {
-      const auto src = RaggedLayout::parse(mesh, {1536, 1024}, DType::bf16, "RaggedShard((0,),(" + units + "))S(1)");
-      const auto dst = RaggedLayout::parse(mesh, {1536, 1024}, DType::bf16, "S(0)S(1)");
-      return static_cast<double>(plan_ragged(src, dst, cost).stages.size());
-    });
-    fmt::print("{:>7} | {:>26} | {:.0f}   (64x8, RaggedShard((0,),(1,3,...))S(1) -> S(0)S(1), 1536x1024)\n", 512, cell(r), r.output);
+  if (only.empty() || only == "cross-mesh") {
+    fmt::print("\ncross-mesh FSDP+TP -> TP (plan_cross_mesh, 16384x8192 bf16, S(0)S(1) on Nx8 -> RS(1) on (N/2)x8, disjoint world ranks)\n");
+    fmt::print("{:>13} | {:>26} | {}\n", "ranks", "plan_cross_mesh", "messages");
+    const std::vector<std::int64_t> cross_rows = smoke ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 256, 512, 1024};
+    for (const auto rows : cross_rows) {
+      const Result r = forked(limit, [&] {
+        const Mesh a({rows, 8}), b({rows / 2, 8});
+        const auto src = Layout::parse(a, {16384, 8192}, DType::bf16, "S(0)S(1)");
+        const auto dst = Layout::parse(b, {16384, 8192}, DType::bf16, "RS(1)");
+        const auto ra = iota_ranks(0, rows * 8), rb = iota_ranks(rows * 8, rows * 4);
+        return static_cast<double>(plan_cross_mesh(src, ra, dst, rb, cost).messages.size());
+      });
+      fmt::print("{:>13} | {:>26} | {:.0f}\n", fmt::format("{} -> {}", rows * 8, rows * 4), cell(r), r.output);
+    }
   }
-  fmt::print("\ncross-mesh FSDP+TP -> TP (plan_cross_mesh, 16384x8192 bf16, S(0)S(1) on Nx8 -> RS(1) on (N/2)x8, disjoint world ranks)\n");
-  fmt::print("{:>13} | {:>26} | {}\n", "ranks", "plan_cross_mesh", "messages");
-  const std::vector<std::int64_t> cross_rows = smoke ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 256, 512, 1024};
-  for (const auto rows : cross_rows) {
-    const Result r = forked(limit, [&] {
-      const Mesh a({rows, 8}), b({rows / 2, 8});
-      const auto src = Layout::parse(a, {16384, 8192}, DType::bf16, "S(0)S(1)");
-      const auto dst = Layout::parse(b, {16384, 8192}, DType::bf16, "RS(1)");
-      const auto ra = iota_ranks(0, rows * 8), rb = iota_ranks(rows * 8, rows * 4);
-      return static_cast<double>(plan_cross_mesh(src, ra, dst, rb, cost).messages.size());
-    });
-    fmt::print("{:>13} | {:>26} | {:.0f}\n", fmt::format("{} -> {}", rows * 8, rows * 4), cell(r), r.output);
-  }
-  fmt::print("\ncheckpoint load, 70B-like (80 layers x 7 matrices + 2 norms, bf16, rows saved in S chunks) -> S(0)S(1)/RR (plan_load)\n");
-  fmt::print("{:>6} {:>7} | {:>26} | {}\n", "saved", "mesh", "plan_load", "messages");
-  const std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> load_rows =
-      smoke ? std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>>{{16, {4, 4}}}
-            : std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>>{{64, {8, 16}}, {256, {64, 8}}, {1024, {128, 16}}};
-  for (const auto& [saved, shape] : load_rows) {
-    const Mesh mesh(shape);
-    const auto [ts, targets] = load_70b(saved, mesh);
-    const Result r = forked(limit, [&] { return static_cast<double>(plan_load(ts, targets, cost).messages.size()); });
-    fmt::print("{:>6} {:>7} | {:>26} | {:.0f}\n", saved, mesh.str(), cell(r), r.output);
+  if (only.empty() || only == "load") {
+    fmt::print("\ncheckpoint load, 70B-like (80 layers x 7 matrices + 2 norms, bf16, rows saved in S chunks) -> S(0)S(1)/RR (plan_load)\n");
+    fmt::print("{:>6} {:>7} | {:>26} | {}\n", "saved", "mesh", "plan_load", "messages");
+    const std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> load_rows =
+        smoke ? std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>>{{16, {4, 4}}}
+              : std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>>{{64, {8, 16}}, {256, {64, 8}}, {1024, {128, 16}}};
+    for (const auto& [saved, shape] : load_rows) {
+      const Mesh mesh(shape);
+      const auto [ts, targets] = load_70b(saved, mesh);
+      const Result r = forked(limit, [&] { return static_cast<double>(plan_load(ts, targets, cost).messages.size()); });
+      fmt::print("{:>6} {:>7} | {:>26} | {:.0f}\n", saved, mesh.str(), cell(r), r.output);
+    }
   }
   return 0;
 }
