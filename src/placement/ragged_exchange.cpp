@@ -84,11 +84,29 @@ std::optional<std::vector<std::vector<std::int64_t>>> exchange_candidates(const 
   };
   std::vector<Run> runs;
   constexpr std::int64_t kMaxRuns = std::int64_t{1} << 24;
+  // When both layouts split the last tensor dim alike and every piece holds whole rows of it (a
+  // ragged cut crosses only leading dims), two ranks' pieces meet only where their last-dim sets
+  // are the same, and then exactly where their rows meet: runs are keyed by the mesh coordinates
+  // that split that dim and swept as row ranges (a few per rank, not one per row of a column block).
+  const auto nd = static_cast<int>(from.shape().size());
+  bool by_rows = nd >= 2;
+  std::vector<int> row_dims;  // the mesh dims splitting the last tensor dim
+  if (by_rows) {
+    const auto ef = from.base().sharding().entries(nd - 1), et = to.base().sharding().entries(nd - 1);
+    by_rows = std::equal(ef.begin(), ef.end(), et.begin(), et.end());
+    for (const RaggedLayout* l : {&from, &to})
+      if (l->is_ragged() && l->ragged()->prefix_dims >= nd) by_rows = false;
+    for (const auto& e : ef) row_dims.push_back(e.mesh_dim);
+  }
+  const std::int64_t row = by_rows ? from.shape().back() : 1;
+  if (row == 0) return std::vector<std::vector<std::int64_t>>(static_cast<std::size_t>(R));  // no elements
   for (std::int64_t r = 0; r < R; ++r) {
     const auto c = mesh.coord_of_rank(r);
     std::int64_t group = 0;
     for (int m = 0; m < mesh.ndim(); ++m)
       if (!in_group[static_cast<std::size_t>(m)]) group = group * mesh.size(m) + c[static_cast<std::size_t>(m)];
+    if (by_rows)
+      for (int m : row_dims) group = group * mesh.size(m) + c[static_cast<std::size_t>(m)];
     for (const RaggedLayout* l : {&from, &to}) {
       std::vector<Interval> owned;
       try {
@@ -97,8 +115,16 @@ std::optional<std::vector<std::vector<std::int64_t>>> exchange_candidates(const 
         return std::nullopt;  // more runs on a rank than index lists hold
       }
       if (static_cast<std::int64_t>(runs.size() + owned.size()) > kMaxRuns) return std::nullopt;
-      for (const auto& iv : owned)
-        if (iv.stop > iv.start) runs.push_back({group, iv.start, iv.stop, r, l == &from});
+      const std::size_t first = runs.size();
+      for (const auto& iv : owned) {
+        if (iv.stop <= iv.start) continue;
+        const std::int64_t a = iv.start / row, b = (iv.stop - 1) / row + 1;  // its rows (the run itself when not by rows)
+        if (runs.size() > first && a >= runs.back().start && runs.back().stop >= a) {
+          runs.back().stop = std::max(runs.back().stop, b);
+        } else {
+          runs.push_back({group, a, b, r, l == &from});
+        }
+      }
     }
   }
   std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) {
