@@ -793,3 +793,26 @@ TEST_CASE("ragged: count_before in closed form on dense boxes matches counting p
   CHECK(dense > 250);
   CHECK(checked > 5000);
 }
+
+TEST_CASE("ragged: exchanges past 2^24 pairs or 65,536 ranks are refused by name; the planner takes another chain", "[ragged]") {
+  // 8192x2: ragged rows beside a column split, to RR. The direct exchange has every rank receive
+  // from every other (2^28 pairs): refused; the chain through the base (an all-gather-v per
+  // column block, then an all-gather of the columns) is planned instead.
+  const Mesh mesh({8192, 2});
+  std::string units;
+  for (int r = 0; r < 8192; ++r) units += (r ? "," : "") + std::string(r % 2 ? "3" : "1");
+  const auto src = RaggedLayout::parse(mesh, {8192 * 4, 16}, DType::bf16, "RaggedShard((0,),(" + units + "))S(1)");
+  const auto dst = RaggedLayout::parse(mesh, {8192 * 4, 16}, DType::bf16, "RR");
+  CHECK_THROWS_WITH(ragged_exchange(src, dst, CostModel::default_model()), Catch::Contains("pairs more than 2^24 (sender, receiver) ranks"));
+  const RaggedPlan p = plan_ragged(src, dst, CostModel::default_model());
+  REQUIRE(p.stages.size() == 2);
+  CHECK(p.stages[0].exchange.has_value());
+  CHECK(p.stages[0].exchange->to.placements_str() == "RS(1)");
+  // a mesh past the rank cap: every exchange is refused, and the error says why
+  const Mesh big({65537});
+  std::string ones = "1";
+  for (int i = 1; i < 65537; ++i) ones += ",1";
+  const auto r = RaggedLayout::parse(big, {65537}, DType::f32, "RaggedShard((0,),(" + ones + "))");
+  CHECK_THROWS_WITH(plan_ragged(r, RaggedLayout::parse(big, {65537}, DType::f32, "S(0)"), CostModel::default_model()),
+                    Catch::Contains("at most 65536 are planned"));
+}

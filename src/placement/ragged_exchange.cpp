@@ -144,7 +144,7 @@ std::optional<std::vector<std::vector<std::int64_t>>> exchange_candidates(const 
         pairs.emplace_back(run.sender ? run.rank : o->rank, run.sender ? o->rank : run.rank);
       }
     if (static_cast<std::int64_t>(pairs.size()) > kMaxExchangePairs)
-      throw InputError(fmt::format("a ragged exchange {} -> {} on {} ranks pairs more than 2^26 (sender, receiver) ranks",
+      throw InputError(fmt::format("a ragged exchange {} -> {} on {} ranks pairs more than 2^24 (sender, receiver) ranks",
                                    from.placements_str(), to.placements_str(), R));
     other.resize(keep);
     (run.sender ? open_send : open_recv).push_back(&run);
@@ -168,7 +168,7 @@ void for_each_exchange_pair(const RaggedLayout& from, const RaggedLayout& to,
   std::int64_t group = 1;
   for (int d : dims) group *= mesh.size(d);
   if (static_cast<double>(group) * static_cast<double>(mesh.num_ranks()) > static_cast<double>(kMaxExchangePairs))
-    throw InputError(fmt::format("a ragged exchange {} -> {} on {} ranks (groups of {}) pairs more than 2^26 (sender, receiver) ranks",
+    throw InputError(fmt::format("a ragged exchange {} -> {} on {} ranks (groups of {}) pairs more than 2^24 (sender, receiver) ranks",
                                  from.placements_str(), to.placements_str(), mesh.num_ranks(), group));
   for (std::int64_t a = 0; a < mesh.num_ranks(); ++a)
     for (const auto& pc : group_members(mesh, mesh.coord_of_rank(a), dims)) f(a, mesh.rank_at(pc));

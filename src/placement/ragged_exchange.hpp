@@ -21,7 +21,7 @@ struct ExchangePart {
 };
 
 // The most (sender, receiver) pairs an exchange visits (its planner's time and memory follow them).
-inline constexpr std::int64_t kMaxExchangePairs = std::int64_t{1} << 26;
+inline constexpr std::int64_t kMaxExchangePairs = std::int64_t{1} << 24;
 // The most ranks a ragged exchange is planned on.
 inline constexpr std::int64_t kMaxExchangeRanks = std::int64_t{1} << 16;
 

@@ -267,9 +267,15 @@ RaggedPlan plan_ragged(const RaggedLayout& src, const RaggedLayout& dst, const C
     best.total_cost_us = best.stages[0].cost_us();
     return best;
   }
+  std::optional<std::string> blocked;  // the first exchange refused (too many pairs, too many ranks)
   auto exchange = [&](const RaggedLayout& a, const RaggedLayout& b) -> std::optional<RaggedStage> {
     if (has_partial(a) || has_partial(b)) return std::nullopt;
-    return RaggedStage{std::nullopt, ragged_exchange(a, b, cost)};
+    try {
+      return RaggedStage{std::nullopt, ragged_exchange(a, b, cost)};
+    } catch (const InputError& e) {
+      if (!blocked) blocked = e.what();
+      return std::nullopt;  // another chain may still do
+    }
   };
   auto ordinary = [&](const Layout& a, const Layout& b) -> std::optional<RaggedStage> {
     try {
@@ -336,7 +342,8 @@ RaggedPlan plan_ragged(const RaggedLayout& src, const RaggedLayout& dst, const C
     for (const auto& b : points_near(dst, src)) chain(nullptr, &b);
   }
   if (!std::isfinite(best_cost))
-    throw InputError(fmt::format("no ragged plan from {} to {}: every chain is blocked", src.str(), dst.placements_str()));
+    throw InputError(fmt::format("no ragged plan from {} to {}: every chain is blocked{}", src.str(), dst.placements_str(),
+                                 blocked ? " (" + *blocked + ")" : std::string()));
   best.total_cost_us = best_cost;
   return best;
 }
