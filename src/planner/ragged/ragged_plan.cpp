@@ -89,15 +89,20 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
   const Mesh& mesh = from.mesh();
   RaggedExchange ex{from, to, {}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   const auto s = static_cast<std::int64_t>(itemsize(from.dtype()));
-  // every rank's blocks and pieces once; every (sender, receiver) pair once
+  // every rank's blocks (shared by the ranks of one block: placement/blocks.hpp) and pieces once;
+  // every (sender, receiver) pair once
   const auto R = static_cast<std::size_t>(mesh.num_ranks());
   std::vector<std::vector<std::int64_t>> coords(R);
-  std::vector<std::vector<IndexSet>> fb(R), tb(R);
+  const detail::LayoutBlocks from_blocks(from.base()), to_blocks(to.base());
+  std::vector<std::vector<IndexSet>> from_boxes(from_blocks.size()), to_boxes(to_blocks.size());
+  for (std::size_t k = 0; k < from_blocks.size(); ++k) from_boxes[k] = from_blocks.box(k);
+  for (std::size_t k = 0; k < to_blocks.size(); ++k) to_boxes[k] = to_blocks.box(k);
+  std::vector<const std::vector<IndexSet>*> fb(R), tb(R);
   std::vector<Interval> fp(R), tp(R);
   for (std::size_t r = 0; r < R; ++r) {
     coords[r] = mesh.coord_of_rank(static_cast<std::int64_t>(r));
-    fb[r] = from.base().indices(coords[r]);
-    tb[r] = to.base().indices(coords[r]);
+    fb[r] = &from_boxes[static_cast<std::size_t>(from_blocks.block_of(static_cast<std::int64_t>(r)))];
+    tb[r] = &to_boxes[static_cast<std::size_t>(to_blocks.block_of(static_cast<std::int64_t>(r)))];
     fp[r] = from.piece(coords[r]);
     tp[r] = to.piece(coords[r]);
   }
@@ -109,7 +114,7 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
     // part from one sender (the receivers' blocks and pieces are equal), so the figures follow
     // per block from one part per sender: O(ranks), where the pair walk is O(ranks^2).
     // (the groups: the ranks of one block that share their coordinates off the exchange's mesh dims)
-    const detail::LayoutBlocks blocks(from.base());
+    const detail::LayoutBlocks& blocks = from_blocks;
     const auto group_dims = detail::exchange_group_dims(from);
     std::vector<std::vector<std::int64_t>> groups;
     for (std::size_t k = 0; k < blocks.size(); ++k) {
@@ -127,7 +132,7 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
     for (const auto& mem : groups) {
       if (mem.size() < 2) {  // alone: its part is its own
         const auto a = static_cast<std::size_t>(mem.front());
-        const auto n = detail::exchange_part(fb[a], fp[a], tb[a], tp[a]).count();
+        const auto n = detail::exchange_part(*fb[a], fp[a], *tb[a], tp[a]).count();
         copies[a] += n;
         own[a] += n;
         continue;
@@ -137,7 +142,7 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
       for (std::size_t i = 0; i < mem.size(); ++i) {
         const auto a = static_cast<std::size_t>(mem[i]);
         const auto b = static_cast<std::size_t>(mem[i == 0 ? 1 : 0]);  // any other member: the same part
-        const auto p = detail::exchange_part(fb[a], fp[a], tb[b], tp[b]);
+        const auto p = detail::exchange_part(*fb[a], fp[a], *tb[b], tp[b]);
         const auto n = p.count();
         if (n == 0) continue;
         const auto others = static_cast<std::int64_t>(mem.size()) - 1;
@@ -145,9 +150,9 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
         own[a] += n;
         sent[a] += n * others;
         send_peers[a] += others;
-        if (!detail::contiguous_in(p.box, p.lo, p.hi, fb[a])) copies[a] += n * others, scratch[a] += n * others;
+        if (!detail::contiguous_in(p.box, p.lo, p.hi, *fb[a])) copies[a] += n * others, scratch[a] += n * others;
         n_of[i] = n;
-        unpack_of[i] = detail::contiguous_in(p.box, p.lo, p.hi, tb[b]) ? 0 : n;
+        unpack_of[i] = detail::contiguous_in(p.box, p.lo, p.hi, *tb[b]) ? 0 : n;
         total += n;
         unpacked += unpack_of[i];
         ++senders;
@@ -170,7 +175,7 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
   detail::for_each_exchange_pair(from, to, [&](std::int64_t sender, std::int64_t receiver) {
     const auto a = static_cast<std::size_t>(sender), b = static_cast<std::size_t>(receiver);
     const auto& pc = coords[b];
-    const auto p = detail::exchange_part(fb[a], fp[a], tb[b], tp[b]);
+    const auto p = detail::exchange_part(*fb[a], fp[a], *tb[b], tp[b]);
     const auto n = p.count();
     if (n == 0) return;
     if (a == b) {  // its own part: a local copy
@@ -182,13 +187,13 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
       if (pc[static_cast<std::size_t>(m)] != coords[a][static_cast<std::size_t>(m)]) crossed |= 1u << m;
     sent[a] += n;
     ++send_peers[a];
-    if (!detail::contiguous_in(p.box, p.lo, p.hi, fb[a])) {  // packed into scratch
+    if (!detail::contiguous_in(p.box, p.lo, p.hi, *fb[a])) {  // packed into scratch
       copies[a] += n;
       scratch[a] += n;
     }
     received[b] += n;
     ++recv_peers[b];
-    if (!detail::contiguous_in(p.box, p.lo, p.hi, tb[b])) {  // unpacked from scratch
+    if (!detail::contiguous_in(p.box, p.lo, p.hi, *tb[b])) {  // unpacked from scratch
       copies[b] += n;
       scratch[b] += n;
     }
