@@ -111,6 +111,10 @@ struct CostModel {
   // receive rate of either link (`direct_only`: a direct step's wire time alone, at the fastest
   // point-to-point bandwidth), 0 when prices_by_shard_count().
   [[nodiscard]] double wire_floor_us(double bytes, bool direct_only = false) const noexcept;
+  // The time of a direct step of `bytes` to `peers` peers (at least one), without copies, on the
+  // inter-host link when `inter_host` is certain, else on whichever link prices it lower: what
+  // any transfer whose busiest rank moves those bytes to that many peers costs at least.
+  [[nodiscard]] double direct_floor_us(double bytes, std::int64_t peers, bool inter_host) const;
   // wire_floor_us's rate (bytes per µs, either link), for callers that price many byte counts.
   [[nodiscard]] double receive_floor_bytes_per_us() const noexcept;
 

@@ -71,13 +71,18 @@ std::vector<ExchangePart> exchange_recvs(const RaggedLayout& from, const RaggedL
   return exchange_parts(from, to, coord, false);
 }
 
+std::int64_t exchange_group_index(const Mesh& mesh, std::span<const std::int64_t> coord, const std::vector<int>& dims) {
+  std::int64_t group = 0;
+  for (int m = 0; m < mesh.ndim(); ++m)
+    if (std::find(dims.begin(), dims.end(), m) == dims.end()) group = group * mesh.size(m) + coord[static_cast<std::size_t>(m)];
+  return group;
+}
+
 std::optional<std::vector<std::vector<std::int64_t>>> exchange_candidates(const RaggedLayout& from, const RaggedLayout& to) {
   const Mesh& mesh = from.mesh();
   const auto R = mesh.num_ranks();
   // a rank's group: its coordinates on the mesh dims outside the exchange's group dims
   const auto dims = exchange_group_dims(from);
-  std::vector<char> in_group(static_cast<std::size_t>(mesh.ndim()), 0);
-  for (int d : dims) in_group[static_cast<std::size_t>(d)] = 1;
   struct Run {
     std::int64_t group, start, stop, rank;
     bool sender;
@@ -102,9 +107,7 @@ std::optional<std::vector<std::vector<std::int64_t>>> exchange_candidates(const 
   if (row == 0) return std::vector<std::vector<std::int64_t>>(static_cast<std::size_t>(R));  // no elements
   for (std::int64_t r = 0; r < R; ++r) {
     const auto c = mesh.coord_of_rank(r);
-    std::int64_t group = 0;
-    for (int m = 0; m < mesh.ndim(); ++m)
-      if (!in_group[static_cast<std::size_t>(m)]) group = group * mesh.size(m) + c[static_cast<std::size_t>(m)];
+    std::int64_t group = exchange_group_index(mesh, c, dims);
     if (by_rows)
       for (int m : row_dims) group = group * mesh.size(m) + c[static_cast<std::size_t>(m)];
     for (const RaggedLayout* l : {&from, &to}) {

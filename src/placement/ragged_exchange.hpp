@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "dtensor/ragged.hpp"
@@ -27,6 +28,10 @@ inline constexpr std::int64_t kMaxExchangeRanks = std::int64_t{1} << 16;
 
 // The source group of an exchange: the mesh dims that shard or cut `from` (ascending).
 [[nodiscard]] std::vector<int> exchange_group_dims(const RaggedLayout& from);
+// The index of the exchange group of the rank at `coord`: its coordinates on the mesh dims outside
+// `dims` (exchange_group_dims), row-major. Two ranks exchange only within one group.
+[[nodiscard]] std::int64_t exchange_group_index(const Mesh& mesh, std::span<const std::int64_t> coord,
+                                                const std::vector<int>& dims);
 // The part one sender gives one receiver, from the two ranks' blocks (base index sets) and pieces
 // (count 0 when none).
 [[nodiscard]] ExchangePart exchange_part(const std::vector<IndexSet>& src_block, Interval src_piece,

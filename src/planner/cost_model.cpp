@@ -254,6 +254,18 @@ double CostModel::wire_floor_us(double bytes, bool direct_only) const noexcept {
   return bytes / receive_floor_bytes_per_us();
 }
 
+double CostModel::direct_floor_us(double bytes, std::int64_t peers, bool inter_host) const {
+  Traffic t;
+  t.kind = Traffic::Kind::direct;
+  t.peers = std::max<std::int64_t>(1, peers);
+  t.bytes = bytes;
+  t.inter_host = true;
+  const double inter = time(t).total_us();
+  if (inter_host) return inter;
+  t.inter_host = false;
+  return std::min(inter, time(t).total_us());
+}
+
 double CostModel::receive_floor_bytes_per_us() const noexcept {
   return std::max(receive_bw_floor_GBps(false), receive_bw_floor_GBps(true)) * 1e3;
 }

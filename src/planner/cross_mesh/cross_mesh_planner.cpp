@@ -424,16 +424,7 @@ CrossMeshPlan plan_cross_mesh(const Layout& src, std::span<const std::int64_t> s
     // (but for one, held on its own world rank when the meshes share ranks): the busiest rank's
     // peers are at least the most classes one B block meets, less one unless the meshes are disjoint.
     const std::int64_t met = src_sides[i].blocks->most_met_by(*dst_sides[j].blocks) - (disjoint ? 0 : 1);
-    // a direct step of those bytes to that many peers, without copies: what any transfer moving them costs at least
-    Traffic t;
-    t.kind = Traffic::Kind::direct;
-    t.peers = std::max<std::int64_t>(1, met);
-    t.bytes = most * static_cast<double>(s);
-    t.inter_host = true;
-    const double inter = cost.time(t).total_us();
-    if (all_inter) return inter;
-    t.inter_host = false;
-    return std::min(inter, cost.time(t).total_us());
+    return cost.direct_floor_us(most * static_cast<double>(s), met, all_inter);
   };
   // every (A, B) pair of intermediates, by the floor of its total (transfer floor + both parts'
   // floors): once it passes the best total found, no later pair can win; a pair whose floor with

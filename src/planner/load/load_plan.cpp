@@ -361,36 +361,45 @@ class BlocksCache {
   std::map<std::string, std::unique_ptr<detail::LayoutBlocks>> cache_;
 };
 
-// Per chunk with bytes, its needers in rank order: the members of every distinct block of the
-// target (ranks holding equal index sets: replicas) that the chunk meets, found by range queries
-// (placement/blocks.hpp), never by testing every block. A rank is in one block, so a chunk's
-// messages are in `to` order as plan_load makes them; in (tensor, chunk) order.
-Chunks chunks_of(std::span<const SavedTensor> saved, std::span<const Layout> targets, BlocksCache& cache) {
-  Chunks chunks;
+// Calls f(tensor, chunk, its elements, the target's blocks, the blocks it meets) for every saved
+// chunk with elements, in (tensor, chunk) order: range queries (placement/blocks.hpp), never a
+// test of every block.
+template <class F>
+void for_each_chunk_met(std::span<const SavedTensor> saved, std::span<const Layout> targets, BlocksCache& cache, F&& f) {
   std::vector<detail::LayoutBlocks::Meet> met;
   detail::LayoutBlocks::Scratch scratch;
   for (std::size_t t = 0; t < saved.size(); ++t) {
-    const Layout& L = targets[t];
-    const detail::LayoutBlocks& blocks = cache.get(L);
-    const auto s = static_cast<std::int64_t>(itemsize(L.dtype()));
-    std::vector<IndexSet> box(L.shape().size());
+    const detail::LayoutBlocks& blocks = cache.get(targets[t]);
+    std::vector<IndexSet> box(targets[t].shape().size());
     for (std::size_t c = 0; c < saved[t].chunks.size(); ++c) {
       const auto& sc = saved[t].chunks[c];
       std::int64_t n = 1;
       for (auto z : sc.sizes) n *= z;
       if (n == 0) continue;
-      Chunk ch{static_cast<std::int32_t>(t), static_cast<std::int32_t>(c), n * s, s, chunks.needers.size(), 0};
       for (std::size_t d = 0; d < box.size(); ++d) box[d] = IndexSet::range(sc.offsets[d], sc.offsets[d] + sc.sizes[d]);
       met.clear();
       blocks.meeting(box, met, scratch);
-      for (const auto& m : met)
-        for (auto r : blocks.members(static_cast<std::size_t>(m.block))) chunks.needers.emplace_back(r, m.elements);
-      ch.last = chunks.needers.size();
-      const auto b = chunks.needers.begin() + static_cast<std::ptrdiff_t>(ch.first), e = chunks.needers.end();
-      if (!std::is_sorted(b, e)) std::sort(b, e);
-      chunks.list.push_back(ch);
+      f(t, c, n, blocks, std::span<const detail::LayoutBlocks::Meet>(met));
     }
   }
+}
+
+// Per chunk with bytes, its needers in rank order: the members of every distinct block of the
+// target (ranks holding equal index sets: replicas) that the chunk meets. A rank is in one block,
+// so a chunk's messages are in `to` order as plan_load makes them; in (tensor, chunk) order.
+Chunks chunks_of(std::span<const SavedTensor> saved, std::span<const Layout> targets, BlocksCache& cache) {
+  Chunks chunks;
+  for_each_chunk_met(saved, targets, cache, [&](std::size_t t, std::size_t c, std::int64_t n, const detail::LayoutBlocks& blocks,
+                                                std::span<const detail::LayoutBlocks::Meet> met) {
+    const auto s = static_cast<std::int64_t>(itemsize(targets[t].dtype()));
+    Chunk ch{static_cast<std::int32_t>(t), static_cast<std::int32_t>(c), n * s, s, chunks.needers.size(), 0};
+    for (const auto& m : met)
+      for (auto r : blocks.members(static_cast<std::size_t>(m.block))) chunks.needers.emplace_back(r, m.elements);
+    ch.last = chunks.needers.size();
+    const auto b = chunks.needers.begin() + static_cast<std::ptrdiff_t>(ch.first), e = chunks.needers.end();
+    if (!std::is_sorted(b, e)) std::sort(b, e);
+    chunks.list.push_back(ch);
+  });
   return chunks;
 }
 
@@ -588,47 +597,28 @@ double assign_floor_us(std::span<const SavedTensor> saved, std::span<const Layou
   std::int64_t moved = 0, busiest = 0, peers = 0;
   bool inter_host = false;  // some chunk's needers are on two hosts: its reader sends across
   const std::int64_t dph = cost.devices_per_host;
-  std::vector<detail::LayoutBlocks::Meet> met;
-  detail::LayoutBlocks::Scratch scratch;
-  for (std::size_t t = 0; t < saved.size(); ++t) {
-    const detail::LayoutBlocks& blocks = cache.get(targets[t]);
+  for_each_chunk_met(saved, targets, cache, [&](std::size_t t, std::size_t, std::int64_t, const detail::LayoutBlocks& blocks,
+                                                std::span<const detail::LayoutBlocks::Meet> met) {
     const auto s = static_cast<std::int64_t>(itemsize(targets[t].dtype()));
-    std::vector<IndexSet> box(targets[t].shape().size());
-    for (const auto& c : saved[t].chunks) {
-      std::int64_t n = 1;
-      for (auto z : c.sizes) n *= z;
-      if (n == 0) continue;
-      for (std::size_t d = 0; d < box.size(); ++d) box[d] = IndexSet::range(c.offsets[d], c.offsets[d] + c.sizes[d]);
-      met.clear();
-      blocks.meeting(box, met, scratch);
-      std::int64_t needed = 0, own = 0, needers = 0, lowest = INT64_MAX, highest = -1;
-      for (const auto& m : met) {
-        const auto mem = blocks.members(static_cast<std::size_t>(m.block));
-        const auto k = static_cast<std::int64_t>(mem.size());
-        lowest = std::min(lowest, mem.front());
-        highest = std::max(highest, mem.back());
-        needed += m.elements * k;
-        needers += k;
-        own = std::max(own, m.elements);
-      }
-      moved += (needed - own) * s;
-      busiest = std::max(busiest, (needed - own) * s);
-      peers = std::max(peers, needers - 1);
-      inter_host = inter_host || (dph > 0 && highest >= 0 && lowest / dph != highest / dph);
+    std::int64_t needed = 0, own = 0, needers = 0, lowest = INT64_MAX, highest = -1;
+    for (const auto& m : met) {
+      const auto mem = blocks.members(static_cast<std::size_t>(m.block));
+      const auto k = static_cast<std::int64_t>(mem.size());
+      lowest = std::min(lowest, mem.front());
+      highest = std::max(highest, mem.back());
+      needed += m.elements * k;
+      needers += k;
+      own = std::max(own, m.elements);
     }
-  }
+    moved += (needed - own) * s;
+    busiest = std::max(busiest, (needed - own) * s);
+    peers = std::max(peers, needers - 1);
+    inter_host = inter_host || (dph > 0 && highest >= 0 && lowest / dph != highest / dph);
+  });
   const std::int64_t N = targets.front().mesh().num_ranks();
   busiest = std::max(busiest, (moved + N - 1) / N);
   if (moved == 0) return read_floor;
-  Traffic tr;
-  tr.kind = Traffic::Kind::direct;
-  tr.peers = std::max<std::int64_t>(1, peers);
-  tr.bytes = static_cast<double>(busiest);
-  tr.inter_host = true;
-  const double inter = cost.time(tr).total_us();
-  if (inter_host) return read_floor + inter;
-  tr.inter_host = false;
-  return read_floor + std::min(inter, cost.time(tr).total_us());
+  return read_floor + cost.direct_floor_us(static_cast<double>(busiest), peers, inter_host);
 }
 
 }  // namespace

@@ -118,13 +118,10 @@ RaggedExchange ragged_exchange(const RaggedLayout& from, const RaggedLayout& to,
     const auto group_dims = detail::exchange_group_dims(from);
     std::vector<std::vector<std::int64_t>> groups;
     for (std::size_t k = 0; k < blocks.size(); ++k) {
-      std::map<std::vector<std::int64_t>, std::size_t> by_key;
+      std::map<std::int64_t, std::size_t> by_group;
       for (auto r : blocks.members(k)) {
-        std::vector<std::int64_t> key;
-        for (int m = 0; m < mesh.ndim(); ++m)
-          if (std::find(group_dims.begin(), group_dims.end(), m) == group_dims.end())
-            key.push_back(coords[static_cast<std::size_t>(r)][static_cast<std::size_t>(m)]);
-        const auto [it, fresh] = by_key.emplace(std::move(key), groups.size());
+        const auto [it, fresh] = by_group.emplace(detail::exchange_group_index(mesh, coords[static_cast<std::size_t>(r)], group_dims),
+                                                  groups.size());
         if (fresh) groups.emplace_back();
         groups[it->second].push_back(r);
       }
