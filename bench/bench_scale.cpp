@@ -85,10 +85,12 @@ std::vector<Layout> llama_matrices(const Mesh& mesh, int count) {
   return out;
 }
 
-// A 70B-like load (80 layers of 7 bf16 matrices + 2 norms), rows saved in `saved` chunks per
-// tensor, onto `mesh` as S(0)S(1) (matrices) and RR (norms): the repro's request, in process.
-std::pair<std::vector<SavedTensor>, std::vector<Layout>> load_70b(std::int64_t saved, const Mesh& mesh) {
-  const std::int64_t H = 8192, F = 28672, KV = 1024;
+// A Llama-like load (`layers` layers of 7 bf16 matrices + 2 norms; hidden H, FFN F, KV rows KV),
+// rows saved in `saved` chunks per tensor, onto `mesh` as S(0)S(1) (matrices) and RR (norms): the
+// repro's request, in process. 70B: 80 layers, 8192, 28672, 1024; 405B: 126, 16384, 53248, 1024.
+std::pair<std::vector<SavedTensor>, std::vector<Layout>> load_llama(std::int64_t saved, const Mesh& mesh, int layers = 80,
+                                                                    std::int64_t H = 8192, std::int64_t F = 28672,
+                                                                    std::int64_t KV = 1024) {
   const std::vector<std::vector<std::int64_t>> mats{{H, H}, {KV, H}, {KV, H}, {H, H}, {F, H}, {H, F}, {F, H}};
   std::vector<SavedTensor> ts;
   std::vector<Layout> targets;
@@ -106,7 +108,7 @@ std::pair<std::vector<SavedTensor>, std::vector<Layout>> load_70b(std::int64_t s
     targets.push_back(Layout::parse(mesh, shape, DType::bf16, placements));
     ts.push_back(std::move(t));
   };
-  for (int layer = 0; layer < 80; ++layer) {
+  for (int layer = 0; layer < layers; ++layer) {
     for (std::size_t k = 0; k < mats.size(); ++k) add(fmt::format("layers.{}.m{}", layer, k), mats[k], "S(0)S(1)");
     add(fmt::format("layers.{}.attn_norm", layer), {H}, "RR");
     add(fmt::format("layers.{}.ffn_norm", layer), {H}, "RR");
@@ -221,16 +223,27 @@ int main(int argc, char** argv) {
     }
   }
   if (only.empty() || only == "load") {
-    fmt::print("\ncheckpoint load, 70B-like (80 layers x 7 matrices + 2 norms, bf16, rows saved in S chunks) -> S(0)S(1)/RR (plan_load)\n");
-    fmt::print("{:>6} {:>7} | {:>26} | {}\n", "saved", "mesh", "plan_load", "messages");
-    const std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> load_rows =
-        smoke ? std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>>{{16, {4, 4}}}
-              : std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>>{{64, {8, 16}}, {256, {64, 8}}, {1024, {128, 16}}};
-    for (const auto& [saved, shape] : load_rows) {
-      const Mesh mesh(shape);
-      const auto [ts, targets] = load_70b(saved, mesh);
-      const Result r = forked(limit, [&] { return static_cast<double>(plan_load(ts, targets, cost).messages.size()); });
-      fmt::print("{:>6} {:>7} | {:>26} | {:.0f}\n", saved, mesh.str(), cell(r), r.output);
+    fmt::print("\ncheckpoint load, Llama-like (layers x 7 matrices + 2 norms, bf16, rows saved in S chunks) -> S(0)S(1)/RR\n"
+               "(plan_load: the whole plan; plan_load_part: rank 0's part, planned alone)\n");
+    fmt::print("{:>5} {:>6} {:>8} | {:>26} | {:>26} | {}\n", "model", "saved", "mesh", "plan_load", "plan_load_part",
+               "messages (whole / rank 0)");
+    struct Row {
+      const char* model;
+      std::int64_t saved;
+      std::vector<std::int64_t> mesh;
+    };
+    const std::vector<Row> load_rows =
+        smoke ? std::vector<Row>{{"70B", 16, {4, 4}}}
+              : std::vector<Row>{{"70B", 64, {8, 16}}, {"70B", 256, {64, 8}}, {"70B", 1024, {128, 16}}, {"405B", 1024, {1024, 8}}};
+    for (const auto& row : load_rows) {
+      const Mesh mesh(row.mesh);
+      const bool big = std::string_view(row.model) == "405B";
+      const auto [ts, targets] = big ? load_llama(row.saved, mesh, 126, 16384, 53248, 1024) : load_llama(row.saved, mesh);
+      const Result whole = forked(limit, [&] { return static_cast<double>(plan_load(ts, targets, cost).messages.size()); });
+      const Result part =
+          forked(limit, [&] { return static_cast<double>(plan_load_part(ts, targets, 0, cost).plan.messages.size()); });
+      fmt::print("{:>5} {:>6} {:>8} | {:>26} | {:>26} | {:.0f} / {:.0f}\n", row.model, row.saved, mesh.str(), cell(whole),
+                 cell(part), whole.output, part.output);
     }
   }
   return 0;

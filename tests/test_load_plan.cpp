@@ -491,6 +491,46 @@ TEST_CASE("load plans: with a profile fitted to H100 NVLink logs, replicas gathe
   CHECK(plan_load(saved, targets, CostModel::default_model()).staged.empty());
 }
 
+namespace {
+
+// A random load on `mesh`: 1-4 tensors of 1-2 dims, their chunks on a random grid, targets with
+// replicas (Shard or Replicate per mesh dim).
+std::pair<std::vector<SavedTensor>, std::vector<Layout>> random_load(std::mt19937_64& rng, const Mesh& mesh) {
+  auto uni = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  std::vector<SavedTensor> ss;
+  std::vector<Layout> ts;
+  for (std::int64_t t = 0, n = uni(1, 4); t < n; ++t) {
+    const auto nd = uni(1, 2);
+    std::vector<std::int64_t> shape;
+    for (std::int64_t d = 0; d < nd; ++d) shape.push_back(uni(1, 3) * 8 + uni(0, 3));
+    SavedTensor s{fmt::format("t{}", t), shape, DType::bf16, {}};
+    std::vector<std::vector<std::int64_t>> cuts;
+    for (auto z : shape) {
+      std::vector<std::int64_t> c{0, z};
+      for (int k = 0; k < 3; ++k) c.push_back(uni(1, z - 1));
+      std::sort(c.begin(), c.end());
+      c.erase(std::unique(c.begin(), c.end()), c.end());
+      cuts.push_back(c);
+    }
+    std::vector<std::size_t> at(shape.size(), 0);
+    while (true) {
+      SavedChunk ch;
+      for (std::size_t d = 0; d < shape.size(); ++d) ch.offsets.push_back(cuts[d][at[d]]), ch.sizes.push_back(cuts[d][at[d] + 1] - cuts[d][at[d]]);
+      s.chunks.push_back(ch);
+      std::size_t d = shape.size();
+      while (d-- > 0 && ++at[d] + 1 == cuts[d].size()) at[d] = 0;
+      if (d == static_cast<std::size_t>(-1)) break;
+    }
+    std::string pl;
+    for (int m = 0; m < mesh.ndim(); ++m) pl += uni(0, 2) == 0 ? fmt::format("S({})", uni(0, nd - 1)) : std::string("R");
+    ts.push_back(Layout::parse(mesh, shape, DType::bf16, pl));
+    ss.push_back(std::move(s));
+  }
+  return {std::move(ss), std::move(ts)};
+}
+
+}  // namespace
+
 TEST_CASE("load plans: the candidates' floors only prune: cheapest is never above direct or gather", "[load]") {
   // random requests (chunks on a random grid, targets with replicas on 1-3-d meshes), three cost
   // models (collectives 1x, 4x and 1/4x the point-to-point bandwidth, so each candidate wins
@@ -505,35 +545,7 @@ TEST_CASE("load plans: the candidates' floors only prune: cheapest is never abov
   int staged = 0, direct_won = 0;
   for (int trial = 0; trial < 150; ++trial) {
     const Mesh mesh = Mesh::parse(meshes[static_cast<std::size_t>(uni(0, static_cast<std::int64_t>(meshes.size()) - 1))]);
-    std::vector<SavedTensor> ss;
-    std::vector<Layout> ts;
-    for (std::int64_t t = 0, n = uni(1, 4); t < n; ++t) {
-      const auto nd = uni(1, 2);
-      std::vector<std::int64_t> shape;
-      for (std::int64_t d = 0; d < nd; ++d) shape.push_back(uni(1, 3) * 8 + uni(0, 3));
-      SavedTensor s{fmt::format("t{}", t), shape, DType::bf16, {}};
-      std::vector<std::vector<std::int64_t>> cuts;
-      for (auto z : shape) {
-        std::vector<std::int64_t> c{0, z};
-        for (int k = 0; k < 3; ++k) c.push_back(uni(1, z - 1));
-        std::sort(c.begin(), c.end());
-        c.erase(std::unique(c.begin(), c.end()), c.end());
-        cuts.push_back(c);
-      }
-      std::vector<std::size_t> at(shape.size(), 0);
-      while (true) {
-        SavedChunk ch;
-        for (std::size_t d = 0; d < shape.size(); ++d) ch.offsets.push_back(cuts[d][at[d]]), ch.sizes.push_back(cuts[d][at[d] + 1] - cuts[d][at[d]]);
-        s.chunks.push_back(ch);
-        std::size_t d = shape.size();
-        while (d-- > 0 && ++at[d] + 1 == cuts[d].size()) at[d] = 0;
-        if (d == static_cast<std::size_t>(-1)) break;
-      }
-      std::string pl;
-      for (int m = 0; m < mesh.ndim(); ++m) pl += uni(0, 2) == 0 ? fmt::format("S({})", uni(0, nd - 1)) : std::string("R");
-      ts.push_back(Layout::parse(mesh, shape, DType::bf16, pl));
-      ss.push_back(std::move(s));
-    }
+    auto [ss, ts] = random_load(rng, mesh);
     for (const auto& cost : models) {
       const LoadPlan best = plan_load(ss, ts, cost);
       const LoadPlan direct = plan_load(ss, ts, cost, LoadOptions{{}, {}, Fanout::direct});
@@ -548,4 +560,56 @@ TEST_CASE("load plans: the candidates' floors only prune: cheapest is never abov
   }
   CHECK(staged > 5);
   CHECK(direct_won > 20);
+}
+
+TEST_CASE("load plans: a rank's part planned alone is its part of the whole plan", "[load]") {
+  // random loads whose tensors repeat (a model's layers: the same shape, chunks and target, in
+  // bf16 or f32; the same chunks into another target), under two cost models and the three
+  // fan-outs: every rank's plan_load_part equals the whole plan's part, with the same decision
+  // hash; the whole plan passes check_load_plan (its figures recomputed message by message, against
+  // the figures the planner summed per needer list)
+  std::mt19937_64 rng(71);
+  auto uni = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  const std::vector<std::string> meshes{"4", "2x4", "2x2x2", "3x2", "8", "4x4"};
+  std::vector<CostModel> models(2, CostModel::default_model());
+  models[1].intra.bw_GBps /= 4, models[1].inter.bw_GBps /= 4, models[1].name = "slow-collectives";
+  int repeats = 0, parts = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const Mesh mesh = Mesh::parse(meshes[static_cast<std::size_t>(uni(0, static_cast<std::int64_t>(meshes.size()) - 1))]);
+    auto [ss, ts] = random_load(rng, mesh);
+    for (std::size_t t = 0, n = ss.size(); t < n; ++t)
+      for (std::int64_t copy = 0, k = uni(0, 3); copy < k; ++copy) {
+        SavedTensor s = ss[t];
+        s.name += fmt::format(".copy{}", copy);
+        Layout l = ts[t];
+        if (uni(0, 2) == 0) {  // another dtype
+          s.dtype = DType::f32;
+          l = Layout(l.mesh(), l.shape(), DType::f32, l.sharding());
+        } else if (uni(0, 3) == 0) {  // another target
+          l = Layout::parse(mesh, l.shape(), l.dtype(), std::string(static_cast<std::size_t>(mesh.ndim()), 'R').c_str());
+        }
+        ss.push_back(std::move(s));
+        ts.push_back(std::move(l));
+        ++repeats;
+      }
+    for (const auto& cost : models)
+      for (Fanout fo : {Fanout::cheapest, Fanout::direct, Fanout::gather}) {
+        const LoadOptions o{{}, {}, fo};
+        const LoadPlan whole = plan_load(ss, ts, cost, o);
+        INFO(mesh.str() << " " << cost.name << " " << to_string(fo) << " trial " << trial);
+        check_load_plan(whole, ss, ts, &cost);
+        for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
+          const LoadPart part = plan_load_part(ss, ts, r, cost, o);
+          REQUIRE(part == whole.part(r));
+          REQUIRE(part.decision_hash == whole.decision_hash());
+          ++parts;
+        }
+      }
+  }
+  CHECK(repeats > 60);
+  CHECK(parts > 1000);
+  const Mesh mesh = Mesh::parse("2x2");
+  const auto [ss, ts] = random_load(rng, mesh);
+  CHECK_THROWS_WITH(plan_load_part(ss, ts, 4, CostModel::default_model()), Catch::Contains("rank 4 is not on the load's mesh"));
+  CHECK_THROWS_WITH(plan_load(ss, ts, CostModel::default_model()).part(-1), Catch::Contains("rank -1"));
 }

@@ -6,8 +6,9 @@
 // time), then moves every piece a target rank needs from its reader -- to the rank itself, or,
 // where the cost model prices it lower, to an intermediate layout that shards the target's
 // replicated mesh dims, which a batch of collectives inside the mesh then gathers (the fan-out).
-// Planning is O(C log C + C * B) for C saved chunks and B distinct target blocks per tensor, once
-// per fan-out candidate (at most 8).
+// Planning is O(C log C + C * n) for C saved chunks and n needers per chunk, the range queries once
+// per distinct kind of tensor (target blocks and chunks), once per fan-out candidate planned (at
+// most 8, most ruled out by a floor). A rank can plan its own part alone (plan_load_part).
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -55,6 +56,8 @@ struct LoadOptions {
   friend bool operator==(const LoadOptions&, const LoadOptions&) = default;
 };
 
+struct LoadPart;
+
 struct LoadPlan {
   struct Read {
     std::int32_t tensor = 0;  // index into the saved tensors
@@ -96,6 +99,12 @@ struct LoadPlan {
   StorageParams storage;  // what the reads were priced with
 
   [[nodiscard]] std::uint64_t hash() const;
+  // The hash of the plan's decisions: its mesh, who reads each chunk, the staged tensors and the
+  // post batch (the messages follow from these and the load). What a rank's part carries, so that
+  // ranks that planned their parts alone can check they made the same plan.
+  [[nodiscard]] std::uint64_t decision_hash() const;
+  // Rank `rank`'s part of this plan (plan_load_part's, from a whole plan). InputError off the mesh.
+  [[nodiscard]] LoadPart part(std::int64_t rank) const;
   [[nodiscard]] std::string to_json(int indent = -1) const;
   // The layout tensor `t` is received in: its intermediate when staged, else `target`.
   [[nodiscard]] const Layout& received_layout(std::int32_t t, const Layout& target) const;
@@ -119,6 +128,25 @@ void check_saved(const SavedTensor& saved, const Layout& target);
 // lengths, targets on different meshes, a Partial target, more than 2^31 tensors or chunks).
 [[nodiscard]] LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
                                  const LoadOptions& options = {});
+
+// One rank's part of a load plan: `plan` holds only the reads of rank `rank` and the messages it
+// sends or receives (in the whole plan's orders), and every other field of the whole plan (its
+// figures, fan-out and post batch: the same on every rank); `decision_hash` is the whole plan's
+// decision_hash().
+struct LoadPart {
+  std::int64_t rank = 0;
+  std::uint64_t decision_hash = 0;
+  LoadPlan plan;
+  friend bool operator==(const LoadPart&, const LoadPart&) = default;
+};
+
+// Rank `rank`'s part of plan_load(saved, targets, cost, options), planned by that rank alone:
+// the same decision (who reads what, the fan-out) as the whole plan, then only this rank's
+// entries; equal to plan_load(...).part(rank). Its time is the decision's (linear in the chunks
+// and their needers, a model's repeated tensors met once) plus the rank's entries, never the
+// whole plan's messages. InputError as plan_load, or naming a rank off the mesh.
+[[nodiscard]] LoadPart plan_load_part(std::span<const SavedTensor> saved, std::span<const Layout> targets, std::int64_t rank,
+                                      const CostModel& cost, const LoadOptions& options = {});
 
 // Whether `plan` loads `saved` into `targets` (a plan from elsewhere: from_json, another rank):
 // every non-empty chunk read by exactly one rank with its bytes, and its messages exactly the

@@ -14,6 +14,7 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -34,62 +35,24 @@ std::string chunk_str(const SavedChunk& c) {
   return fmt::format("offsets {} sizes {}", shape_str(c.offsets), shape_str(c.sizes));
 }
 
-// The figures a plan's reads and messages give (what assign() records and check_load_figures()
+// The figures a load's reads and messages give (what plan_load records and check_load_figures()
 // recomputes): bytes read in all, by the busiest reader and at best (balanced), bytes moved
 // between ranks, the busiest rank's transfer and peers (a peer either way counts once) and, under
 // `cost` (else left 0 and false), whether a message crosses hosts, the reads' time at the plan's
-// storage parameters and the transfer's time. `itemsize_of(t)`: tensor t's element size.
+// storage parameters and the transfer's time: from a plan's entries (figures_of), or from a
+// decision's chunks and their shared needer lists (decision_figures: never message by message).
 struct LoadFigures {
   std::int64_t total_read = 0, busiest_read = 0, balanced_read = 0, moved = 0, busiest_transfer = 0, busiest_peers = 0;
   bool inter_host = false;
   double read_us = 0, transfer_us = 0;
 };
-template <class ItemSize>
-LoadFigures load_figures(const LoadPlan& plan, const ItemSize& itemsize_of, const CostModel* cost) {
-  const auto N = plan.mesh.num_ranks();
+// The figures' maxima and times from per-rank sums (reads, chunks opened, bytes sent and received,
+// peers), `f` holding the totals (bytes read, moved, inter_host).
+void finish_figures(LoadFigures& f, const Mesh& mesh, const StorageParams& st, std::span<const std::int64_t> rs,
+                    std::span<const std::int64_t> opened, std::span<const std::int64_t> snt, std::span<const std::int64_t> rcv,
+                    std::span<const std::int64_t> peers, std::int64_t largest, const CostModel* cost) {
+  const auto N = mesh.num_ranks();
   const auto n = static_cast<std::size_t>(N);
-  std::vector<std::int64_t> rs(n, 0), opened(n, 0), snt(n, 0), rcv(n, 0);
-  std::vector<std::int64_t> degree(n + 1, 0);  // per rank, its message ends (a CSR of partners below)
-  LoadFigures f;
-  std::int64_t largest = 0;
-  for (const auto& r : plan.reads) {
-    rs[static_cast<std::size_t>(r.reader)] += r.bytes;
-    ++opened[static_cast<std::size_t>(r.reader)];
-    f.total_read += r.bytes;
-    largest = std::max(largest, r.bytes);
-  }
-  for (const auto& x : plan.messages) {
-    if (x.to == x.from) continue;
-    const std::int64_t b = x.elements * itemsize_of(x.tensor);
-    snt[static_cast<std::size_t>(x.from)] += b;
-    rcv[static_cast<std::size_t>(x.to)] += b;
-    f.moved += b;
-    ++degree[static_cast<std::size_t>(x.from) + 1];
-    ++degree[static_cast<std::size_t>(x.to) + 1];
-    if (cost) f.inter_host = f.inter_host || x.from / cost->devices_per_host != x.to / cost->devices_per_host;
-  }
-  // a rank's peers: its distinct partners either way, counted over its partner list with a stamp
-  // per partner (O(messages + ranks), no sort)
-  std::vector<std::int64_t> peers(n, 0);
-  {
-    std::vector<std::size_t> start(n + 1, 0);
-    for (std::size_t u = 0; u < n; ++u) start[u + 1] = start[u] + static_cast<std::size_t>(degree[u + 1]);
-    std::vector<std::int32_t> partner(start[n]);
-    std::vector<std::size_t> at(start.begin(), start.end() - 1);
-    for (const auto& x : plan.messages) {
-      if (x.to == x.from) continue;
-      partner[at[static_cast<std::size_t>(x.from)]++] = static_cast<std::int32_t>(x.to);
-      partner[at[static_cast<std::size_t>(x.to)]++] = static_cast<std::int32_t>(x.from);
-    }
-    std::vector<std::int64_t> stamp(n, -1);
-    for (std::size_t u = 0; u < n; ++u)
-      for (std::size_t i = start[u]; i < start[u + 1]; ++i)
-        if (auto& st = stamp[static_cast<std::size_t>(partner[i])]; st != static_cast<std::int64_t>(u)) {
-          st = static_cast<std::int64_t>(u);
-          ++peers[u];
-        }
-  }
-  const StorageParams& st = plan.storage;
   for (std::size_t u = 0; u < n; ++u) {
     f.busiest_read = std::max(f.busiest_read, rs[u]);
     f.busiest_transfer = std::max({f.busiest_transfer, snt[u], rcv[u]});
@@ -111,7 +74,97 @@ LoadFigures load_figures(const LoadPlan& plan, const ItemSize& itemsize_of, cons
     }
     f.transfer_us = cost->time(tr).total_us();
   }
+}
+
+// Per rank, its distinct partners either way, from `for_each_pair(f)` calling f(from, to) for
+// every pair with a message (from != to; a pair may come more than once; called twice, the same
+// pairs in the same order): a CSR of partners counted with a stamp per partner, O(pairs + ranks),
+// no sort. A pair repeated right after itself (per receiver, the sender of its last pair) is not
+// listed again: the lists stay short when pairs come grouped by sender.
+template <class Pairs>
+std::vector<std::int64_t> peers_of(std::size_t n, const Pairs& for_each_pair) {
+  std::vector<std::size_t> start(n + 1, 0);
+  std::vector<std::int64_t> last_from(n, -1);
+  for_each_pair([&](std::int64_t from, std::int64_t to) {
+    if (last_from[static_cast<std::size_t>(to)] == from) return;
+    last_from[static_cast<std::size_t>(to)] = from;
+    ++start[static_cast<std::size_t>(from) + 1];
+    ++start[static_cast<std::size_t>(to) + 1];
+  });
+  for (std::size_t u = 0; u < n; ++u) start[u + 1] += start[u];
+  std::vector<std::int32_t> partner(start[n]);
+  std::vector<std::size_t> at(start.begin(), start.end() - 1);
+  std::fill(last_from.begin(), last_from.end(), -1);
+  for_each_pair([&](std::int64_t from, std::int64_t to) {
+    if (last_from[static_cast<std::size_t>(to)] == from) return;
+    last_from[static_cast<std::size_t>(to)] = from;
+    partner[at[static_cast<std::size_t>(from)]++] = static_cast<std::int32_t>(to);
+    partner[at[static_cast<std::size_t>(to)]++] = static_cast<std::int32_t>(from);
+  });
+  std::vector<std::int64_t> peers(n, 0), stamp(n, -1);
+  for (std::size_t u = 0; u < n; ++u)
+    for (std::size_t i = start[u]; i < start[u + 1]; ++i)
+      if (auto& sp = stamp[static_cast<std::size_t>(partner[i])]; sp != static_cast<std::int64_t>(u)) {
+        sp = static_cast<std::int64_t>(u);
+        ++peers[u];
+      }
+  return peers;
+}
+
+// Per rank, its host under `cost` (empty without one).
+std::vector<std::int64_t> hosts_of(std::size_t n, const CostModel* cost) {
+  std::vector<std::int64_t> host;
+  if (cost)
+    for (std::size_t u = 0; u < n; ++u) host.push_back(static_cast<std::int64_t>(u) / cost->devices_per_host);
+  return host;
+}
+
+// A load's figures from its reads and messages: `for_each_read(f)` calls f(reader, bytes) per
+// read, `for_each_message(f)` f(from, to, bytes) per message (called twice: the same messages in
+// the same order).
+template <class Reads, class Messages>
+LoadFigures figures_of(const Mesh& mesh, const StorageParams& st, const Reads& for_each_read,
+                       const Messages& for_each_message, const CostModel* cost) {
+  const auto n = static_cast<std::size_t>(mesh.num_ranks());
+  std::vector<std::int64_t> rs(n, 0), opened(n, 0), snt(n, 0), rcv(n, 0);
+  LoadFigures f;
+  std::int64_t largest = 0;
+  for_each_read([&](std::int64_t reader, std::int64_t bytes) {
+    rs[static_cast<std::size_t>(reader)] += bytes;
+    ++opened[static_cast<std::size_t>(reader)];
+    f.total_read += bytes;
+    largest = std::max(largest, bytes);
+  });
+  const std::vector<std::int64_t> host = hosts_of(n, cost);
+  for_each_message([&](std::int64_t from, std::int64_t to, std::int64_t b) {
+    if (to == from) return;
+    const auto fu = static_cast<std::size_t>(from), tu = static_cast<std::size_t>(to);
+    snt[fu] += b;
+    rcv[tu] += b;
+    f.moved += b;
+    if (cost) f.inter_host = f.inter_host || host[fu] != host[tu];
+  });
+  const std::vector<std::int64_t> peers = peers_of(n, [&](const auto& g) {
+    for_each_message([&](std::int64_t from, std::int64_t to, std::int64_t) {
+      if (from != to) g(from, to);
+    });
+  });
+  finish_figures(f, mesh, st, rs, opened, snt, rcv, peers, largest, cost);
   return f;
+}
+
+// A plan's figures, from its entries. `itemsize_of(t)`: tensor t's element size.
+template <class ItemSize>
+LoadFigures load_figures(const LoadPlan& plan, const ItemSize& itemsize_of, const CostModel* cost) {
+  return figures_of(
+      plan.mesh, plan.storage,
+      [&](const auto& f) {
+        for (const auto& r : plan.reads) f(r.reader, r.bytes);
+      },
+      [&](const auto& f) {
+        for (const auto& x : plan.messages) f(x.from, x.to, x.elements * itemsize_of(x.tensor));
+      },
+      cost);
 }
 
 // Range add and range maximum over n slots (coverage counts along one dim's cuts).
@@ -274,7 +327,10 @@ void check_disjoint(const SavedTensor& t) {
 
 }  // namespace
 
-void check_saved(const SavedTensor& t, const Layout& target) {
+namespace {
+
+// check_saved's checks of one tensor against its target alone (shape, dtype, chunk count).
+void check_saved_against(const SavedTensor& t, const Layout& target) {
   if (t.shape != target.shape())
     throw InputError(fmt::format("tensor {}: saved with shape {}, but the target's is {}", t.name, shape_str(t.shape),
                                  shape_str(target.shape())));
@@ -283,8 +339,13 @@ void check_saved(const SavedTensor& t, const Layout& target) {
                                  to_string(target.dtype())));
   if (static_cast<std::int64_t>(t.chunks.size()) >= kMaxEntries)
     throw InputError(fmt::format("tensor {}: {} chunks", t.name, t.chunks.size()));
+}
+
+// check_saved's checks of the chunks: within the shape, disjoint, covering it.
+void check_tiling(const SavedTensor& t) {
   const std::size_t nd = t.shape.size();
-  const std::int64_t numel = target.numel();
+  std::int64_t numel = 1;
+  for (auto z : t.shape) numel *= z;  // (the target's shape: its product fits)
   std::int64_t covered = 0;
   for (std::size_t i = 0; i < t.chunks.size(); ++i) {
     const auto& c = t.chunks[i];
@@ -308,6 +369,13 @@ void check_saved(const SavedTensor& t, const Layout& target) {
     throw InputError(fmt::format("tensor {}: the chunks cover {} of its {} elements: some are missing", t.name, covered, numel));
 }
 
+}  // namespace
+
+void check_saved(const SavedTensor& t, const Layout& target) {
+  check_saved_against(t, target);
+  check_tiling(t);
+}
+
 namespace {
 
 // A saved chunk with bytes, and the ranks whose target holds some of it with how many of its
@@ -316,6 +384,7 @@ struct Chunk {
   std::int32_t tensor, index;
   std::int64_t bytes, itemsize;
   std::size_t first = 0, last = 0;  // its needers: [first, last) of Chunks::needers
+  std::int64_t needed = 0;          // the elements its needers hold in all
 };
 struct Chunks {
   std::vector<Chunk> list;
@@ -325,13 +394,87 @@ struct Chunks {
   }
 };
 
-// The checks plan_load makes of its inputs (throwing InputError), and the mesh they share.
-Mesh check_inputs(std::span<const SavedTensor> saved, std::span<const Layout> targets) {
+// The figures of a decision (each chunk's reader), from the chunks and their needer lists, which a
+// model's repeated kinds of tensor share: the bytes each rank receives are summed per distinct list
+// (its elements per needer times the bytes factor of the chunks using it), less what each reader
+// holds of its own chunks; the peers from the distinct (reader, list) pairs. O(chunks log needers +
+// the distinct lists' and pairs' needers), never message by message; the same integers as
+// figures_of over the messages.
+LoadFigures decision_figures(const Chunks& cs, std::span<const std::int64_t> reader, const Mesh& mesh,
+                             const StorageParams& st, const CostModel& cost) {
+  const auto n = static_cast<std::size_t>(mesh.num_ranks());
+  std::vector<std::int64_t> rs(n, 0), opened(n, 0), snt(n, 0), rcv(n, 0);
+  LoadFigures f;
+  std::int64_t largest = 0;
+  const std::vector<std::int64_t> host = hosts_of(n, &cost);
+  // the distinct lists (by their first entry), each with its weight (the chunks' itemsizes summed)
+  // and the hosts its needers span
+  std::unordered_map<std::size_t, std::uint32_t> list_of;
+  struct List {
+    std::size_t first, last;
+    std::int64_t weight = 0, low_host = INT64_MAX, high_host = -1;
+  };
+  std::vector<List> lists;
+  std::unordered_set<std::uint64_t> seen;  // (reader, list) pairs met
+  std::vector<std::pair<std::int64_t, std::uint32_t>> pairs;
+  for (std::size_t k = 0; k < cs.list.size(); ++k) {
+    const Chunk& ch = cs.list[k];
+    const auto r = reader[k];
+    const auto u = static_cast<std::size_t>(r);
+    rs[u] += ch.bytes;
+    ++opened[u];
+    f.total_read += ch.bytes;
+    largest = std::max(largest, ch.bytes);
+    auto [it, fresh] = list_of.try_emplace(ch.first, static_cast<std::uint32_t>(lists.size()));
+    if (fresh) {
+      List l{ch.first, ch.last};
+      for (const auto& [m, e] : cs.of(k))
+        l.low_host = std::min(l.low_host, host[static_cast<std::size_t>(m)]),
+        l.high_host = std::max(l.high_host, host[static_cast<std::size_t>(m)]);
+      lists.push_back(l);
+    }
+    List& l = lists[it->second];
+    l.weight += ch.itemsize;
+    const auto nd = cs.of(k);
+    std::int64_t own = 0;
+    const auto at = std::lower_bound(nd.begin(), nd.end(), std::pair<std::int64_t, std::int64_t>(r, INT64_MIN));
+    if (at != nd.end() && at->first == r) own = at->second;
+    const std::int64_t out = (ch.needed - own) * ch.itemsize;
+    snt[u] += out;
+    rcv[u] -= own * ch.itemsize;  // (the list's sum below counts it)
+    f.moved += out;
+    // (a message leaves r for every needer but itself: some crosses when a needer is on another host)
+    f.inter_host = f.inter_host || l.low_host != host[u] || l.high_host != host[u];
+    if (seen.insert(static_cast<std::uint64_t>(r) << 32 | it->second).second) pairs.emplace_back(r, it->second);
+  }
+  for (const List& l : lists)
+    for (std::size_t i = l.first; i < l.last; ++i)
+      rcv[static_cast<std::size_t>(cs.needers[i].first)] += cs.needers[i].second * l.weight;
+  std::sort(pairs.begin(), pairs.end());  // (grouped by reader)
+  const std::vector<std::int64_t> peers = peers_of(n, [&](const auto& g) {
+    for (const auto& [r, li] : pairs)
+      for (std::size_t i = lists[li].first; i < lists[li].last; ++i)
+        if (cs.needers[i].first != r) g(r, cs.needers[i].first);
+  });
+  finish_figures(f, mesh, st, rs, opened, snt, rcv, peers, largest, &cost);
+  return f;
+}
+
+// The checks plan_load makes of its inputs (throwing InputError): the mesh they share, and per
+// tensor the first with the same shape and chunks (a model repeats a few kinds of tensor over
+// its layers: the chunks of a repeat tile as its first's did, checked once).
+struct Inputs {
+  Mesh mesh;
+  std::vector<std::size_t> same_saved;
+};
+Inputs check_inputs(std::span<const SavedTensor> saved, std::span<const Layout> targets) {
   if (saved.size() != targets.size())
     throw InputError(fmt::format("{} saved tensors for {} targets", saved.size(), targets.size()));
   if (saved.empty()) throw InputError("nothing to load: no tensors");
   if (static_cast<std::int64_t>(saved.size()) >= kMaxEntries) throw InputError(fmt::format("{} tensors", saved.size()));
-  const Mesh mesh = targets.front().mesh();
+  Inputs in{targets.front().mesh(), std::vector<std::size_t>(saved.size())};
+  const Mesh& mesh = in.mesh;
+  std::unordered_map<std::uint64_t, std::vector<std::size_t>> firsts;  // a hash of (shape, chunks) -> its first tensors
   for (std::size_t t = 0; t < saved.size(); ++t) {
     if (!(targets[t].mesh() == mesh))
       throw InputError(fmt::format("tensor {}: target on mesh {}, the first on {}", saved[t].name, targets[t].mesh().str(),
@@ -340,9 +483,25 @@ Mesh check_inputs(std::span<const SavedTensor> saved, std::span<const Layout> ta
       if (targets[t].sharding().partial(m))
         throw InputError(fmt::format("tensor {}: a checkpoint loads into {}, not into a Partial layout", saved[t].name,
                                      targets[t].placements_str()));
-    check_saved(saved[t], targets[t]);
+    check_saved_against(saved[t], targets[t]);
+    std::uint64_t h = 0;
+    for (auto z : saved[t].shape) detail::hash_combine(h, static_cast<std::uint64_t>(z));
+    for (const auto& c : saved[t].chunks) {
+      for (auto v : c.offsets) detail::hash_combine(h, static_cast<std::uint64_t>(v));
+      for (auto v : c.sizes) detail::hash_combine(h, static_cast<std::uint64_t>(v));
+    }
+    auto& same = firsts[h];
+    in.same_saved[t] = t;
+    for (const std::size_t p : same)
+      if (saved[p].shape == saved[t].shape && saved[p].chunks == saved[t].chunks) {
+        in.same_saved[t] = p;
+        break;
+      }
+    if (in.same_saved[t] != t) continue;
+    same.push_back(t);
+    check_tiling(saved[t]);
   }
-  return mesh;
+  return in;
 }
 
 // The distinct blocks of each distinct target layout of a load (a model repeats a few layouts over
@@ -361,14 +520,30 @@ class BlocksCache {
   std::map<std::string, std::unique_ptr<detail::LayoutBlocks>> cache_;
 };
 
-// Calls f(tensor, chunk, its elements, the target's blocks, the blocks it meets) for every saved
-// chunk with elements, in (tensor, chunk) order: range queries (placement/blocks.hpp), never a
-// test of every block.
-template <class F>
-void for_each_chunk_met(std::span<const SavedTensor> saved, std::span<const Layout> targets, BlocksCache& cache, F&& f) {
+// Per tensor, the first tensor whose target has the same blocks and whose shape and chunks are the
+// same (`same_saved`: check_inputs'; its chunks then meet the same blocks with the same elements),
+// or itself.
+std::vector<std::size_t> kinds_of(std::span<const Layout> targets, std::span<const std::size_t> same_saved,
+                                  BlocksCache& cache) {
+  std::vector<std::size_t> kind(targets.size());
+  std::map<std::pair<std::size_t, const detail::LayoutBlocks*>, std::size_t> first;
+  for (std::size_t t = 0; t < targets.size(); ++t)
+    kind[t] = first.try_emplace({same_saved[t], &cache.get(targets[t])}, t).first->second;
+  return kind;
+}
+
+// In (tensor, chunk) order: on_tensor(t, its kind) for every tensor, then, for a tensor that is its
+// own kind, on_chunk(tensor, chunk, its elements, the target's blocks, the blocks it meets) for each
+// of its chunks with elements: range queries (placement/blocks.hpp), never a test of every block.
+// A repeat of a kind has the same chunks meeting the same blocks: its caller reuses the kind's.
+template <class T, class F>
+void for_each_chunk_met(std::span<const SavedTensor> saved, std::span<const Layout> targets, BlocksCache& cache,
+                        std::span<const std::size_t> kinds, T&& on_tensor, F&& on_chunk) {
   std::vector<detail::LayoutBlocks::Meet> met;
   detail::LayoutBlocks::Scratch scratch;
   for (std::size_t t = 0; t < saved.size(); ++t) {
+    on_tensor(t, kinds[t]);
+    if (kinds[t] != t) continue;
     const detail::LayoutBlocks& blocks = cache.get(targets[t]);
     std::vector<IndexSet> box(targets[t].shape().size());
     for (std::size_t c = 0; c < saved[t].chunks.size(); ++c) {
@@ -379,27 +554,52 @@ void for_each_chunk_met(std::span<const SavedTensor> saved, std::span<const Layo
       for (std::size_t d = 0; d < box.size(); ++d) box[d] = IndexSet::range(sc.offsets[d], sc.offsets[d] + sc.sizes[d]);
       met.clear();
       blocks.meeting(box, met, scratch);
-      f(t, c, n, blocks, std::span<const detail::LayoutBlocks::Meet>(met));
+      on_chunk(t, c, n, blocks, std::span<const detail::LayoutBlocks::Meet>(met));
     }
   }
 }
 
 // Per chunk with bytes, its needers in rank order: the members of every distinct block of the
 // target (ranks holding equal index sets: replicas) that the chunk meets. A rank is in one block,
-// so a chunk's messages are in `to` order as plan_load makes them; in (tensor, chunk) order.
-Chunks chunks_of(std::span<const SavedTensor> saved, std::span<const Layout> targets, BlocksCache& cache) {
+// so a chunk's messages are in `to` order as plan_load makes them; in (tensor, chunk) order. A
+// repeated kind's chunks share its needers (one list per kind of tensor, not per tensor).
+Chunks chunks_of(std::span<const SavedTensor> saved, std::span<const Layout> targets, std::span<const std::size_t> same,
+                 BlocksCache& cache) {
   Chunks chunks;
-  for_each_chunk_met(saved, targets, cache, [&](std::size_t t, std::size_t c, std::int64_t n, const detail::LayoutBlocks& blocks,
-                                                std::span<const detail::LayoutBlocks::Meet> met) {
-    const auto s = static_cast<std::int64_t>(itemsize(targets[t].dtype()));
-    Chunk ch{static_cast<std::int32_t>(t), static_cast<std::int32_t>(c), n * s, s, chunks.needers.size(), 0};
-    for (const auto& m : met)
-      for (auto r : blocks.members(static_cast<std::size_t>(m.block))) chunks.needers.emplace_back(r, m.elements);
-    ch.last = chunks.needers.size();
-    const auto b = chunks.needers.begin() + static_cast<std::ptrdiff_t>(ch.first), e = chunks.needers.end();
-    if (!std::is_sorted(b, e)) std::sort(b, e);
-    chunks.list.push_back(ch);
-  });
+  const std::vector<std::size_t> kinds = kinds_of(targets, same, cache);
+  {
+    std::size_t total = 0;
+    for (const auto& t : saved) total += t.chunks.size();
+    chunks.list.reserve(total);
+  }
+  std::vector<std::size_t> first(saved.size(), 0);  // per tensor, its first entry in chunks.list
+  for_each_chunk_met(
+      saved, targets, cache, kinds,
+      [&](std::size_t t, std::size_t kind) {
+        first[t] = chunks.list.size();
+        if (kind == t) return;
+        const auto s = static_cast<std::int64_t>(itemsize(targets[t].dtype()));
+        const std::size_t from = first[kind], to = kind + 1 < saved.size() ? first[kind + 1] : chunks.list.size();
+        for (std::size_t i = from; i < to; ++i) {
+          Chunk ch = chunks.list[i];
+          ch.tensor = static_cast<std::int32_t>(t);
+          ch.bytes = ch.bytes / ch.itemsize * s;
+          ch.itemsize = s;
+          chunks.list.push_back(ch);
+        }
+      },
+      [&](std::size_t t, std::size_t c, std::int64_t n, const detail::LayoutBlocks& blocks,
+          std::span<const detail::LayoutBlocks::Meet> met) {
+        const auto s = static_cast<std::int64_t>(itemsize(targets[t].dtype()));
+        Chunk ch{static_cast<std::int32_t>(t), static_cast<std::int32_t>(c), n * s, s, chunks.needers.size(), 0, 0};
+        for (const auto& m : met)
+          for (auto r : blocks.members(static_cast<std::size_t>(m.block))) chunks.needers.emplace_back(r, m.elements);
+        ch.last = chunks.needers.size();
+        const auto b = chunks.needers.begin() + static_cast<std::ptrdiff_t>(ch.first), e = chunks.needers.end();
+        if (!std::is_sorted(b, e)) std::sort(b, e);
+        for (auto it = b; it != e; ++it) ch.needed += it->second;
+        chunks.list.push_back(ch);
+      });
   return chunks;
 }
 
@@ -407,25 +607,54 @@ Chunks chunks_of(std::span<const SavedTensor> saved, std::span<const Layout> tar
 
 namespace {
 
-// The reads and messages of a load whose tensors are received in `received` (their targets, or
-// intermediates): no fan-out yet.
-LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> received, const Mesh& mesh,
-                const CostModel& cost, const StorageParams& st, BlocksCache& blocks) {
-  LoadPlan plan;
-  plan.mesh = mesh;
-  plan.cost_model = cost.name;
-  plan.storage = st;
-  const std::int64_t N = plan.mesh.num_ranks();
-  const Chunks cs = chunks_of(saved, received, blocks);
+// A fan-out candidate's decision: its chunks and their needers in the received layouts, each
+// chunk's reader, and the figures these give; with its fan-out (staged tensors, the post batch).
+// What a whole plan or one rank's part is recorded from.
+struct Candidate {
+  Chunks cs;
+  std::vector<std::int64_t> reader;
+  LoadFigures f;
+  std::vector<std::int32_t> staged;
+  BatchPlan post;
+  std::int64_t gathered_bytes = 0;
+  double total_us = 0;
+};
+
+// The reads of a load whose tensors are received in `received` (their targets, or
+// intermediates), and the figures they and the moves give: no fan-out yet.
+Candidate assign(std::span<const SavedTensor> saved, std::span<const Layout> received, std::span<const std::size_t> same,
+                 const Mesh& mesh, const CostModel& cost, const StorageParams& st, BlocksCache& blocks) {
+  Candidate out;
+  out.cs = chunks_of(saved, received, same, blocks);
+  const Chunks& cs = out.cs;
+  const std::int64_t N = mesh.num_ranks();
   const std::vector<Chunk>& chunks = cs.list;
   // Whole chunks to readers. First, largest first, each to the rank that needs its bytes whose
   // predicted time (its reads, then max(sent, received) at the point-to-point bandwidth) grows
   // least (ties: the most of its bytes needed, then the lower rank). Then, while it lowers the
   // busiest rank's time, a chunk of the busiest rank moves to the least loaded one (storage is
   // slow next to the links: spreading reads can beat reading what one needs).
+  // (the order by bytes, descending, ties in (tensor, chunk) order: a counting sort over the distinct
+  // sizes, which a model's chunks take few of)
   std::vector<std::size_t> order(chunks.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return chunks[a].bytes > chunks[b].bytes; });
+  {
+    std::unordered_map<std::int64_t, std::size_t> slot;  // a size -> its place among the sizes, descending
+    for (std::size_t k = 0; k < chunks.size(); ++k)
+      if (k == 0 || chunks[k].bytes != chunks[k - 1].bytes) slot.emplace(chunks[k].bytes, 0);
+    std::vector<std::int64_t> sizes;
+    for (const auto& [b, i] : slot) sizes.push_back(b);
+    std::sort(sizes.begin(), sizes.end(), std::greater<>());
+    for (std::size_t i = 0; i < sizes.size(); ++i) slot[sizes[i]] = i;
+    std::vector<std::size_t> at(sizes.size() + 1, 0), bucket(chunks.size());
+    std::int64_t last = -1;
+    std::size_t last_slot = 0;
+    for (std::size_t k = 0; k < chunks.size(); ++k) {
+      if (chunks[k].bytes != last) last = chunks[k].bytes, last_slot = slot.at(last);
+      ++at[(bucket[k] = last_slot) + 1];
+    }
+    for (std::size_t i = 0; i < sizes.size(); ++i) at[i + 1] += at[i];
+    for (std::size_t k = 0; k < chunks.size(); ++k) order[at[bucket[k]]++] = k;
+  }
   const double read_Bpus = st.read_bw_GBps * 1e3, link_Bpus = cost.link(N > cost.devices_per_host).p2p_bw_GBps * 1e3;
   const auto n = static_cast<std::size_t>(N);
   std::vector<double> read(n, 0), sent(n, 0), recv(n, 0);
@@ -465,9 +694,6 @@ LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> rece
   // r's time with chunk k added (its read, and what it then sends instead of receiving): from the
   // chunk's total needed elements and r's own (needers are sorted by rank), in O(log needers);
   // integer sums, so the same doubles as adding the needers one by one
-  std::vector<std::int64_t> needed(chunks.size(), 0);
-  for (std::size_t k = 0; k < chunks.size(); ++k)
-    for (const auto& [m, e] : cs.of(k)) needed[k] += e;
   auto own_of = [&](std::size_t k, std::int64_t r) {
     const auto& nd = cs.of(k);
     std::int64_t own = 0;
@@ -478,7 +704,7 @@ LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> rece
   };
   auto time_with_own = [&](std::size_t k, std::int64_t r, std::int64_t own, int sign) {
     const double s = static_cast<double>(chunks[k].itemsize);
-    const double out = static_cast<double>(needed[k] - own) * s, mine = static_cast<double>(own) * s;
+    const double out = static_cast<double>(chunks[k].needed - own) * s, mine = static_cast<double>(own) * s;
     return time_of(static_cast<std::size_t>(r), sign * static_cast<double>(chunks[k].bytes), sign, sign * out, -sign * mine);
   };
   auto time_with = [&](std::size_t k, std::int64_t r, int sign) { return time_with_own(k, r, own_of(k, r), sign); };
@@ -520,17 +746,56 @@ LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> rece
       return chunks[x].bytes > chunks[y].bytes || (chunks[x].bytes == chunks[y].bytes && x < y);
     }), k);
   }
-  // The record: reads in (tensor, chunk) order, messages in (tensor, chunk, to) order.
-  plan.reads.reserve(chunks.size());
-  plan.messages.reserve(cs.needers.size());
+  out.f = decision_figures(cs, reader, mesh, st, cost);
+  out.total_us = out.f.read_us + out.f.transfer_us;
+  out.reader = std::move(reader);
+  return out;
+}
+
+// The plan's hash of its decisions: the mesh, who reads each chunk, the fan-out. The messages
+// follow from these and the inputs. `for_each_read(f)` calls f(tensor, chunk, reader, bytes) in
+// (tensor, chunk) order.
+template <class Reads>
+std::uint64_t decision_hash_of(const Mesh& mesh, const Reads& for_each_read, std::span<const std::int32_t> staged,
+                               const BatchPlan& post) {
+  std::uint64_t h = detail::fnv1a(mesh.str().data(), mesh.str().size());
+  detail::hash_combine(h, 0x6c6f6164u);  // ("load": not the whole plan's hash of the same entries)
+  for_each_read([&](std::int64_t t, std::int64_t c, std::int64_t reader, std::int64_t bytes) {
+    for (std::int64_t v : {t, c, reader, bytes}) detail::hash_combine(h, static_cast<std::uint64_t>(v));
+  });
+  for (auto t : staged) detail::hash_combine(h, static_cast<std::uint64_t>(t));
+  if (!staged.empty()) detail::hash_combine(h, post.hash());
+  return detail::mix64(h);
+}
+
+// The plan a candidate is, whole, or only the entries of rank `only` (its reads, and the
+// messages it sends or receives): reads in (tensor, chunk) order, messages in (tensor, chunk, to)
+// order, the figures the whole plan's.
+LoadPlan record(Candidate&& c, const Mesh& mesh, const CostModel& cost, const StorageParams& st,
+                std::optional<std::int64_t> only = std::nullopt) {
+  LoadPlan plan;
+  plan.mesh = mesh;
+  plan.cost_model = cost.name;
+  plan.storage = st;
+  const Chunks& cs = c.cs;
+  const std::vector<Chunk>& chunks = cs.list;
+  if (!only) {
+    plan.reads.reserve(chunks.size());
+    plan.messages.reserve(cs.needers.size());
+  }
   for (std::size_t k = 0; k < chunks.size(); ++k) {  // (made in (tensor, chunk) order)
     const Chunk& ch = chunks[k];
-    plan.reads.push_back({ch.tensor, ch.index, reader[k], ch.bytes});
-    for (const auto& [to, elements] : cs.of(k)) plan.messages.push_back({ch.tensor, ch.index, reader[k], to, elements});
+    const std::int64_t from = c.reader[k];
+    const auto needers = cs.of(k);
+    if (!only || *only == from) {
+      plan.reads.push_back({ch.tensor, ch.index, from, ch.bytes});
+      for (const auto& [to, elements] : needers) plan.messages.push_back({ch.tensor, ch.index, from, to, elements});
+      continue;
+    }
+    const auto it = std::lower_bound(needers.begin(), needers.end(), std::pair<std::int64_t, std::int64_t>(*only, INT64_MIN));
+    if (it != needers.end() && it->first == *only) plan.messages.push_back({ch.tensor, ch.index, from, *only, it->second});
   }
-  const LoadFigures f = load_figures(
-      plan, [&](std::int32_t t) { return static_cast<std::int64_t>(itemsize(saved[static_cast<std::size_t>(t)].dtype)); },
-      &cost);
+  const LoadFigures& f = c.f;
   plan.total_read_bytes = f.total_read;
   plan.busiest_read_bytes = f.busiest_read;
   plan.balanced_read_bytes = f.balanced_read;
@@ -540,7 +805,11 @@ LoadPlan assign(std::span<const SavedTensor> saved, std::span<const Layout> rece
   plan.inter_host = f.inter_host;
   plan.read_us = f.read_us;
   plan.transfer_us = f.transfer_us;
-  plan.total_us = plan.read_us + plan.transfer_us;
+  plan.staged = std::move(c.staged);
+  plan.post = std::move(c.post);
+  plan.post_us = plan.staged.empty() ? 0.0 : plan.post.total_cost_us;
+  plan.total_us = c.total_us;
+  plan.gathered_bytes = c.gathered_bytes;
   return plan;
 }
 
@@ -592,48 +861,82 @@ ReadTotals read_totals(std::span<const SavedTensor> saved, std::int64_t ranks) {
 // bytes the busiest reader must send (a chunk's needed elements less the most one needer holds;
 // and the least bytes moved in all, spread over every rank) to at least as many peers as a
 // chunk has needers less one, on the cheaper of the two links.
-double assign_floor_us(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
-                       double read_floor, BlocksCache& cache) {
+double assign_floor_us(std::span<const SavedTensor> saved, std::span<const Layout> targets, std::span<const std::size_t> same,
+                       const CostModel& cost, double read_floor, BlocksCache& cache) {
+  // per chunk of a kind (kinds_of): the elements it moves at least, its needers, whether they span hosts
+  struct Floor {
+    std::int64_t moved_elements = 0, needers = 0;
+    bool inter_host = false;
+  };
+  std::vector<Floor> floors;
+  std::vector<std::size_t> first(saved.size(), 0);  // per tensor, its first entry in floors
   std::int64_t moved = 0, busiest = 0, peers = 0;
   bool inter_host = false;  // some chunk's needers are on two hosts: its reader sends across
   const std::int64_t dph = cost.devices_per_host;
-  for_each_chunk_met(saved, targets, cache, [&](std::size_t t, std::size_t, std::int64_t, const detail::LayoutBlocks& blocks,
-                                                std::span<const detail::LayoutBlocks::Meet> met) {
-    const auto s = static_cast<std::int64_t>(itemsize(targets[t].dtype()));
-    std::int64_t needed = 0, own = 0, needers = 0, lowest = INT64_MAX, highest = -1;
-    for (const auto& m : met) {
-      const auto mem = blocks.members(static_cast<std::size_t>(m.block));
-      const auto k = static_cast<std::int64_t>(mem.size());
-      lowest = std::min(lowest, mem.front());
-      highest = std::max(highest, mem.back());
-      needed += m.elements * k;
-      needers += k;
-      own = std::max(own, m.elements);
-    }
-    moved += (needed - own) * s;
-    busiest = std::max(busiest, (needed - own) * s);
-    peers = std::max(peers, needers - 1);
-    inter_host = inter_host || (dph > 0 && highest >= 0 && lowest / dph != highest / dph);
-  });
+  auto add = [&](const Floor& fl, std::int64_t s) {
+    moved += fl.moved_elements * s;
+    busiest = std::max(busiest, fl.moved_elements * s);
+    peers = std::max(peers, fl.needers - 1);
+    inter_host = inter_host || fl.inter_host;
+  };
+  const std::vector<std::size_t> kinds = kinds_of(targets, same, cache);
+  for_each_chunk_met(
+      saved, targets, cache, kinds,
+      [&](std::size_t t, std::size_t kind) {
+        first[t] = floors.size();
+        if (kind == t) return;
+        const auto s = static_cast<std::int64_t>(itemsize(targets[t].dtype()));
+        const std::size_t to = kind + 1 < saved.size() ? first[kind + 1] : floors.size();
+        for (std::size_t i = first[kind]; i < to; ++i) add(floors[i], s);
+      },
+      [&](std::size_t t, std::size_t, std::int64_t, const detail::LayoutBlocks& blocks,
+          std::span<const detail::LayoutBlocks::Meet> met) {
+        std::int64_t needed = 0, own = 0, needers = 0, lowest = INT64_MAX, highest = -1;
+        for (const auto& m : met) {
+          const auto mem = blocks.members(static_cast<std::size_t>(m.block));
+          const auto k = static_cast<std::int64_t>(mem.size());
+          lowest = std::min(lowest, mem.front());
+          highest = std::max(highest, mem.back());
+          needed += m.elements * k;
+          needers += k;
+          own = std::max(own, m.elements);
+        }
+        floors.push_back({needed - own, needers, dph > 0 && highest >= 0 && lowest / dph != highest / dph});
+        add(floors.back(), static_cast<std::int64_t>(itemsize(targets[t].dtype())));
+      });
   const std::int64_t N = targets.front().mesh().num_ranks();
   busiest = std::max(busiest, (moved + N - 1) / N);
   if (moved == 0) return read_floor;
   return read_floor + cost.direct_floor_us(static_cast<double>(busiest), peers, inter_host);
 }
 
-}  // namespace
+// The ranks holding each element of a layout without Partial: the sizes of the mesh dims that
+// do not shard it (the sharding ones partition its elements, uneven and empty shards included).
+std::int64_t holders(const Layout& l) {
+  std::int64_t k = 1;
+  for (int m = 0; m < l.mesh().ndim(); ++m)
+    if (l.sharding().shard_dim_of(m) < 0) k *= l.mesh().size(m);
+  return k;
+}
 
-LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
-                   const LoadOptions& o) {
+// The storage parameters of a load (the profile's, or the options'), checked.
+StorageParams storage_of(const CostModel& cost, const LoadOptions& o) {
   StorageParams st = cost.storage;
   if (o.read_bw_GBps) st.read_bw_GBps = *o.read_bw_GBps;
   if (o.read_alpha_us) st.read_alpha_us = *o.read_alpha_us;
   if (!(st.read_bw_GBps > 0 && st.read_bw_GBps < 1e9) || !(st.read_alpha_us >= 0 && st.read_alpha_us < 1e9))
     throw InputError(fmt::format("read bandwidth {} GB/s and latency {} us: bandwidth positive, latency not negative",
                                  st.read_bw_GBps, st.read_alpha_us));
-  const Mesh mesh = check_inputs(saved, targets);
+  return st;
+}
+
+// The candidate plan_load records (the whole decision: every rank makes the same).
+Candidate choose(std::span<const SavedTensor> saved, std::span<const Layout> targets, const Inputs& in,
+                 const CostModel& cost, const StorageParams& st, const LoadOptions& o) {
+  const Mesh& mesh = in.mesh;
+  const std::span<const std::size_t> same = in.same_saved;
   BlocksCache blocks;
-  if (o.fanout == Fanout::direct) return assign(saved, targets, mesh, cost, st, blocks);
+  if (o.fanout == Fanout::direct) return assign(saved, targets, same, mesh, cost, st, blocks);
   // Candidates: direct (every replica receives from the readers), then each set of replicated
   // mesh dims received sharded and gathered inside the mesh by one batch. The least predicted
   // total wins, ties to the earlier (direct first): in candidate order, one replaces the best so
@@ -653,7 +956,7 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
   // The chain over the candidates in order, kept as it goes (at most the best and one candidate
   // live): `best` is empty until the first gather candidate is planned; then direct is planned
   // unless its floor loses to that candidate by more than the tie margin.
-  std::optional<LoadPlan> best;
+  std::optional<Candidate> best;
   bool gathered = false;
   for (const std::uint32_t mask : masks) {
     std::vector<Layout> received(targets.begin(), targets.end());
@@ -670,28 +973,79 @@ LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> t
     // cannot win: its floor (reads, the transfer's floor, its gather) is not below the best so far
     if (o.fanout == Fanout::cheapest && best &&
         (read_floor + post.total_cost_us >= best->total_us - 1e-9 ||
-         assign_floor_us(saved, received, cost, read_floor, blocks) + post.total_cost_us >= best->total_us - 1e-9))
+         assign_floor_us(saved, received, same, cost, read_floor, blocks) + post.total_cost_us >= best->total_us - 1e-9))
       continue;
-    LoadPlan p = assign(saved, received, mesh, cost, st, blocks);
+    Candidate p = assign(saved, received, same, mesh, cost, st, blocks);
     p.staged = std::move(staged);
     p.post = std::move(post);
-    p.post_us = p.post.total_cost_us;
-    p.total_us += p.post_us;
-    for (const auto& [via, to] : pairs)
-      for (std::int64_t r = 0; r < mesh.num_ranks(); ++r) {
-        const auto c = mesh.coord_of_rank(r);
-        p.gathered_bytes += (to.local_numel(c) - via.local_numel(c)) * static_cast<std::int64_t>(itemsize(to.dtype()));
-      }
+    p.total_us += p.post.total_cost_us;
+    for (const auto& [via, to] : pairs)  // what the gather brings: each element to its target's holders beyond the intermediate's
+      p.gathered_bytes += to.numel() * (holders(to) - holders(via)) * static_cast<std::int64_t>(itemsize(to.dtype()));
     if (o.fanout == Fanout::gather) return p;
-    if (!gathered && assign_floor_us(saved, targets, cost, read_floor, blocks) > p.total_us + 1e-9) {
+    if (!gathered && assign_floor_us(saved, targets, same, cost, read_floor, blocks) > p.total_us + 1e-9) {
       best = std::move(p);  // it replaces direct, whatever direct's total
     } else {
-      if (!gathered) best = assign(saved, targets, mesh, cost, st, blocks);
+      if (!gathered) best = assign(saved, targets, same, mesh, cost, st, blocks);
       if (p.total_us < best->total_us - 1e-9) best = std::move(p);
     }
     gathered = true;
   }
-  return best ? std::move(*best) : assign(saved, targets, mesh, cost, st, blocks);
+  return best ? std::move(*best) : assign(saved, targets, same, mesh, cost, st, blocks);
+}
+
+}  // namespace
+
+LoadPlan plan_load(std::span<const SavedTensor> saved, std::span<const Layout> targets, const CostModel& cost,
+                   const LoadOptions& o) {
+  const StorageParams st = storage_of(cost, o);
+  const Inputs in = check_inputs(saved, targets);
+  return record(choose(saved, targets, in, cost, st, o), in.mesh, cost, st);
+}
+
+LoadPart plan_load_part(std::span<const SavedTensor> saved, std::span<const Layout> targets, std::int64_t rank,
+                        const CostModel& cost, const LoadOptions& o) {
+  const StorageParams st = storage_of(cost, o);
+  const Inputs in = check_inputs(saved, targets);
+  const Mesh& mesh = in.mesh;
+  if (rank < 0 || rank >= mesh.num_ranks())
+    throw InputError(fmt::format("rank {} is not on the load's mesh {} (ranks 0..{})", rank, mesh.str(), mesh.num_ranks() - 1));
+  Candidate c = choose(saved, targets, in, cost, st, o);
+  LoadPart part;
+  part.rank = rank;
+  part.decision_hash = decision_hash_of(
+      mesh,
+      [&](const auto& f) {
+        for (std::size_t k = 0; k < c.cs.list.size(); ++k)
+          f(c.cs.list[k].tensor, c.cs.list[k].index, c.reader[k], c.cs.list[k].bytes);
+      },
+      c.staged, c.post);
+  part.plan = record(std::move(c), mesh, cost, st, rank);
+  return part;
+}
+
+std::uint64_t LoadPlan::decision_hash() const {
+  return decision_hash_of(
+      mesh,
+      [&](const auto& f) {
+        for (const auto& r : reads) f(r.tensor, r.chunk, r.reader, r.bytes);
+      },
+      staged, post);
+}
+
+LoadPart LoadPlan::part(std::int64_t rank) const {
+  if (rank < 0 || rank >= mesh.num_ranks())
+    throw InputError(fmt::format("rank {} is not on the load's mesh {} (ranks 0..{})", rank, mesh.str(), mesh.num_ranks() - 1));
+  LoadPart out;
+  out.rank = rank;
+  out.decision_hash = decision_hash();
+  out.plan = *this;
+  out.plan.reads.clear();
+  out.plan.messages.clear();
+  for (const auto& r : reads)
+    if (r.reader == rank) out.plan.reads.push_back(r);
+  for (const auto& m : messages)
+    if (m.from == rank || m.to == rank) out.plan.messages.push_back(m);
+  return out;
 }
 
 Layout ragged_intermediate(const RaggedLayout& target, const CostModel& cost) {
@@ -987,7 +1341,8 @@ void check_load_plan(const LoadPlan& plan, std::span<const SavedTensor> saved, s
 }
 
 void check_load_entries(const LoadPlan& plan, std::span<const SavedTensor> saved, std::span<const Layout> targets) {
-  const Mesh mesh = check_inputs(saved, targets);
+  const Inputs in = check_inputs(saved, targets);
+  const Mesh& mesh = in.mesh;
   if (!(mesh == plan.mesh))
     throw InputError(fmt::format("load plan: made for mesh {}, the targets are on {}", plan.mesh.str(), mesh.str()));
   if (plan.post.size() != plan.staged.size())
@@ -1012,7 +1367,7 @@ void check_load_entries(const LoadPlan& plan, std::span<const SavedTensor> saved
     received[static_cast<std::size_t>(t)] = q.src;
   }
   BlocksCache blocks;
-  const Chunks cs = chunks_of(saved, received, blocks);
+  const Chunks cs = chunks_of(saved, received, in.same_saved, blocks);
   const std::vector<Chunk>& chunks = cs.list;
   if (plan.reads.size() != chunks.size())
     throw InputError(fmt::format("load plan: {} reads for the {} saved chunks with bytes", plan.reads.size(), chunks.size()));
