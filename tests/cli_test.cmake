@@ -268,6 +268,16 @@ run_case(load_plan 0 "reads: 5 chunks, 132 bytes, each read once; busiest reader
          load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json)
 run_case(load_plan_tensor 0 "w: shape 8x6 bf16, 4 saved chunk[(]s[)]\n  chunk    0 [(]offsets 0x0 sizes 4x6[)]: read by rank [0-9], 48 bytes ->" ""
          load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --tensor w)
+# one rank's part, planned alone: its reads and messages, the decision hash every rank shares
+run_case(load_plan_rank 0 "^rank 1's part of a load onto mesh 2x2 [(]planned alone; decision hash [0-9a-f]+, the same on every rank[)]
+reads: [0-9]+ chunk[(]s[)]" ""
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --rank 1)
+run_case(load_plan_rank_json 0 "^[{]\"kind\":\"load_part\",\"rank\":3,\"decision_hash\":\"[0-9a-f]+\",\"plan\":[{]\"kind\":\"load\"" ""
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --rank 3 --format json)
+run_case(load_plan_rank_off_mesh 2 "" "^error: --rank \"4\" must be an integer in [[]0, 4[)]"
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --rank 4)
+run_case(load_plan_rank_tensor 2 "" "^error: --rank \"1\" with --tensor: one or the other"
+         load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --rank 1 --tensor w)
 execute_process(COMMAND ${DTENSOR} load-plan --request ${CMAKE_CURRENT_BINARY_DIR}/load_request.json --format json --read-bw 0.5
                 OUTPUT_FILE ${CMAKE_CURRENT_BINARY_DIR}/load_plan.json)
 run_case(load_plan_check 0 "^ok: plan [0-9a-f]+ loads the request's 2 tensors" ""

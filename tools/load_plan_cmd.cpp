@@ -12,7 +12,7 @@ namespace dtensor::cli {
 namespace {
 
 struct LoadArgs {
-  std::string request, cost_model = "default", read_bw, read_alpha, tensor, check, fanout = "cheapest", format = "text";
+  std::string request, cost_model = "default", read_bw, read_alpha, tensor, check, rank, fanout = "cheapest", format = "text";
 } args;
 
 // A finite number in [lo, hi] for `flag`, the whole text (no trailing garbage).
@@ -38,6 +38,8 @@ void register_load_plan(CLI::App& app) {
                                            "to point from the readers) or gather (sharded, then gathered inside the mesh)")
       ->capture_default_str();
   cmd->add_option("--tensor", args.tensor, "show this tensor's chunks: reader and receiving ranks");
+  cmd->add_option("--rank", args.rank, "plan only this mesh rank's part, as that rank does alone: its reads, the messages "
+                                       "it sends and receives, and the plan's figures");
   cmd->add_option("--check", args.check, "a plan JSON file: whether it is a plan of this request (exit 1 when not)");
   cmd->add_option("--format", args.format, "text or json")->capture_default_str();
   cmd->callback([] {
@@ -45,6 +47,9 @@ void register_load_plan(CLI::App& app) {
     if (!args.check.empty() && !args.tensor.empty())
       throw InputError(fmt::format("--tensor {} with --check: one or the other (--check checks the whole plan file; "
                                    "--tensor shows one tensor of the plan made here)", quote_input(args.tensor)));
+    if (!args.rank.empty() && (!args.check.empty() || !args.tensor.empty()))
+      throw InputError(fmt::format("--rank {} with --{}: one or the other", quote_input(args.rank),
+                                   args.check.empty() ? "tensor" : "check"));
     const LoadRequest req = for_flag("--request", [&] {
       return LoadRequest::from_json(read_input_file(args.request, "load request", 256u << 20));
     });
@@ -66,6 +71,12 @@ void register_load_plan(CLI::App& app) {
       for_flag("--check", [&] { check_load_figures(plan, req.saved, req.targets, &cost); });
       std::cout << fmt::format("ok: plan {:016x} loads the request's {} tensors (every chunk read once, every rank its "
                                "elements)\n", plan.hash(), req.saved.size());
+      return;
+    }
+    if (!args.rank.empty()) {
+      const std::int64_t ranks = req.targets.empty() ? 1 : req.targets.front().mesh().num_ranks();
+      const LoadPart part = plan_load_part(req.saved, req.targets, parse_index("--rank", args.rank, ranks), cost, o);
+      std::cout << (args.format == "json" ? part.to_json() + "\n" : explain(part));
       return;
     }
     const LoadPlan plan = plan_load(req.saved, req.targets, cost, o);

@@ -137,6 +137,8 @@ struct LoadPart {
   std::int64_t rank = 0;
   std::uint64_t decision_hash = 0;
   LoadPlan plan;
+  // {"kind": "load_part", "rank", "decision_hash", "plan": the partial plan's to_json}
+  [[nodiscard]] std::string to_json(int indent = -1) const;
   friend bool operator==(const LoadPart&, const LoadPart&) = default;
 };
 
@@ -175,6 +177,8 @@ void check_load_figures(const LoadPlan& plan, std::span<const SavedTensor> saved
 
 // Who reads what (bytes read per rank against the balanced bound) and what moves after.
 [[nodiscard]] std::string explain(const LoadPlan& plan);
+// What one rank reads, sends and receives, beside the whole plan's figures.
+[[nodiscard]] std::string explain(const LoadPart& part);
 
 // One tensor's part of a plan: each chunk (offsets, sizes), its reader, and the ranks it goes to
 // with their element counts. `tensor` indexes `saved`, as the plan's entries do.

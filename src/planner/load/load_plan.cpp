@@ -1153,6 +1153,45 @@ std::string explain(const LoadPlan& p) {
 }  // namespace dtensor
 
 namespace dtensor {
+std::string LoadPart::to_json(int indent) const {
+  nlohmann::ordered_json j;
+  j["kind"] = "load_part";
+  j["rank"] = rank;
+  j["decision_hash"] = fmt::format("{:016x}", decision_hash);
+  j["plan"] = nlohmann::ordered_json::parse(plan.to_json());
+  return j.dump(indent);
+}
+
+std::string explain(const LoadPart& part) {
+  const LoadPlan& p = part.plan;
+  std::int64_t read = 0, sent = 0, received = 0, sends = 0, receives = 0, local = 0;
+  std::set<std::int64_t> to, from;
+  for (const auto& r : p.reads) read += r.bytes;
+  for (const auto& m : p.messages) {
+    if (m.from == m.to) {
+      ++local;
+    } else if (m.from == part.rank) {
+      ++sends, sent += m.elements, to.insert(m.to);
+    } else {
+      ++receives, received += m.elements, from.insert(m.from);
+    }
+  }
+  std::string o = fmt::format("rank {}'s part of a load onto mesh {} (planned alone; decision hash {:016x}, the same on every rank)\n",
+                              part.rank, p.mesh.str(), part.decision_hash);
+  o += fmt::format("reads: {} chunk(s), {} bytes (the busiest reader {} bytes, the balanced bound {})\n", p.reads.size(), read,
+                   p.busiest_read_bytes, p.balanced_read_bytes);
+  o += fmt::format("sends: {} message(s), {} elements to {} peer(s); receives: {} message(s), {} elements from {} peer(s); "
+                   "{} local copies\n", sends, sent, to.size(), receives, received, from.size(), local);
+  o += fmt::format("the plan: {} bytes read, {} moved; busiest rank {} bytes to or from {} peer(s){}\n", p.total_read_bytes,
+                   p.moved_bytes, p.busiest_transfer_bytes, p.busiest_peers, p.inter_host ? ", across hosts" : "");
+  if (!p.staged.empty())
+    o += fmt::format("fan-out: {} tensor(s) received sharded, then gathered inside the mesh ({} collective(s))\n", p.staged.size(),
+                     p.post.collectives());
+  o += fmt::format("predicted: reads {:.3f} us + transfer {:.3f} us{} = {:.3f} us\n", p.read_us, p.transfer_us,
+                   p.staged.empty() ? std::string() : fmt::format(" + gather {:.3f} us", p.post_us), p.total_us);
+  return o;
+}
+
 namespace {
 
 constexpr std::int64_t kMaxJsonEntries = std::int64_t{1} << 24;
