@@ -4,13 +4,19 @@ byte for byte (a refactor must not change any plan, cost or refusal).
 
   scripts/compare-plans.py OLD/dtensor NEW/dtensor [--count 400] [--seed 7] [--cross-mesh | --batch | --load | --ragged]
                            [--max-memory] [--profile FILE]
+  scripts/compare-plans.py OLD/python NEW/python --owners [--count 400] [--seed 7]
 
 --cross-mesh plans cross-mesh requests instead (a second mesh, identical, overlapping or disjoint
 world ranks); --batch plans batch files of 2-6 pairs on one mesh (`plan --batch`); --load plans
 checkpoint load requests (`load-plan --request`: 1-5 tensors whose saved chunks tile them on a
 random grid, targets Shard/StridedShard/Replicate, a random fan-out); --ragged plans requests
 from or to RaggedShard layouts (uneven units, zeros, a sharded or replicated mesh dim beside the
-ragged one); --max-memory
+ragged one); --owners compares dtensor.plan_owners through the Python API instead: OLD and NEW are
+Python interpreters, each importing its own dtensor package (e.g. a script that runs
+`PYTHONPATH=/tmp/old-wheel exec /opt/dtensor-venv/bin/python "$@"`), on random sets of 1-24 tensors
+(uneven and empty shards, Shard/StridedShard/Replicate, the owner mesh dim at random, compute
+times or none, the default or PyTorch model); every owner, load and makespan compared bit for bit
+(float repr), errors included; --max-memory
 gives every request a random workspace budget (`--max-memory`, 4 KiB to 64 MiB: some plans
 change, some requests are refused with the smallest budget that admits a plan); --profile FILE
 plans every request with that cost-model profile (e.g. a fitted one: `bench_planner
@@ -235,6 +241,67 @@ def same_costs(a, b):
     return len(ca) == len(cb) and all(abs(x - y) <= 1e-6 + 1e-12 * abs(x) for x, y in zip(ca, cb))
 
 
+OWNERS_SCRIPT = r"""
+import json, sys
+import dtensor
+for line in sys.stdin:
+    q = json.loads(line)
+    try:
+        mesh = dtensor.Mesh(q["mesh"])
+        ls = [dtensor.Layout(mesh, shape, pl, "bf16") for shape, pl in q["tensors"]]
+        p = dtensor.plan_owners(ls, q["mesh_dim"], q["compute_us"], q["cost_model"])
+        out = [list(p.owners), [repr(x) for x in p.load_us], repr(p.makespan_us), p.exact, p.nodes]
+    except Exception as e:  # (compared like a result)
+        out = ["error", type(e).__name__, str(e)]
+    print(json.dumps(out), flush=True)
+"""
+
+
+def owner_requests(rng, count):
+    """Random plan_owners requests, one JSON line each."""
+    for _ in range(count):
+        mesh = rng.choice(MESHES)
+        nd = mesh.count("x") + 1
+        n = rng.choice([1, 2, 3, 5, 8, 12, 13, 17, 24])
+        mesh_dim = rng.randint(0, nd - 1)
+        tensors = []
+        for _ in range(n):
+            tnd = rng.randint(1, 3)
+            shape = [rng.choice([1, 3, 5, 8, 13, 16, 31, 64]) for _ in range(tnd)]
+            pl = ""
+            for m in range(nd):
+                # (mesh dims before the owners' are mostly R: the owner layout's RaggedShard comes first)
+                k = 0 if m < mesh_dim and rng.random() < 0.9 else rng.randint(0, 4)
+                pl += "R" if k == 0 else "_S(%d,2)" % rng.randint(0, tnd - 1) if k == 4 else "S(%d)" % rng.randint(0, tnd - 1)
+            tensors.append([shape, pl])
+        compute = [round(rng.uniform(0, 50), 3) for _ in range(n)] if rng.random() < 0.4 else None
+        yield json.dumps({"mesh": mesh, "tensors": tensors, "mesh_dim": mesh_dim, "compute_us": compute,
+                          "cost_model": rng.choice(["default", "pytorch"])})
+
+
+def compare_owners(a):
+    """--owners: the same requests through both interpreters' dtensor.plan_owners, line by line."""
+    lines = list(owner_requests(random.Random(a.seed), a.count))
+    outs = []
+    for py in (a.old, a.new):
+        r = subprocess.run([py, "-c", OWNERS_SCRIPT], input="\n".join(lines) + "\n", capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"{py} failed:\n{r.stderr[-2000:]}", file=sys.stderr)
+            return 1
+        outs.append(r.stdout.splitlines())
+    for q, x, y in zip(lines, outs[0], outs[1]):
+        if x != y:
+            print(f"differ: plan_owners {q}\n  old: {x[:300]}\n  new: {y[:300]}", file=sys.stderr)
+            return 1
+    if len(outs[0]) != len(lines) or len(outs[1]) != len(lines):
+        print(f"answers: {len(outs[0])} and {len(outs[1])} for {len(lines)} requests", file=sys.stderr)
+        return 1
+    planned = sum(1 for x in outs[1] if not x.startswith('["error"'))
+    d = [hashlib.sha256("\n".join(o).encode()).hexdigest() for o in outs]
+    print(f"{a.count} requests, {planned} planned, identical outputs: {d[0]} {d[1]}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("old")
@@ -245,6 +312,8 @@ def main():
     ap.add_argument("--batch", action="store_true")
     ap.add_argument("--load", action="store_true", help="checkpoint load requests (load-plan --request)")
     ap.add_argument("--ragged", action="store_true", help="requests from or to RaggedShard layouts")
+    ap.add_argument("--owners", action="store_true",
+                    help="dtensor.plan_owners through the Python API: OLD and NEW are Python interpreters")
     ap.add_argument("--max-memory", action="store_true")
     ap.add_argument("--profile", help="a cost-model profile (JSON) for every request")
     ap.add_argument("--costs", action="store_true",
@@ -267,8 +336,13 @@ def main():
         ap.error("--free-tensor-dims is for single-mesh requests with random targets")
     if a.mixed_lengths and not a.free_tensor_dims:
         ap.error("--mixed-lengths goes with --free-tensor-dims")
-    if sum([a.cross_mesh, a.batch, a.load, a.ragged, a.free_tensor_dims, a.replicated_targets]) > 1:
-        ap.error("--cross-mesh, --batch, --load, --ragged, --free-tensor-dims and --replicated-targets do not combine")
+    if sum([a.cross_mesh, a.batch, a.load, a.ragged, a.owners, a.free_tensor_dims, a.replicated_targets]) > 1:
+        ap.error("--cross-mesh, --batch, --load, --ragged, --owners, --free-tensor-dims and --replicated-targets do not "
+                 "combine")
+    if a.owners:
+        if a.max_memory or a.profile or a.costs or a.meshes:
+            ap.error("--owners takes --count and --seed only")
+        return compare_owners(a)
     if a.max_memory and (a.load or a.ragged):
         ap.error("--max-memory is for plan requests, not --load or --ragged")
     if a.meshes:

@@ -24,6 +24,7 @@ from ._core import (  # noqa: F401
     CrossMeshPlan,
     CrossMeshSimulationResult,
     Layout,
+    LoadPart,
     LoadPlan,
     LoadRequest,
     Mesh,
@@ -51,6 +52,7 @@ from ._core import (  # noqa: F401
     plan_batch,
     plan_cross_mesh,
     plan_load,
+    plan_load_part,
     plan_owners,
     plan_ragged,
     ragged_intermediate,
@@ -64,6 +66,6 @@ __all__ = [
     "SimulationResult", "Step", "dtypes", "equivalent", "itemsize", "plan", "plan_batch", "plan_cross_mesh", "simulate",
     "RaggedShard", "RaggedLayout", "RaggedPlan", "OwnerPlan", "ragged_layout", "plan_ragged", "plan_owners",
     "evaluate_owners", "newton_schulz_us", "owner_layout", "exchange_received", "flat_bucket_layouts", "bucket_of",
-    "LoadPlan", "LoadRequest", "SavedTensor", "plan_load", "ragged_intermediate",
+    "LoadPart", "LoadPlan", "LoadRequest", "SavedTensor", "plan_load", "plan_load_part", "ragged_intermediate",
 ]
 __version__ = "0.1.0"

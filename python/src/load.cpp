@@ -50,6 +50,9 @@ void bind_load(nb::module_& m) {
       .def_prop_ro("read_bw_GBps", [](const LoadPlan& p) { return p.storage.read_bw_GBps; })
       .def_prop_ro("read_alpha_us", [](const LoadPlan& p) { return p.storage.read_alpha_us; })
       .def_prop_ro("hash", &LoadPlan::hash)
+      .def_prop_ro("decision_hash", &LoadPlan::decision_hash,
+                   "The hash of the plan's decisions (who reads each chunk, the fan-out): what every rank's part carries")
+      .def("part", &LoadPlan::part, "rank"_a, "Mesh rank `rank`'s part of this plan (plan_load_part's)")
       .def("to_json", &LoadPlan::to_json, "indent"_a = -1)
       .def_static("from_json", [](const std::string& text) { return LoadPlan::from_json(text); }, "text"_a,
                   "A plan's JSON, validated as untrusted (ValueError naming the field)")
@@ -69,6 +72,15 @@ void bind_load(nb::module_& m) {
       }, "saved"_a, "tensor"_a, "One tensor's chunks: reader and receiving ranks")
       .def("explain", [](const LoadPlan& p) { return explain(p); })
       .def("__eq__", [](const LoadPlan& a, const LoadPlan& b) { return a == b; });
+  nb::class_<LoadPart>(m, "LoadPart",
+                       "One rank's part of a load plan: `plan` holds only its reads and the messages it sends or receives, "
+                       "with the whole plan's figures; decision_hash is the whole plan's (the same on every rank).")
+      .def_ro("rank", &LoadPart::rank)
+      .def_ro("decision_hash", &LoadPart::decision_hash)
+      .def_ro("plan", &LoadPart::plan)
+      .def("to_json", &LoadPart::to_json, "indent"_a = -1)
+      .def("explain", [](const LoadPart& p) { return explain(p); })
+      .def("__eq__", [](const LoadPart& a, const LoadPart& b) { return a == b; });
   nb::class_<LoadRequest>(m, "LoadRequest", "A checkpoint load as a file: saved tensors and the layouts they load into.")
       .def_static("from_json", [](const std::string& text) { return LoadRequest::from_json(text); }, "text"_a,
                   "Validated as untrusted (ValueError naming the tensor and field)")
@@ -100,6 +112,21 @@ void bind_load(nb::module_& m) {
       "priced with the cost profile's storage field unless read_bw_GBps / read_alpha_us are given; fanout: how "
       "replicas get their copies ('cheapest' by the cost model, 'direct' point to point, 'gather' sharded then "
       "gathered inside the mesh)");
+  m.def(
+      "plan_load_part",
+      [](const std::vector<SavedTensor>& saved, const std::vector<Layout>& targets, std::int64_t rank,
+         const nb::handle& cost_model, std::optional<double> read_bw_GBps, std::optional<double> read_alpha_us,
+         const std::string& fanout) {
+        const CostModel cost = model_of(cost_model);
+        const LoadOptions o{read_bw_GBps, read_alpha_us, parse_fanout(fanout)};
+        nb::gil_scoped_release release;
+        return plan_load_part(saved, targets, rank, cost, o);
+      },
+      "saved"_a, "targets"_a, "rank"_a, "cost_model"_a = "default", "read_bw_GBps"_a = nb::none(),
+      "read_alpha_us"_a = nb::none(), "fanout"_a = "cheapest",
+      "Mesh rank `rank`'s part of plan_load(saved, targets, ...), planned by that rank alone (the same decision on "
+      "every rank, then only its entries): equal to plan_load(...).part(rank). ValueError as plan_load, or naming "
+      "a rank off the mesh");
 }
 
 }  // namespace dtensor::python

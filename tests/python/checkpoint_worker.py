@@ -231,18 +231,23 @@ def run_rank(rank: int, world: int, mode: str, path: str, case: str, how: str) -
         else:
             result = dck.load(sd, storage_reader=reader, fanout="gather" if how == "gather" else "cheapest",
                               ragged=ragged or None)
-        assert (result.plan is not None) == (rank == 0), "the plan is made once, on the coordinator"
-        if rank == 0:
-            plan = result.plan
-            # the plan's JSON round trip, checked against the load; the request file re-plans it
-            # (a request file holds DTensors only: not with ragged targets)
-            assert dtensor.LoadPlan.from_json(plan.to_json()) == plan
-            if not ragged:
-                req = dtensor.LoadRequest.from_json(dck.request_json(sd, path))
+        # every rank planned its own part (no coordinator plan): its part of the one plan
+        part = result.plan
+        assert isinstance(part, dtensor.LoadPart) and part.rank == rank and part.decision_hash == result.hash, part
+        hashes = [None] * world
+        dist.all_gather_object(hashes, result.hash)
+        assert len(set(hashes)) == 1, hashes
+        if not ragged:
+            # the request file re-plans the whole load: this rank's part is its part of that plan, and
+            # the plan's JSON round trip checks against the load (a request file holds DTensors only)
+            req = dtensor.LoadRequest.from_json(dck.request_json(sd, path))
+            fanout = "gather" if how == "gather" else "cheapest"
+            plan = dtensor.plan_load(req.saved, req.targets, fanout=fanout)
+            assert plan.decision_hash == result.hash and plan.part(rank) == part
+            if rank == 0:
+                assert dtensor.LoadPlan.from_json(plan.to_json()) == plan
                 plan.check(req.saved, req.targets)
-                fanout = "gather" if how == "gather" else "cheapest"
-                assert dtensor.plan_load(req.saved, req.targets, fanout=fanout).hash == result.hash
-            assert len(plan.staged) > 0 or how != "gather", plan.staged
+        assert len(part.plan.staged) > 0 or how != "gather", part.plan.staged
         names = [n for n in sd if n not in ("plain", "meta")]
         equal = sum(torch.equal(sd[n]._local_tensor.contiguous().view(torch.uint8), want[n].contiguous().view(torch.uint8))
                     for n in names)

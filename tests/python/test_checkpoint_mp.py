@@ -155,6 +155,14 @@ def test_plan_files_and_storage_overrides():
     text = '{"tensors": [{"name": "w", "layout": %s, "chunks": [[[0, 0], [4, 6]], [[4, 0], [4, 6]]]}]}' % target.to_json()
     req = dtensor.LoadRequest.from_json(text)
     assert dtensor.plan_load(req.saved, req.targets).hash == p.hash
+    # one rank's part, planned alone: its part of the whole plan, the same decision hash
+    for r in range(4):
+        part = dtensor.plan_load_part(req.saved, req.targets, r)
+        assert part == p.part(r) and part.decision_hash == p.decision_hash and part.rank == r
+        assert all(r in (m[2], m[3]) for m in part.plan.messages) and all(x[2] == r for x in part.plan.reads)
+    assert sum(len(dtensor.plan_load_part(req.saved, req.targets, r).plan.reads) for r in range(4)) == len(p.reads)
+    with pytest.raises(ValueError, match="rank 4 is not on the load's mesh"):
+        dtensor.plan_load_part(req.saved, req.targets, 4)
     with pytest.raises(ValueError, match="tensor w chunk 0: a chunk is"):
         dtensor.LoadRequest.from_json(text.replace("[[0, 0], [4, 6]]", "[[0, 0]]", 1))
 

@@ -112,21 +112,30 @@ class _Capture:
         raise AssertionError("dtensor.torch.checkpoint reads tensors only")
 
 
-def make_part(plan, rank: int, post: Optional[str]) -> dict:
+def make_part(plan, rank: int, post: Optional[str], decision_hash: int) -> dict:
     """Mesh rank `rank`'s part of a LoadPlan: the chunks it reads, the messages it sends or
-    receives, the fan-out (the staged tensors and the post batch's JSON, the same for every rank)
-    and the plan's totals (what every rank reports)."""
-    return {"hash": plan.hash, "rank": rank, "reads": [], "messages": [], "staged": list(plan.staged), "post": post,
+    receives, the fan-out (the staged tensors and the post batch's JSON, the same for every rank),
+    the plan's totals (what every rank reports) and its decision hash."""
+    return {"hash": decision_hash, "rank": rank, "reads": [], "messages": [], "staged": list(plan.staged), "post": post,
             "totals": {"total_read_bytes": plan.total_read_bytes, "busiest_read_bytes": plan.busiest_read_bytes,
                        "balanced_read_bytes": plan.balanced_read_bytes, "moved_bytes": plan.moved_bytes,
                        "gathered_bytes": plan.gathered_bytes,
                        "gathered": len(plan.staged)}}
 
 
+def local_part(part) -> dict:
+    """A dtensor.LoadPart (this rank's part, planned here) as run_part takes it."""
+    plan = part.plan
+    out = make_part(plan, part.rank, plan.post.to_json() if len(plan.staged) else None, part.decision_hash)
+    out["reads"] = [(t, c) for t, c, _, _ in plan.reads]
+    out["messages"] = list(plan.messages)
+    return out
+
+
 def split_plan(plan, ranks: int) -> list:
     """Every mesh rank's part of `plan`, in one pass over its reads and messages."""
     post = plan.post.to_json() if len(plan.staged) else None
-    parts = [make_part(plan, r, post) for r in range(ranks)]
+    parts = [make_part(plan, r, post, plan.decision_hash) for r in range(ranks)]
     for t, c, reader, _ in plan.reads:
         parts[reader]["reads"].append((t, c))
     for m in plan.messages:

@@ -11,8 +11,9 @@ needs the bytes preferred), through DCP's own StorageReader (FileSystemReader by
 every rank then receives the elements its local shard holds from the chunk's reader, in one
 batch of point-to-point transfers -- or, where the cost model prices it lower (`fanout`),
 replicated targets receive a sharded intermediate that one batch of collectives inside the mesh
-then gathers. The plan is made once, by DCP's coordinator in
-`create_global_plan`, and each rank receives its part in its `LoadPlan.planner_data`. Exact for
+then gathers. Every mesh rank plans its own part (dtensor.plan_load_part: the same decision on
+every rank, then only its reads and messages) in `create_local_plan`; DCP's coordinator checks in
+`create_global_plan` that every rank made the same decision (its hash). Exact for
 every layout dtensor models, `_StridedShard` targets included (DCP's default load is not:
 docs/torch-defects.md). Entries that are not DTensors (plain tensors, non-tensor state) take
 DCP's default path in the same `dcp.load`.
@@ -40,7 +41,7 @@ from torch.distributed.tensor import DTensor
 from .. import _core
 from ._communicator import _error_text
 from ._layout import _dtype_name, _mesh_info, _spec_of, layout_of
-from ._load_moves import Target, check_part, read_files, run_part, split_plan
+from ._load_moves import Target, check_part, local_part, read_files, run_part
 from ._ragged import redistribute_local
 
 __all__ = ["load", "plan", "request_json", "save", "LoadPlanner", "SavePlanner", "StorageReader", "LoadResult"]
@@ -58,9 +59,9 @@ def __getattr__(name: str):
 
 @dataclasses.dataclass
 class LoadResult:
-    """What a load did, on this rank: the plan's hash and totals (the same on every rank), this
-    rank's bytes, and the whole LoadPlan on the coordinator (None on the other ranks: the plan is
-    made there once)."""
+    """What a load did, on this rank: the plan's decision hash and totals (the same on every rank),
+    this rank's bytes, and this rank's part of the plan (a dtensor.LoadPart: every mesh rank plans
+    its own part; None on a rank outside the mesh)."""
     hash: int
     total_read_bytes: int
     busiest_read_bytes: int
@@ -72,7 +73,7 @@ class LoadResult:
     sent_bytes: int
     received_bytes: int
     chunks_read: int
-    plan: Optional[_core.LoadPlan] = None
+    plan: Optional[_core.LoadPart] = None
 
 
 def _check_ragged_arg(ragged) -> dict:
@@ -201,6 +202,11 @@ def request_json(state_dict: dict, checkpoint_id=None, *, storage_reader=None) -
                                    for t in targets]})
 
 
+def _part_of(targets, rank: int, cost_model, read_bw_GBps, read_alpha_us, fanout) -> _core.LoadPart:
+    return _core.plan_load_part([t.saved for t in targets], [t.layout for t in targets], rank, cost_model, read_bw_GBps,
+                                read_alpha_us, fanout)
+
+
 def _plan_of(targets, cost_model, read_bw_GBps, read_alpha_us, fanout) -> _core.LoadPlan:
     # (None: the cost profile's storage field, as plan_load takes it)
     return _core.plan_load([t.saved for t in targets], [t.layout for t in targets], cost_model, read_bw_GBps,
@@ -209,8 +215,9 @@ def _plan_of(targets, cost_model, read_bw_GBps, read_alpha_us, fanout) -> _core.
 
 class LoadPlanner(DefaultLoadPlanner):
     """DCP's default load planner, except for DTensor entries: those leave DCP's per-rank plans,
-    the coordinator plans them once (dtensor.plan_load) in `create_global_plan` and hands each rank
-    its part in `planner_data`, and dtensor's StorageReader runs that part in `read_data`. Pair it
+    every mesh rank plans its own part (dtensor.plan_load_part) in `create_local_plan`, the
+    coordinator checks in `create_global_plan` that all made the same decision, and dtensor's
+    StorageReader runs each rank's part in `read_data`. Pair it
     with `StorageReader` (a plain reader is refused). `cost_model`, `read_bw_GBps` and
     `read_alpha_us` price the plan (unset: the cost profile's storage fields, else the defaults);
     `fanout` says how replicas get their copies ("cheapest" by the cost model, "direct" point to
@@ -235,7 +242,7 @@ class LoadPlanner(DefaultLoadPlanner):
         self.fanout = fanout
         self.ragged = _check_ragged_arg(ragged)
         self.targets: list = []
-        self.plan: Optional[_core.LoadPlan] = None
+        self.part: Optional[_core.LoadPart] = None
         self.result: Optional[LoadResult] = None
         self.failure: Optional[BaseException] = None
         self._part = None
@@ -247,14 +254,24 @@ class LoadPlanner(DefaultLoadPlanner):
         super().set_up_planner(state_dict, metadata, is_coordinator)
         self.targets, self._mesh = _targets(self.state_dict, metadata, self.allow_partial_load, self.ragged,
                                             self.cost_model)
-        self.plan, self.result, self.failure, self._part = None, None, None, None
+        self.part, self.result, self.failure, self._part = None, None, None, None
 
     def create_local_plan(self):
         local = super().create_local_plan()
         mine = {t.fqn for t in self.targets}
         local.items = [i for i in local.items if i.dest_index.fqn not in mine]
+        # every mesh rank plans its own part (dtensor.plan_load_part: the same decision on every
+        # rank, then only its reads and messages); the coordinator compares the decision hashes
+        decision = None
+        if self.targets:
+            info = _mesh_info(self._mesh)
+            if dist.get_rank() in info.dense:
+                self.part = _part_of(self.targets, info.dense[dist.get_rank()], self.cost_model, self.read_bw_GBps,
+                                     self.read_alpha_us, self.fanout)
+                self._part = local_part(self.part)
+                decision = self._part["hash"]
         local.planner_data = {_KEY: {"rank": dist.get_rank(), "fingerprint": _fingerprint(self.targets, self._mesh),
-                                     "reader": False}}
+                                     "reader": False, "decision": decision}}
         return local
 
     def create_global_plan(self, global_plan: list) -> list:
@@ -282,18 +299,26 @@ class LoadPlanner(DefaultLoadPlanner):
         lost = [r for r in info.torch_ranks if r not in present]
         if lost:
             raise ValueError(f"dtensor.torch.checkpoint.LoadPlanner: mesh ranks {lost} are not in DCP's process group")
-        self.plan = _plan_of(self.targets, self.cost_model, self.read_bw_GBps, self.read_alpha_us, self.fanout)
-        parts = split_plan(self.plan, len(info.torch_ranks))
+        decisions = {e["rank"]: e.get("decision") for e in entries if e["rank"] in info.dense}
+        agreed = decisions.get(entries[0]["rank"]) if entries[0]["rank"] in info.dense else next(iter(decisions.values()))
+        odd = sorted(r for r, d in decisions.items() if d != agreed)
+        if odd:
+            raise ValueError(f"dtensor.torch.checkpoint.LoadPlanner: ranks {odd} planned another load (decision hash) "
+                             f"than the others from the same keys and metadata (every rank passes the same cost "
+                             f"model, storage figures and fan-out)")
         out = []
         for p, e in zip(global_plan, entries):
             data = dict(p.planner_data)
-            data[_KEY] = parts[info.dense[e["rank"]]] if e["rank"] in info.dense else None
+            data[_KEY] = {"decision": agreed} if e["rank"] in info.dense else None
             out.append(dataclasses.replace(p, planner_data=data))
         return out
 
     def finish_plan(self, new_plan):
         data = new_plan.planner_data if isinstance(new_plan.planner_data, dict) else {}
-        self._part = data.get(_KEY)
+        agreed = data.get(_KEY)
+        if self._part is not None and (not isinstance(agreed, dict) or agreed.get("decision") != self._part["hash"]):
+            raise ValueError("dtensor.torch.checkpoint.LoadPlanner: the coordinator's agreed plan is not the one this "
+                             "rank planned")
         return super().finish_plan(new_plan)
 
     def run(self, storage_reader, own_items=None) -> Optional[LoadResult]:
@@ -331,7 +356,7 @@ class LoadPlanner(DefaultLoadPlanner):
             self.failure = e
             raise
         totals = self._part["totals"]
-        self.result = LoadResult(hash=self._part["hash"], plan=self.plan, **totals, **counts)
+        self.result = LoadResult(hash=self._part["hash"], plan=self.part, **totals, **counts)
         return self.result
 
 
