@@ -3,7 +3,7 @@
 # in fuzz/corpus (which holds the reproducers of past defects). Fails on any finding: a crash, a
 # sanitizer report, a FINDING abort, a timeout or running out of memory. Prints the executions
 # per target.
-#   default (CI): a fixed seed and a fixed number of executions per target (about 45 s each here),
+#   default (CI): a fixed seed and a fixed number of executions per target (about 25 s each here),
 #                 capped at FUZZ_SECONDS. A bounded search, not a replay: libFuzzer mutates along
 #                 its coverage feedback, so a change to the code (or the time cap) changes which
 #                 inputs a run meets (two CI runs on near-identical trees met a finding in one
@@ -19,7 +19,7 @@ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER="$CXX" -D
   -DDTENSOR_INSTALL=OFF -DCMAKE_CXX_FLAGS_DEBUG="-g1 -O1" >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_text fuzz_layout_json fuzz_plan_json fuzz_plan_struct fuzz_cost_profile fuzz_nccl_log fuzz_batch_json fuzz_cross_mesh_json fuzz_cross_mesh_ranks fuzz_load_chunks fuzz_load_json
 status=0
-declare -A runs_of=([fuzz_text]=800000 [fuzz_layout_json]=800000 [fuzz_plan_json]=250000 [fuzz_plan_struct]=12000 [fuzz_cost_profile]=500000 [fuzz_nccl_log]=40000 [fuzz_batch_json]=20000 [fuzz_cross_mesh_json]=20000 [fuzz_cross_mesh_ranks]=4000 [fuzz_load_chunks]=200000 [fuzz_load_json]=100000)
+declare -A runs_of=([fuzz_text]=450000 [fuzz_layout_json]=450000 [fuzz_plan_json]=140000 [fuzz_plan_struct]=7000 [fuzz_cost_profile]=280000 [fuzz_nccl_log]=22000 [fuzz_batch_json]=11000 [fuzz_cross_mesh_json]=11000 [fuzz_cross_mesh_ranks]=2200 [fuzz_load_chunks]=110000 [fuzz_load_json]=55000)
 for t in fuzz_text fuzz_layout_json fuzz_plan_json fuzz_plan_struct fuzz_cost_profile fuzz_nccl_log fuzz_batch_json fuzz_cross_mesh_json fuzz_cross_mesh_ranks fuzz_load_chunks fuzz_load_json; do
   work=build-fuzz/corpus/$t
   if [ "${FUZZ_RANDOM:-0}" = 1 ]; then

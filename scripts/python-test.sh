@@ -14,9 +14,10 @@ trap 'rm -rf "$wheels"' EXIT
 wheel=$(./scripts/python-wheel.sh "$wheels")
 "$py" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
 echo "-- pytest"
-# the switch's random pairs: a sample here (scripts/python-versions.sh runs 200 and 100 per minor)
+# the switch's random pairs and the redistribute pairs per world: samples here (scripts/python-versions.sh
+# runs 200 and 100 switch pairs per minor; pytest alone runs 160 redistribute pairs per world)
 (cd /tmp && DTENSOR_TORCH_DEFECTS_REPORT=${DTENSOR_TORCH_DEFECTS_REPORT:-} \
-  DTENSOR_SWITCH_PAIRS=${DTENSOR_SWITCH_PAIRS:-40} \
+  DTENSOR_SWITCH_PAIRS=${DTENSOR_SWITCH_PAIRS:-40} DTENSOR_REDISTRIBUTE_PAIRS=${DTENSOR_REDISTRIBUTE_PAIRS:-100} \
   "$py" -m pytest -q -p no:cacheprovider -rs "$root/tests/python")
 echo "-- examples/python/fsdp_tp.py on 4 CPU ranks"
 out=$(cd /tmp && "$(dirname "$py")/torchrun" --nproc-per-node 4 --master-port 29577 "$root/examples/python/fsdp_tp.py" 2>&1) || {
