@@ -40,6 +40,11 @@ for w in 4 8; do
   grep -E "^(Muon step|strategy|owners|round-robin|all-gather|updated)" <<<"$out"
   grep -q "^updated weights equal the one-process reference" <<<"$out" || { echo "$out"; echo "muon_step.py: no equality line"; exit 1; }
 done
+echo "-- examples/python/weight_sync.py on 8 CPU ranks (trainer FSDP 2 x TP 2 -> 2 engines x TP 2; bf16 and fp8; against two baselines)"
+out=$(cd /tmp && "$(dirname "$py")/torchrun" --nproc-per-node 8 --master-port 29580 "$root/examples/python/weight_sync.py" 2>&1) || {
+  echo "$out"; echo "examples/python/weight_sync.py failed"; exit 1; }
+grep -E "^(weight sync|placement|disjoint|colocated|overlapping)" <<<"$out"
+grep -q "^weight_sync: ok" <<<"$out" || { echo "$out"; echo "examples/python/weight_sync.py: no ok line"; exit 1; }
 echo "-- scripts/gpu_python_check.py --device cpu (the GPU bundle's Python check, on gloo world 1)"
 out=$(cd /tmp && timeout 300 "$(dirname "$py")/torchrun" --nproc-per-node 1 --master-port 29579 "$root/scripts/gpu_python_check.py" --device cpu 2>&1) || {
   echo "$out"; echo "scripts/gpu_python_check.py failed"; exit 1; }

@@ -1,0 +1,470 @@
+"""Train -> serve weight sync (docs/weight-sync.md): a whole model's parameters, held as DTensors
+on the trainer's mesh, written into an inference engine's own per-rank tensors (fused projections
+included), every byte crossing at most once, planned once and replayed every step.
+
+    import dtensor.torch.weight_sync as ws
+    spec = {4: [ws.Buffer("qkv", (48, 32), torch.bfloat16,
+                          [ws.Part("wq", ((0, 32), (0, 32))), ws.Part("wk", ((0, 8), (0, 32)), offset=32),
+                           ws.Part("wv", ((0, 8), (0, 32)), offset=40)])], ...}
+    plan = ws.plan_sync(trainer_state_dict, spec)     # every rank of the default group, once
+    ws.sync(plan, trainer_state_dict, engine_buffers)  # every step; engine_buffers: {name: tensor} on this rank
+
+The engine side is plain tensors: an engine rank names each of its tensors (a `Buffer`: shape,
+dtype, and the `Part`s it is made of -- a box of a trainer parameter placed at `offset` along the
+buffer's dim `dim`; a box may go to several engine ranks, as GQA's replicated KV heads). The plan
+sends each piece from a trainer rank that holds it (balanced: among replicas, the least loaded so
+far, largest pieces first), skips pieces the receiving rank already holds (colocated engines),
+coalesces every piece between two ranks in a round into one message, and splits the moves into
+rounds under a staging budget. A buffer of dtype torch.float8_e4m3fn receives its values quantized
+on the sender with one per-tensor scale (the amax over every element the engine tensor of that name
+holds, over all ranks, / 448, in fp32; values divided by the scale, clamped to +-448, cast by
+torch): half the bytes of bf16 on the wire, and bit for bit what quantizing the whole engine
+tensor in one process gives.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+from typing import Optional, Sequence
+
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor
+
+from ._layout import _mesh_info, layout_of
+
+__all__ = ["Part", "Buffer", "SyncPlan", "plan_sync", "plan_layouts", "sync"]
+
+FP8 = torch.float8_e4m3fn
+FP8_MAX = 448.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """A box of trainer parameter `source` ([start, stop) per dim, global indices) placed in an
+    engine buffer at `offset` along the buffer's dim `dim` (the box spans the buffer's other dims)."""
+    source: str
+    box: tuple
+    dim: int = 0
+    offset: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Buffer:
+    """An engine rank's tensor: its name, shape and dtype (the sources' dtype, or
+    torch.float8_e4m3fn), and the parts that tile it along one dim."""
+    name: str
+    shape: tuple
+    dtype: torch.dtype
+    parts: tuple
+
+
+@dataclasses.dataclass
+class _Piece:
+    # one message's part: `runs` (per dim, [start, stop) runs of global indices of the source)
+    # of part `part` of buffer `buffer` on the receiver, sent by `sender` (torch ranks)
+    sender: int
+    receiver: int
+    buffer: str
+    part: int
+    runs: tuple
+    elements: int
+
+
+@dataclasses.dataclass
+class SyncPlan:
+    """The plan every rank holds: the pieces (sender, receiver, what), in rounds; the figures."""
+    sources: dict            # name -> (layout JSON, torch ranks of its mesh, shape, dtype name)
+    spec: dict               # torch rank -> {buffer name: Buffer}
+    rounds: list             # per round, its pieces (every rank's), in a fixed order
+    scaled: list             # fp8 buffer names, sorted
+    hash: str
+    wire_bytes: int          # bytes between two ranks
+    local_bytes: int         # bytes a receiving rank already held (copied, not sent)
+    busiest_sender_bytes: int
+    busiest_receiver_bytes: int
+    sender_bound_bytes: int  # max(wire bytes / trainer ranks, the most bytes only one trainer rank holds)
+
+    def explain(self) -> str:
+        return (f"weight sync: {sum(len(r) for r in self.rounds)} pieces in {len(self.rounds)} round(s); "
+                f"{self.wire_bytes} bytes on the wire, {self.local_bytes} already on their receivers; busiest sender "
+                f"{self.busiest_sender_bytes} bytes (bound {self.sender_bound_bytes}), busiest receiver "
+                f"{self.busiest_receiver_bytes} bytes")
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty(0, dtype=dtype).element_size()
+
+
+def _intersect(runs: list, lo: int, hi: int) -> list:
+    out = []
+    for a, b in runs:
+        a, b = max(a, lo), min(b, hi)
+        if a < b:
+            out.append((a, b))
+    return out
+
+
+def _count(runs) -> int:
+    return sum(b - a for a, b in runs)
+
+
+def _check_spec(spec: dict, sources: dict, world: int) -> dict:
+    """The engine spec, validated against the sources: ValueError/TypeError naming the rank, the
+    buffer and the part."""
+    if not isinstance(spec, dict):
+        raise TypeError(f"engine spec must be a dict of torch rank -> list of Buffer, not {type(spec).__name__}")
+    out = {}
+    for rank, buffers in spec.items():
+        if type(rank) is not int or not 0 <= rank < world:
+            raise ValueError(f"engine spec: rank {rank!r} is not a rank of the default group (0..{world - 1})")
+        names = {}
+        for b in buffers:
+            if not isinstance(b, Buffer):
+                raise TypeError(f"engine spec rank {rank}: {b!r} is not a weight_sync.Buffer")
+            if b.name in names:
+                raise ValueError(f"engine spec rank {rank}: buffer {b.name!r} named twice")
+            shape = tuple(b.shape)
+            if not shape or any(type(z) is not int or z < 0 for z in shape):
+                raise ValueError(f"engine spec rank {rank} buffer {b.name!r}: shape {b.shape!r} is not a list of sizes")
+            if not b.parts:
+                raise ValueError(f"engine spec rank {rank} buffer {b.name!r}: no parts")
+            dims = {p.dim for p in b.parts}
+            if len(dims) != 1 or not 0 <= next(iter(dims)) < len(shape):
+                raise ValueError(f"engine spec rank {rank} buffer {b.name!r}: parts must share one dim of the buffer "
+                                 f"(dims {sorted(dims)} for shape {shape})")
+            d = next(iter(dims))
+            covered = []
+            for i, p in enumerate(b.parts):
+                where = f"engine spec rank {rank} buffer {b.name!r} part {i} ({p.source!r})"
+                if not isinstance(p, Part):
+                    raise TypeError(f"engine spec rank {rank} buffer {b.name!r}: {p!r} is not a weight_sync.Part")
+                if p.source not in sources:
+                    raise ValueError(f"{where}: no trainer parameter of that name")
+                sshape, sdtype = sources[p.source][2], sources[p.source][3]
+                box = tuple(tuple(x) for x in p.box)
+                if len(box) != len(sshape) or len(shape) != len(sshape):
+                    raise ValueError(f"{where}: a box of {len(box)} dims for a source of {len(sshape)} dims and a "
+                                     f"buffer of {len(shape)}")
+                for k, (a, z) in enumerate(zip(box, sshape)):
+                    if len(a) != 2 or type(a[0]) is not int or type(a[1]) is not int or not 0 <= a[0] <= a[1] <= z:
+                        raise ValueError(f"{where}: box {box!r} is not within the source's shape {list(sshape)} on dim {k}")
+                for k in range(len(shape)):
+                    extent = box[k][1] - box[k][0]
+                    if k != d and extent != shape[k]:
+                        raise ValueError(f"{where}: its box spans {extent} on dim {k}, the buffer {shape[k]}")
+                if type(p.offset) is not int or p.offset < 0 or p.offset + box[d][1] - box[d][0] > shape[d]:
+                    raise ValueError(f"{where}: offset {p.offset!r} + {box[d][1] - box[d][0]} is past the buffer's "
+                                     f"{shape[d]} on dim {d}")
+                if b.dtype != sdtype and b.dtype != FP8:
+                    raise ValueError(f"{where}: buffer dtype {b.dtype} is neither the source's ({sdtype}) nor "
+                                     f"torch.float8_e4m3fn")
+                if b.dtype == FP8 and not sdtype.is_floating_point:
+                    raise ValueError(f"{where}: a {sdtype} source cannot be quantized to float8_e4m3fn")
+                covered.append((p.offset, p.offset + box[d][1] - box[d][0], i))
+            covered.sort()
+            at = 0
+            for a, z, i in covered:
+                if a != at:
+                    raise ValueError(f"engine spec rank {rank} buffer {b.name!r}: its parts {'overlap' if a < at else 'leave a gap'} "
+                                     f"at index {min(a, at)} of dim {d} (part {i})")
+                at = z
+            if at != shape[d]:
+                raise ValueError(f"engine spec rank {rank} buffer {b.name!r}: its parts cover {at} of {shape[d]} on dim {d}")
+            names[b.name] = dataclasses.replace(b, shape=shape, parts=tuple(
+                dataclasses.replace(p, box=tuple(tuple(x) for x in p.box)) for p in b.parts))
+        out[rank] = names
+    return out
+
+
+def _sources_of(state: dict) -> dict:
+    if not isinstance(state, dict):
+        raise TypeError(f"trainer state must be a dict of name -> DTensor, not {type(state).__name__}")
+    out = {}
+    for name, x in state.items():
+        if not isinstance(x, DTensor):
+            raise TypeError(f"trainer entry {name!r} is a {type(x).__name__}, not a DTensor")
+        layout = layout_of(x)
+        if any(p.is_partial() for p in x.placements):
+            raise ValueError(f"trainer entry {name!r} is Partial ({x.placements}): reduce it first")
+        info = _mesh_info(x.device_mesh)
+        out[name] = (layout, list(info.torch_ranks), tuple(int(z) for z in x.shape), x.dtype)
+    return out
+
+
+def _blocks(layout, torch_ranks: list) -> list:
+    """The distinct blocks of a layout: (per dim, owned runs) and the torch ranks holding it."""
+    by = {}
+    for dense, t in enumerate(torch_ranks):
+        key = tuple(tuple(tuple(r) for r in runs) for runs in layout.owned_runs(dense))
+        by.setdefault(key, []).append(t)
+    return list(by.items())
+
+
+def plan_sync(trainer_state: dict, engine_spec: dict, *, staging_bytes: Optional[int] = None) -> SyncPlan:
+    """The sync plan of `trainer_state` (name -> DTensor on the trainer's mesh) into
+    `engine_spec` (torch rank -> list of Buffer). Every rank of the default process group calls
+    it with the same arguments (engine-only ranks pass the trainer's DTensors as they see them: the
+    same names, shapes, dtypes and placements); the ranks' plans are compared by hash (ValueError
+    on every rank naming those that differ). `staging_bytes` bounds what one rank stages (sends
+    plus receives) per round (None: one round)."""
+    plan = plan_layouts(_sources_of(trainer_state), engine_spec, dist.get_world_size(), staging_bytes=staging_bytes)
+    hashes = [None] * dist.get_world_size()
+    dist.all_gather_object(hashes, plan.hash)
+    odd = [r for r, x in enumerate(hashes) if x != hashes[0]]
+    if odd:
+        raise ValueError(f"weight_sync.plan_sync: ranks {odd} planned another sync than rank 0 (every rank passes the "
+                         f"same trainer layouts and engine spec)")
+    return plan
+
+
+def plan_layouts(sources: dict, engine_spec: dict, world: int, *, staging_bytes: Optional[int] = None) -> SyncPlan:
+    """plan_sync's plan from the trainer's layouts alone, without a process group: `sources` maps
+    each name to (dtensor.Layout, the torch ranks of its mesh in dense order, shape, torch dtype);
+    `world` is the number of ranks. What a benchmark or a what-if plans with."""
+    if staging_bytes is not None and (type(staging_bytes) is not int or staging_bytes < 1):
+        raise ValueError(f"staging_bytes {staging_bytes!r} must be a positive int or None")
+    spec = _check_spec(engine_spec, sources, world)
+    blocks = {}  # (layout json, ranks) -> blocks: layers repeat a few layouts
+    pieces_of = {}  # (source key, box) -> [(runs, holders)]
+    wire, local = [], []
+    for rank in sorted(spec):
+        for name in sorted(spec[rank]):
+            b = spec[rank][name]
+            for i, p in enumerate(b.parts):
+                layout, ranks, _, sdtype = sources[p.source]
+                lkey = (layout.to_json(), tuple(ranks))
+                if lkey not in blocks:
+                    blocks[lkey] = _blocks(layout, ranks)
+                key = (lkey, p.box)
+                if key not in pieces_of:
+                    found = []
+                    for runs, holders in blocks[lkey]:
+                        cut = [_intersect(r, a, z) for r, (a, z) in zip(runs, p.box)]
+                        if all(cut):
+                            found.append((tuple(tuple(c) for c in cut), holders))
+                    pieces_of[key] = found
+                size = _itemsize(b.dtype)  # (the source's, or fp8's)
+                for runs, holders in pieces_of[key]:
+                    n = 1
+                    for r in runs:
+                        n *= _count(r)
+                    if rank in holders:
+                        local.append(_Piece(rank, rank, name, i, runs, n))
+                    else:
+                        wire.append((n * size, len(wire), _Piece(-1, rank, name, i, runs, n), holders))
+    # senders: largest pieces first, each to its least loaded holder so far (ties: the lower rank)
+    sent = {}
+    for nbytes, _, piece, holders in sorted(wire, key=lambda w: (-w[0], w[1])):
+        piece.sender = min(holders, key=lambda h: (sent.get(h, 0), h))
+        sent[piece.sender] = sent.get(piece.sender, 0) + nbytes
+    ordered = [w[2] for w in wire] + local
+    size_of = {id(p): p.elements * _itemsize(spec[p.receiver][p.buffer].dtype) for p in ordered}
+    rounds, staged = [[]], {}
+    for p in ordered:
+        nb = size_of[id(p)] if p.sender != p.receiver else 0
+        if (staging_bytes is not None and rounds[-1] and nb and
+                (staged.get(p.sender, 0) + nb > staging_bytes or staged.get(p.receiver, 0) + nb > staging_bytes)):
+            rounds.append([])
+            staged = {}
+        rounds[-1].append(p)
+        staged[p.sender] = staged.get(p.sender, 0) + nb
+        staged[p.receiver] = staged.get(p.receiver, 0) + nb
+    received = {}
+    for w in wire:
+        received[w[2].receiver] = received.get(w[2].receiver, 0) + w[0]
+    wire_bytes = sum(w[0] for w in wire)
+    trainer = sorted({t for s in sources.values() for t in s[1]})
+    only_one = {}  # bytes only one trainer rank holds (a piece with one holder), per rank
+    for nbytes, _, _, holders in wire:
+        if len(holders) == 1:
+            only_one[holders[0]] = only_one.get(holders[0], 0) + nbytes
+    bound = max(-(-wire_bytes // max(len(trainer), 1)), max(only_one.values(), default=0))
+    h = hashlib.sha256()
+    for name in sorted(sources):
+        layout, ranks, shape, dtype = sources[name]
+        h.update(f"{name}|{layout.to_json()}|{ranks}|{shape}|{dtype}\n".encode())
+    for k, rnd in enumerate(rounds):
+        for p in rnd:
+            h.update(f"{k}|{p.sender}|{p.receiver}|{p.buffer}|{p.part}|{p.runs}\n".encode())
+    for rank in sorted(spec):
+        for name in sorted(spec[rank]):
+            h.update(f"{rank}|{spec[rank][name]!r}\n".encode())
+    plan = SyncPlan({n: (s[0].to_json(), s[1], s[2], str(s[3])) for n, s in sources.items()}, spec, rounds,
+                    sorted({n for bs in spec.values() for n, b in bs.items() if b.dtype == FP8}), h.hexdigest()[:32],
+                    wire_bytes, sum(size_of[id(p)] for p in local), max(sent.values(), default=0),
+                    max(received.values(), default=0), bound)
+    return plan
+
+
+def _positions(runs_local: list, runs: tuple) -> list:
+    """Per dim, the positions in a tensor whose dim holds `runs_local` (global runs in local order)
+    of the global indices `runs` (each within one of them)."""
+    out = []
+    for have, want in zip(runs_local, runs):
+        pos = []
+        for a, z in want:
+            base = 0
+            for s, e in have:
+                if s <= a and z <= e:
+                    pos.append((base + a - s, base + z - s))
+                    break
+                base += e - s
+            else:
+                raise AssertionError(f"runs {want} not held in {have}")
+        out.append(pos)
+    return out
+
+
+def _take(t: torch.Tensor, pos: list) -> torch.Tensor:
+    for d, runs in enumerate(pos):
+        if len(runs) == 1:
+            t = t.narrow(d, runs[0][0], runs[0][1] - runs[0][0])
+        else:
+            idx = torch.cat([torch.arange(a, z) for a, z in runs]).to(t.device)
+            t = t.index_select(d, idx)
+    return t
+
+
+def _put(t: torch.Tensor, pos: list, value: torch.Tensor) -> None:
+    if all(len(r) == 1 for r in pos):
+        view = t
+        for d, runs in enumerate(pos):
+            view = view.narrow(d, runs[0][0], runs[0][1] - runs[0][0])
+        view.copy_(value)
+        return
+    idx = []
+    for d, runs in enumerate(pos):
+        shape = [1] * len(pos)
+        shape[d] = -1
+        idx.append(torch.cat([torch.arange(a, z) for a, z in runs]).view(shape).to(t.device))
+    t[tuple(idx)] = value
+
+
+def _quantize(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return (x.to(torch.float32) / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8)
+
+
+def _check_args(plan: SyncPlan, state: dict, buffers: dict, me: int) -> None:
+    if set(state) != set(plan.sources):
+        extra, missing = sorted(set(state) - set(plan.sources)), sorted(set(plan.sources) - set(state))
+        raise ValueError(f"weight_sync.sync: trainer entries differ from the plan's (new {extra}, missing {missing})")
+    for name, (layout_json, ranks, shape, dtype) in plan.sources.items():
+        x = state[name]
+        if not isinstance(x, DTensor):
+            raise TypeError(f"weight_sync.sync: trainer entry {name!r} is a {type(x).__name__}, not a DTensor")
+        if (layout_of(x).to_json() != layout_json or list(_mesh_info(x.device_mesh).torch_ranks) != ranks
+                or tuple(x.shape) != shape or str(x.dtype) != dtype):
+            raise ValueError(f"weight_sync.sync: trainer entry {name!r} is not the one planned (layout, mesh, shape or "
+                             f"dtype changed: plan again)")
+    mine = plan.spec.get(me, {})
+    if not isinstance(buffers, dict) or set(buffers) != set(mine):
+        raise ValueError(f"weight_sync.sync: rank {me} passes engine buffers {sorted(buffers) if isinstance(buffers, dict) else buffers!r}, "
+                         f"the plan has {sorted(mine)}")
+    for name, b in mine.items():
+        t = buffers[name]
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != b.shape or t.dtype != b.dtype or not t.is_contiguous():
+            raise ValueError(f"weight_sync.sync: rank {me} buffer {name!r} is not a contiguous {b.dtype} tensor of "
+                             f"shape {list(b.shape)} (got {getattr(t, 'dtype', type(t).__name__)} "
+                             f"{list(getattr(t, 'shape', []))}, contiguous {getattr(t, 'is_contiguous', lambda: None)()})")
+
+
+def sync(plan: SyncPlan, trainer_state: dict, engine_buffers: Optional[dict] = None, *,
+         timeout: Optional[datetime.timedelta] = None) -> dict:
+    """Runs `plan`: every rank of the default group calls it; a trainer rank passes its
+    DTensors, an engine rank its buffers (name -> tensor; None: none). Arguments that differ from
+    the plan's (names, shapes, dtypes, layouts, storage) raise before anything is written. Returns
+    this rank's fp8 scales (buffer name -> fp32 scalar tensor) and byte counts."""
+    me = dist.get_rank()
+    buffers = engine_buffers or {}
+    _check_args(plan, trainer_state, buffers, me)
+    locals_ = {n: x._local_tensor for n, x in trainer_state.items()}
+    device = next((t.device for t in locals_.values()), torch.device("cpu"))
+    my_runs = plan.__dict__.setdefault("_runs", {})  # source -> its owned runs on this rank (when on its mesh)
+    if not my_runs:
+        from dtensor import Layout
+        for name, (layout_json, ranks, _, _) in plan.sources.items():
+            if me in ranks:
+                my_runs[name] = [[tuple(r) for r in rs] for rs in Layout.from_json(layout_json).owned_runs(ranks.index(me))]
+    # fp8 scales: each rank's amax over the pieces it sends or copies of each scaled buffer, and
+    # whether they are finite, reduced over the world (the max of the maxima is the tensor's amax)
+    scales = {}
+    if plan.scaled:
+        amax = torch.zeros(len(plan.scaled), dtype=torch.float32, device=device)
+        bad = torch.zeros(len(plan.scaled), dtype=torch.float32, device=device)
+        slot = {n: i for i, n in enumerate(plan.scaled)}
+        for rnd in plan.rounds:
+            for p in rnd:
+                if p.sender != me or p.buffer not in slot:
+                    continue
+                src = plan.spec[p.receiver][p.buffer].parts[p.part].source
+                piece = _take(locals_[src], _positions(my_runs[src], p.runs)).to(torch.float32)
+                if piece.numel():
+                    if not torch.isfinite(piece).all():
+                        bad[slot[p.buffer]] = 1
+                    else:
+                        amax[slot[p.buffer]] = torch.maximum(amax[slot[p.buffer]], piece.abs().max())
+        dist.all_reduce(amax, op=dist.ReduceOp.MAX)
+        dist.all_reduce(bad, op=dist.ReduceOp.MAX)
+        if bad.any():
+            names = sorted({b.parts[i].source for bs in plan.spec.values() for n, b in bs.items()
+                            if n in slot and bad[slot[n]] for i in range(len(b.parts))})
+            raise ValueError(f"weight_sync.sync: NaN or Inf in a parameter to quantize to float8_e4m3fn: one of {names}")
+        for n, i in slot.items():
+            a = amax[i]
+            scales[n] = torch.where(a > 0, a / FP8_MAX, torch.ones_like(a))
+    sent = received = 0
+    for rnd in plan.rounds:
+        outgoing, incoming = {}, {}
+        for p in rnd:
+            b = plan.spec[p.receiver][p.buffer]
+            part = b.parts[p.part]
+            if p.sender == me:
+                piece = _take(locals_[part.source], _positions(my_runs[part.source], p.runs))
+                if b.dtype == FP8:
+                    piece = _quantize(piece, scales[p.buffer])
+                if p.receiver == me:
+                    _put(buffers[p.buffer], _dest_positions(part, p.runs), piece)
+                else:
+                    outgoing.setdefault(p.receiver, []).append(piece.contiguous().view(-1).view(torch.uint8))
+            elif p.receiver == me:
+                incoming.setdefault(p.sender, []).append(p)
+        ops, inbox = [], {}
+        for peer in sorted(outgoing):
+            data = torch.cat(outgoing[peer])
+            sent += data.numel()
+            ops.append(dist.P2POp(dist.isend, data, peer))
+        for peer in sorted(incoming):
+            n = sum(p.elements * _itemsize(plan.spec[me][p.buffer].dtype) for p in incoming[peer])
+            inbox[peer] = torch.empty(n, dtype=torch.uint8, device=device)
+            received += n
+            ops.append(dist.P2POp(dist.irecv, inbox[peer], peer))
+        if ops:
+            for w in dist.batch_isend_irecv(ops):
+                if timeout is None:
+                    w.wait()
+                elif not w.wait(timeout):
+                    raise RuntimeError(f"weight_sync.sync: rank {me}: a transfer with peers {sorted(set(outgoing) | set(incoming))} "
+                                       f"not done after {timeout.total_seconds():g} s")
+        for peer, ps in incoming.items():
+            at = 0
+            for p in ps:
+                b = plan.spec[me][p.buffer]
+                part = b.parts[p.part]
+                shape = [sum(z - a for a, z in r) for r in p.runs]
+                nbytes = p.elements * _itemsize(b.dtype)
+                value = inbox[peer][at:at + nbytes].view(b.dtype).view(shape)
+                at += nbytes
+                _put(buffers[p.buffer], _dest_positions(part, p.runs), value)
+    return {"scales": {n: s for n, s in scales.items() if n in plan.spec.get(me, {})}, "sent_bytes": sent,
+            "received_bytes": received}
+
+
+def _dest_positions(part: Part, runs: tuple) -> list:
+    """Per dim, the buffer positions of the global source indices `runs` of `part`."""
+    out = []
+    for d, (r, (a, _)) in enumerate(zip(runs, part.box)):
+        shift = part.offset - a if d == part.dim else -a
+        out.append([(s + shift, e + shift) for s, e in r])
+    return out

@@ -1,0 +1,116 @@
+"""Worker of test_weight_sync_mp.py: world 4 (gloo), a trainer mesh 2x2 on every rank (FSDP x TP:
+colwise Shard(0)Shard(0), rowwise Shard(0)Shard(1), a norm replicated over TP), an engine of TP 2
+on ranks 2 and 3 (overlapping the trainer: some pieces are already there). Writes rank{r}.json."""
+import datetime
+import json
+
+import torch
+import torch.distributed as dist
+
+
+def run(rank, world, port, out_dir):
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    import dtensor.torch.weight_sync as ws
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    mesh = DeviceMesh("cpu", [[0, 1], [2, 3]])
+    gen = torch.Generator().manual_seed(3)
+    # uneven rows (FSDP's split leaves a short shard), a replicated norm
+    full = {"wq": torch.randn(14, 6, generator=gen), "wk": torch.randn(5, 6, generator=gen),
+            "wo": torch.randn(6, 14, generator=gen), "norm": torch.randn(6, generator=gen)}
+    full = {n: t.to(torch.bfloat16) for n, t in full.items()}
+    pl = {"wq": (Shard(0), Shard(0)), "wk": (Shard(0), Shard(0)), "wo": (Shard(0), Shard(1)), "norm": (Shard(0), Replicate())}
+    state = {n: distribute_tensor(full[n], mesh, pl[n], src_data_rank=None) for n in full}
+    res = {}
+
+    def spec_of(mat, engine=(2, 3)):
+        out = {}
+        for j, r in enumerate(engine):
+            out[r] = [ws.Buffer("qkv", (7 + 5, 6), mat, (ws.Part("wq", ((7 * j, 7 * j + 7), (0, 6))),
+                                                          ws.Part("wk", ((0, 5), (0, 6)), offset=7))),
+                      ws.Buffer("o", (6, 7), mat, (ws.Part("wo", ((0, 6), (7 * j, 7 * j + 7)), dim=1),)),
+                      ws.Buffer("norm", (6,), torch.bfloat16, (ws.Part("norm", ((0, 6),)),))]
+        return out
+
+    def expected(spec):
+        amax = {}
+        for bufs in spec.values():
+            for b in bufs:
+                for p in b.parts:
+                    v = full[p.source][tuple(slice(a, z) for a, z in p.box)].float().abs().max()
+                    amax[b.name] = max(amax.get(b.name, torch.tensor(0.0)), v)
+        out = {}
+        for b in spec.get(rank, []):
+            t = torch.empty(b.shape, dtype=b.dtype)
+            for p in b.parts:
+                v = full[p.source][tuple(slice(a, z) for a, z in p.box)]
+                if b.dtype == torch.float8_e4m3fn:
+                    v = (v.float() / (amax[b.name] / 448)).clamp(-448, 448).to(torch.float8_e4m3fn)
+                t.narrow(p.dim, p.offset, v.shape[p.dim]).copy_(v)
+            out[b.name] = t
+        return out
+
+    for label, mat, staging in (("bf16", torch.bfloat16, None), ("fp8", torch.float8_e4m3fn, None),
+                                ("bf16-rounds", torch.bfloat16, 64)):
+        spec = spec_of(mat)
+        plan = ws.plan_sync(state, spec, staging_bytes=staging)
+        bufs = {b.name: torch.zeros(b.shape, dtype=b.dtype) for b in spec.get(rank, [])}
+        out = ws.sync(plan, state, bufs)
+        want = expected(spec)
+        res[label] = {"equal": all(torch.equal(bufs[n].view(torch.uint8), want[n].view(torch.uint8)) for n in bufs),
+                      "buffers": len(bufs), "rounds": len(plan.rounds), "wire": plan.wire_bytes, "local": plan.local_bytes,
+                      "busiest": plan.busiest_sender_bytes, "bound": plan.sender_bound_bytes,
+                      "scales": sorted(out["scales"])}
+    # bad input: every rank raises the same error
+    errors = {}
+
+    def error_of(f):
+        try:
+            f()
+        except (ValueError, TypeError) as e:
+            return f"{type(e).__name__}: {e}"
+        return None
+
+    good = spec_of(torch.bfloat16)
+    gap = {r: [ws.Buffer("qkv", (12, 6), torch.bfloat16, (ws.Part("wq", ((0, 7), (0, 6))),))] for r in good}
+    overlap = {r: [ws.Buffer("qkv", (12, 6), torch.bfloat16, (ws.Part("wq", ((0, 7), (0, 6))),
+                                                              ws.Part("wk", ((0, 5), (0, 6)), offset=6)))] for r in good}
+    outside = {r: [ws.Buffer("o", (6, 7), torch.bfloat16, (ws.Part("wo", ((0, 6), (10, 17)), dim=1),))] for r in good}
+    unknown = {r: [ws.Buffer("o", (6, 7), torch.bfloat16, (ws.Part("w_missing", ((0, 6), (0, 7)), dim=1),))] for r in good}
+    int_dtype = {r: [ws.Buffer("o", (6, 7), torch.int32, (ws.Part("wo", ((0, 6), (0, 7)), dim=1),))] for r in good}
+    errors["gap"] = error_of(lambda: ws.plan_sync(state, gap))
+    errors["overlap"] = error_of(lambda: ws.plan_sync(state, overlap))
+    errors["outside"] = error_of(lambda: ws.plan_sync(state, outside))
+    errors["unknown"] = error_of(lambda: ws.plan_sync(state, unknown))
+    errors["int_dtype"] = error_of(lambda: ws.plan_sync(state, int_dtype))
+    errors["plain_tensor"] = error_of(lambda: ws.plan_sync({"wq": full["wq"]}, {}))
+    # ranks that pass another spec: every rank fails, naming them
+    errors["disagree"] = error_of(lambda: ws.plan_sync(state, spec_of(torch.bfloat16, (2, 3) if rank else (3, 2))))
+    # a buffer of the wrong dtype at sync time: refused before anything is written
+    plan = ws.plan_sync(state, good)
+    bufs = {b.name: torch.zeros(b.shape, dtype=b.dtype) for b in good.get(rank, [])}
+    if "o" in bufs:
+        bufs["o"] = torch.zeros(6, 7, dtype=torch.float32)
+    errors["buffer_dtype"] = error_of(lambda: ws.sync(plan, state, bufs)) if rank in good else None
+    errors["untouched"] = all(not t.any() for t in bufs.values())
+    # a parameter changed since planning (another layout): refused
+    moved = dict(state, wq=distribute_tensor(full["wq"], mesh, (Shard(1), Shard(0)), src_data_rank=None))
+    errors["stale"] = error_of(lambda: ws.sync(plan, moved, {b.name: torch.zeros(b.shape, dtype=b.dtype)
+                                                             for b in good.get(rank, [])}))
+    # NaN in a parameter to quantize: every rank raises, naming it
+    nan = dict(full)
+    nan["wk"] = nan["wk"].clone()
+    nan["wk"][4, 5] = float("nan")
+    nstate = dict(state, wk=distribute_tensor(nan["wk"], mesh, pl["wk"], src_data_rank=None))
+    fp8 = spec_of(torch.float8_e4m3fn)
+    fplan = ws.plan_sync(nstate, fp8)
+    errors["nan"] = error_of(lambda: ws.sync(fplan, nstate, {b.name: torch.zeros(b.shape, dtype=b.dtype)
+                                                             for b in fp8.get(rank, [])}))
+    res["errors"] = errors
+    with open(f"{out_dir}/rank{rank}.json", "w") as f:
+        json.dump(res, f)
+    dist.barrier()
+    dist.destroy_process_group()
