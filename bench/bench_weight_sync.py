@@ -69,7 +69,7 @@ def main():
         t0 = time.perf_counter()
         plan = ws.plan_layouts(sources, spec, a.trainer + ENGINES * TP)
         times.append(time.perf_counter() - t0)
-    pieces = sum(len(r) for r in plan.rounds)
+    pieces = sum(len(plan.pieces[e[3]]) for e in plan.entries)
     print(f"weight sync plan: {a.layers} layers, {a.trainer} trainer ranks ({a.trainer // TP}x{TP}) -> {ENGINES} engines x "
           f"TP {TP}, {'fp8' if a.fp8 else 'bf16'}: median {statistics.median(times):.3f} s of {a.repeats} "
           f"(min {min(times):.3f}); {pieces} pieces")

@@ -61,7 +61,7 @@ def run(rank, world, port, out_dir):
         out = ws.sync(plan, state, bufs)
         want = expected(spec)
         res[label] = {"equal": all(torch.equal(bufs[n].view(torch.uint8), want[n].view(torch.uint8)) for n in bufs),
-                      "buffers": len(bufs), "rounds": len(plan.rounds), "wire": plan.wire_bytes, "local": plan.local_bytes,
+                      "buffers": len(bufs), "rounds": plan.rounds, "wire": plan.wire_bytes, "local": plan.local_bytes,
                       "busiest": plan.busiest_sender_bytes, "bound": plan.sender_bound_bytes,
                       "scales": sorted(out["scales"])}
     # bad input: every rank raises the same error

@@ -61,23 +61,21 @@ class Buffer:
 
 
 @dataclasses.dataclass
-class _Piece:
-    # one message's part: `runs` (per dim, [start, stop) runs of global indices of the source)
-    # of part `part` of buffer `buffer` on the receiver, sent by `sender` (torch ranks)
-    sender: int
-    receiver: int
-    buffer: str
-    part: int
-    runs: tuple
-    elements: int
-
-
-@dataclasses.dataclass
 class SyncPlan:
-    """The plan every rank holds: the pieces (sender, receiver, what), in rounds; the figures."""
+    """The plan every rank holds, compact (a model's layers and engines repeat the same pieces):
+    `entries` lists (receiver, buffer name, part index, piece list, itemsize) for every part of
+    every engine buffer; `pieces[k]` lists the pieces of one (trainer layout, box) -- per dim runs
+    of global indices, the torch ranks holding them, their elements --; a piece is sent by the
+    receiver itself when it holds it (a local copy), by its one holder, or, with several holders,
+    by `senders[entry][j]`; `round_of[entry]` is the entry's round. Each rank derives its own sends and receives from
+    these at sync time."""
     sources: dict            # name -> (layout JSON, torch ranks of its mesh, shape, dtype name)
     spec: dict               # torch rank -> {buffer name: Buffer}
-    rounds: list             # per round, its pieces (every rank's), in a fixed order
+    entries: list
+    pieces: list
+    senders: dict
+    round_of: list
+    rounds: int
     scaled: list             # fp8 buffer names, sorted
     hash: str
     wire_bytes: int          # bytes between two ranks
@@ -87,10 +85,19 @@ class SyncPlan:
     sender_bound_bytes: int  # max(wire bytes / trainer ranks, the most bytes only one trainer rank holds)
 
     def explain(self) -> str:
-        return (f"weight sync: {sum(len(r) for r in self.rounds)} pieces in {len(self.rounds)} round(s); "
-                f"{self.wire_bytes} bytes on the wire, {self.local_bytes} already on their receivers; busiest sender "
-                f"{self.busiest_sender_bytes} bytes (bound {self.sender_bound_bytes}), busiest receiver "
-                f"{self.busiest_receiver_bytes} bytes")
+        return (f"weight sync: {len(self.entries)} parts in {self.rounds} round(s); {self.wire_bytes} bytes on the "
+                f"wire, {self.local_bytes} already on their receivers; busiest sender {self.busiest_sender_bytes} bytes "
+                f"(bound {self.sender_bound_bytes}), busiest receiver {self.busiest_receiver_bytes} bytes")
+
+    def sender_of(self, e: int, j: int) -> int:
+        """Who sends piece j of entry e (its receiver when that holds it: a local copy)."""
+        receiver, _, _, k, _ = self.entries[e]
+        holders = self.pieces[k][j][1]
+        if receiver in holders:
+            return receiver
+        if len(holders) == 1:
+            return holders[0]
+        return self.senders[e][j]
 
 
 def _itemsize(dtype: torch.dtype) -> int:
@@ -130,6 +137,9 @@ def _check_spec(spec: dict, sources: dict, world: int) -> dict:
                 raise ValueError(f"engine spec rank {rank} buffer {b.name!r}: shape {b.shape!r} is not a list of sizes")
             if not b.parts:
                 raise ValueError(f"engine spec rank {rank} buffer {b.name!r}: no parts")
+            for p in b.parts:
+                if not isinstance(p, Part):
+                    raise TypeError(f"engine spec rank {rank} buffer {b.name!r}: {p!r} is not a weight_sync.Part")
             dims = {p.dim for p in b.parts}
             if len(dims) != 1 or not 0 <= next(iter(dims)) < len(shape):
                 raise ValueError(f"engine spec rank {rank} buffer {b.name!r}: parts must share one dim of the buffer "
@@ -138,8 +148,6 @@ def _check_spec(spec: dict, sources: dict, world: int) -> dict:
             covered = []
             for i, p in enumerate(b.parts):
                 where = f"engine spec rank {rank} buffer {b.name!r} part {i} ({p.source!r})"
-                if not isinstance(p, Part):
-                    raise TypeError(f"engine spec rank {rank} buffer {b.name!r}: {p!r} is not a weight_sync.Part")
                 if p.source not in sources:
                     raise ValueError(f"{where}: no trainer parameter of that name")
                 sshape, sdtype = sources[p.source][2], sources[p.source][3]
@@ -172,8 +180,11 @@ def _check_spec(spec: dict, sources: dict, world: int) -> dict:
                 at = z
             if at != shape[d]:
                 raise ValueError(f"engine spec rank {rank} buffer {b.name!r}: its parts cover {at} of {shape[d]} on dim {d}")
-            names[b.name] = dataclasses.replace(b, shape=shape, parts=tuple(
-                dataclasses.replace(p, box=tuple(tuple(x) for x in p.box)) for p in b.parts))
+            # (as tuples: hashable, compared cheaply; a spec already in tuples is kept as it is)
+            parts = tuple(p if type(p.box) is tuple and all(type(x) is tuple for x in p.box)
+                          else dataclasses.replace(p, box=tuple(tuple(x) for x in p.box)) for p in b.parts)
+            names[b.name] = b if shape == b.shape and parts == b.parts and type(b.parts) is tuple else \
+                dataclasses.replace(b, shape=shape, parts=parts)
         out[rank] = names
     return out
 
@@ -222,80 +233,124 @@ def plan_sync(trainer_state: dict, engine_spec: dict, *, staging_bytes: Optional
 def plan_layouts(sources: dict, engine_spec: dict, world: int, *, staging_bytes: Optional[int] = None) -> SyncPlan:
     """plan_sync's plan from the trainer's layouts alone, without a process group: `sources` maps
     each name to (dtensor.Layout, the torch ranks of its mesh in dense order, shape, torch dtype);
-    `world` is the number of ranks. What a benchmark or a what-if plans with."""
+    `world` is the number of ranks. What a benchmark or a what-if plans with. Work: per distinct
+    (trainer layout, box) its pieces once; per engine part O(1) besides its pieces with several
+    holders (replicas), which are balanced one by one."""
+    import heapq
     if staging_bytes is not None and (type(staging_bytes) is not int or staging_bytes < 1):
         raise ValueError(f"staging_bytes {staging_bytes!r} must be a positive int or None")
     spec = _check_spec(engine_spec, sources, world)
-    blocks = {}  # (layout json, ranks) -> blocks: layers repeat a few layouts
-    pieces_of = {}  # (source key, box) -> [(runs, holders)]
-    wire, local = [], []
+    layout_index, blocks, lkey_of = {}, [], {}  # layers repeat a few layouts: their blocks once
+    for name, (layout, ranks, _, _) in sources.items():
+        k = (layout.to_json(), tuple(ranks))
+        if k not in layout_index:
+            layout_index[k] = len(blocks)
+            blocks.append(_blocks(layout, ranks))
+        lkey_of[name] = layout_index[k]
+    piece_index, pieces, entries = {}, [], []
     for rank in sorted(spec):
         for name in sorted(spec[rank]):
             b = spec[rank][name]
+            size = _itemsize(b.dtype)  # (the source's, or fp8's)
             for i, p in enumerate(b.parts):
-                layout, ranks, _, sdtype = sources[p.source]
-                lkey = (layout.to_json(), tuple(ranks))
-                if lkey not in blocks:
-                    blocks[lkey] = _blocks(layout, ranks)
-                key = (lkey, p.box)
-                if key not in pieces_of:
+                key = (lkey_of[p.source], p.box)
+                k = piece_index.get(key)
+                if k is None:
                     found = []
-                    for runs, holders in blocks[lkey]:
+                    for runs, holders in blocks[key[0]]:
                         cut = [_intersect(r, a, z) for r, (a, z) in zip(runs, p.box)]
                         if all(cut):
-                            found.append((tuple(tuple(c) for c in cut), holders))
-                    pieces_of[key] = found
-                size = _itemsize(b.dtype)  # (the source's, or fp8's)
-                for runs, holders in pieces_of[key]:
-                    n = 1
-                    for r in runs:
-                        n *= _count(r)
-                    if rank in holders:
-                        local.append(_Piece(rank, rank, name, i, runs, n))
-                    else:
-                        wire.append((n * size, len(wire), _Piece(-1, rank, name, i, runs, n), holders))
-    # senders: largest pieces first, each to its least loaded holder so far (ties: the lower rank)
-    sent = {}
-    for nbytes, _, piece, holders in sorted(wire, key=lambda w: (-w[0], w[1])):
-        piece.sender = min(holders, key=lambda h: (sent.get(h, 0), h))
-        sent[piece.sender] = sent.get(piece.sender, 0) + nbytes
-    ordered = [w[2] for w in wire] + local
-    size_of = {id(p): p.elements * _itemsize(spec[p.receiver][p.buffer].dtype) for p in ordered}
-    rounds, staged = [[]], {}
-    for p in ordered:
-        nb = size_of[id(p)] if p.sender != p.receiver else 0
-        if (staging_bytes is not None and rounds[-1] and nb and
-                (staged.get(p.sender, 0) + nb > staging_bytes or staged.get(p.receiver, 0) + nb > staging_bytes)):
-            rounds.append([])
-            staged = {}
-        rounds[-1].append(p)
-        staged[p.sender] = staged.get(p.sender, 0) + nb
-        staged[p.receiver] = staged.get(p.receiver, 0) + nb
+                            n = 1
+                            for c in cut:
+                                n *= _count(c)
+                            found.append((tuple(tuple(c) for c in cut), tuple(holders), n))
+                    k = piece_index[key] = len(pieces)
+                    pieces.append(found)
+                entries.append((rank, name, i, k, size))
+    # per piece list: all its elements, those each rank holds, those only one rank holds, and the
+    # pieces with several holders
+    total, held, single, flexible = [], [], [], []
+    for found in pieces:
+        t, hd, sg, fx = 0, {}, {}, []
+        for j, (_, holders, n) in enumerate(found):
+            t += n
+            for h in holders:
+                hd[h] = hd.get(h, 0) + n
+            if len(holders) == 1:
+                sg[holders[0]] = sg.get(holders[0], 0) + n
+            else:
+                fx.append(j)
+        total.append(t)
+        held.append(hd)
+        single.append(sg)
+        flexible.append(fx)
     received = {}
-    for w in wire:
-        received[w[2].receiver] = received.get(w[2].receiver, 0) + w[0]
-    wire_bytes = sum(w[0] for w in wire)
-    trainer = sorted({t for s in sources.values() for t in s[1]})
-    only_one = {}  # bytes only one trainer rank holds (a piece with one holder), per rank
-    for nbytes, _, _, holders in wire:
-        if len(holders) == 1:
-            only_one[holders[0]] = only_one.get(holders[0], 0) + nbytes
+    wire_bytes = local_bytes = 0
+    weight = [0] * len(pieces)  # per piece list: the itemsizes of its entries, summed
+    own = {}  # (piece list, rank): the itemsizes of the entries that rank receives (its one-holder pieces stay local)
+    classes = {}  # (bytes, holders) -> [(entry, piece)]: pieces whose sender is to be chosen
+    for e, (r, _, _, k, size) in enumerate(entries):
+        local = held[k].get(r, 0)
+        wire_bytes += (total[k] - local) * size
+        local_bytes += local * size
+        received[r] = received.get(r, 0) + (total[k] - local) * size
+        weight[k] += size
+        if r in single[k]:
+            own[(k, r)] = own.get((k, r), 0) + size
+        for j in flexible[k]:
+            _, holders, n = pieces[k][j]
+            if r not in holders:
+                classes.setdefault((n * size, holders), []).append((e, j))
+    only_one = {}  # bytes only one trainer rank holds (it sends them whatever the plan), per rank
+    for k, sg in enumerate(single):
+        for h, n in sg.items():
+            if n * (weight[k] - own.get((k, h), 0)):
+                only_one[h] = only_one.get(h, 0) + n * (weight[k] - own.get((k, h), 0))
+    sent = dict(only_one)
+    # several holders: largest pieces first (then by holder set, then in entry order), each to the
+    # least loaded holder so far (ties: the lower rank)
+    senders = {}
+    for (nbytes, holders), items in sorted(classes.items(), key=lambda c: (-c[0][0], c[0][1])):
+        heap = [(sent.get(h, 0), h) for h in holders]
+        heapq.heapify(heap)
+        for e, j in items:
+            load, h = heap[0]
+            heapq.heapreplace(heap, (load + nbytes, h))
+            senders.setdefault(e, {})[j] = h
+        for load, h in heap:
+            sent[h] = load
+    # rounds: entries in order, a new round when a rank's staged bytes would pass the budget
+    round_of, rounds = [0] * len(entries), 1
+    if staging_bytes is not None:
+        staged = {}
+        for e, (r, _, _, k, size) in enumerate(entries):
+            load = {}
+            for j, (_, holders, n) in enumerate(pieces[k]):
+                if r in holders:
+                    continue
+                x = holders[0] if len(holders) == 1 else senders[e][j]
+                load[x] = load.get(x, 0) + n * size
+                load[r] = load.get(r, 0) + n * size
+            if staged and any(staged.get(x, 0) + v > staging_bytes for x, v in load.items()):
+                rounds += 1
+                staged = {}
+            for x, v in load.items():
+                staged[x] = staged.get(x, 0) + v
+            round_of[e] = rounds - 1
+    trainer = sorted({t for src in sources.values() for t in src[1]})
     bound = max(-(-wire_bytes // max(len(trainer), 1)), max(only_one.values(), default=0))
     h = hashlib.sha256()
     for name in sorted(sources):
         layout, ranks, shape, dtype = sources[name]
         h.update(f"{name}|{layout.to_json()}|{ranks}|{shape}|{dtype}\n".encode())
-    for k, rnd in enumerate(rounds):
-        for p in rnd:
-            h.update(f"{k}|{p.sender}|{p.receiver}|{p.buffer}|{p.part}|{p.runs}\n".encode())
-    for rank in sorted(spec):
-        for name in sorted(spec[rank]):
-            h.update(f"{rank}|{spec[rank][name]!r}\n".encode())
-    plan = SyncPlan({n: (s[0].to_json(), s[1], s[2], str(s[3])) for n, s in sources.items()}, spec, rounds,
+    for part in (entries, pieces, sorted((e, sorted(d.items())) for e, d in senders.items()), round_of,
+                 [(r, [(n, b.shape, str(b.dtype), [(p.source, p.box, p.dim, p.offset) for p in b.parts])
+                        for n, b in sorted(bs.items())]) for r, bs in sorted(spec.items())]):
+        h.update(repr(part).encode())
+    return SyncPlan({n: (src[0].to_json(), src[1], src[2], str(src[3])) for n, src in sources.items()}, spec, entries,
+                    pieces, senders, round_of, rounds,
                     sorted({n for bs in spec.values() for n, b in bs.items() if b.dtype == FP8}), h.hexdigest()[:32],
-                    wire_bytes, sum(size_of[id(p)] for p in local), max(sent.values(), default=0),
-                    max(received.values(), default=0), bound)
-    return plan
+                    wire_bytes, local_bytes, max(sent.values(), default=0), max(received.values(), default=0), bound)
 
 
 def _positions(runs_local: list, runs: tuple) -> list:
@@ -387,6 +442,25 @@ def sync(plan: SyncPlan, trainer_state: dict, engine_buffers: Optional[dict] = N
         for name, (layout_json, ranks, _, _) in plan.sources.items():
             if me in ranks:
                 my_runs[name] = [[tuple(r) for r in rs] for rs in Layout.from_json(layout_json).owned_runs(ranks.index(me))]
+    # this rank's moves, per round: (entry, piece, sender, receiver), in entry then piece order
+    # (the order both ends of a message list its pieces in)
+    moves = plan.__dict__.setdefault("_moves", {}).get(me)
+    if moves is None:
+        by_holder = {}  # piece list -> {holder: its pieces}
+        moves = [[] for _ in range(plan.rounds)]
+        for e, (r, _, _, k, _) in enumerate(plan.entries):
+            if k not in by_holder:
+                d = {}
+                for j, (_, holders, _) in enumerate(plan.pieces[k]):
+                    for h_ in holders:
+                        d.setdefault(h_, []).append(j)
+                by_holder[k] = d
+            js = range(len(plan.pieces[k])) if r == me else by_holder[k].get(me, ())
+            for j in js:
+                x = plan.sender_of(e, j)
+                if x == me or r == me:
+                    moves[plan.round_of[e]].append((e, j, x, r))
+        plan.__dict__["_moves"][me] = moves
     # fp8 scales: each rank's amax over the pieces it sends or copies of each scaled buffer, and
     # whether they are finite, reduced over the world (the max of the maxima is the tensor's amax)
     scales = {}
@@ -394,17 +468,18 @@ def sync(plan: SyncPlan, trainer_state: dict, engine_buffers: Optional[dict] = N
         amax = torch.zeros(len(plan.scaled), dtype=torch.float32, device=device)
         bad = torch.zeros(len(plan.scaled), dtype=torch.float32, device=device)
         slot = {n: i for i, n in enumerate(plan.scaled)}
-        for rnd in plan.rounds:
-            for p in rnd:
-                if p.sender != me or p.buffer not in slot:
+        for rnd in moves:
+            for e, j, x, r in rnd:
+                _, name, i, k, _ = plan.entries[e]
+                if x != me or name not in slot:
                     continue
-                src = plan.spec[p.receiver][p.buffer].parts[p.part].source
-                piece = _take(locals_[src], _positions(my_runs[src], p.runs)).to(torch.float32)
+                src = plan.spec[r][name].parts[i].source
+                piece = _take(locals_[src], _positions(my_runs[src], plan.pieces[k][j][0])).to(torch.float32)
                 if piece.numel():
                     if not torch.isfinite(piece).all():
-                        bad[slot[p.buffer]] = 1
+                        bad[slot[name]] = 1
                     else:
-                        amax[slot[p.buffer]] = torch.maximum(amax[slot[p.buffer]], piece.abs().max())
+                        amax[slot[name]] = torch.maximum(amax[slot[name]], piece.abs().max())
         dist.all_reduce(amax, op=dist.ReduceOp.MAX)
         dist.all_reduce(bad, op=dist.ReduceOp.MAX)
         if bad.any():
@@ -415,28 +490,30 @@ def sync(plan: SyncPlan, trainer_state: dict, engine_buffers: Optional[dict] = N
             a = amax[i]
             scales[n] = torch.where(a > 0, a / FP8_MAX, torch.ones_like(a))
     sent = received = 0
-    for rnd in plan.rounds:
+    for rnd in moves:
         outgoing, incoming = {}, {}
-        for p in rnd:
-            b = plan.spec[p.receiver][p.buffer]
-            part = b.parts[p.part]
-            if p.sender == me:
-                piece = _take(locals_[part.source], _positions(my_runs[part.source], p.runs))
+        for e, j, x, r in rnd:
+            _, name, i, k, size = plan.entries[e]
+            b = plan.spec[r][name]
+            part = b.parts[i]
+            runs = plan.pieces[k][j][0]
+            if x == me:
+                piece = _take(locals_[part.source], _positions(my_runs[part.source], runs))
                 if b.dtype == FP8:
-                    piece = _quantize(piece, scales[p.buffer])
-                if p.receiver == me:
-                    _put(buffers[p.buffer], _dest_positions(part, p.runs), piece)
+                    piece = _quantize(piece, scales[name])
+                if r == me:
+                    _put(buffers[name], _dest_positions(part, runs), piece)
                 else:
-                    outgoing.setdefault(p.receiver, []).append(piece.contiguous().view(-1).view(torch.uint8))
-            elif p.receiver == me:
-                incoming.setdefault(p.sender, []).append(p)
+                    outgoing.setdefault(r, []).append(piece.contiguous().view(-1).view(torch.uint8))
+            else:
+                incoming.setdefault(x, []).append((name, part, runs, plan.pieces[k][j][2] * size))
         ops, inbox = [], {}
         for peer in sorted(outgoing):
             data = torch.cat(outgoing[peer])
             sent += data.numel()
             ops.append(dist.P2POp(dist.isend, data, peer))
         for peer in sorted(incoming):
-            n = sum(p.elements * _itemsize(plan.spec[me][p.buffer].dtype) for p in incoming[peer])
+            n = sum(q[3] for q in incoming[peer])
             inbox[peer] = torch.empty(n, dtype=torch.uint8, device=device)
             received += n
             ops.append(dist.P2POp(dist.irecv, inbox[peer], peer))
@@ -447,16 +524,14 @@ def sync(plan: SyncPlan, trainer_state: dict, engine_buffers: Optional[dict] = N
                 elif not w.wait(timeout):
                     raise RuntimeError(f"weight_sync.sync: rank {me}: a transfer with peers {sorted(set(outgoing) | set(incoming))} "
                                        f"not done after {timeout.total_seconds():g} s")
-        for peer, ps in incoming.items():
+        for peer, qs in incoming.items():
             at = 0
-            for p in ps:
-                b = plan.spec[me][p.buffer]
-                part = b.parts[p.part]
-                shape = [sum(z - a for a, z in r) for r in p.runs]
-                nbytes = p.elements * _itemsize(b.dtype)
-                value = inbox[peer][at:at + nbytes].view(b.dtype).view(shape)
+            for name, part, runs, nbytes in qs:
+                dtype = plan.spec[me][name].dtype
+                shape = [sum(z - a for a, z in r_) for r_ in runs]
+                value = inbox[peer][at:at + nbytes].view(dtype).view(shape)
                 at += nbytes
-                _put(buffers[p.buffer], _dest_positions(part, p.runs), value)
+                _put(buffers[name], _dest_positions(part, runs), value)
     return {"scales": {n: s for n, s in scales.items() if n in plan.spec.get(me, {})}, "sent_bytes": sent,
             "received_bytes": received}
 
