@@ -37,3 +37,18 @@ def test_weight_sync_exact_and_bad_input(tmp_path):
     assert e[2]["buffer_dtype"] and "buffer 'o'" in e[2]["buffer_dtype"] and all(x["untouched"] for x in e)
     assert all(x["stale"] and "'wq' is not the one planned" in x["stale"] for x in e), e[0]["stale"]
     assert all(x["nan"] and "NaN or Inf" in x["nan"] and "'wk'" in x["nan"] for x in e), e[0]["nan"]
+
+
+def test_a_dead_engine_rank_is_named_within_the_timeout(tmp_path):
+    import weight_sync_worker
+    why = spawn_fn(weight_sync_worker.run_dead_peer, 4, (str(tmp_path),), 120)
+    assert not why, why
+    rs = {r: json.loads((tmp_path / f"dead{r}.json").read_text()) for r in range(3)}
+    talkers = [r for r, x in rs.items() if x["peer_of_3"]]
+    assert talkers, rs
+    for r, x in rs.items():
+        if x["peer_of_3"]:
+            assert x["error"] and x["error"].startswith("BackendError") and "3" in x["error"].split("peer ranks")[1], x
+            assert x["seconds"] < 30, x
+        else:
+            assert x["error"] is None, x

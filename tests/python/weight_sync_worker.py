@@ -114,3 +114,37 @@ def run(rank, world, port, out_dir):
         json.dump(res, f)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def run_dead_peer(rank, world, port, out_dir):
+    """Rank 3 (an engine rank) exits after planning: every rank that exchanges with it raises
+    dtensor.BackendError naming it within the sync's timeout; the others finish."""
+    import os
+    import time
+
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    import dtensor.torch.weight_sync as ws
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    mesh = DeviceMesh("cpu", [[0, 1], [2, 3]])
+    full = torch.arange(8 * 6, dtype=torch.float32).reshape(8, 6)
+    state = {"w": distribute_tensor(full, mesh, (Shard(0), Shard(1)), src_data_rank=None)}
+    spec = {r: [ws.Buffer("w", (8, 6), torch.float32, (ws.Part("w", ((0, 8), (0, 6))),))] for r in (2, 3)}
+    plan = ws.plan_sync(state, spec)
+    if rank == 3:
+        os._exit(0)
+    me_and_3 = any((plan.sender_of(e, j) == rank and r == 3) or (plan.sender_of(e, j) == 3 and r == rank)
+                   for e, (r, _, _, k, _) in enumerate(plan.entries) for j in range(len(plan.pieces[k])))
+    bufs = {"w": torch.zeros(8, 6)} if rank == 2 else {}
+    t0 = time.perf_counter()
+    try:
+        ws.sync(plan, state, bufs, timeout=datetime.timedelta(seconds=5))
+        error = None
+    except Exception as e:  # noqa: BLE001 (recorded, judged by the test)
+        error = f"{type(e).__name__}: {e}"
+    with open(f"{out_dir}/dead{rank}.json", "w") as f:
+        json.dump({"error": error, "seconds": time.perf_counter() - t0, "peer_of_3": me_and_3}, f)
+    os._exit(0)

@@ -490,7 +490,7 @@ def sync(plan: SyncPlan, trainer_state: dict, engine_buffers: Optional[dict] = N
             a = amax[i]
             scales[n] = torch.where(a > 0, a / FP8_MAX, torch.ones_like(a))
     sent = received = 0
-    for rnd in moves:
+    for rnd_index, rnd in enumerate(moves):
         outgoing, incoming = {}, {}
         for e, j, x, r in rnd:
             _, name, i, k, size = plan.entries[e]
@@ -518,12 +518,17 @@ def sync(plan: SyncPlan, trainer_state: dict, engine_buffers: Optional[dict] = N
             received += n
             ops.append(dist.P2POp(dist.irecv, inbox[peer], peer))
         if ops:
-            for w in dist.batch_isend_irecv(ops):
-                if timeout is None:
-                    w.wait()
-                elif not w.wait(timeout):
-                    raise RuntimeError(f"weight_sync.sync: rank {me}: a transfer with peers {sorted(set(outgoing) | set(incoming))} "
-                                       f"not done after {timeout.total_seconds():g} s")
+            peers = sorted(set(outgoing) | set(incoming))
+            try:
+                for w in dist.batch_isend_irecv(ops):
+                    if timeout is None:
+                        w.wait()
+                    elif not w.wait(timeout):
+                        raise RuntimeError(f"not done after {timeout.total_seconds():g} s")
+            except RuntimeError as err:  # a peer dead, stuck or late: name them (the round's received pieces are not written)
+                from dtensor import BackendError
+                raise BackendError(f"weight_sync.sync: rank {me}: round {rnd_index} with peer ranks {peers} failed: "
+                                   f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from err
         for peer, qs in incoming.items():
             at = 0
             for name, part, runs, nbytes in qs:
