@@ -1,7 +1,8 @@
 """dtensor.torch.weight_sync on 4 gloo ranks (weight_sync_worker.py): a trainer's DTensors (FSDP x
 TP, uneven rows, a replicated norm) into an engine of TP 2 on two of its ranks (fused qkv with the
 KV rows on both engine ranks), bf16 and fp8 (per-tensor scales, bit for bit against quantizing the
-whole engine tensor in one process), in one round and under a staging budget; the figures; bad
+whole engine tensor in one process; and per 4x4 block of the global fused tensor, blocks spanning
+two senders), in one round and under a staging budget; the figures; bad
 input refused on every rank before anything is written. The 8-process example with the baselines
 is examples/python/weight_sync.py (scripts/python-test.sh runs it)."""
 import json
@@ -14,7 +15,7 @@ def test_weight_sync_exact_and_bad_input(tmp_path):
     why = spawn_fn(weight_sync_worker.run, 4, (str(tmp_path),), 240)
     assert not why, why
     rs = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(4)]
-    for label in ("bf16", "fp8", "bf16-rounds"):
+    for label in ("bf16", "fp8", "bf16-rounds", "fp8-blocks"):
         assert all(r[label]["equal"] for r in rs), (label, rs)
         assert [r[label]["buffers"] for r in rs] == [0, 0, 3, 3]
         r = rs[0][label]
@@ -25,8 +26,9 @@ def test_weight_sync_exact_and_bad_input(tmp_path):
     # (bf16 = M + N, fp8 = M / 2 + N for matrix bytes M and norm bytes N: 2 fp8 - bf16 = N, at most
     # two engine ranks x 6 bf16 elements)
     assert 0 <= 2 * rs[0]["fp8"]["wire"] - rs[0]["bf16"]["wire"] <= 2 * 6 * 2, (rs[0]["fp8"], rs[0]["bf16"])
-    assert rs[2]["fp8"]["scales"] == ["o", "qkv"]
+    assert rs[2]["fp8"]["scales"] == ["o", "qkv"] and rs[2]["fp8-blocks"]["scales"] == ["o", "qkv"]
     e = [r["errors"] for r in rs]
+    assert all(x["block_no_at"] and "block scales need" in x["block_no_at"] for x in e), e[0]["block_no_at"]
     assert all(x["gap"] and "its parts cover 7 of 12 on dim 0" in x["gap"] for x in e), e[0]["gap"]
     assert all(x["overlap"] and "overlap" in x["overlap"] for x in e), e[0]["overlap"]
     assert all(x["outside"] and "not within the source's shape" in x["outside"] for x in e), e[0]["outside"]

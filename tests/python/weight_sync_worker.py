@@ -26,16 +26,66 @@ def run(rank, world, port, out_dir):
     state = {n: distribute_tensor(full[n], mesh, pl[n], src_data_rank=None) for n in full}
     res = {}
 
-    def spec_of(mat, engine=(2, 3)):
+    def spec_of(mat, engine=(2, 3), block=None):
+        # (with block scales: the global qkv is [wq; wk] (19 x 6), wk's rows on both engine ranks;
+        # the global o is wo)
         out = {}
         for j, r in enumerate(engine):
-            out[r] = [ws.Buffer("qkv", (7 + 5, 6), mat, (ws.Part("wq", ((7 * j, 7 * j + 7), (0, 6))),
-                                                          ws.Part("wk", ((0, 5), (0, 6)), offset=7))),
-                      ws.Buffer("o", (6, 7), mat, (ws.Part("wo", ((0, 6), (7 * j, 7 * j + 7)), dim=1),)),
+            out[r] = [ws.Buffer("qkv", (7 + 5, 6), mat, (ws.Part("wq", ((7 * j, 7 * j + 7), (0, 6)), at=(7 * j, 0)),
+                                                          ws.Part("wk", ((0, 5), (0, 6)), offset=7, at=(14, 0))),
+                                block=block),
+                      ws.Buffer("o", (6, 7), mat, (ws.Part("wo", ((0, 6), (7 * j, 7 * j + 7)), dim=1, at=(0, 7 * j)),),
+                                block=block),
                       ws.Buffer("norm", (6,), torch.bfloat16, (ws.Part("norm", ((0, 6),)),))]
         return out
 
+    def expected_blocks(spec):
+        """Block scales: each engine tensor assembled whole in one process (every part at its
+        `at`), quantized per block, then cut into the ranks' buffers."""
+        glob = {}
+        for bufs in spec.values():
+            for b in bufs:
+                if b.block is None:
+                    continue
+                ext = glob.get(b.name, (None, [0] * len(b.shape)))[1]
+                for p in b.parts:
+                    for d in range(len(ext)):
+                        ext[d] = max(ext[d], p.at[d] + p.box[d][1] - p.box[d][0])
+                glob[b.name] = (b.block, ext)
+        q = {}
+        for name, (block, ext) in glob.items():
+            if block is None:
+                continue
+            g = torch.zeros(ext, dtype=torch.float32)
+            for bufs in spec.values():
+                for b in bufs:
+                    if b.name == name:
+                        for p in b.parts:
+                            v = full[p.source][tuple(slice(a, z) for a, z in p.box)].float()
+                            g[tuple(slice(o, o + n) for o, n in zip(p.at, v.shape))] = v
+            nb = [-(-z // block) for z in ext]
+            pad = torch.zeros([n * block for n in nb])
+            pad[tuple(slice(0, z) for z in ext)] = g.abs()
+            amax = pad.view(nb[0], block, nb[1], block).amax(dim=(1, 3))
+            scale = torch.where(amax > 0, amax / 448, torch.ones_like(amax))
+            s_full = scale.repeat_interleave(block, 0).repeat_interleave(block, 1)[:ext[0], :ext[1]]
+            q[name] = (g / s_full).clamp(-448, 448).to(torch.float8_e4m3fn)
+        out = {}
+        for b in spec.get(rank, []):
+            t = torch.empty(b.shape, dtype=b.dtype)
+            for p in b.parts:
+                if b.block is not None:
+                    n = [z - a for a, z in p.box]
+                    v = q[b.name][tuple(slice(o, o + k) for o, k in zip(p.at, n))]
+                else:
+                    v = full[p.source][tuple(slice(a, z) for a, z in p.box)]
+                t.narrow(p.dim, p.offset, v.shape[p.dim]).copy_(v)
+            out[b.name] = t
+        return out
+
     def expected(spec):
+        if any(b.block is not None for bufs in spec.values() for b in bufs):
+            return expected_blocks(spec)
         amax = {}
         for bufs in spec.values():
             for b in bufs:
@@ -53,9 +103,10 @@ def run(rank, world, port, out_dir):
             out[b.name] = t
         return out
 
-    for label, mat, staging in (("bf16", torch.bfloat16, None), ("fp8", torch.float8_e4m3fn, None),
-                                ("bf16-rounds", torch.bfloat16, 64)):
-        spec = spec_of(mat)
+    for label, mat, staging, block in (("bf16", torch.bfloat16, None, None), ("fp8", torch.float8_e4m3fn, None, None),
+                                       ("bf16-rounds", torch.bfloat16, 64, None),
+                                       ("fp8-blocks", torch.float8_e4m3fn, None, 4)):
+        spec = spec_of(mat, block=block)
         plan = ws.plan_sync(state, spec, staging_bytes=staging)
         bufs = {b.name: torch.zeros(b.shape, dtype=b.dtype) for b in spec.get(rank, [])}
         out = ws.sync(plan, state, bufs)
@@ -81,6 +132,9 @@ def run(rank, world, port, out_dir):
     outside = {r: [ws.Buffer("o", (6, 7), torch.bfloat16, (ws.Part("wo", ((0, 6), (10, 17)), dim=1),))] for r in good}
     unknown = {r: [ws.Buffer("o", (6, 7), torch.bfloat16, (ws.Part("w_missing", ((0, 6), (0, 7)), dim=1),))] for r in good}
     int_dtype = {r: [ws.Buffer("o", (6, 7), torch.int32, (ws.Part("wo", ((0, 6), (0, 7)), dim=1),))] for r in good}
+    no_at = {r: [ws.Buffer("o", (6, 7), torch.float8_e4m3fn, (ws.Part("wo", ((0, 6), (0, 7)), dim=1),), block=4)]
+             for r in good}
+    errors["block_no_at"] = error_of(lambda: ws.plan_sync(state, no_at))
     errors["gap"] = error_of(lambda: ws.plan_sync(state, gap))
     errors["overlap"] = error_of(lambda: ws.plan_sync(state, overlap))
     errors["outside"] = error_of(lambda: ws.plan_sync(state, outside))

@@ -19,7 +19,8 @@ rounds under a staging budget. A buffer of dtype torch.float8_e4m3fn receives it
 on the sender with one per-tensor scale (the amax over every element the engine tensor of that name
 holds, over all ranks, / 448, in fp32; values divided by the scale, clamped to +-448, cast by
 torch): half the bytes of bf16 on the wire, and bit for bit what quantizing the whole engine
-tensor in one process gives.
+tensor in one process gives. With `Buffer(..., block=B)` the scales are per B x B block of the
+engine's global tensor of that name, each part placed in it by `Part(..., at=offsets)`.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ class Part:
     box: tuple
     dim: int = 0
     offset: int = 0
+    at: Optional[tuple] = None  # where the box sits in the engine's global tensor (block scales only)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +60,7 @@ class Buffer:
     shape: tuple
     dtype: torch.dtype
     parts: tuple
+    block: Optional[int] = None  # fp8: None, one scale per tensor; B, one per B x B block of the global tensor
 
 
 @dataclasses.dataclass
@@ -83,6 +86,7 @@ class SyncPlan:
     busiest_sender_bytes: int
     busiest_receiver_bytes: int
     sender_bound_bytes: int  # max(wire bytes / trainer ranks, the most bytes only one trainer rank holds)
+    grids: dict = dataclasses.field(default_factory=dict)  # block-scaled name -> (block, global extent per dim)
 
     def explain(self) -> str:
         return (f"weight sync: {len(self.entries)} parts in {self.rounds} round(s); {self.wire_bytes} bytes on the "
@@ -168,6 +172,12 @@ def _check_spec(spec: dict, sources: dict, world: int) -> dict:
                 if b.dtype != sdtype and b.dtype != FP8:
                     raise ValueError(f"{where}: buffer dtype {b.dtype} is neither the source's ({sdtype}) nor "
                                      f"torch.float8_e4m3fn")
+                if b.block is not None:
+                    at = p.at
+                    if (b.dtype != FP8 or type(b.block) is not int or b.block < 1 or not isinstance(at, (tuple, list))
+                            or len(at) != len(shape) or any(type(v) is not int or v < 0 for v in at)):
+                        raise ValueError(f"{where}: block scales need an fp8 buffer, a positive int block ({b.block!r}) "
+                                         f"and each part's `at`, its offset in the global tensor per dim ({at!r})")
                 if b.dtype == FP8 and not sdtype.is_floating_point:
                     raise ValueError(f"{where}: a {sdtype} source cannot be quantized to float8_e4m3fn")
                 covered.append((p.offset, p.offset + box[d][1] - box[d][0], i))
@@ -181,8 +191,10 @@ def _check_spec(spec: dict, sources: dict, world: int) -> dict:
             if at != shape[d]:
                 raise ValueError(f"engine spec rank {rank} buffer {b.name!r}: its parts cover {at} of {shape[d]} on dim {d}")
             # (as tuples: hashable, compared cheaply; a spec already in tuples is kept as it is)
-            parts = tuple(p if type(p.box) is tuple and all(type(x) is tuple for x in p.box)
-                          else dataclasses.replace(p, box=tuple(tuple(x) for x in p.box)) for p in b.parts)
+            parts = tuple(p if type(p.box) is tuple and all(type(x) is tuple for x in p.box) and
+                          (p.at is None or type(p.at) is tuple)
+                          else dataclasses.replace(p, box=tuple(tuple(x) for x in p.box),
+                                                   at=None if p.at is None else tuple(p.at)) for p in b.parts)
             names[b.name] = b if shape == b.shape and parts == b.parts and type(b.parts) is tuple else \
                 dataclasses.replace(b, shape=shape, parts=parts)
         out[rank] = names
@@ -337,6 +349,20 @@ def plan_layouts(sources: dict, engine_spec: dict, world: int, *, staging_bytes:
             for x, v in load.items():
                 staged[x] = staged.get(x, 0) + v
             round_of[e] = rounds - 1
+    grids = {}  # block-scaled names: (block, the global tensor's extent per dim), the same on every rank
+    for rank in sorted(spec):
+        for name, b in sorted(spec[rank].items()):
+            if b.dtype != FP8:
+                continue
+            if name in grids and (grids[name][0] is None) != (b.block is None) or name in grids and grids[name][0] != b.block:
+                raise ValueError(f"engine spec: buffer {name!r} is fp8 with block {b.block!r} on rank {rank}, "
+                                 f"{grids[name][0]!r} on another: one scaling per engine tensor")
+            ext = list(grids[name][1]) if name in grids else [0] * len(b.shape)
+            if b.block is not None:
+                for p in b.parts:
+                    for d in range(len(ext)):
+                        ext[d] = max(ext[d], p.at[d] + p.box[d][1] - p.box[d][0])
+            grids[name] = (b.block, tuple(ext))
     trainer = sorted({t for src in sources.values() for t in src[1]})
     bound = max(-(-wire_bytes // max(len(trainer), 1)), max(only_one.values(), default=0))
     h = hashlib.sha256()
@@ -350,7 +376,8 @@ def plan_layouts(sources: dict, engine_spec: dict, world: int, *, staging_bytes:
     return SyncPlan({n: (src[0].to_json(), src[1], src[2], str(src[3])) for n, src in sources.items()}, spec, entries,
                     pieces, senders, round_of, rounds,
                     sorted({n for bs in spec.values() for n, b in bs.items() if b.dtype == FP8}), h.hexdigest()[:32],
-                    wire_bytes, local_bytes, max(sent.values(), default=0), max(received.values(), default=0), bound)
+                    wire_bytes, local_bytes, max(sent.values(), default=0), max(received.values(), default=0), bound,
+                    {n: g for n, g in grids.items() if g[0] is not None})
 
 
 def _positions(runs_local: list, runs: tuple) -> list:
@@ -461,11 +488,21 @@ def sync(plan: SyncPlan, trainer_state: dict, engine_buffers: Optional[dict] = N
                 if x == me or r == me:
                     moves[plan.round_of[e]].append((e, j, x, r))
         plan.__dict__["_moves"][me] = moves
-    # fp8 scales: each rank's amax over the pieces it sends or copies of each scaled buffer, and
-    # whether they are finite, reduced over the world (the max of the maxima is the tensor's amax)
-    scales = {}
+    # fp8 scales: each rank's amax over the pieces it sends or copies of each scaled buffer (per
+    # tensor, or per block of its global tensor), and whether they are finite, reduced over the
+    # world (the max of the maxima is the tensor's, or the block's, amax)
+    scales, where_of = {}, {}  # name -> (first slot, block count)
     if plan.scaled:
-        amax = torch.zeros(len(plan.scaled), dtype=torch.float32, device=device)
+        at = 0
+        for n in plan.scaled:
+            count = 1
+            if n in plan.grids:
+                block, ext = plan.grids[n]
+                for z in ext:
+                    count *= -(-z // block)
+            where_of[n] = (at, count)
+            at += count
+        amax = torch.zeros(at, dtype=torch.float32, device=device)
         bad = torch.zeros(len(plan.scaled), dtype=torch.float32, device=device)
         slot = {n: i for i, n in enumerate(plan.scaled)}
         for rnd in moves:
@@ -473,22 +510,30 @@ def sync(plan: SyncPlan, trainer_state: dict, engine_buffers: Optional[dict] = N
                 _, name, i, k, _ = plan.entries[e]
                 if x != me or name not in slot:
                     continue
-                src = plan.spec[r][name].parts[i].source
-                piece = _take(locals_[src], _positions(my_runs[src], plan.pieces[k][j][0])).to(torch.float32)
-                if piece.numel():
-                    if not torch.isfinite(piece).all():
-                        bad[slot[name]] = 1
-                    else:
-                        amax[slot[name]] = torch.maximum(amax[slot[name]], piece.abs().max())
+                part = plan.spec[r][name].parts[i]
+                runs = plan.pieces[k][j][0]
+                piece = _take(locals_[part.source], _positions(my_runs[part.source], runs)).to(torch.float32)
+                if not piece.numel():
+                    continue
+                if not torch.isfinite(piece).all():
+                    bad[slot[name]] = 1
+                elif name in plan.grids:
+                    ids = _block_ids(plan.grids[name], part, runs, where_of[name][0], device)
+                    amax.scatter_reduce_(0, ids.reshape(-1), piece.abs().reshape(-1), reduce="amax")
+                else:
+                    o = where_of[name][0]
+                    amax[o] = torch.maximum(amax[o], piece.abs().max())
         dist.all_reduce(amax, op=dist.ReduceOp.MAX)
         dist.all_reduce(bad, op=dist.ReduceOp.MAX)
         if bad.any():
             names = sorted({b.parts[i].source for bs in plan.spec.values() for n, b in bs.items()
                             if n in slot and bad[slot[n]] for i in range(len(b.parts))})
             raise ValueError(f"weight_sync.sync: NaN or Inf in a parameter to quantize to float8_e4m3fn: one of {names}")
-        for n, i in slot.items():
-            a = amax[i]
-            scales[n] = torch.where(a > 0, a / FP8_MAX, torch.ones_like(a))
+        every = torch.where(amax > 0, amax / FP8_MAX, torch.ones_like(amax))
+        for n, (o, count) in where_of.items():
+            scales[n] = every[o] if n not in plan.grids else every[o:o + count].view(
+                [-(-z // plan.grids[n][0]) for z in plan.grids[n][1]])
+        flat_scales = every
     sent = received = 0
     for rnd_index, rnd in enumerate(moves):
         outgoing, incoming = {}, {}
@@ -500,7 +545,9 @@ def sync(plan: SyncPlan, trainer_state: dict, engine_buffers: Optional[dict] = N
             if x == me:
                 piece = _take(locals_[part.source], _positions(my_runs[part.source], runs))
                 if b.dtype == FP8:
-                    piece = _quantize(piece, scales[name])
+                    s_ = (flat_scales[_block_ids(plan.grids[name], part, runs, where_of[name][0], device)]
+                          if name in plan.grids else scales[name])
+                    piece = _quantize(piece, s_)
                 if r == me:
                     _put(buffers[name], _dest_positions(part, runs), piece)
                 else:
@@ -539,6 +586,21 @@ def sync(plan: SyncPlan, trainer_state: dict, engine_buffers: Optional[dict] = N
                 _put(buffers[name], _dest_positions(part, runs), value)
     return {"scales": {n: s for n, s in scales.items() if n in plan.spec.get(me, {})}, "sent_bytes": sent,
             "received_bytes": received}
+
+
+def _block_ids(grid: tuple, part: Part, runs: tuple, first: int, device) -> torch.Tensor:
+    """Per element of a piece (global source `runs` of `part`), the index of its block of the
+    engine's global tensor among the name's scales (from `first`)."""
+    block, ext = grid
+    ids, stride = None, 1
+    for d in reversed(range(len(runs))):
+        g = torch.cat([torch.arange(a, z) for a, z in runs[d]]) - part.box[d][0] + part.at[d]
+        shape = [1] * len(runs)
+        shape[d] = -1
+        term = (g // block * stride).view(shape)
+        ids = term if ids is None else ids + term
+        stride *= -(-ext[d] // block)
+    return (ids + first).to(device)
 
 
 def _dest_positions(part: Part, runs: tuple) -> list:
