@@ -8,7 +8,8 @@
 #   python/   the Python package's source, and deps/ the headers, CMake configs and libfmt it
 #             builds against (fmt, nlohmann-json, the Boost headers it includes), so
 #             `pip install` works there with the machine's nanobind and scikit-build-core
-#   checks/   the Python checks run.sh runs (scripts/gpu_python_check.py, bench/python_redistribute.py)
+#   checks/   the Python checks run.sh runs (scripts/gpu_python_check.py, scripts/gpu_weight_sync_check.py,
+#             bench/python_redistribute.py)
 #   run.sh    step 2: runs everything and prints the summary table
 # Usage: scripts/gpu-bundle.sh [OUT]   (OUT defaults to build-gpu-bundle, an ignored folder)
 set -euo pipefail
@@ -59,7 +60,7 @@ cp -r /usr/include/boost/config /usr/include/boost/predef /usr/include/boost/con
   "$out/deps/include/boost/" 2>/dev/null || true
 
 mkdir -p "$out/checks"
-cp "$root/scripts/gpu_python_check.py" "$root/bench/python_redistribute.py" "$out/checks/"
+cp "$root/scripts/gpu_python_check.py" "$root/scripts/gpu_weight_sync_check.py" "$root/bench/python_redistribute.py" "$out/checks/"
 cp "$root/scripts/gpu-run.sh" "$out/run.sh"
 chmod +x "$out/run.sh"
 size=$(du -sm "$out" | cut -f1)

@@ -48,6 +48,12 @@ elif CMAKE_PREFIX_PATH="$here/deps" "$py" -m pip install --no-build-isolation --
   else
     row "Python dtensor.torch on CUDA (world 1)" FAIL "$(grep -m1 -E 'FAILED|Error' "$out/python-gpu.log" | cut -c1-160)"
   fi
+  # train -> serve weight sync, trainer and engine colocated on the GPU (scripts/gpu_weight_sync_check.py)
+  if pyrun 29533 "$here/checks/gpu_weight_sync_check.py" --device cuda >"$out/python-weight-sync.log" 2>&1; then
+    row "Python weight sync on CUDA (world 1)" PASS "$(grep -o 'RESULT.*' "$out/python-weight-sync.log" | cut -c8-)"
+  else
+    row "Python weight sync on CUDA (world 1)" FAIL "$(grep -m1 -E 'FAILED|Error' "$out/python-weight-sync.log" | cut -c1-160)"
+  fi
   # per call against torch's own redistribute (bench/python_redistribute.py --device cuda)
   if pyrun 29532 "$here/checks/python_redistribute.py" --device cuda --iters "${PY_BENCH_ITERS:-1000}" \
        >"$out/python-bench.log" 2>&1; then

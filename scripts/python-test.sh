@@ -49,6 +49,10 @@ echo "-- scripts/gpu_python_check.py --device cpu (the GPU bundle's Python check
 out=$(cd /tmp && timeout 300 "$(dirname "$py")/torchrun" --nproc-per-node 1 --master-port 29579 "$root/scripts/gpu_python_check.py" --device cpu 2>&1) || {
   echo "$out"; echo "scripts/gpu_python_check.py failed"; exit 1; }
 grep "^RESULT" <<<"$out"
+echo "-- scripts/gpu_weight_sync_check.py --device cpu (the GPU bundle's weight-sync check, on gloo world 1)"
+out=$(cd /tmp && timeout 300 "$(dirname "$py")/torchrun" --nproc-per-node 1 --master-port 29581 "$root/scripts/gpu_weight_sync_check.py" --device cpu 2>&1) || {
+  echo "$out"; echo "scripts/gpu_weight_sync_check.py failed"; exit 1; }
+grep "^RESULT" <<<"$out"
 echo "-- torch 2.11 (the oldest supported minor): the version table, the switch, the layouts, group timeouts,"
 echo "   explicit shard orders (compiled sources, leaf gradients, to_local's backward) and the switched backward"
 # (the explicit-order and backward checks add about 4 minutes on 2 cores; the other minors:
