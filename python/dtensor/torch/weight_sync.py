@@ -248,6 +248,17 @@ def plan_layouts(sources: dict, engine_spec: dict, world: int, *, staging_bytes:
     `world` is the number of ranks. What a benchmark or a what-if plans with. Work: per distinct
     (trainer layout, box) its pieces once; per engine part O(1) besides its pieces with several
     holders (replicas), which are balanced one by one."""
+    import gc
+    paused = gc.isenabled()
+    gc.disable()  # (a plan is hundreds of thousands of small tuples that live as long as it does)
+    try:
+        return _plan_layouts(sources, engine_spec, world, staging_bytes)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _plan_layouts(sources: dict, engine_spec: dict, world: int, staging_bytes: Optional[int]) -> SyncPlan:
     import heapq
     if staging_bytes is not None and (type(staging_bytes) is not int or staging_bytes < 1):
         raise ValueError(f"staging_bytes {staging_bytes!r} must be a positive int or None")
