@@ -37,6 +37,7 @@ def test_weight_sync_exact_and_bad_input(tmp_path):
     assert all(x["plain_tensor"] and x["plain_tensor"].startswith("TypeError") for x in e), e[0]["plain_tensor"]
     assert all(x["disagree"] and "planned another sync" in x["disagree"] for x in e), e[0]["disagree"]
     assert e[2]["buffer_dtype"] and "buffer 'o'" in e[2]["buffer_dtype"] and all(x["untouched"] for x in e)
+    assert all(e[r]["buffer_device"] and "is on meta" in e[r]["buffer_device"] for r in (2, 3)), e[2].get("buffer_device")
     assert all(x["stale"] and "'wq' is not the one planned" in x["stale"] for x in e), e[0]["stale"]
     assert all(x["nan"] and "NaN or Inf" in x["nan"] and "'wk'" in x["nan"] for x in e), e[0]["nan"]
 

@@ -150,6 +150,11 @@ def run(rank, world, port, out_dir):
         bufs["o"] = torch.zeros(6, 7, dtype=torch.float32)
     errors["buffer_dtype"] = error_of(lambda: ws.sync(plan, state, bufs)) if rank in good else None
     errors["untouched"] = all(not t.any() for t in bufs.values())
+    if rank in good:  # a buffer on another device
+        on_meta = {b.name: torch.zeros(b.shape, dtype=b.dtype) for b in good[rank]}
+        on_meta["o"] = torch.empty(on_meta["o"].shape, dtype=on_meta["o"].dtype, device="meta")
+        errors["buffer_device"] = error_of(lambda: ws.sync(plan, state, on_meta))
+        errors["untouched"] = errors["untouched"] and all(not t.any() for n, t in on_meta.items() if n != "o")
     # a parameter changed since planning (another layout): refused
     moved = dict(state, wq=distribute_tensor(full["wq"], mesh, (Shard(1), Shard(0)), src_data_rank=None))
     errors["stale"] = error_of(lambda: ws.sync(plan, moved, {b.name: torch.zeros(b.shape, dtype=b.dtype)

@@ -455,8 +455,12 @@ def _check_args(plan: SyncPlan, state: dict, buffers: dict, me: int) -> None:
     if not isinstance(buffers, dict) or set(buffers) != set(mine):
         raise ValueError(f"weight_sync.sync: rank {me} passes engine buffers {sorted(buffers) if isinstance(buffers, dict) else buffers!r}, "
                          f"the plan has {sorted(mine)}")
+    device = next((x._local_tensor.device for x in state.values()), None)
     for name, b in mine.items():
         t = buffers[name]
+        if isinstance(t, torch.Tensor) and device is not None and t.device != device:
+            raise ValueError(f"weight_sync.sync: rank {me} buffer {name!r} is on {t.device}, the trainer's tensors on "
+                             f"{device}")
         if not isinstance(t, torch.Tensor) or tuple(t.shape) != b.shape or t.dtype != b.dtype or not t.is_contiguous():
             raise ValueError(f"weight_sync.sync: rank {me} buffer {name!r} is not a contiguous {b.dtype} tensor of "
                              f"shape {list(b.shape)} (got {getattr(t, 'dtype', type(t).__name__)} "
