@@ -175,9 +175,10 @@ def run(rank, world, port, out_dir):
     dist.destroy_process_group()
 
 
-def run_dead_peer(rank, world, port, out_dir):
-    """Rank 3 (an engine rank) exits after planning: every rank that exchanges with it raises
-    dtensor.BackendError naming it within the sync's timeout; the others finish."""
+def run_dead_peer(rank, world, port, out_dir, how="dies"):
+    """Rank 3 (an engine rank) exits after planning ("dies"), or comes 12 s late ("late"): every
+    rank that exchanges with it raises dtensor.BackendError naming it within the sync's timeout
+    (5 s); the others finish."""
     import os
     import time
 
@@ -193,7 +194,14 @@ def run_dead_peer(rank, world, port, out_dir):
     state = {"w": distribute_tensor(full, mesh, (Shard(0), Shard(1)), src_data_rank=None)}
     spec = {r: [ws.Buffer("w", (8, 6), torch.float32, (ws.Part("w", ((0, 8), (0, 6))),))] for r in (2, 3)}
     plan = ws.plan_sync(state, spec)
-    if rank == 3:
+    if rank == 3 and how == "dies":
+        os._exit(0)
+    if rank == 3:  # late: the others have given up by the time it comes; it is not judged
+        time.sleep(12)
+        try:
+            ws.sync(plan, state, {"w": torch.zeros(8, 6)}, timeout=datetime.timedelta(seconds=5))
+        except Exception:  # noqa: BLE001
+            pass
         os._exit(0)
     me_and_3 = any((plan.sender_of(e, j) == rank and r == 3) or (plan.sender_of(e, j) == 3 and r == rank)
                    for e, (r, _, _, k, _) in enumerate(plan.entries) for j in range(len(plan.pieces[k])))
