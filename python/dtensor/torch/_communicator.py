@@ -53,6 +53,17 @@ def _error_text(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}"
 
 
+def run_p2p(ops: list, timeout) -> None:
+    """Posts `ops` (torch.distributed P2POps) as one batch_isend_irecv and waits for each, within
+    `timeout` (a timedelta; None: the process group's). RuntimeError when one fails or is not done
+    in time: the caller names the peers."""
+    for w in dist.batch_isend_irecv(ops):
+        if timeout is None:
+            w.wait()
+        elif not w.wait(timeout):
+            raise RuntimeError(f"not done after {timeout.total_seconds():g} s")
+
+
 class _Failing:
     """Turns a backend's failure inside a collective (gloo's "Connection reset by peer" or
     "Timed out waiting", NCCL's errors: torch raises RuntimeError or its DistBackendError) into a

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _core
-from ._communicator import _error_text
+from ._communicator import _error_text, run_p2p
 
 
 class Target:
@@ -401,11 +401,7 @@ def run_part(reads: list, messages: list, post: Optional[tuple], targets: list, 
             received += buf.numel()
     if ops:
         try:
-            for w in dist.batch_isend_irecv(ops):
-                if timeout is None:
-                    w.wait()
-                elif not w.wait(timeout):
-                    raise RuntimeError(f"not done after {timeout.total_seconds():g} s")
+            run_p2p(ops, timeout)
         except RuntimeError as err:
             raise MoveFailed(f"dtensor.torch.checkpoint.load: the moves failed on rank {dist.get_rank()} (peer ranks "
                              f"{sorted(peers)}): {_error_text(err)}") from err

@@ -33,6 +33,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
+from .. import _core
+from ._communicator import _error_text, run_p2p
 from ._layout import _mesh_info, layout_of
 
 __all__ = ["Part", "Buffer", "SyncPlan", "plan_sync", "plan_layouts", "sync"]
@@ -264,8 +266,9 @@ def _plan_layouts(sources: dict, engine_spec: dict, world: int, staging_bytes: O
         raise ValueError(f"staging_bytes {staging_bytes!r} must be a positive int or None")
     spec = _check_spec(engine_spec, sources, world)
     layout_index, blocks, lkey_of = {}, [], {}  # layers repeat a few layouts: their blocks once
+    json_of = {name: src[0].to_json() for name, src in sources.items()}  # (each layout's JSON once)
     for name, (layout, ranks, _, _) in sources.items():
-        k = (layout.to_json(), tuple(ranks))
+        k = (json_of[name], tuple(ranks))
         if k not in layout_index:
             layout_index[k] = len(blocks)
             blocks.append(_blocks(layout, ranks))
@@ -378,13 +381,13 @@ def _plan_layouts(sources: dict, engine_spec: dict, world: int, staging_bytes: O
     bound = max(-(-wire_bytes // max(len(trainer), 1)), max(only_one.values(), default=0))
     h = hashlib.sha256()
     for name in sorted(sources):
-        layout, ranks, shape, dtype = sources[name]
-        h.update(f"{name}|{layout.to_json()}|{ranks}|{shape}|{dtype}\n".encode())
+        _, ranks, shape, dtype = sources[name]
+        h.update(f"{name}|{json_of[name]}|{ranks}|{shape}|{dtype}\n".encode())
     for part in (entries, pieces, sorted((e, sorted(d.items())) for e, d in senders.items()), round_of,
                  [(r, [(n, b.shape, str(b.dtype), [(p.source, p.box, p.dim, p.offset) for p in b.parts])
                         for n, b in sorted(bs.items())]) for r, bs in sorted(spec.items())]):
         h.update(repr(part).encode())
-    return SyncPlan({n: (src[0].to_json(), src[1], src[2], str(src[3])) for n, src in sources.items()}, spec, entries,
+    return SyncPlan({n: (json_of[n], src[1], src[2], str(src[3])) for n, src in sources.items()}, spec, entries,
                     pieces, senders, round_of, rounds,
                     sorted({n for bs in spec.values() for n, b in bs.items() if b.dtype == FP8}), h.hexdigest()[:32],
                     wire_bytes, local_bytes, max(sent.values(), default=0), max(received.values(), default=0), bound,
@@ -582,15 +585,10 @@ def sync(plan: SyncPlan, trainer_state: dict, engine_buffers: Optional[dict] = N
         if ops:
             peers = sorted(set(outgoing) | set(incoming))
             try:
-                for w in dist.batch_isend_irecv(ops):
-                    if timeout is None:
-                        w.wait()
-                    elif not w.wait(timeout):
-                        raise RuntimeError(f"not done after {timeout.total_seconds():g} s")
+                run_p2p(ops, timeout)
             except RuntimeError as err:  # a peer dead, stuck or late: name them (the round's received pieces are not written)
-                from dtensor import BackendError
-                raise BackendError(f"weight_sync.sync: rank {me}: round {rnd_index} with peer ranks {peers} failed: "
-                                   f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from err
+                raise _core.BackendError(f"weight_sync.sync: rank {me}: round {rnd_index} with peer ranks {peers} "
+                                         f"failed: {_error_text(err)}") from err
         for peer, qs in incoming.items():
             at = 0
             for name, part, runs, nbytes in qs:

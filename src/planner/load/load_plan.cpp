@@ -39,7 +39,7 @@ std::string chunk_str(const SavedChunk& c) {
 // recomputes): bytes read in all, by the busiest reader and at best (balanced), bytes moved
 // between ranks, the busiest rank's transfer and peers (a peer either way counts once) and, under
 // `cost` (else left 0 and false), whether a message crosses hosts, the reads' time at the plan's
-// storage parameters and the transfer's time: from a plan's entries (figures_of), or from a
+// storage parameters and the transfer's time: from a plan's entries (load_figures), or from a
 // decision's chunks and their shared needer lists (decision_figures: never message by message).
 struct LoadFigures {
   std::int64_t total_read = 0, busiest_read = 0, balanced_read = 0, moved = 0, busiest_transfer = 0, busiest_peers = 0;
@@ -119,52 +119,36 @@ std::vector<std::int64_t> hosts_of(std::size_t n, const CostModel* cost) {
   return host;
 }
 
-// A load's figures from its reads and messages: `for_each_read(f)` calls f(reader, bytes) per
-// read, `for_each_message(f)` f(from, to, bytes) per message (called twice: the same messages in
-// the same order).
-template <class Reads, class Messages>
-LoadFigures figures_of(const Mesh& mesh, const StorageParams& st, const Reads& for_each_read,
-                       const Messages& for_each_message, const CostModel* cost) {
-  const auto n = static_cast<std::size_t>(mesh.num_ranks());
+// A plan's figures, from its entries (message by message: what check_load_figures recomputes a
+// plan's recorded figures with). `itemsize_of(t)`: tensor t's element size.
+template <class ItemSize>
+LoadFigures load_figures(const LoadPlan& plan, const ItemSize& itemsize_of, const CostModel* cost) {
+  const auto n = static_cast<std::size_t>(plan.mesh.num_ranks());
   std::vector<std::int64_t> rs(n, 0), opened(n, 0), snt(n, 0), rcv(n, 0);
   LoadFigures f;
   std::int64_t largest = 0;
-  for_each_read([&](std::int64_t reader, std::int64_t bytes) {
-    rs[static_cast<std::size_t>(reader)] += bytes;
-    ++opened[static_cast<std::size_t>(reader)];
-    f.total_read += bytes;
-    largest = std::max(largest, bytes);
-  });
+  for (const auto& r : plan.reads) {
+    rs[static_cast<std::size_t>(r.reader)] += r.bytes;
+    ++opened[static_cast<std::size_t>(r.reader)];
+    f.total_read += r.bytes;
+    largest = std::max(largest, r.bytes);
+  }
   const std::vector<std::int64_t> host = hosts_of(n, cost);
-  for_each_message([&](std::int64_t from, std::int64_t to, std::int64_t b) {
-    if (to == from) return;
-    const auto fu = static_cast<std::size_t>(from), tu = static_cast<std::size_t>(to);
+  for (const auto& x : plan.messages) {
+    if (x.to == x.from) continue;
+    const auto fu = static_cast<std::size_t>(x.from), tu = static_cast<std::size_t>(x.to);
+    const std::int64_t b = x.elements * itemsize_of(x.tensor);
     snt[fu] += b;
     rcv[tu] += b;
     f.moved += b;
     if (cost) f.inter_host = f.inter_host || host[fu] != host[tu];
-  });
+  }
   const std::vector<std::int64_t> peers = peers_of(n, [&](const auto& g) {
-    for_each_message([&](std::int64_t from, std::int64_t to, std::int64_t) {
-      if (from != to) g(from, to);
-    });
+    for (const auto& x : plan.messages)
+      if (x.from != x.to) g(x.from, x.to);
   });
-  finish_figures(f, mesh, st, rs, opened, snt, rcv, peers, largest, cost);
+  finish_figures(f, plan.mesh, plan.storage, rs, opened, snt, rcv, peers, largest, cost);
   return f;
-}
-
-// A plan's figures, from its entries. `itemsize_of(t)`: tensor t's element size.
-template <class ItemSize>
-LoadFigures load_figures(const LoadPlan& plan, const ItemSize& itemsize_of, const CostModel* cost) {
-  return figures_of(
-      plan.mesh, plan.storage,
-      [&](const auto& f) {
-        for (const auto& r : plan.reads) f(r.reader, r.bytes);
-      },
-      [&](const auto& f) {
-        for (const auto& x : plan.messages) f(x.from, x.to, x.elements * itemsize_of(x.tensor));
-      },
-      cost);
 }
 
 // Range add and range maximum over n slots (coverage counts along one dim's cuts).
@@ -399,7 +383,7 @@ struct Chunks {
 // (its elements per needer times the bytes factor of the chunks using it), less what each reader
 // holds of its own chunks; the peers from the distinct (reader, list) pairs. O(chunks log needers +
 // the distinct lists' and pairs' needers), never message by message; the same integers as
-// figures_of over the messages.
+// load_figures over the messages.
 LoadFigures decision_figures(const Chunks& cs, std::span<const std::int64_t> reader, const Mesh& mesh,
                              const StorageParams& st, const CostModel& cost) {
   const auto n = static_cast<std::size_t>(mesh.num_ranks());
