@@ -2,6 +2,11 @@
 #include <string>
 #include <vector>
 
+#ifdef exit
+// smpicxx (the SimGrid build, docs/virtual-cluster.md) defines exit(x) as a macro, which CLI11's
+// App::exit(error, out, err) cannot take; the CLI ends by returning from main, never by exit().
+#undef exit
+#endif
 #include <CLI/CLI.hpp>
 
 #include "dtensor/error.hpp"

@@ -1,5 +1,6 @@
 // dtensor tune fit | predict | measure | validate | show (and storage, tune_storage_cmd.cpp): fit the cost model to nccl-tests logs (docs/cost-model.md).
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -301,6 +302,16 @@ void run_validate() {
   if (!prints) return;
   report.backend = args.backend;
   report.clock = args.backend == "threads" && !args.truth.empty() ? "virtual clock (" + args.truth + ")" : "wall clock";
+#ifdef DTENSOR_CLI_SMPI
+  // under smpirun MPI_Wtime is the simulated network's clock (docs/virtual-cluster.md)
+  const char* selector = std::getenv("DTENSOR_SMPI_SELECTOR");
+  const bool folded = std::getenv("DTENSOR_SMPI_FOLD") != nullptr && *std::getenv("DTENSOR_SMPI_FOLD") != '\0';
+  if (args.backend == "mpi")
+    report.clock = fmt::format("simulated clock (SimGrid SMPI, coll-selector {}{})", selector ? selector : "unknown",
+                               folded ? ", folded buffers: timing only, outputs not checked" : "");
+#else
+  const bool folded = false;
+#endif
   const auto cores = static_cast<std::int64_t>(std::thread::hardware_concurrency());
   if (report.clock == "wall clock" && cores > 0 && mesh.num_ranks() > cores)
     report.note = fmt::format("{} ranks share {} cores here: the ranks take turns, so the measured times say little about "
@@ -314,7 +325,7 @@ void run_validate() {
     std::cout << report.text();
     if (!args.report.empty()) std::cout << fmt::format("report {}\n", args.report);
   }
-  if (!report.all_verified()) throw BackendError("validate: a plan's output is wrong on some rank (marked OUTPUT WRONG)");
+  if (!folded && !report.all_verified()) throw BackendError("validate: a plan's output is wrong on some rank (marked OUTPUT WRONG)");
 }
 
 void run_show() {

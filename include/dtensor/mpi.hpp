@@ -44,7 +44,9 @@ class MpiCommunicator final : public Communicator {
   void all_to_all(const Group& g, const void* send, void* recv, std::int64_t count, DType dtype) override;
   void send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) override;
   void synchronize() override {}  // every call completed before it returned
-  // memory(): host memory (the default).
+  // Host memory; under SimGrid's SMPI with DTENSOR_SMPI_FOLD set, folded buffers (timing only,
+  // docs/virtual-cluster.md).
+  [[nodiscard]] Memory& memory() override;
 
   // MPI's local rank of this process on its node (MPI_COMM_TYPE_SHARED), e.g. to pick a GPU.
   [[nodiscard]] int local_rank() const;

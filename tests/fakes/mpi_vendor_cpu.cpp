@@ -14,6 +14,7 @@
 #include <string>
 
 #include "comm/mpi/vendor.hpp"
+#include "dtensor/memory.hpp"
 
 namespace dtensor::mpi_vendor {
 namespace stand_in {
@@ -206,6 +207,7 @@ const Table kTable{
       *len = static_cast<int>(t.size());
       return MPI_SUCCESS;
     },
+    []() -> Memory& { return host_memory(); },
 };
 
 }  // namespace

@@ -133,6 +133,8 @@ MpiCommunicator::~MpiCommunicator() {
   if (world_ != MPI_COMM_NULL) V().comm_free(&world_);
 }
 
+Memory& MpiCommunicator::memory() { return V().memory(); }
+
 bool MpiCommunicator::supports(Collective c, DType dtype, ReduceOp op) const { return reducible(c, dtype, op); }
 
 int MpiCommunicator::local_rank() const {

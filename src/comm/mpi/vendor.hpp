@@ -8,6 +8,10 @@
 //                   a chosen call, requests that never complete, MPI not initialised).
 #include <mpi.h>
 
+namespace dtensor {
+class Memory;
+}
+
 namespace dtensor::mpi_vendor {
 
 struct Table {
@@ -34,6 +38,9 @@ struct Table {
   int (*testall)(int n, MPI_Request* reqs, int* done, MPI_Status* statuses);
   int (*abort)(MPI_Comm c, int code);
   int (*error_string)(int code, char* text, int* len);
+  // Where the backend's buffers live (MpiCommunicator::memory()): host memory, or under SMPI the
+  // folded buffers of a timing-only run (folded_memory.hpp).
+  Memory& (*memory)();
 };
 
 // The implementation linked with this build of the backend.

@@ -1,6 +1,8 @@
 // The real MPI behind the backend's vendor table (vendor.hpp).
 #include "vendor.hpp"
 
+#include "dtensor/memory.hpp"
+
 namespace dtensor::mpi_vendor {
 namespace {
 
@@ -37,6 +39,7 @@ const Table kTable{
     [](int n, MPI_Request* q, int* done, MPI_Status* st) { return MPI_Testall(n, q, done, st); },
     [](MPI_Comm c, int code) { return MPI_Abort(c, code); },
     [](int code, char* text, int* len) { return MPI_Error_string(code, text, len); },
+    []() -> Memory& { return host_memory(); },
 };
 
 }  // namespace

@@ -8,12 +8,44 @@
 //    smpi/test cost on every failed poll and switch contexts for nothing; a wait costs only the
 //    simulated transfer. A peer that never comes cannot hang the simulation: when no rank can
 //    progress, SimGrid stops it and names every blocked rank and the call it waits in.
+// With DTENSOR_SMPI_FOLD set (a timing-only run), buffers from memory() are folded
+// (folded_memory.hpp) and a reduction over one runs a no-op operator: the values are garbage,
+// the simulated transfers are the same.
 // And a collective of zero elements (every rank's count is the same, so all skip it together)
 // returns at once: SMPI's "ompi" selector divides by the message size (SIGFPE) on some of them.
 #include "vendor.hpp"
 
+#include <climits>
+#include <utility>
+
+#include "folded_memory.hpp"
+
 namespace dtensor::mpi_vendor {
 namespace {
+
+void noop(void*, void*, int*, MPI_Datatype*) {}
+
+// A contiguous datatype's elements as bytes (the same message): SMPI moves a derived datatype's
+// payload through a packing copy, even between folded buffers; MPI_BYTE it moves directly (and,
+// folded, not at all). Kept as is where the byte count would not fit an int.
+std::pair<int, MPI_Datatype> as_bytes(int count, MPI_Datatype t) {
+  int size = 0;
+  MPI_Type_size(t, &size);
+  const long long bytes = static_cast<long long>(count) * size;
+  if (bytes > INT_MAX) return {count, t};
+  return {static_cast<int>(bytes), MPI_BYTE};
+}
+
+// The operator a reduction runs: the caller's, or a no-op one over folded buffers.
+MPI_Op op_for(const void* send, const void* recv, MPI_Op op) {
+  if (!smpi_folded(recv) && (send == MPI_IN_PLACE || !smpi_folded(send))) return op;
+  static MPI_Op none = [] {
+    MPI_Op o;
+    MPI_Op_create(&noop, 1, &o);
+    return o;
+  }();
+  return none;
+}
 
 const Table kTable{
     [](int* f) { return MPI_Initialized(f); },
@@ -30,28 +62,44 @@ const Table kTable{
     [](const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm c, MPI_Request* q) {
       *q = MPI_REQUEST_NULL;
       if (sc == 0) return static_cast<int>(MPI_SUCCESS);
-      return MPI_Allgather(s, sc, st, r, rc, rt, c);
+      const auto [sn, sb] = as_bytes(sc, st);
+      const auto [rn, rb] = as_bytes(rc, rt);
+      return MPI_Allgather(s, sn, sb, r, rn, rb, c);
     },
     [](const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request* q) {
       *q = MPI_REQUEST_NULL;
       if (n == 0) return static_cast<int>(MPI_SUCCESS);
+      const MPI_Op o = op_for(s, r, op);
+      if (o != op) {  // folded: bytes, no arithmetic
+        const auto [bn, bt] = as_bytes(n, t);
+        return MPI_Reduce_scatter_block(s, r, bn, bt, o, c);
+      }
       return MPI_Reduce_scatter_block(s, r, n, t, op, c);
     },
     [](const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request* q) {
       *q = MPI_REQUEST_NULL;
       if (n == 0) return static_cast<int>(MPI_SUCCESS);
+      const MPI_Op o = op_for(s, r, op);
+      if (o != op) {  // folded: bytes, no arithmetic
+        const auto [bn, bt] = as_bytes(n, t);
+        return MPI_Allreduce(s, r, bn, bt, o, c);
+      }
       return MPI_Allreduce(s, r, n, t, op, c);
     },
     [](const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm c, MPI_Request* q) {
       *q = MPI_REQUEST_NULL;
       if (sc == 0) return static_cast<int>(MPI_SUCCESS);
-      return MPI_Alltoall(s, sc, st, r, rc, rt, c);
+      const auto [sn, sb] = as_bytes(sc, st);
+      const auto [rn, rb] = as_bytes(rc, rt);
+      return MPI_Alltoall(s, sn, sb, r, rn, rb, c);
     },
     [](const void* b, int n, MPI_Datatype t, int peer, int tag, MPI_Comm c, MPI_Request* q) {
-      return MPI_Isend(b, n, t, peer, tag, c, q);
+      const auto [bn, bt] = as_bytes(n, t);
+      return MPI_Isend(b, bn, bt, peer, tag, c, q);
     },
     [](void* b, int n, MPI_Datatype t, int peer, int tag, MPI_Comm c, MPI_Request* q) {
-      return MPI_Irecv(b, n, t, peer, tag, c, q);
+      const auto [bn, bt] = as_bytes(n, t);
+      return MPI_Irecv(b, bn, bt, peer, tag, c, q);
     },
     [](int n, MPI_Request* q, int* done, MPI_Status* st) {
       *done = 1;
@@ -59,6 +107,7 @@ const Table kTable{
     },
     [](MPI_Comm c, int code) { return MPI_Abort(c, code); },
     [](int code, char* text, int* len) { return MPI_Error_string(code, text, len); },
+    []() -> Memory& { return smpi_memory(); },
 };
 
 }  // namespace
