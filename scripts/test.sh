@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test: the include graph's floors (scripts/include-graph.py), a Release build with all tests, the Python package's tests (scripts/python-test.sh), a Debug build with ASan+UBSan running all tests,
+# Every test: the include graph's floors (scripts/include-graph.py), a Release build with all tests, the virtual cluster's
+# 16-rank SMPI check (scripts/smpi-check.sh), the Python package's tests (scripts/python-test.sh), a Debug build with ASan+UBSan running all tests,
 # a TSan build running the concurrency tests (plan cache, threads backend), and a bounded fuzzing
 # run of every parser (scripts/fuzz.sh).
 set -euo pipefail
@@ -29,6 +30,8 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   phase "GPU bundle (scripts/gpu-bundle.sh: CUDA targets for sm_${GPU_BUNDLE_ARCHS:-90}, packed for a GPU machine)"
   PATH="$PATH:/usr/local/cuda/bin" GPU_BUNDLE_ARCHS="${GPU_BUNDLE_ARCHS:-90}" ./scripts/gpu-bundle.sh
 fi
+phase "Virtual cluster (scripts/smpi-check.sh: the SMPI build, 16 simulated ranks verified, bad input)"
+JOBS="$jobs" ./scripts/smpi-check.sh
 phase "Python (the wheel into the torch 2.15 venv, pytest, the torchrun examples, the torch 2.11 checks)"
 ./scripts/python-test.sh
 phase "Debug + ASan/UBSan"

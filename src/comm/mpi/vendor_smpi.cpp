@@ -7,7 +7,8 @@
 //  - MPI_Testall is MPI_Waitall: the backend's polling loop (mpi.cpp) would inject SMPI's
 //    smpi/test cost on every failed poll and switch contexts for nothing; a wait costs only the
 //    simulated transfer. A peer that never comes cannot hang the simulation: when no rank can
-//    progress, SimGrid stops it and names every blocked rank and the call it waits in.
+//    progress, SimGrid detects it (simulated time stops), and this table prints which ranks wait
+//    in which call and which ranks are not waiting (the missing peers), and exits with status 4.
 // With DTENSOR_SMPI_FOLD set (a timing-only run), buffers from memory() are folded
 // (folded_memory.hpp) and a reduction over one runs a no-op operator: the values are garbage,
 // the simulated transfers are the same.
@@ -16,12 +17,74 @@
 #include "vendor.hpp"
 
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <utility>
+#include <vector>
+
+#include <simgrid/s4u/Engine.hpp>
 
 #include "folded_memory.hpp"
 
 namespace dtensor::mpi_vendor {
 namespace {
+
+// What each simulated rank is blocked in (index: world rank; empty: not in a call of this
+// table), for the report when the simulation cannot advance. The ranks share one thread.
+std::vector<std::string>& blocked() {
+  static std::vector<std::string> b;
+  return b;
+}
+
+void report_deadlock() {
+  const auto& b = blocked();
+  std::string waiting, absent;
+  int n_waiting = 0, n_absent = 0;
+  for (std::size_t r = 0; r < b.size(); ++r) {
+    std::string& list = b[r].empty() ? absent : waiting;
+    int& n = b[r].empty() ? n_absent : n_waiting;
+    if (++n <= 16) list += (n > 1 ? ", " : "") + std::to_string(r) + (b[r].empty() ? "" : " in " + b[r]);
+  }
+  if (n_waiting > 16) waiting += ", and " + std::to_string(n_waiting - 16) + " more";
+  if (n_absent > 16) absent += ", and " + std::to_string(n_absent - 16) + " more";
+  std::fprintf(stderr,
+               "error: the simulation cannot advance: %d rank(s) wait on peers that never come (rank %s); ranks not "
+               "waiting in a collective or exchange: %s; exiting (status 4)\n",
+               n_waiting, waiting.c_str(), n_absent ? absent.c_str() : "none");
+  std::fflush(stderr);
+  std::_Exit(4);
+}
+
+// Marks this rank blocked in `call` for as long as it lives.
+class Blocked {
+ public:
+  Blocked(const char* call, long long bytes, MPI_Comm c) {
+    static const bool watching = (simgrid::s4u::Engine::on_deadlock_cb(&report_deadlock), true);
+    (void)watching;
+    int size = 0, n = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (c != MPI_COMM_NULL) MPI_Comm_size(c, &n);
+    auto& b = blocked();
+    if (b.size() != static_cast<std::size_t>(size)) b.resize(static_cast<std::size_t>(size));
+    std::string what = call;
+    if (bytes >= 0) what += " (" + std::to_string(bytes) + " bytes" + (n ? " over " + std::to_string(n) + " ranks" : "") + ")";
+    b[static_cast<std::size_t>(rank_)] = std::move(what);
+  }
+  ~Blocked() { blocked()[static_cast<std::size_t>(rank_)].clear(); }
+  Blocked(const Blocked&) = delete;
+  Blocked& operator=(const Blocked&) = delete;
+
+ private:
+  int rank_ = 0;
+};
+
+long long bytes_of(int count, MPI_Datatype t) {
+  int size = 0;
+  MPI_Type_size(t, &size);
+  return static_cast<long long>(count) * size;
+}
 
 void noop(void*, void*, int*, MPI_Datatype*) {}
 
@@ -64,12 +127,14 @@ const Table kTable{
       if (sc == 0) return static_cast<int>(MPI_SUCCESS);
       const auto [sn, sb] = as_bytes(sc, st);
       const auto [rn, rb] = as_bytes(rc, rt);
+      const Blocked mark("MPI_Allgather", bytes_of(sc, st), c);
       return MPI_Allgather(s, sn, sb, r, rn, rb, c);
     },
     [](const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request* q) {
       *q = MPI_REQUEST_NULL;
       if (n == 0) return static_cast<int>(MPI_SUCCESS);
       const MPI_Op o = op_for(s, r, op);
+      const Blocked mark("MPI_Reduce_scatter_block", bytes_of(n, t), c);
       if (o != op) {  // folded: bytes, no arithmetic
         const auto [bn, bt] = as_bytes(n, t);
         return MPI_Reduce_scatter_block(s, r, bn, bt, o, c);
@@ -80,6 +145,7 @@ const Table kTable{
       *q = MPI_REQUEST_NULL;
       if (n == 0) return static_cast<int>(MPI_SUCCESS);
       const MPI_Op o = op_for(s, r, op);
+      const Blocked mark("MPI_Allreduce", bytes_of(n, t), c);
       if (o != op) {  // folded: bytes, no arithmetic
         const auto [bn, bt] = as_bytes(n, t);
         return MPI_Allreduce(s, r, bn, bt, o, c);
@@ -91,6 +157,7 @@ const Table kTable{
       if (sc == 0) return static_cast<int>(MPI_SUCCESS);
       const auto [sn, sb] = as_bytes(sc, st);
       const auto [rn, rb] = as_bytes(rc, rt);
+      const Blocked mark("MPI_Alltoall", bytes_of(sc, st), c);
       return MPI_Alltoall(s, sn, sb, r, rn, rb, c);
     },
     [](const void* b, int n, MPI_Datatype t, int peer, int tag, MPI_Comm c, MPI_Request* q) {
@@ -103,6 +170,7 @@ const Table kTable{
     },
     [](int n, MPI_Request* q, int* done, MPI_Status* st) {
       *done = 1;
+      const Blocked mark(("MPI_Waitall of " + std::to_string(n) + " send/recv requests").c_str(), -1, MPI_COMM_NULL);
       return MPI_Waitall(n, q, st);
     },
     [](MPI_Comm c, int code) { return MPI_Abort(c, code); },
