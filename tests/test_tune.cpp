@@ -370,3 +370,33 @@ TEST_CASE("measure -> fit closed loop on the virtual clock recovers the truth wi
   CHECK(checked > 100);
 }
 
+
+TEST_CASE("tune fit takes a direct exchange's per-peer latency from alltoall over sendrecv", "[tune]") {
+  // the truth: alltoall over 8 ranks 12 us of latency, sendrecv 3 us, on the inter-node link only
+  auto truth = std::make_shared<CostModel>(CostModel::default_model());
+  truth->devices_per_host = 1;
+  truth->curves.push_back({Collective::all_to_all, true, 8, {{1e18, 12.0, 40.0}}});
+  truth->curves.push_back({Collective::send_recv, true, 2, {{1e18, 3.0, 40.0}}});
+  tune::MeasureOptions mo;
+  mo.min_bytes = 1024;
+  mo.max_bytes = 1 << 20;
+  mo.iters = 1;
+  mo.devices_per_host = 1;
+  const auto logs = tune::measure_on_virtual_clock(Mesh::parse("8"), *truth, 0.0, mo);
+  std::vector<tune::Log> parsed;
+  for (const auto& l : logs) parsed.push_back(tune::parse_nccl_log(l.text, l.name));
+  const auto fit = tune::fit_profile(parsed, CostModel::default_model());
+  REQUIRE(fit.per_peer_us[1].has_value());
+  CHECK_FALSE(fit.per_peer_us[0].has_value());  // no intra-node logs: the base's kept
+  CHECK(*fit.per_peer_us[1] == Approx((12.0 - 3.0) / 6).epsilon(0.02));
+  CHECK(fit.model.inter.alpha_per_peer_us == *fit.per_peer_us[1]);
+  CHECK(fit.model.intra.alpha_per_peer_us == CostModel::default_model().intra.alpha_per_peer_us);
+  CHECK_THAT(tune::fit_text(fit), Contains("per-peer latency of a direct exchange on the inter-node link: 1.500 us"));
+  // a direct step to 7 peers costs what the alltoall's latency was
+  Traffic t;
+  t.kind = Traffic::Kind::direct;
+  t.inter_host = true;
+  t.peers = 7;
+  t.bytes = 8;
+  CHECK(fit.model.time(t).alpha_us == Approx(12.0).epsilon(0.02));
+}

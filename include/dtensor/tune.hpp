@@ -84,6 +84,11 @@ struct LogFit {
 struct ProfileFit {
   CostModel model;
   std::vector<LogFit> logs;
+  // Per link (0 intra, 1 inter), the per-peer latency of a direct exchange when the logs measure
+  // both alltoall (n ranks: n-1 peers at once) and sendrecv (one peer) on it: (alltoall's latency
+  // - sendrecv's) / (n - 2), at least 0, written into the profile's link; unset otherwise (the
+  // base profile's kept). A direct step's time is sendrecv's curve plus this per peer beyond one.
+  std::optional<double> per_peer_us[2];
 };
 [[nodiscard]] ProfileFit fit_profile(std::span<const Log> logs, const CostModel& base);
 

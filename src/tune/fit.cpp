@@ -288,6 +288,17 @@ ProfileFit fit_profile(std::span<const Log> logs, const CostModel& base) {
     out.model.curves.push_back(lf.fit.curve);
     out.logs.push_back(std::move(lf));
   }
+  for (bool inter : {false, true}) {
+    const CollectiveCurve* a2a = out.model.curve(Collective::all_to_all, inter);
+    const CollectiveCurve* sr = out.model.curve(Collective::send_recv, inter);
+    if (a2a == nullptr || sr == nullptr || a2a->ranks < 3) continue;
+    double alpha_a2a = 0, alpha_sr = 0;
+    (void)a2a->time_us(a2a->ranks, 1, &alpha_a2a);  // the latency of the smallest sizes' band
+    (void)sr->time_us(2, 1, &alpha_sr);
+    const double pp = std::max(0.0, (alpha_a2a - alpha_sr) / static_cast<double>(a2a->ranks - 2));
+    (inter ? out.model.inter : out.model.intra).alpha_per_peer_us = pp;
+    out.per_peer_us[inter ? 1 : 0] = pp;
+  }
   // A host holds at least as many devices as any log shows on one: an inter-node log measured
   // over one rank per host (as `tune measure` writes them) says nothing about the rest of it.
   if (per_node) out.model.devices_per_host = std::max(*per_node, on_one_host);

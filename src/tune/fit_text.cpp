@@ -26,6 +26,10 @@ std::string fit_text(const ProfileFit& fitted) {
     text += curve_table(lf.fit.curve);
     for (const auto& i : lf.ignored) text += fmt::format("  ignored line {}: {}\n", i.line, i.reason);
   }
+  for (int l = 0; l < 2; ++l)
+    if (fitted.per_peer_us[l])
+      text += fmt::format("per-peer latency of a direct exchange on the {} link: {:.3f} us (alltoall's latency over "
+                          "sendrecv's)\n", l ? "inter-node" : "intra-node", *fitted.per_peer_us[l]);
   return text;
 }
 
@@ -50,6 +54,10 @@ std::string fit_json(const ProfileFit& fitted, const std::string& profile_path) 
   nlohmann::ordered_json j;
   j["profile"] = profile_path;
   j["logs"] = logs;
+  nlohmann::ordered_json pp;  // null: not fitted (the base profile's per-peer latency kept)
+  pp["intra"] = fitted.per_peer_us[0] ? nlohmann::ordered_json(*fitted.per_peer_us[0]) : nlohmann::ordered_json();
+  pp["inter"] = fitted.per_peer_us[1] ? nlohmann::ordered_json(*fitted.per_peer_us[1]) : nlohmann::ordered_json();
+  j["per_peer_us"] = pp;
   return j.dump();
 }
 
