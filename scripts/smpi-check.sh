@@ -11,10 +11,8 @@ if ! command -v smpicxx > /dev/null; then
   echo "error: smpicxx not found (Debian 12: apt-get install libsimgrid-dev; scripts/install-deps.sh does it)" >&2
   exit 2
 fi
-launcher=()
-command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B build-smpi -DCMAKE_TOOLCHAIN_FILE=cmake/smpi-toolchain.cmake -DCMAKE_BUILD_TYPE=Release \
-  -DDTENSOR_BUILD_TOOLS=OFF "${launcher[@]}" > /dev/null
+  -DDTENSOR_BUILD_TOOLS=OFF > /dev/null  # (a compiler cache through CMAKE_CXX_COMPILER_LAUNCHER, as test.sh sets it)
 cmake --build build-smpi -j"$jobs" --target spmd_redistribute spmd_cross_mesh dtensor_platform
 run=(scripts/smpi-run.sh --platform dgx-h100 --nodes 2)
 fails=0
@@ -32,7 +30,8 @@ expect_verified() {  # $1: what; $2: the number of summary lines; stdin: the run
 "${run[@]}" -- spmd_cross_mesh --backend mpi --random 6 --seed 70 | expect_verified "16 ranks, 6 cross-mesh pairs" 6
 # folded buffers: the same simulated time as the unfolded run (timing only)
 plain="$("${run[@]}" -- spmd_redistribute --backend mpi --mesh 2x8 --shape 4096x1024 --from 'S(0)S(1)' --to 'RR' --iters 2)"
-folded="$("${run[@]}" --fold 65536 -- spmd_redistribute --backend mpi --mesh 2x8 --shape 4096x1024 --from 'S(0)S(1)' --to 'RR' --iters 2 || true)"
+# (its outputs are garbage: the example's verification fails, as it must, and is not the point here)
+folded="$("${run[@]}" --fold 65536 -- spmd_redistribute --backend mpi --mesh 2x8 --shape 4096x1024 --from 'S(0)S(1)' --to 'RR' --iters 2 2> /dev/null || true)"
 t_plain="$(grep -o 'time_per_iter_us=[0-9.]*' <<< "$plain")" t_folded="$(grep -o 'time_per_iter_us=[0-9.]*' <<< "$folded")"
 if [[ -n "$t_plain" && "$t_plain" == "$t_folded" ]]; then echo "ok: folded buffers, same simulated time ($t_plain)"
 else echo "FAILED: folded '$t_folded' vs plain '$t_plain'"; fails=$((fails + 1)); fi
@@ -54,7 +53,7 @@ expect_error "a bad fold size" "'-1'" scripts/smpi-run.sh --platform dgx-h100 --
 printf 'node-0-gpu-0\nnode-0-gpu-1\n' > build-smpi/hosts-2
 expect_error "the plugin given a bad DTENSOR_NODES" "DTENSOR_NODES=0x10" env DTENSOR_PLATFORM=dgx-h100 DTENSOR_NODES=0x10 \
   smpirun -np 2 -platform build-smpi/libdtensor_platform.so -hostfile build-smpi/hosts-2 build-smpi/examples/spmd_redistribute
-expect_error "a platform file that does not exist" "" smpirun -np 2 -platform build-smpi/no-such.xml -hostfile build-smpi/hosts-2 build-smpi/examples/spmd_redistribute
+expect_error "a build without the platform plugin" "libdtensor_platform.so not found" scripts/smpi-run.sh --platform dgx-h100 --nodes 2 --build build-smpi/no-such-dir -- spmd_redistribute
 # a rank that never joins: SimGrid finds that no rank can progress; the backend names the waiting
 # ranks and their calls, and the one not waiting, and exits 4 (never a hang)
 set +e

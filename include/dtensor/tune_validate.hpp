@@ -97,6 +97,9 @@ struct CandidateOptions {
 struct ValidateOptions {
   CandidateOptions candidates;
   RoundOptions rounds;
+  // false: a timing-only run (folded buffers on a simulated cluster, docs/virtual-cluster.md):
+  // inputs are not seeded nor outputs checked (every plan reported verified); the caller says so.
+  bool check_outputs = true;
 };
 [[nodiscard]] ValidationReport validate(Communicator& comm, const CostModel& model, std::span<const ValidateCase> cases,
                                         const ValidateOptions& options, const std::function<double()>& now_us);
