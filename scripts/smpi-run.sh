@@ -72,6 +72,9 @@ trap 'rm -rf "$tmp"' EXIT
 for ((i = 0; i < ranks; i++)); do echo "node-$((i / gpus))-gpu-$((i % gpus))"; done > "$tmp/hosts"
 export DTENSOR_PLATFORM="$platform" DTENSOR_NODES="$nodes" DTENSOR_POD="$pod" DTENSOR_OVERSUB="$oversub"
 export DTENSOR_SMPI_SELECTOR="$selector" DTENSOR_SMPI_FOLD="$fold"
+# folded buffers are mapped block by block: 64 MiB blocks keep 1,024 ranks' buffers under the
+# kernel's limit of memory maps (vm.max_map_count, 65,530 by default; 1 MiB blocks ran out at 256 ranks)
+[[ -n "$fold" ]] && cfgs=(--cfg=smpi/shared-malloc-blocksize:67108864 "${cfgs[@]}")
 # SimGrid's own chatter ([host:rank:(pid) time] [category/INFO] ...) is dropped unless SMPI_VERBOSE=1
 log=(--log=root.thres:warning --log=smpi_config.thres:error --log=xbt_cfg.thres:warning)
 [[ "${SMPI_VERBOSE:-0}" == 1 ]] && log=()

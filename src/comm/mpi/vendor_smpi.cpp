@@ -4,7 +4,7 @@
 //    SMPI runs MPI_I* collectives as linear exchanges (every rank to every rank, whatever
 //    smpi/coll-selector says), which neither resembles a real MPI or NCCL nor finishes at 256
 //    ranks; the blocking ones use the selected algorithms (rings, recursive doubling, ...).
-//  - MPI_Testall is MPI_Waitall: the backend's polling loop (mpi.cpp) would inject SMPI's
+//  - MPI_Testall waits (MPI_Wait on each request in order): the backend's polling loop (mpi.cpp) would inject SMPI's
 //    smpi/test cost on every failed poll and switch contexts for nothing; a wait costs only the
 //    simulated transfer. A peer that never comes cannot hang the simulation: when no rank can
 //    progress, SimGrid detects it (simulated time stops), and this table prints which ranks wait
@@ -171,7 +171,12 @@ const Table kTable{
     [](int n, MPI_Request* q, int* done, MPI_Status* st) {
       *done = 1;
       const Blocked mark(("MPI_Waitall of " + std::to_string(n) + " send/recv requests").c_str(), -1, MPI_COMM_NULL);
-      return MPI_Waitall(n, q, st);
+      // one MPI_Wait per request, in order: the same completion (every request is already in
+      // flight, so waiting on one delays no other), where SMPI's MPI_Waitall re-registers on
+      // every pending request at each completion (quadratic in the requests a rank posts)
+      for (int i = 0; i < n; ++i)
+        if (const int rc = MPI_Wait(&q[i], st == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &st[i]); rc != MPI_SUCCESS) return rc;
+      return static_cast<int>(MPI_SUCCESS);
     },
     [](MPI_Comm c, int code) { return MPI_Abort(c, code); },
     [](int code, char* text, int* len) { return MPI_Error_string(code, text, len); },
