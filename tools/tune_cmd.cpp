@@ -202,6 +202,17 @@ bool run_spmd(const Mesh& mesh, const std::function<void(std::int64_t, Communica
                                quote_input(args.backend)));
 }
 
+// Whether this is the SMPI build run with folded buffers (scripts/smpi-run.sh --fold; the backend
+// checks the value itself): a timing-only run, whose outputs are garbage.
+bool folded_smpi_run() {
+#ifdef DTENSOR_CLI_SMPI
+  const char* fold = std::getenv("DTENSOR_SMPI_FOLD");
+  return fold != nullptr && *fold != '\0';
+#else
+  return false;
+#endif
+}
+
 void run_measure() {
   if (args.mesh.empty()) throw InputError("tune measure needs --mesh M");
   if (args.output.empty()) throw InputError("tune measure needs -o DIR (one nccl-tests log per collective and link)");
@@ -292,11 +303,9 @@ void run_validate() {
                                      c.name, candidates.size(), mesh.num_ranks(), need, limit));
     }
   }
-#ifdef DTENSOR_CLI_SMPI
   // folded buffers (a timing-only simulated run): nothing to seed or check
-  if (args.backend == "mpi" && std::getenv("DTENSOR_SMPI_FOLD") != nullptr && *std::getenv("DTENSOR_SMPI_FOLD") != '\0')
-    vo.check_outputs = false;
-#endif
+  const bool folded = args.backend == "mpi" && folded_smpi_run();
+  if (folded) vo.check_outputs = false;
   tune::ValidationReport report;
   std::mutex mu;
   const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now) {
@@ -310,12 +319,9 @@ void run_validate() {
 #ifdef DTENSOR_CLI_SMPI
   // under smpirun MPI_Wtime is the simulated network's clock (docs/virtual-cluster.md)
   const char* selector = std::getenv("DTENSOR_SMPI_SELECTOR");
-  const bool folded = std::getenv("DTENSOR_SMPI_FOLD") != nullptr && *std::getenv("DTENSOR_SMPI_FOLD") != '\0';
   if (args.backend == "mpi")
     report.clock = fmt::format("simulated clock (SimGrid SMPI, coll-selector {}{})", selector ? selector : "unknown",
                                folded ? ", folded buffers: timing only, outputs not checked" : "");
-#else
-  const bool folded = false;
 #endif
   const auto cores = static_cast<std::int64_t>(std::thread::hardware_concurrency());
   if (report.clock == "wall clock" && cores > 0 && mesh.num_ranks() > cores)

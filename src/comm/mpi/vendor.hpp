@@ -45,5 +45,8 @@ struct Table {
 
 // The implementation linked with this build of the backend.
 const Table& table();
+// The MPI library's own calls (vendor_mpi.cpp): table() in an ordinary build; the SMPI build's
+// table (vendor_smpi.cpp) adapts some of them.
+const Table& mpi_table();
 
 }  // namespace dtensor::mpi_vendor

@@ -44,6 +44,10 @@ const Table kTable{
 
 }  // namespace
 
+const Table& mpi_table() { return kTable; }
+
+#ifndef DTENSOR_MPI_VENDOR_SMPI  // the SMPI build's table() is vendor_smpi.cpp's, adapted from this one
 const Table& table() { return kTable; }
+#endif
 
 }  // namespace dtensor::mpi_vendor

@@ -1,11 +1,12 @@
-// The MPI backend's vendor table for SimGrid's SMPI (a simulated cluster, docs/virtual-cluster.md).
-// The same calls as vendor_mpi.cpp except two, adapted to what SMPI 3.32 simulates well:
+// The MPI backend's vendor table for SimGrid's SMPI (a simulated cluster, docs/virtual-cluster.md):
+// the real table (vendor_mpi.cpp, mpi_table()) with these entries adapted to what SMPI 3.32
+// simulates well:
 //  - the non-blocking collectives are the blocking ones (their request set to MPI_REQUEST_NULL):
 //    SMPI runs MPI_I* collectives as linear exchanges (every rank to every rank, whatever
 //    smpi/coll-selector says), which neither resembles a real MPI or NCCL nor finishes at 256
 //    ranks; the blocking ones use the selected algorithms (rings, recursive doubling, ...).
-//  - MPI_Testall waits (MPI_Wait on each request in order): the backend's polling loop (mpi.cpp) would inject SMPI's
-//    smpi/test cost on every failed poll and switch contexts for nothing; a wait costs only the
+//  - MPI_Testall waits (MPI_Wait on each request in order): the backend's polling loop (mpi.cpp)
+//    would inject SMPI's smpi/test cost on every failed poll and switch contexts for nothing; a wait costs only the
 //    simulated transfer. A peer that never comes cannot hang the simulation: when no rank can
 //    progress, SimGrid detects it (simulated time stops), and this table prints which ranks wait
 //    in which call and which ranks are not waiting (the missing peers), and exits with status 4.
@@ -92,9 +93,7 @@ void noop(void*, void*, int*, MPI_Datatype*) {}
 // payload through a packing copy, even between folded buffers; MPI_BYTE it moves directly (and,
 // folded, not at all). Kept as is where the byte count would not fit an int.
 std::pair<int, MPI_Datatype> as_bytes(int count, MPI_Datatype t) {
-  int size = 0;
-  MPI_Type_size(t, &size);
-  const long long bytes = static_cast<long long>(count) * size;
+  const long long bytes = bytes_of(count, t);
   if (bytes > INT_MAX) return {count, t};
   return {static_cast<int>(bytes), MPI_BYTE};
 }
@@ -110,81 +109,75 @@ MPI_Op op_for(const void* send, const void* recv, MPI_Op op) {
   return none;
 }
 
-const Table kTable{
-    [](int* f) { return MPI_Initialized(f); },
-    [](int* f) { return MPI_Finalized(f); },
-    [](MPI_Comm c, int* n) { return MPI_Comm_size(c, n); },
-    [](MPI_Comm c, int* r) { return MPI_Comm_rank(c, r); },
-    [](MPI_Comm c, MPI_Comm* out) { return MPI_Comm_dup(c, out); },
-    [](MPI_Comm c, int color, int key, MPI_Comm* out) { return MPI_Comm_split(c, color, key, out); },
-    [](MPI_Comm c, int type, int key, MPI_Info info, MPI_Comm* out) { return MPI_Comm_split_type(c, type, key, info, out); },
-    [](MPI_Comm* c) { return MPI_Comm_free(c); },
-    [](int n, MPI_Datatype old, MPI_Datatype* out) { return MPI_Type_contiguous(n, old, out); },
-    [](MPI_Datatype* t) { return MPI_Type_commit(t); },
-    [](MPI_User_function* f, int commute, MPI_Op* op) { return MPI_Op_create(f, commute, op); },
-    [](const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm c, MPI_Request* q) {
-      *q = MPI_REQUEST_NULL;
-      if (sc == 0) return static_cast<int>(MPI_SUCCESS);
-      const auto [sn, sb] = as_bytes(sc, st);
-      const auto [rn, rb] = as_bytes(rc, rt);
-      const Blocked mark("MPI_Allgather", bytes_of(sc, st), c);
-      return MPI_Allgather(s, sn, sb, r, rn, rb, c);
-    },
-    [](const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request* q) {
-      *q = MPI_REQUEST_NULL;
-      if (n == 0) return static_cast<int>(MPI_SUCCESS);
-      const MPI_Op o = op_for(s, r, op);
-      const Blocked mark("MPI_Reduce_scatter_block", bytes_of(n, t), c);
-      if (o != op) {  // folded: bytes, no arithmetic
-        const auto [bn, bt] = as_bytes(n, t);
-        return MPI_Reduce_scatter_block(s, r, bn, bt, o, c);
-      }
-      return MPI_Reduce_scatter_block(s, r, n, t, op, c);
-    },
-    [](const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request* q) {
-      *q = MPI_REQUEST_NULL;
-      if (n == 0) return static_cast<int>(MPI_SUCCESS);
-      const MPI_Op o = op_for(s, r, op);
-      const Blocked mark("MPI_Allreduce", bytes_of(n, t), c);
-      if (o != op) {  // folded: bytes, no arithmetic
-        const auto [bn, bt] = as_bytes(n, t);
-        return MPI_Allreduce(s, r, bn, bt, o, c);
-      }
-      return MPI_Allreduce(s, r, n, t, op, c);
-    },
-    [](const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm c, MPI_Request* q) {
-      *q = MPI_REQUEST_NULL;
-      if (sc == 0) return static_cast<int>(MPI_SUCCESS);
-      const auto [sn, sb] = as_bytes(sc, st);
-      const auto [rn, rb] = as_bytes(rc, rt);
-      const Blocked mark("MPI_Alltoall", bytes_of(sc, st), c);
-      return MPI_Alltoall(s, sn, sb, r, rn, rb, c);
-    },
-    [](const void* b, int n, MPI_Datatype t, int peer, int tag, MPI_Comm c, MPI_Request* q) {
-      const auto [bn, bt] = as_bytes(n, t);
-      return MPI_Isend(b, bn, bt, peer, tag, c, q);
-    },
-    [](void* b, int n, MPI_Datatype t, int peer, int tag, MPI_Comm c, MPI_Request* q) {
-      const auto [bn, bt] = as_bytes(n, t);
-      return MPI_Irecv(b, bn, bt, peer, tag, c, q);
-    },
-    [](int n, MPI_Request* q, int* done, MPI_Status* st) {
-      *done = 1;
-      const Blocked mark(("MPI_Waitall of " + std::to_string(n) + " send/recv requests").c_str(), -1, MPI_COMM_NULL);
-      // one MPI_Wait per request, in order: the same completion (every request is already in
-      // flight, so waiting on one delays no other), where SMPI's MPI_Waitall re-registers on
-      // every pending request at each completion (quadratic in the requests a rank posts)
-      for (int i = 0; i < n; ++i)
-        if (const int rc = MPI_Wait(&q[i], st == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &st[i]); rc != MPI_SUCCESS) return rc;
-      return static_cast<int>(MPI_SUCCESS);
-    },
-    [](MPI_Comm c, int code) { return MPI_Abort(c, code); },
-    [](int code, char* text, int* len) { return MPI_Error_string(code, text, len); },
-    []() -> Memory& { return smpi_memory(); },
-};
+// A collective that moves a block per rank (MPI_Allgather, MPI_Alltoall), blocking, as bytes.
+using Exchange = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
+int exchange(const char* name, Exchange call, const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
+             MPI_Comm c, MPI_Request* q) {
+  *q = MPI_REQUEST_NULL;
+  if (sc == 0) return MPI_SUCCESS;
+  const auto [sn, sb] = as_bytes(sc, st);
+  const auto [rn, rb] = as_bytes(rc, rt);
+  const Blocked mark(name, bytes_of(sc, st), c);
+  return call(s, sn, sb, r, rn, rb, c);
+}
+
+// A reduction (MPI_Reduce_scatter_block, MPI_Allreduce), blocking; over folded buffers as bytes
+// with the no-op operator.
+using Reduction = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
+int reduction(const char* name, Reduction call, const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c,
+              MPI_Request* q) {
+  *q = MPI_REQUEST_NULL;
+  if (n == 0) return MPI_SUCCESS;
+  const MPI_Op o = op_for(s, r, op);
+  const Blocked mark(name, bytes_of(n, t), c);
+  if (o != op) {  // folded: bytes, no arithmetic
+    const auto [bn, bt] = as_bytes(n, t);
+    return call(s, r, bn, bt, o, c);
+  }
+  return call(s, r, n, t, op, c);
+}
+
+Table adapted() {
+  Table t = mpi_table();
+  t.iallgather = [](const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm c, MPI_Request* q) {
+    return exchange("MPI_Allgather", &MPI_Allgather, s, sc, st, r, rc, rt, c, q);
+  };
+  t.ialltoall = [](const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm c, MPI_Request* q) {
+    return exchange("MPI_Alltoall", &MPI_Alltoall, s, sc, st, r, rc, rt, c, q);
+  };
+  t.ireduce_scatter_block = [](const void* s, void* r, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm c, MPI_Request* q) {
+    return reduction("MPI_Reduce_scatter_block", &MPI_Reduce_scatter_block, s, r, n, dt, op, c, q);
+  };
+  t.iallreduce = [](const void* s, void* r, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm c, MPI_Request* q) {
+    return reduction("MPI_Allreduce", &MPI_Allreduce, s, r, n, dt, op, c, q);
+  };
+  t.isend = [](const void* b, int n, MPI_Datatype dt, int peer, int tag, MPI_Comm c, MPI_Request* q) {
+    const auto [bn, bt] = as_bytes(n, dt);
+    return MPI_Isend(b, bn, bt, peer, tag, c, q);
+  };
+  t.irecv = [](void* b, int n, MPI_Datatype dt, int peer, int tag, MPI_Comm c, MPI_Request* q) {
+    const auto [bn, bt] = as_bytes(n, dt);
+    return MPI_Irecv(b, bn, bt, peer, tag, c, q);
+  };
+  t.testall = [](int n, MPI_Request* q, int* done, MPI_Status* st) {
+    *done = 1;
+    const Blocked mark(("MPI_Waitall of " + std::to_string(n) + " send/recv requests").c_str(), -1, MPI_COMM_NULL);
+    // one MPI_Wait per request, in order: the same completion (every request is already in
+    // flight, so waiting on one delays no other), where SMPI's MPI_Waitall re-registers on
+    // every pending request at each completion (quadratic in the requests a rank posts)
+    for (int i = 0; i < n; ++i)
+      if (const int rc = MPI_Wait(&q[i], st == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &st[i]); rc != MPI_SUCCESS) return rc;
+    return static_cast<int>(MPI_SUCCESS);
+  };
+  t.memory = []() -> Memory& { return smpi_memory(); };
+  return t;
+}
 
 }  // namespace
 
-const Table& table() { return kTable; }
+const Table& table() {
+  static const Table adapted_table = adapted();  // built on first use: after vendor_mpi.cpp's table
+  return adapted_table;
+}
 
 }  // namespace dtensor::mpi_vendor
