@@ -273,3 +273,43 @@ TEST_CASE("validate: a noisy clock takes more rounds, and a case no plan fits is
   CHECK(skipped);
   CHECK_THAT(report.to_json(), Contains("\"skipped\":\"no plan from S(0) to S(1) fits in 16 peak bytes"));
 }
+
+TEST_CASE("validate: a candidate memo plans each case once for every rank of the process, with the same report", "[tune]") {
+  const CostModel model = four_per_host();
+  const Mesh mesh = Mesh::parse("2x4");
+  const auto cases = tune::validate_cases(mesh, std::vector<std::int64_t>{1 << 12});
+  const auto plain = validate_on_clock(mesh, model, model, cases);
+  tune::CandidateMemo memo;
+  tune::ValidateOptions vo;
+  vo.memo = &memo;
+  const auto shared = validate_on_clock(mesh, model, model, cases, 0, vo);
+  CHECK(shared.to_json() == plain.to_json());
+  // the memo holds every case: asked again, nothing is planned
+  int planned = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto e = memo.get(i, cases[i], model, [&] {
+      ++planned;
+      return std::vector<tune::Candidate>{};
+    });
+    CHECK(e->error.empty());
+    CHECK_FALSE(e->candidates.empty());
+  }
+  CHECK(planned == 0);
+  // handed another validation's cases, it refuses rather than answer for the wrong case
+  CHECK_THROWS_WITH(memo.get(0, cases[1], model, [] { return std::vector<tune::Candidate>{}; }),
+                    Contains(cases[0].name) && Contains(cases[1].name));
+  CostModel other = model;
+  other.name = "another profile";
+  CHECK_THROWS_WITH(memo.get(0, cases[0], other, [] { return std::vector<tune::Candidate>{}; }), Contains("another profile"));
+  // a planning error is kept and given to every asker (the case is skipped on every rank)
+  tune::CandidateMemo failing;
+  int calls = 0;
+  for (int k = 0; k < 2; ++k) {
+    const auto e = failing.get(0, cases[0], model, [&]() -> std::vector<tune::Candidate> {
+      ++calls;
+      throw InputError("no plan within the budget");
+    });
+    CHECK(e->error == "no plan within the budget");
+  }
+  CHECK(calls == 1);
+}

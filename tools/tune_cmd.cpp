@@ -213,6 +213,15 @@ bool folded_smpi_run() {
 #endif
 }
 
+// The SMPI build's MPI backend: every rank a simulated process inside this one.
+bool simulated_mpi() {
+#ifdef DTENSOR_CLI_SMPI
+  return args.backend == "mpi";
+#else
+  return false;
+#endif
+}
+
 void run_measure() {
   if (args.mesh.empty()) throw InputError("tune measure needs --mesh M");
   if (args.output.empty()) throw InputError("tune measure needs -o DIR (one nccl-tests log per collective and link)");
@@ -306,6 +315,10 @@ void run_validate() {
   // folded buffers (a timing-only simulated run): nothing to seed or check
   const bool folded = args.backend == "mpi" && folded_smpi_run();
   if (folded) vo.check_outputs = false;
+  // Where every rank runs in this process (threads; SMPI's simulated ranks, which share this
+  // static), each case's candidates are planned once for all of them.
+  static tune::CandidateMemo memo;
+  if (args.backend == "threads" || simulated_mpi()) vo.memo = &memo;
   tune::ValidationReport report;
   std::mutex mu;
   const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now) {

@@ -8,6 +8,9 @@
 // hardware does, and the regret: what choosing by the model cost against the fastest plan run.
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -94,12 +97,40 @@ struct CandidateOptions {
 // comm.memory() (host for threads and MPI, the GPU's for NCCL); `now_us` reads this rank's clock
 // (wall or virtual). Each candidate runs once untimed (its output verified on every rank), then
 // in rounds. Every rank gets the same report (profile, mesh and clock fields left for the caller).
+// The candidates of each case planned once for all callers of one validation in a process: the
+// simulated ranks of an SMPI run are one process (docs/virtual-cluster.md), and planning every
+// candidate on every one of 1,024 ranks would dominate the simulation's wall time (a cross-mesh
+// plan at 1,024 ranks takes seconds). Planning is deterministic, so every rank would have planned
+// the same. Thread-safe. Entries are keyed by the case's index in `cases` and checked against its
+// name and the validated profile's, so a memo handed to a different validation throws InputError.
+class CandidateMemo {
+ public:
+  struct Entry {
+    std::vector<Candidate> candidates;
+    std::string error;  // the planning error (the case is skipped) when not empty
+  };
+  // The entry for case `index`, planned by `plan` (returning the candidates, or throwing
+  // dtensor::Error) the first time it is asked for.
+  std::shared_ptr<const Entry> get(std::size_t index, const ValidateCase& c, const CostModel& model,
+                                   const std::function<std::vector<Candidate>()>& plan);
+
+ private:
+  struct Keyed {
+    std::string case_name, profile;
+    std::shared_ptr<const Entry> entry;
+  };
+  std::mutex mutex_;
+  std::map<std::size_t, Keyed> entries_;
+};
+
 struct ValidateOptions {
   CandidateOptions candidates;
   RoundOptions rounds;
   // false: a timing-only run (folded buffers on a simulated cluster, docs/virtual-cluster.md):
   // inputs are not seeded nor outputs checked (every plan reported verified); the caller says so.
   bool check_outputs = true;
+  // Not owned: the candidates shared by every caller in this process (nullptr: each plans its own).
+  CandidateMemo* memo = nullptr;
 };
 [[nodiscard]] ValidationReport validate(Communicator& comm, const CostModel& model, std::span<const ValidateCase> cases,
                                         const ValidateOptions& options, const std::function<double()>& now_us);

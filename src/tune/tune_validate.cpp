@@ -446,6 +446,26 @@ double slowest(Communicator& comm, double mine) {
 
 }  // namespace
 
+std::shared_ptr<const CandidateMemo::Entry> CandidateMemo::get(std::size_t index, const ValidateCase& c, const CostModel& model,
+                                                              const std::function<std::vector<Candidate>()>& plan) {
+  const std::lock_guard lock(mutex_);  // (planning never yields to another simulated rank)
+  const auto it = entries_.find(index);
+  if (it != entries_.end()) {
+    if (it->second.case_name != c.name || it->second.profile != model.name)
+      throw InputError(fmt::format("validate: the shared candidates of case {} are for '{}' under '{}', not '{}' under '{}'",
+                                   index, it->second.case_name, it->second.profile, c.name, model.name));
+    return it->second.entry;
+  }
+  auto e = std::make_shared<Entry>();
+  try {
+    e->candidates = plan();
+  } catch (const Error& err) {
+    e->error = err.what();
+  }
+  entries_.emplace(index, Keyed{c.name, model.name, e});
+  return e;
+}
+
 ValidationReport validate(Communicator& comm, const CostModel& model, std::span<const ValidateCase> cases,
                           const ValidateOptions& o, const std::function<double()>& now_us) {
   ValidationReport report;
@@ -464,13 +484,24 @@ ValidationReport validate(Communicator& comm, const CostModel& model, std::span<
         throw InputError(fmt::format("validate case {}: mesh {} is not the communicator's {} nor a flattening of it", c.name,
                                      dst.mesh().str(), comm.mesh().str()));
     }
-    std::vector<Candidate> candidates;
-    try {
-      candidates = validation_candidates(c, model, o.candidates);
-    } catch (const Error& e) {  // the same on every rank: planning is deterministic
-      report.cases.push_back(skipped_case(c, e.what()));
+    const auto plan = [&] { return validation_candidates(c, model, o.candidates); };
+    std::shared_ptr<const CandidateMemo::Entry> planned;
+    if (o.memo) {
+      planned = o.memo->get(static_cast<std::size_t>(&c - cases.data()), c, model, plan);
+    } else {
+      auto own = std::make_shared<CandidateMemo::Entry>();
+      try {
+        own->candidates = plan();
+      } catch (const Error& e) {
+        own->error = e.what();
+      }
+      planned = std::move(own);
+    }
+    if (!planned->error.empty()) {  // the same on every rank: planning is deterministic
+      report.cases.push_back(skipped_case(c, planned->error));
       continue;
     }
+    const std::vector<Candidate>& candidates = planned->candidates;
     Rounds rounds(candidates.size(), o.rounds);
     std::vector<std::unique_ptr<Runnable>> runs;
     std::vector<bool> verified;
