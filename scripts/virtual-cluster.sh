@@ -44,14 +44,14 @@ for r in "${counts[@]}"; do
   mesh="$(mesh_of "$r")" nodes=$((r / 8))
   run=("$here/scripts/smpi-run.sh" --platform "$platform" --nodes "$nodes" --fold 65536 --build "$build" --)
   t0=$SECONDS
-  "${run[@]}" dtensor tune validate --backend mpi --mesh "$mesh" --bytes "$bytes" --min-rounds 8 --max-rounds 8 \
+  "${run[@]}" dtensor tune validate --backend mpi --mesh "$mesh" --bytes "$bytes" \
     --format json > "$out/validate-default-$r.json"
   t1=$SECONDS
   rm -rf "$out/logs-$r"
   "${run[@]}" dtensor tune measure --backend mpi --mesh "$mesh" --sizes "$sizes" --iters 2 -o "$out/logs-$r" > /dev/null
   "$cli" tune fit "$out"/logs-"$r"/* -o "$out/profile-$r.json" > "$out/fit-$r.txt"
   t2=$SECONDS
-  "${run[@]}" dtensor tune validate --backend mpi --mesh "$mesh" --bytes "$bytes" --min-rounds 8 --max-rounds 8 \
+  "${run[@]}" dtensor tune validate --backend mpi --mesh "$mesh" --bytes "$bytes" \
     --profile "$out/profile-$r.json" --format json > "$out/validate-fitted-$r.json"
   t3=$SECONDS
   echo "$r ranks ($mesh on $nodes $platform nodes): validate default $((t1 - t0)) s, measure + fit $((t2 - t1)) s, validate fitted $((t3 - t2)) s" \

@@ -219,7 +219,7 @@ run_case(batch_simulate 0 "verified: every rank holds exactly every tensor's tar
 run_case(batch_simulate_json 0 "\"verified\":true,\"collectives_issued\":2,\"results\":\\[{\"index\":0" "" simulate --batch ${tmp}/batch.json --format json)
 # validate: the chosen plan against its competitors. On a virtual clock driven by the profile
 # itself the model orders the plans as measured (regret 0); bad options are one error.
-run_case(tune_validate 0 "transpose 256 KiB .*regret 0[.]0%, order agreement 3/3 pairs, 8 rounds.*\\* chosen +[0-9.]+ +[0-9.]+ .*\\[direct 0,1\\].*8 of 8 cases run" ""
+run_case(tune_validate 0 "transpose 256 KiB .*regret 0[.]0%, order agreement 3/3 pairs, 1 round.*\\* chosen +[0-9.]+ +[0-9.]+ .*\\[direct 0,1\\].*8 of 8 cases run" ""
          tune validate --mesh 2x4 --bytes 256K --truth default)
 run_case(tune_validate_json 0 "\"name\":\"fsdp-tp unshard 16 KiB\".*\"label\":\"chosen\",\"also\":\\[\"pytorch edges\"\\],\"chosen\":true" ""
          tune validate --mesh 2x4 --bytes 16K --truth default --format json)
@@ -231,6 +231,10 @@ run_case(tune_validate_budget 0 "transpose 64 KiB .*not run: no plan from S\\(0\
          tune validate --mesh 4 --bytes 64K --memory-budget 1K --truth default)
 run_case(tune_validate_bytes 2 "" "^error: validate size 8 bytes: from 64 bytes to 16 GiB" tune validate --mesh 2x4 --bytes 8)
 run_case(tune_validate_rounds 2 "" "^error: min rounds 3 is below 8" tune validate --mesh 2 --min-rounds 3)
+# a noiseless virtual clock is deterministic: one round by default; with noise, one round is refused
+run_case(tune_validate_deterministic 0 "\"rounds\":1,\"converged\":true" "" tune validate --mesh 2 --bytes 4K --truth default --format json)
+run_case(tune_validate_noisy_one_round 2 "" "^error: min rounds 1 is below 8.*deterministic"
+         tune validate --mesh 2 --bytes 4K --truth default --noise 0.2 --min-rounds 1)
 run_case(tune_validate_cases_mesh 2 "" "^error: --cases: pair 0 is on mesh dp=2,tp=4, not --mesh 8" tune validate --mesh 8 --cases ${tmp}/batch.json)
 run_case(batch_with_mesh 2 "" "^error: --mesh and --batch exclude each other" plan --batch ${tmp}/batch.json --mesh 2)
 run_case(batch_missing 2 "" "^error: --batch: batch file \"[^\"]*nope.json\" does not exist" plan --batch ${tmp}/nope.json)

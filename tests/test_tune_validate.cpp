@@ -95,6 +95,21 @@ TEST_CASE("rounds: rotated order, medians, quartiles and the 95% interval", "[tu
   CHECK_THROWS_WITH(tune::Rounds(1, {8, 50, 0.0}), Contains("confidence target 0"));
   CHECK_THROWS_WITH(c.add(std::vector<double>{1}), Contains("a round of 1 times for 2 plans"));
   CHECK_THROWS_WITH(c.add(std::vector<double>{1, std::nan("")}), Contains("a measured time of nan"));
+  // a deterministic clock (a simulation): one round is the median, and is done
+  tune::RoundOptions det;
+  det.min_rounds = 1;
+  det.deterministic = true;
+  tune::Rounds d(2, det);
+  CHECK_FALSE(d.done());
+  d.add(std::vector<double>{3, 4});
+  CHECK(d.converged());
+  CHECK(d.done());
+  CHECK(d.summary(1).median_us == 4);
+  CHECK(d.summary(1).ci_low_us == 4);
+  CHECK(d.summary(1).ci_high_us == 4);
+  det.min_rounds = 0;
+  CHECK_THROWS_WITH(tune::Rounds(1, det), Contains("min rounds 0 is below 1"));
+  CHECK_THROWS_WITH(tune::Rounds(1, {1, 50, 0.05}), Contains("min rounds 1 is below 8") && Contains("deterministic"));
 }
 
 TEST_CASE("validation candidates: the chosen plan first, each distinct plan once, priced under the profile", "[tune]") {

@@ -34,7 +34,7 @@ struct TuneArgs {
   std::string ranks, ranks_per_node, collective, output, format = "text", base = "default";
   std::string profile = "default", bytes, report;
   std::string mesh, backend = "threads", sizes = "1K:16M", iters = "5", devices_per_host = "8", truth, noise = "0", seed = "1";
-  std::string validate_bytes = "64K,4M", cases, memory_budget, min_rounds = "8", max_rounds = "50", sim_memory_limit;
+  std::string validate_bytes = "64K,4M", cases, memory_budget, min_rounds, max_rounds = "50", sim_memory_limit;
   std::vector<std::string> against;
   bool strict = false;
 } args;
@@ -222,6 +222,16 @@ bool simulated_mpi() {
 #endif
 }
 
+// A clock that gives every round the same times: the SMPI build's simulated one, or the virtual
+// clock without noise.
+bool deterministic_clock() {
+  if (simulated_mpi()) return true;
+  if (args.backend != "threads" || args.truth.empty()) return false;
+  char* end = nullptr;
+  const double noise = std::strtod(args.noise.c_str(), &end);
+  return !args.noise.empty() && *end == '\0' && noise == 0;
+}
+
 void run_measure() {
   if (args.mesh.empty()) throw InputError("tune measure needs --mesh M");
   if (args.output.empty()) throw InputError("tune measure needs -o DIR (one nccl-tests log per collective and link)");
@@ -281,7 +291,9 @@ void run_validate() {
   for (const auto& a : args.against)
     vo.candidates.others.push_back(for_flag("--against", [&] { return CostModel::load(a); }));
   if (!args.memory_budget.empty()) vo.candidates.max_peak_bytes = parse_bytes("--memory-budget", args.memory_budget);
-  vo.rounds.min_rounds = static_cast<int>(parse_index("--min-rounds", args.min_rounds, 100000));
+  vo.rounds.deterministic = deterministic_clock();
+  vo.rounds.min_rounds = args.min_rounds.empty() ? (vo.rounds.deterministic ? 1 : 8)
+                                                 : static_cast<int>(parse_index("--min-rounds", args.min_rounds, 100000));
   vo.rounds.max_rounds = static_cast<int>(parse_index("--max-rounds", args.max_rounds, 100000));
   if (args.cases.empty()) cases = tune::validate_cases(mesh, byte_list("--bytes", args.validate_bytes), DType::f32);
   for (const auto& c : cases)
@@ -420,7 +432,7 @@ void register_tune(CLI::App& app) {
   validate->add_option("--sim-memory-limit", args.sim_memory_limit,
                        "threads: the host memory the in-process run may hold, checked before allocating (default: half "
                        "of this machine's memory)");
-  validate->add_option("--min-rounds", args.min_rounds, "rounds at least (default 8)");
+  validate->add_option("--min-rounds", args.min_rounds, "rounds at least (default 8; 1 on a deterministic clock: the SMPI build, --truth without --noise)");
   validate->add_option("--max-rounds", args.max_rounds, "rounds at most, when the medians' 95% intervals are not within 5% (default 50)");
   validate->add_option("--backend", args.backend, "threads (in-process), or mpi or nccl (under mpirun; nccl: one GPU per process)");
   validate->add_option("--truth", args.truth, "threads: a profile that drives a virtual clock instead of the wall clock");

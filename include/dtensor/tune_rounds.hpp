@@ -14,6 +14,10 @@ struct RoundOptions {
   int min_rounds = 8;   // the fewest that give a 95% interval
   int max_rounds = 50;
   double ci_target = 0.05;
+  // The clock gives every round the same times (a simulation: SimGrid's SMPI, a virtual clock
+  // without noise): min_rounds may then be from 1, and the rounds have converged once min_rounds
+  // are in (the interval is the point). On a real clock rounds are what bound the median.
+  bool deterministic = false;
 };
 struct TimeSummary {
   double median_us = 0, q1_us = 0, q3_us = 0;  // interquartile range
@@ -22,7 +26,7 @@ struct TimeSummary {
 };
 class Rounds {
  public:
-  // InputError for no candidates, min_rounds below 8, max_rounds below min_rounds or above
+  // InputError for no candidates, min_rounds below 8 (below 1 on a deterministic clock), max_rounds below min_rounds or above
   // 100000, or a ci_target outside (0, 1).
   Rounds(std::size_t candidates, RoundOptions options = {});
   // The candidates' run order in the coming round: 0..n-1 rotated left by the round number.

@@ -54,8 +54,8 @@ std::string ValidationReport::text() const {
     }
     ++ran;
     compared += c.pairs_compared, agreeing += c.pairs_agreeing;
-    o += fmt::format("  regret {:.1f}%, order agreement {}/{} pairs, {} rounds{}\n", 100 * c.regret, c.pairs_agreeing,
-                     c.pairs_compared, c.rounds, c.converged ? "" : " (medians not within the target: max rounds)");
+    o += fmt::format("  regret {:.1f}%, order agreement {}/{} pairs, {} round{}{}\n", 100 * c.regret, c.pairs_agreeing,
+                     c.pairs_compared, c.rounds, c.rounds == 1 ? "" : "s", c.converged ? "" : " (medians not within the target: max rounds)");
     std::size_t w = 12;
     for (const auto& p : c.plans) w = std::max(w, labels(p).size());
     o += fmt::format("    {:<{}} {:>12} {:>12} {:>23} {:>8}  {}\n", "plan", w, "predicted us", "median us", "IQR us", "error", "trace");

@@ -29,8 +29,11 @@ std::pair<std::size_t, std::size_t> median_interval(std::size_t n) {
 
 Rounds::Rounds(std::size_t candidates, RoundOptions o) : o_(o) {
   if (candidates == 0) throw InputError("validate: a case needs at least one plan to time");
-  if (o.min_rounds < 8)
-    throw InputError(fmt::format("min rounds {} is below 8, the fewest that bound a median with 95% confidence", o.min_rounds));
+  if (o.deterministic && o.min_rounds < 1)
+    throw InputError(fmt::format("min rounds {} is below 1", o.min_rounds));
+  if (!o.deterministic && o.min_rounds < 8)
+    throw InputError(fmt::format("min rounds {} is below 8, the fewest that bound a median with 95% confidence (fewer only "
+                                 "where the clock is deterministic: a simulation)", o.min_rounds));
   if (o.max_rounds < o.min_rounds || o.max_rounds > 100000)
     throw InputError(fmt::format("max rounds {} must be from min rounds ({}) to 100000", o.max_rounds, o.min_rounds));
   if (!(o.ci_target > 0 && o.ci_target < 1))
@@ -69,6 +72,7 @@ TimeSummary Rounds::summary(std::size_t candidate) const {
 }
 
 bool Rounds::converged() const {
+  if (o_.deterministic) return rounds() >= o_.min_rounds;  // every round the same: the point is the median
   if (rounds() < o_.min_rounds || median_interval(static_cast<std::size_t>(rounds())).first == 0) return false;
   for (std::size_t i = 0; i < times_.size(); ++i) {
     const auto s = summary(i);

@@ -98,8 +98,8 @@ std::string render_validate_report(const tune::ValidationReport& r) {
   html += "</table>\n";
   for (const auto& c : r.cases) {
     if (!c.skipped.empty()) continue;
-    html += fmt::format("<section><h2>{}</h2><p>{}: regret {:.1f}%, {} rounds</p>\n", escape_xml(c.name), escape_xml(c.what),
-                        100 * c.regret, c.rounds);
+    html += fmt::format("<section><h2>{}</h2><p>{}: regret {:.1f}%, {} round{}</p>\n", escape_xml(c.name), escape_xml(c.what),
+                        100 * c.regret, c.rounds, c.rounds == 1 ? "" : "s");
     html += case_chart(c);
     html += "<table><tr><th>plan</th><th>predicted us</th><th>median us</th><th>IQR us</th><th>95% CI us</th><th>error</th>"
             "<th>trace</th></tr>";
