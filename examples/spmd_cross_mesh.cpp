@@ -1,9 +1,11 @@
 // Cross-mesh resharding SPMD, one process (MPI) or one thread (threads) per world rank:
 //   spmd_cross_mesh --world 8 --random K [--seed S]                       # threads
 //   mpirun -np 8 spmd_cross_mesh --backend mpi --random K [--seed S]      # MPI (CPU)
+//   ... --meshes 8x16x8,1024                     # both meshes fixed (at scale), the rest drawn
 // Each of the K random cases (identical on every rank, from the seed) draws a source mesh and a
 // target mesh of 1-3 dims on random world ranks (identical, overlapping or disjoint sets, in any
-// order), a shape of 1-3 dims (sizes 0-9: uneven and empty shards), a source layout (Shard,
+// order), a shape of 1-3 dims (sizes 0-9: uneven and empty shards; with --meshes, up to four times
+// the largest mesh dim, so that large meshes hold data), a source layout (Shard,
 // _StridedShard, Replicate, Partial) and a target layout (no Partial: every rank checks its own
 // output alone), and a dtype. Every world rank plans it (plan_cross_mesh), builds its executor on
 // the world communicator and, where it is on them, on its source- and target-mesh communicators
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -41,7 +44,14 @@ struct Case {
   std::vector<std::int64_t> src_ranks, dst_ranks;
 };
 
-Case draw(std::mt19937_64& rng, std::int64_t world) {
+struct Args {
+  std::string backend = "threads";
+  std::int64_t world = 8, random = 0;
+  std::uint64_t seed = 1;
+  std::optional<std::pair<Mesh, Mesh>> meshes;  // --meshes A,B: the source and target meshes
+};
+
+Case draw(std::mt19937_64& rng, std::int64_t world, const Args& args) {
   static const std::vector<std::string> meshes{"1", "2", "3", "4", "5", "6", "7", "8", "2x2", "2x3", "3x2", "2x4", "4x2", "2x2x2"};
   auto pick_mesh = [&] {
     while (true) {
@@ -64,9 +74,13 @@ Case draw(std::mt19937_64& rng, std::int64_t world) {
       }
     }
   };
-  const Mesh a = pick_mesh(), b = pick_mesh();
+  const Mesh a = args.meshes ? args.meshes->first : pick_mesh(), b = args.meshes ? args.meshes->second : pick_mesh();
+  std::int64_t sizes = 10;
+  if (args.meshes)
+    for (const Mesh* m : {&a, &b})
+      for (auto n : m->shape()) sizes = std::max(sizes, 4 * n + 1);
   std::vector<std::int64_t> shape(1 + rng() % 3);
-  for (auto& s : shape) s = static_cast<std::int64_t>(rng() % 10);
+  for (auto& s : shape) s = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(sizes));
   static const DType dtypes[] = {DType::f32, DType::bf16, DType::i64, DType::f64};
   const DType dt = dtypes[rng() % 4];
   std::vector<std::int64_t> perm(static_cast<std::size_t>(world));
@@ -104,17 +118,17 @@ std::string run_rank(const CrossMeshPlan& plan, Communicator& world, Communicato
   return rb >= 0 ? verify_rank_output(plan.dst, rb, out, plan.src.mesh().num_ranks()) : std::string();
 }
 
-std::string describe(const Case& c, const CrossMeshPlan& p) {
-  return fmt::format("src={}@{} dst={}@{} {} {} {} -> {} via {} | {}", c.src.mesh().str(), fmt::join(c.src_ranks, ","),
-                     c.dst.mesh().str(), fmt::join(c.dst_ranks, ","), fmt::join(c.src.shape(), "x"), to_string(c.src.dtype()),
-                     c.src.placements_str(), c.dst.placements_str(), p.pre.trace(), p.post.trace());
+// A rank list, whole up to 16 ranks, else its first 8 and its length.
+std::string ranks_str(const std::vector<std::int64_t>& r) {
+  if (r.size() <= 16) return fmt::format("{}", fmt::join(r, ","));
+  return fmt::format("{},...({} ranks)", fmt::join(r.begin(), r.begin() + 8, ","), r.size());
 }
 
-struct Args {
-  std::string backend = "threads";
-  std::int64_t world = 8, random = 0;
-  std::uint64_t seed = 1;
-};
+std::string describe(const Case& c, const CrossMeshPlan& p) {
+  return fmt::format("src={}@{} dst={}@{} {} {} {} -> {} via {} | {}", c.src.mesh().str(), ranks_str(c.src_ranks),
+                     c.dst.mesh().str(), ranks_str(c.dst_ranks), fmt::join(c.src.shape(), "x"), to_string(c.src.dtype()),
+                     c.src.placements_str(), c.dst.placements_str(), p.pre.trace(), p.post.trace());
+}
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -134,9 +148,18 @@ Args parse(int argc, char** argv) {
     else if (f == "--world") a.world = integer(need());
     else if (f == "--random") a.random = integer(need());
     else if (f == "--seed") a.seed = static_cast<std::uint64_t>(integer(need()));
-    else throw InputError(fmt::format("unknown flag {} (--backend threads|mpi, --world N, --random K, --seed S)", f));
+    else if (f == "--meshes") {
+      const std::string v = need();
+      const auto comma = v.find(',');
+      if (comma == std::string::npos) throw InputError(fmt::format("--meshes {}: expected two meshes, e.g. 8x16x8,1024", v));
+      a.meshes = std::pair{Mesh::parse(v.substr(0, comma)), Mesh::parse(v.substr(comma + 1))};
+    } else throw InputError(fmt::format("unknown flag {} (--backend threads|mpi, --world N, --random K, --seed S, --meshes A,B)", f));
   }
   if (a.random == 0) throw InputError("--random K is required");
+  if (a.meshes && a.backend == "threads")
+    for (const Mesh* m : {&a.meshes->first, &a.meshes->second})
+      if (m->num_ranks() > a.world)
+        throw InputError(fmt::format("--meshes: {} has {} ranks, more than the world's {}", m->str(), m->num_ranks(), a.world));
   if (a.backend != "threads" && a.backend != "mpi") throw InputError(fmt::format("unknown backend '{}'", a.backend));
   return a;
 }
@@ -146,7 +169,7 @@ int run_threads(const Args& a) {
   SimulatedWorld world(Mesh(std::vector<std::int64_t>{a.world}));
   int failed = 0;
   for (std::int64_t k = 0; k < a.random; ++k) {
-    const Case c = draw(rng, a.world);
+    const Case c = draw(rng, a.world, a);
     const auto plan = plan_cross_mesh(c.src, c.src_ranks, c.dst, c.dst_ranks, CostModel::default_model(),
                                       CrossMeshOptions{{}, a.world, {}, {}, nullptr});
     SimulatedWorld on_a(c.src.mesh()), on_b(c.dst.mesh());
@@ -180,10 +203,14 @@ int run_mpi(const Args& a) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   std::mt19937_64 rng(a.seed);
+  if (a.meshes)
+    for (const Mesh* m : {&a.meshes->first, &a.meshes->second})
+      if (m->num_ranks() > size)
+        throw InputError(fmt::format("--meshes: {} has {} ranks, more than the world's {}", m->str(), m->num_ranks(), size));
   MpiCommunicator world(Mesh(std::vector<std::int64_t>{size}), MPI_COMM_WORLD);
   int failed = 0;
   for (std::int64_t k = 0; k < a.random; ++k) {
-    const Case c = draw(rng, size);
+    const Case c = draw(rng, size, a);
     const auto plan = plan_cross_mesh(c.src, c.src_ranks, c.dst, c.dst_ranks, CostModel::default_model(),
                                       CrossMeshOptions{{}, size, {}, {}, nullptr});
     // each mesh's communicator: its members split off the world, ordered by mesh rank
