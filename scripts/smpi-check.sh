@@ -28,6 +28,7 @@ expect_verified() {  # $1: what; $2: the number of summary lines; stdin: the run
 "${run[@]}" -- spmd_redistribute --backend mpi --mesh 2x2x4 --random 8 --seed 68 --ragged | expect_verified "16 ranks, 8 ragged pairs" 8
 "${run[@]}" -- spmd_redistribute --backend mpi --mesh 4x4 --random 8 --seed 69 --batch | expect_verified "16 ranks, a batch of 8" 1
 "${run[@]}" -- spmd_cross_mesh --backend mpi --random 6 --seed 70 | expect_verified "16 ranks, 6 cross-mesh pairs" 6
+"${run[@]}" -- spmd_cross_mesh --backend mpi --random 4 --seed 71 --meshes 2x8,4x2x2 | expect_verified "16 ranks, 4 cross-mesh pairs between two 16-rank meshes" 4
 # folded buffers: the same simulated time as the unfolded run (timing only)
 plain="$("${run[@]}" -- spmd_redistribute --backend mpi --mesh 2x8 --shape 4096x1024 --from 'S(0)S(1)' --to 'RR' --iters 2)"
 # (its outputs are garbage: the example's verification fails, as it must, and is not the point here)
