@@ -345,7 +345,8 @@ void run_validate() {
   // under smpirun MPI_Wtime is the simulated network's clock (docs/virtual-cluster.md)
   const char* selector = std::getenv("DTENSOR_SMPI_SELECTOR");
   if (args.backend == "mpi")
-    report.clock = fmt::format("simulated clock (SimGrid SMPI, coll-selector {}{})", selector ? selector : "unknown",
+    report.clock = fmt::format("simulated clock (SimGrid SMPI, coll-selector {}, all_to_all every peer at once{})",
+                               selector ? selector : "unknown",
                                folded ? ", folded buffers: timing only, outputs not checked" : "");
 #endif
   const auto cores = static_cast<std::int64_t>(std::thread::hardware_concurrency());

@@ -51,7 +51,10 @@ std::vector<MeasuredLog> measure(Communicator& comm, const MeasureOptions& o, co
     }
     const std::int64_t next = members[static_cast<std::size_t>((pos + 1) % n)];
     const std::int64_t prev = members[static_cast<std::size_t>((pos + n - 1) % n)];
-    const auto buffer_bytes = static_cast<std::size_t>(o.max_bytes * std::max<std::int64_t>(n, 1) + 64);
+    // every call's send and receive buffers are at most max_bytes: the counts below split the
+    // size over the members where nccl-tests does (all_gather's output, reduce_scatter's input,
+    // all_to_all's buffers are the size itself)
+    const auto buffer_bytes = static_cast<std::size_t>(o.max_bytes + 64);
     detail::Buffer a(comm.memory(), buffer_bytes), b(comm.memory(), buffer_bytes);
     for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all,
                          Collective::send_recv}) {
