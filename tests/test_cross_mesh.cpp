@@ -242,6 +242,12 @@ TEST_CASE("cross-mesh: plans are deterministic and validated", "[cross_mesh]") {
   bad = p1;
   bad.dst_ranks[1] = 4;
   CHECK_THROWS_WITH(validate_cross_mesh_plan(bad), Catch::Contains("world rank 4 is listed twice"));
+  // once per process (what the executor calls): the plan passes, then a changed copy is refused every time
+  CHECK_NOTHROW(validate_cross_mesh_plan_once(p1));
+  CHECK_NOTHROW(validate_cross_mesh_plan_once(p2));
+  bad = p1;
+  bad.messages.front().elements += 1;
+  for (int k = 0; k < 2; ++k) CHECK_THROWS_WITH(validate_cross_mesh_plan_once(bad), Catch::Contains("elements"));
 }
 
 TEST_CASE("cross-mesh: a plan cache for the parts changes no plan", "[cross_mesh]") {

@@ -231,6 +231,27 @@ TEST_CASE("executor: buffers of the wrong size are rejected", "[executor]") {
   CHECK_THROWS_WITH(Executor(bad, world.communicator(0), ExecutorOptions{false}), Contains("'peak_bytes'"));
 }
 
+TEST_CASE("executor: a plan is validated once per process; a changed plan or bound is validated again", "[executor]") {
+  using Catch::Matchers::Contains;
+  const Mesh mesh = Mesh::parse("2x2");
+  const Plan p = plan_redistribution(Layout::parse(mesh, {9, 6}, DType::f32, "S(0)S(1)"),
+                                     Layout::parse(mesh, {9, 6}, DType::f32, "S(1)S(0)"), CostModel::default_model());
+  REQUIRE(p.peak_bytes > 0);
+  SimulatedWorld world(mesh);
+  for (std::int64_t r = 0; r < 4; ++r) CHECK_NOTHROW(Executor(p, world.communicator(r), ExecutorOptions{false}));
+  // a copy with one buffer record changed is not the remembered plan: checked, refused, every time
+  Plan bad = p;
+  bad.steps.back().buffers.send_elems += 1;
+  for (int k = 0; k < 2; ++k)
+    CHECK_THROWS_WITH(Executor(bad, world.communicator(0), ExecutorOptions{false}), Contains("send_elems"));
+  // the remembered plan under a bound below its need is checked again, and refused
+  ExecutorOptions tight{false};
+  tight.max_workspace_bytes = p.peak_bytes - 1;
+  CHECK_THROWS_WITH(Executor(p, world.communicator(0), tight), Contains("'peak_bytes'"));
+  CHECK_NOTHROW(validate_plan_once(p));
+  CHECK_THROWS_WITH(validate_plan_once(bad), Contains("send_elems"));
+}
+
 TEST_CASE("executor: a plan read back from JSON executes without re-planning", "[executor]") {
   const Mesh mesh = Mesh::parse("dp=2,tp=3");
   const Plan p = plan_redistribution(Layout::parse(mesh, {7, 5}, DType::f32, "S(0)[1]S(0)[0]"),

@@ -119,6 +119,9 @@ struct CrossMeshOptions {
 // rank lists, and the messages (every element of every B rank's intermediate part received
 // exactly once from an A rank holding it). Throws InputError naming the field.
 void validate_cross_mesh_plan(const CrossMeshPlan& plan);
+// validate_cross_mesh_plan, once per plan in this process (validate_plan_once's memo): what the
+// cross-mesh executor calls.
+void validate_cross_mesh_plan_once(const CrossMeshPlan& plan);
 
 // What moves, where, and why: the three parts with their costs, bytes against the bounds.
 [[nodiscard]] std::string explain(const CrossMeshPlan& plan);

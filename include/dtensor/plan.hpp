@@ -104,6 +104,10 @@ struct Plan {
 // `max_workspace_bytes` is given, anything from that need up to it. Throws InputError naming the
 // step and the field. The executor runs it on every plan, and Plan::from_json on every plan it reads.
 void validate_plan(const Plan& plan, std::optional<std::int64_t> max_workspace_bytes = std::nullopt);
+// validate_plan, once per plan in this process: a plan equal (whole) to one of the last 16 that
+// passed under the same bound is not checked again. Thread-safe. What the executors call, so the
+// ranks of an in-process world (threads, SMPI's simulated processes) check a shared plan once.
+void validate_plan_once(const Plan& plan, std::optional<std::int64_t> max_workspace_bytes = std::nullopt);
 
 // The structural part of validate_plan, alone: every step's states fit the mesh and the tensor,
 // and the steps chain from the source to the target. Throws InputError naming the step and field.

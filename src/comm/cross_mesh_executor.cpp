@@ -52,7 +52,7 @@ std::int64_t index_of(const std::vector<std::int64_t>& ranks, std::int64_t w) {
 CrossMeshExecutor::CrossMeshExecutor(const CrossMeshPlan& plan, Communicator& world, Communicator* on_src,
                                      Communicator* on_dst, ExecutorOptions options)
     : impl_(std::make_unique<Impl>()) {
-  validate_cross_mesh_plan(plan);
+  validate_cross_mesh_plan_once(plan);  // (once per plan in this process)
   Impl& I = *impl_;
   I.world = &world;
   I.dtype = plan.src.dtype();

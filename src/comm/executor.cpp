@@ -408,7 +408,8 @@ Executor::Executor(const Plan& plan, Communicator& comm, ExecutorOptions options
     throw InputError(fmt::format("the communicator's mesh {} is not the plan's mesh {}", comm.mesh().str(), mesh.str()));
   // The plan is untrusted: it must be exactly one the planner produces (every step, group and
   // buffer record re-derived), which is what makes every copy derived below stay in bounds.
-  validate_plan(plan, options.max_workspace_bytes);
+  // (once per plan in this process: the ranks of an in-process world share it)
+  validate_plan_once(plan, options.max_workspace_bytes);
   I.comm = &comm;
   I.dtype = plan.dtype();
   I.rank = comm.rank();

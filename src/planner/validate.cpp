@@ -9,6 +9,7 @@
 #include "dtensor/error.hpp"
 #include "edges.hpp"
 #include "lower.hpp"
+#include "recently_validated.hpp"
 
 namespace dtensor {
 namespace {
@@ -158,6 +159,11 @@ void validate_plan(const Plan& plan, std::optional<std::int64_t> max_workspace_b
     cmp("buffers.recv_offset", have.recv_offset, want.recv_offset);
     cmp("buffers.recv_elems", have.recv_elems, want.recv_elems);
   }
+}
+
+void validate_plan_once(const Plan& plan, std::optional<std::int64_t> max_workspace_bytes) {
+  static detail::RecentlyValidated<Plan> recent;
+  recent.check(plan, max_workspace_bytes, [&] { validate_plan(plan, max_workspace_bytes); });
 }
 
 }  // namespace dtensor

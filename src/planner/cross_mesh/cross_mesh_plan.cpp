@@ -17,6 +17,7 @@
 #include "dtensor/error.hpp"
 #include "placement/hash.hpp"
 #include "placement/json_fields.hpp"
+#include "planner/recently_validated.hpp"
 
 namespace dtensor {
 
@@ -130,6 +131,11 @@ void validate_cross_mesh_plan(const CrossMeshPlan& p) {
     if (got[static_cast<std::size_t>(b)] != box_numel(need[static_cast<std::size_t>(b)]))
       throw InputError(fmt::format("cross-mesh plan: B rank {} receives {} of the {} elements it needs", b,
                                    got[static_cast<std::size_t>(b)], box_numel(need[static_cast<std::size_t>(b)])));
+}
+
+void validate_cross_mesh_plan_once(const CrossMeshPlan& plan) {
+  static detail::RecentlyValidated<CrossMeshPlan> recent;
+  recent.check(plan, std::nullopt, [&] { validate_cross_mesh_plan(plan); });
 }
 
 std::string CrossMeshPlan::to_json(int indent) const {
