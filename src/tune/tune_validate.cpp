@@ -446,6 +446,21 @@ double slowest(Communicator& comm, double mine) {
 
 }  // namespace
 
+namespace {
+
+// The candidates `plan` returns, or the planning error that skips the case.
+std::shared_ptr<const CandidateMemo::Entry> planned_entry(const std::function<std::vector<Candidate>()>& plan) {
+  auto e = std::make_shared<CandidateMemo::Entry>();
+  try {
+    e->candidates = plan();
+  } catch (const Error& err) {
+    e->error = err.what();
+  }
+  return e;
+}
+
+}  // namespace
+
 std::shared_ptr<const CandidateMemo::Entry> CandidateMemo::get(std::size_t index, const ValidateCase& c, const CostModel& model,
                                                               const std::function<std::vector<Candidate>()>& plan) {
   const std::lock_guard lock(mutex_);  // (planning never yields to another simulated rank)
@@ -456,12 +471,7 @@ std::shared_ptr<const CandidateMemo::Entry> CandidateMemo::get(std::size_t index
                                    index, it->second.case_name, it->second.profile, c.name, model.name));
     return it->second.entry;
   }
-  auto e = std::make_shared<Entry>();
-  try {
-    e->candidates = plan();
-  } catch (const Error& err) {
-    e->error = err.what();
-  }
+  auto e = planned_entry(plan);
   entries_.emplace(index, Keyed{c.name, model.name, e});
   return e;
 }
@@ -485,18 +495,7 @@ ValidationReport validate(Communicator& comm, const CostModel& model, std::span<
                                      dst.mesh().str(), comm.mesh().str()));
     }
     const auto plan = [&] { return validation_candidates(c, model, o.candidates); };
-    std::shared_ptr<const CandidateMemo::Entry> planned;
-    if (o.memo) {
-      planned = o.memo->get(static_cast<std::size_t>(&c - cases.data()), c, model, plan);
-    } else {
-      auto own = std::make_shared<CandidateMemo::Entry>();
-      try {
-        own->candidates = plan();
-      } catch (const Error& e) {
-        own->error = e.what();
-      }
-      planned = std::move(own);
-    }
+    const auto planned = o.memo ? o.memo->get(static_cast<std::size_t>(&c - cases.data()), c, model, plan) : planned_entry(plan);
     if (!planned->error.empty()) {  // the same on every rank: planning is deterministic
       report.cases.push_back(skipped_case(c, planned->error));
       continue;
@@ -507,13 +506,12 @@ ValidationReport validate(Communicator& comm, const CostModel& model, std::span<
     std::vector<bool> verified;
     for (const auto& k : candidates) {
       runs.push_back(std::make_unique<Runnable>(k, comm, o.check_outputs));
-      if (!o.check_outputs) {  // timing only: nothing to agree on
+      // warm-up, and the run verified; a timing-only simulation has nothing to warm up nor verify
+      if (o.check_outputs || !o.rounds.deterministic) runs.back()->run();
+      if (!o.check_outputs) {
         verified.push_back(true);
-        if (o.rounds.deterministic) continue;  // a simulation has nothing to warm up
-        runs.back()->run();
         continue;
       }
-      runs.back()->run();  // warm-up, and the run verified
       const auto oks = comm.exchange(runs.back()->verify() ? 1 : 0);
       verified.push_back(std::all_of(oks.begin(), oks.end(), [](std::uint64_t x) { return x == 1; }));
     }
