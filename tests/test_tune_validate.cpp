@@ -297,8 +297,18 @@ TEST_CASE("validate: a candidate memo plans each case once for every rank of the
   tune::CandidateMemo memo;
   tune::ValidateOptions vo;
   vo.memo = &memo;
+  std::vector<std::string> started;  // the progress callback: rank 0 only, every case in order
+  std::mutex mu;
+  vo.on_case = [&](std::size_t i, std::size_t n, const tune::ValidateCase& c, std::size_t plans) {
+    const std::lock_guard lock(mu);
+    CHECK(n == cases.size());
+    CHECK(plans > 0);
+    started.push_back(std::to_string(i) + " " + c.name);
+  };
   const auto shared = validate_on_clock(mesh, model, model, cases, 0, vo);
   CHECK(shared.to_json() == plain.to_json());
+  REQUIRE(started.size() == cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) CHECK(started[i] == std::to_string(i) + " " + cases[i].name);
   // the memo holds every case: asked again, nothing is planned
   int planned = 0;
   for (std::size_t i = 0; i < cases.size(); ++i) {

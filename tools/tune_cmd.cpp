@@ -1,5 +1,6 @@
 // dtensor tune fit | predict | measure | validate | show (and storage, tune_storage_cmd.cpp): fit the cost model to nccl-tests logs (docs/cost-model.md).
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -331,6 +332,11 @@ void run_validate() {
   // static), each case's candidates are planned once for all of them.
   static tune::CandidateMemo memo;
   if (args.backend == "threads" || simulated_mpi()) vo.memo = &memo;
+  if (simulated_mpi())  // minutes per case at 1,024 simulated ranks: say where the run is
+    vo.on_case = [](std::size_t i, std::size_t n, const tune::ValidateCase& c, std::size_t plans) {
+      std::fprintf(stderr, "validate: case %zu of %zu, %s (%zu plans)\n", i + 1, n, c.name.c_str(), plans);
+      std::fflush(stderr);
+    };
   tune::ValidationReport report;
   std::mutex mu;
   const bool prints = run_spmd(mesh, [&](std::int64_t rank, Communicator& comm, const std::function<double()>& now) {

@@ -131,6 +131,9 @@ struct ValidateOptions {
   bool check_outputs = true;
   // Not owned: the candidates shared by every caller in this process (nullptr: each plans its own).
   CandidateMemo* memo = nullptr;
+  // Called on rank 0 as each case starts (its index, the case count, the case, its plans): the
+  // progress of a long run (a simulated cluster of 1,024 ranks takes minutes per case).
+  std::function<void(std::size_t, std::size_t, const ValidateCase&, std::size_t)> on_case;
 };
 [[nodiscard]] ValidationReport validate(Communicator& comm, const CostModel& model, std::span<const ValidateCase> cases,
                                         const ValidateOptions& options, const std::function<double()>& now_us);

@@ -501,6 +501,7 @@ ValidationReport validate(Communicator& comm, const CostModel& model, std::span<
       continue;
     }
     const std::vector<Candidate>& candidates = planned->candidates;
+    if (o.on_case && comm.rank() == 0) o.on_case(static_cast<std::size_t>(&c - cases.data()), cases.size(), c, candidates.size());
     Rounds rounds(candidates.size(), o.rounds);
     std::vector<std::unique_ptr<Runnable>> runs;
     std::vector<bool> verified;
