@@ -118,6 +118,14 @@ std::string run_rank(const CrossMeshPlan& plan, Communicator& world, Communicato
   return rb >= 0 ? verify_rank_output(plan.dst, rb, out, plan.src.mesh().num_ranks()) : std::string();
 }
 
+// InputError when --meshes names a mesh of more ranks than the world has.
+void check_meshes_fit(const Args& a, std::int64_t world) {
+  if (!a.meshes) return;
+  for (const Mesh* m : {&a.meshes->first, &a.meshes->second})
+    if (m->num_ranks() > world)
+      throw InputError(fmt::format("--meshes: {} has {} ranks, more than the world's {}", m->str(), m->num_ranks(), world));
+}
+
 // A rank list, whole up to 16 ranks, else its first 8 and its length.
 std::string ranks_str(const std::vector<std::int64_t>& r) {
   if (r.size() <= 16) return fmt::format("{}", fmt::join(r, ","));
@@ -156,10 +164,7 @@ Args parse(int argc, char** argv) {
     } else throw InputError(fmt::format("unknown flag {} (--backend threads|mpi, --world N, --random K, --seed S, --meshes A,B)", f));
   }
   if (a.random == 0) throw InputError("--random K is required");
-  if (a.meshes && a.backend == "threads")
-    for (const Mesh* m : {&a.meshes->first, &a.meshes->second})
-      if (m->num_ranks() > a.world)
-        throw InputError(fmt::format("--meshes: {} has {} ranks, more than the world's {}", m->str(), m->num_ranks(), a.world));
+  if (a.backend == "threads") check_meshes_fit(a, a.world);
   if (a.backend != "threads" && a.backend != "mpi") throw InputError(fmt::format("unknown backend '{}'", a.backend));
   return a;
 }
@@ -203,10 +208,7 @@ int run_mpi(const Args& a) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   std::mt19937_64 rng(a.seed);
-  if (a.meshes)
-    for (const Mesh* m : {&a.meshes->first, &a.meshes->second})
-      if (m->num_ranks() > size)
-        throw InputError(fmt::format("--meshes: {} has {} ranks, more than the world's {}", m->str(), m->num_ranks(), size));
+  check_meshes_fit(a, size);
   MpiCommunicator world(Mesh(std::vector<std::int64_t>{size}), MPI_COMM_WORLD);
   int failed = 0;
   for (std::int64_t k = 0; k < a.random; ++k) {

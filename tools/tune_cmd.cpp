@@ -130,6 +130,15 @@ void run_predict() {
   }
 }
 
+// --noise: the whole text a number in [0, 1) ("0.5x" is refused, not read as 0.5).
+double parse_noise() {
+  char* end = nullptr;
+  const double noise = args.noise.empty() ? -1 : std::strtod(args.noise.c_str(), &end);
+  if (end == nullptr || *end != '\0' || !(noise >= 0 && noise < 1))
+    throw InputError(fmt::format("--noise {} must be a number in [0, 1)", quote_input(args.noise)));
+  return noise;
+}
+
 // Runs fn(rank, communicator, clock) on every rank of `mesh`: one thread per rank of the
 // in-process backend (wall clock, or the --truth profile's virtual clock), or this process's rank
 // of an MPI job (`mpirun -np N dtensor tune ... --backend mpi`; wall clock). Returns whether this
@@ -141,12 +150,7 @@ bool run_spmd(const Mesh& mesh, const std::function<void(std::int64_t, Communica
     WorldOptions wo;
     if (!args.truth.empty()) {
       wo.clock_profile = std::make_shared<const CostModel>(for_flag("--truth", [] { return CostModel::load(args.truth); }));
-      // the whole text must be the number ("0.5x" is refused, not read as 0.5)
-      char* end = nullptr;
-      const double noise = args.noise.empty() ? -1 : std::strtod(args.noise.c_str(), &end);
-      if (end == nullptr || *end != '\0' || !(noise >= 0 && noise < 1))
-        throw InputError(fmt::format("--noise {} must be a number in [0, 1)", quote_input(args.noise)));
-      wo.clock_noise = noise;
+      wo.clock_noise = parse_noise();
       wo.clock_seed = static_cast<std::uint64_t>(parse_index("--seed", args.seed, INT64_MAX));
     }
     SimulatedWorld world(mesh, wo);
@@ -227,10 +231,7 @@ bool simulated_mpi() {
 // clock without noise.
 bool deterministic_clock() {
   if (simulated_mpi()) return true;
-  if (args.backend != "threads" || args.truth.empty()) return false;
-  char* end = nullptr;
-  const double noise = std::strtod(args.noise.c_str(), &end);
-  return !args.noise.empty() && *end == '\0' && noise == 0;
+  return args.backend == "threads" && !args.truth.empty() && parse_noise() == 0;
 }
 
 void run_measure() {
@@ -306,18 +307,20 @@ void run_validate() {
                                      src.numel()));
     }
   (void)tune::Rounds(1, vo.rounds);  // the round options checked before any rank starts
+  // Where every rank runs in this process (threads; SMPI's simulated ranks, which share this
+  // static), each case's candidates are planned once for all of them (and for the check below).
+  static tune::CandidateMemo memo;
+  if (args.backend == "threads" || simulated_mpi()) vo.memo = &memo;
   if (args.backend == "threads") {
     // the in-process world holds every rank's buffers in this process: checked before any is made
     const std::int64_t limit = args.sim_memory_limit.empty() ? default_simulation_limit()
                                                              : parse_bytes("--sim-memory-limit", args.sim_memory_limit);
     const long double stacks = static_cast<long double>(mesh.num_ranks()) * static_cast<long double>(simulation_thread_bytes());
-    for (const auto& c : cases) {
-      std::vector<tune::Candidate> candidates;
-      try {
-        candidates = tune::validation_candidates(c, model, vo.candidates);
-      } catch (const Error&) {
-        continue;  // a case that cannot be planned is reported as skipped, holding nothing
-      }
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const auto& c = cases[i];
+      const auto planned = memo.get(i, c, model, [&] { return tune::validation_candidates(c, model, vo.candidates); });
+      if (!planned->error.empty()) continue;  // a case that cannot be planned is reported as skipped, holding nothing
+      const auto& candidates = planned->candidates;
       const long double need = static_cast<long double>(tune::validation_bytes(candidates)) + stacks;
       if (need > static_cast<long double>(limit))
         throw InputError(fmt::format("tune validate: case {} ({} plans on {} ranks, in this process) needs about {:.0f} bytes "
@@ -328,10 +331,6 @@ void run_validate() {
   // folded buffers (a timing-only simulated run): nothing to seed or check
   const bool folded = args.backend == "mpi" && folded_smpi_run();
   if (folded) vo.check_outputs = false;
-  // Where every rank runs in this process (threads; SMPI's simulated ranks, which share this
-  // static), each case's candidates are planned once for all of them.
-  static tune::CandidateMemo memo;
-  if (args.backend == "threads" || simulated_mpi()) vo.memo = &memo;
   if (simulated_mpi())  // minutes per case at 1,024 simulated ranks: say where the run is
     vo.on_case = [](std::size_t i, std::size_t n, const tune::ValidateCase& c, std::size_t plans) {
       std::fprintf(stderr, "validate: case %zu of %zu, %s (%zu plans)\n", i + 1, n, c.name.c_str(), plans);

@@ -111,6 +111,15 @@ MPI_Op op_for(const void* send, const void* recv, MPI_Op op) {
   return none;
 }
 
+// One MPI_Wait per request, in order: the same completion as MPI_Waitall (every request is
+// already in flight, so waiting on one delays no other), where SMPI's MPI_Waitall re-registers on
+// every pending request at each completion (quadratic in the requests a rank posts).
+int wait_each(int n, MPI_Request* q, MPI_Status* st) {
+  for (int i = 0; i < n; ++i)
+    if (const int rc = MPI_Wait(&q[i], st == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &st[i]); rc != MPI_SUCCESS) return rc;
+  return MPI_SUCCESS;
+}
+
 // A collective that moves a block per rank (MPI_Allgather), blocking, as bytes.
 using Exchange = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
 int exchange(const char* name, Exchange call, const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
@@ -178,9 +187,7 @@ int linear_alltoall(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI
   // this rank's own block: a local copy (none over folded buffers, whose values are garbage)
   if (!smpi_folded(recv) || !smpi_folded(send))
     std::memcpy(block(recv, me, rn, rext), block(send, me, sn, sext), static_cast<std::size_t>(bytes_of(sn, sb)));
-  for (auto& req : reqs)
-    if (const int e = MPI_Wait(&req, MPI_STATUS_IGNORE); e != MPI_SUCCESS) return e;
-  return MPI_SUCCESS;
+  return wait_each(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
 }
 
 Table adapted() {
@@ -206,12 +213,7 @@ Table adapted() {
   t.testall = [](int n, MPI_Request* q, int* done, MPI_Status* st) {
     *done = 1;
     const Blocked mark(("MPI_Waitall of " + std::to_string(n) + " send/recv requests").c_str(), -1, MPI_COMM_NULL);
-    // one MPI_Wait per request, in order: the same completion (every request is already in
-    // flight, so waiting on one delays no other), where SMPI's MPI_Waitall re-registers on
-    // every pending request at each completion (quadratic in the requests a rank posts)
-    for (int i = 0; i < n; ++i)
-      if (const int rc = MPI_Wait(&q[i], st == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &st[i]); rc != MPI_SUCCESS) return rc;
-    return static_cast<int>(MPI_SUCCESS);
+    return wait_each(n, q, st);
   };
   t.memory = []() -> Memory& { return smpi_memory(); };
   return t;
