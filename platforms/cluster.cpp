@@ -41,6 +41,21 @@ struct Kind {
   double fabric_lat;    // s, each fat-tree link
 };
 
+// Software overhead per MPI message, charged by SMPI to the rank that posts or completes it (host
+// properties smpi/ois, smpi/os, smpi/or: "size:seconds:seconds-per-byte" pieces). SMPI charges
+// none unless told, so without these a rank that exchanges with 255 peers pays one latency, as if
+// posting a message were free: the fitted profile then saw no per-peer cost, the planner chose
+// 255-peer direct exchanges, and SimGrid, whose bookkeeping grows with the messages in flight at
+// once, took tens of minutes to simulate them. No log here measures the overhead (the nccl-tests
+// logs time whole collectives); these are assumed, at the low end of SimGrid's published
+// calibrations of MPI on InfiniBand-class clusters (SimGrid's platform-calibration procedure:
+// 0.1-1.8 us to post a send, 1.0-3.3 us to complete a receive of an eager message, none for a
+// rendezvous one above the eager limit, where the transfer dominates). The same for every kind:
+// it is the host's MPI stack, not the GPU link.
+constexpr const char* kIsendOverhead = "0:0.5e-6:0";             // MPI_Isend, every size
+constexpr const char* kSendOverhead = "0:0.5e-6:0;65536:0:0";    // MPI_Send, eager sizes only
+constexpr const char* kRecvOverhead = "0:1.0e-6:0;65536:0:0";    // MPI_Recv and a received Irecv
+
 const Kind kKinds[] = {
     // DGX-H100-like. NVLink 4 (NVSwitch, non-blocking in the node):
     //   367.25 GB/s: h100x8-nvlink-sendrecv (8x H100 80GB HBM3, xxrjun/nccl-tests-cluster
@@ -110,7 +125,11 @@ std::pair<simgrid::kernel::routing::NetPoint*, simgrid::kernel::routing::NetPoin
   std::vector<sg4::Link*> port, nic;
   for (unsigned g = 0; g < k.gpus; ++g) {
     const std::string name = node + "-gpu-" + std::to_string(g);
-    gpus.push_back(zone->create_host(name, 1e12));
+    sg4::Host* host = zone->create_host(name, 1e12);
+    host->set_property("smpi/ois", kIsendOverhead);
+    host->set_property("smpi/os", kSendOverhead);
+    host->set_property("smpi/or", kRecvOverhead);
+    gpus.push_back(host);
     port.push_back(zone->create_split_duplex_link(name + "-port", k.gpu_bw)->set_latency(k.gpu_lat)->seal());
     nic.push_back(zone->create_split_duplex_link(name + "-nic", k.nic_bw)->set_latency(k.nic_lat)->seal());
   }

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <unistd.h>
 
+#include "comm/mpi/post_order.hpp"
 #include "fakes/mpi_vendor_cpu.hpp"
 #include "dtensor/error.hpp"
 #include "dtensor/executor.hpp"
@@ -151,4 +152,34 @@ TEST_CASE("mpi stand-in: bad requests are refused before MPI is called", "[mpi_c
   const std::vector<Group> bad{Group{{1}}};
   CHECK_THROWS_WITH(comm.prepare(bad), Catch::Matchers::Contains("mesh 1 has 1 dims"));
   stand_in::reset();
+}
+
+TEST_CASE("mpi: a direct exchange posts its messages in shifted order", "[mpi_cpu]") {
+  // rank 5 of 8 exchanging with 0, 2, 3, 6 and 7, given in ascending order
+  std::vector<Transfer> t;
+  for (std::int64_t p : {0, 2, 3, 6, 7}) t.push_back(Transfer{p, nullptr, 1});
+  std::vector<std::size_t> order;
+  const auto peers = [&] {
+    std::vector<std::int64_t> out;
+    for (std::size_t i : order) out.push_back(t[i].peer);
+    return out;
+  };
+  mpi_order::shifted(t, 5, 8, false, order);  // sends: 6, 7, then wrapping to 0, 2, 3
+  CHECK(peers() == std::vector<std::int64_t>{6, 7, 0, 2, 3});
+  mpi_order::shifted(t, 5, 8, true, order);  // receives: 3, 2, 0, then wrapping to 7, 6
+  CHECK(peers() == std::vector<std::int64_t>{3, 2, 0, 7, 6});
+  // every rank's first send goes to a different peer (no hot spot at rank 0)
+  std::vector<std::int64_t> firsts;
+  for (std::int64_t r = 0; r < 4; ++r) {
+    std::vector<Transfer> all;
+    for (std::int64_t p = 0; p < 4; ++p)
+      if (p != r) all.push_back(Transfer{p, nullptr, 1});
+    mpi_order::shifted(all, r, 4, false, order);
+    firsts.push_back(all[order[0]].peer);
+  }
+  CHECK(firsts == std::vector<std::int64_t>{1, 2, 3, 0});
+  // a message to itself and repeated peers keep their given order among equals
+  std::vector<Transfer> same{{1, nullptr, 1}, {1, nullptr, 2}, {0, nullptr, 3}};
+  mpi_order::shifted(same, 0, 2, false, order);
+  CHECK(order == std::vector<std::size_t>{2, 0, 1});
 }

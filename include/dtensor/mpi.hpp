@@ -60,6 +60,7 @@ class MpiCommunicator final : public Communicator {
   MpiOptions options_;
   std::map<std::vector<int>, MPI_Comm> groups_;
   std::vector<MPI_Request> reqs_;  // reused by send_recv
+  std::vector<std::size_t> order_;  // send_recv's posting order
 };
 
 }  // namespace dtensor

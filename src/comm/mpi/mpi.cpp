@@ -10,6 +10,7 @@
 
 #include "dtensor/error.hpp"
 #include "dtensor/scalar.hpp"
+#include "post_order.hpp"
 #include "vendor.hpp"
 
 namespace dtensor {
@@ -245,15 +246,20 @@ void MpiCommunicator::all_to_all(const Group& g, const void* send, void* recv, s
 void MpiCommunicator::send_recv(std::span<const Transfer> sends, std::span<const Transfer> recvs, DType dtype) {
   const MPI_Datatype t = types().raw[static_cast<int>(dtype)];
   constexpr int kTag = 0x7d7;
+  // shifted order (post_order.hpp): no rank's messages all leave last
+  mpi_order::shifted(recvs, rank_, mesh_.num_ranks(), true, order_);
   reqs_.clear();
   std::int64_t total = 0;
-  for (const auto& r : recvs) {
+  for (std::size_t i : order_) {
+    const Transfer& r = recvs[i];
     reqs_.emplace_back();
     check(V().irecv(r.buffer, as_int(r.count, "a direct receive"), t, static_cast<int>(r.peer), kTag, world_, &reqs_.back()),
           "MPI_Irecv");
     total += r.count;
   }
-  for (const auto& s : sends) {
+  mpi_order::shifted(sends, rank_, mesh_.num_ranks(), false, order_);
+  for (std::size_t i : order_) {
+    const Transfer& s = sends[i];
     reqs_.emplace_back();
     check(V().isend(s.buffer, as_int(s.count, "a direct send"), t, static_cast<int>(s.peer), kTag, world_, &reqs_.back()),
           "MPI_Isend");
