@@ -328,6 +328,33 @@ TEST_CASE("a profile fitted from tune measure's logs keeps the mesh's devices pe
   }
 }
 
+TEST_CASE("tune measure times the inter link over its largest inter-node mesh dim", "[tune]") {
+  // 2x4x2 with 2 devices per host: dims 0 (2) and 1 (4) cross hosts; the inter logs are over
+  // dim 1's 4 ranks (one per host), not all 8 hosts, and the intra logs over dim 2's 2 ranks
+  auto truth = std::make_shared<CostModel>(CostModel::default_model());
+  truth->devices_per_host = 2;
+  tune::MeasureOptions mo;
+  mo.min_bytes = 1024;
+  mo.max_bytes = 1 << 14;
+  mo.iters = 1;
+  mo.devices_per_host = 2;
+  std::int64_t inter_logs = 0, intra_logs = 0;
+  for (const auto& l : tune::measure_on_virtual_clock(Mesh::parse("2x4x2"), *truth, 0.0, mo)) {
+    const auto log = tune::parse_nccl_log(l.text, l.name);
+    if (log.ranks_per_node < log.ranks) {
+      ++inter_logs;
+      CHECK(log.ranks == 4);
+      CHECK(log.ranks_per_node == 1);
+      CHECK_THAT(l.text, Contains("mesh rank 2\n") && Contains("mesh rank 6\n") && !Contains("mesh rank 8\n"));
+    } else {
+      ++intra_logs;
+      CHECK(log.ranks == 2);
+    }
+  }
+  CHECK(inter_logs == 5);
+  CHECK(intra_logs == 5);
+}
+
 TEST_CASE("measure -> fit closed loop on the virtual clock recovers the truth within 3%", "[tune]") {
   // the truth: a profile with curves of three bands (latency steps up at each protocol switch)
   // for every collective on both links

@@ -25,6 +25,18 @@ std::vector<MeasuredLog> measure(Communicator& comm, const MeasureOptions& o, co
   std::vector<int> intra, inter;
   for (int m = 0; m < mesh.ndim(); ++m)
     if (mesh.size(m) > 1) (topo.is_inter_host(mesh.shape(), m) ? inter : intra).push_back(m);
+  // The inter link is timed over one inter-node mesh dim, the largest (the last of equals): the
+  // planner's collectives run over one mesh dim at a time, and a curve is most exact at the group
+  // size it was measured on (MPI's algorithms change with the group: recursive halving over 32
+  // ranks does not scale to 8 by the ring's hops). Timing every inter dim together (one rank per
+  // host) made 256 ranks' 8-rank reduce_scatters predicted 2.5x too fast, and at 1,024 ranks each
+  // call spanned 128 hosts.
+  if (inter.size() > 1) {
+    int best = inter.front();
+    for (int m : inter)
+      if (mesh.size(m) >= mesh.size(best)) best = m;
+    inter = {best};
+  }
   const auto me = mesh.coord_of_rank(comm.rank());
   const DType dt = DType::f32;
   const std::int64_t s = 4;
