@@ -72,7 +72,7 @@ struct Fit {
 // Fits every log (one per collective and link class) into a profile: `base`'s links and copy
 // bandwidth plus one curve per log; when there are inter-node logs, `devices_per_host` is the
 // most ranks any log puts on one host (the inter-node logs' ranks per node, an intra-node log's
-// ranks: `tune measure` measures the inter link over one rank per host).
+// ranks: `tune measure` measures the inter link over one rank per host of one mesh dim).
 // Throws InputError for two logs of the same collective and link, inter-node logs that disagree
 // on ranks per node, or a pytorch-formula base. The result is checked by loading it back.
 struct LogFit {
@@ -120,8 +120,8 @@ struct MeasuredLog {
 };
 // SPMD: every rank of the communicator's mesh calls it; buffers in comm.memory() (host, or the
 // GPU's for NCCL); `now_us` reads this rank's clock (wall or virtual). Times all_gather, reduce_scatter, all_reduce, alltoall and sendrecv (to the next
-// member, from the previous) on the group of the mesh dims within a host and on the group of
-// those across hosts, f32, out of place. Rank 0 gets one log per (collective, link); the other
+// member, from the previous) on the group of the mesh dims within a host and on the largest
+// mesh dim across hosts (the last of equals), f32, out of place. Rank 0 gets one log per (collective, link); the other
 // ranks an empty list.
 [[nodiscard]] std::vector<MeasuredLog> measure(Communicator& comm, const MeasureOptions& options,
                                                const std::function<double()>& now_us);
