@@ -426,4 +426,13 @@ TEST_CASE("tune fit takes a direct exchange's per-peer latency from alltoall ove
   t.peers = 7;
   t.bytes = 8;
   CHECK(fit.model.time(t).alpha_us == Approx(12.0).epsilon(0.02));
+  // the peers' latency overlaps the wire time: none of it shows once the wire time exceeds it
+  // (sendrecv's 40 GB/s: 9 us of wire at 360 KB hides the 6 x 1.5 us), part of it below
+  t.bytes = 360e3 * 1.5;
+  const StepTime big = fit.model.time(t);
+  CHECK(big.wire_us > 9.0);
+  CHECK(big.alpha_us == Approx(3.0).epsilon(0.02));
+  t.bytes = 160e3;  // 4 us of wire: 9 - 4 of the peers' latency shows
+  const StepTime mid = fit.model.time(t);
+  CHECK(mid.total_us() == Approx(3.0 + 9.0).epsilon(0.02));
 }
