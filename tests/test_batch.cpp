@@ -145,7 +145,8 @@ TEST_CASE("batch: exhaustive pairs of tensors on meshes 2 and 2x2, uneven and em
 
 TEST_CASE("batch: equal-cost plans are chosen to share stages, against brute force over every combination", "[batch]") {
   // Small batches (2-3 tensors, meshes 2 and 2x2): every combination of every tensor's optimal
-  // plans (optimal_plans, complete here: fewer than its cap) is scheduled by plan_batch_from; the
+  // plans (optimal_plans, complete here: fewer than its cap; and its plan of collectives alone,
+  // which plan_batch also weighs) is scheduled by plan_batch_from; the
   // batch plan must cost exactly the least of them, never more than its plans one by one, and
   // every tensor must end exactly as the oracle says.
   const std::size_t stride = static_cast<std::size_t>(sample_stride());
@@ -172,6 +173,13 @@ TEST_CASE("batch: equal-cost plans are chosen to share stages, against brute for
         for (const auto& [a, b] : pairs) {
           options.push_back(near_optimal_plans(a, b, cm, no_ru, 64, 0, 1.0));
           REQUIRE(options.back().size() < 64);  // complete
+          if (cm.formula != CostModel::Formula::pytorch) {  // plan_batch's plan of collectives alone too
+            PlanOptions collectives = no_ru;
+            collectives.edges = EdgeSet::pytorch;
+            Plan p = plan_redistribution(a, b, cm, collectives);
+            if (std::none_of(options.back().begin(), options.back().end(), [&](const Plan& q) { return q.steps == p.steps; }))
+              options.back().push_back(std::move(p));
+          }
           within_budget = within_budget && options.back().size() <= 8;  // plan_batch keeps 8 per pair
           combos *= static_cast<double>(options.back().size());
         }
@@ -565,4 +573,33 @@ TEST_CASE("batch: the batch plan cache hands out one plan per request, keyed by 
   for (int t = 0; t < 4; ++t) ts.emplace_back([&, t] { got[static_cast<std::size_t>(t)] = cache.get_or_plan(pairs, cost); });
   for (auto& t : ts) t.join();
   for (const auto& g : got) CHECK(*g == *first);
+}
+
+TEST_CASE("batch: a tensor's plan of collectives alone is weighed when it coalesces better than its direct plan", "[batch]") {
+  // A profile fitted on the simulated cluster (64 ranks, 8 per host; inter-node curves): a direct
+  // exchange is the cheapest plan of each tensor alone, but the four tensors' all_gathers over mesh
+  // dim 0 coalesce into one collective, which costs less than the direct plans' two stages.
+  CostModel m = CostModel::default_model();
+  m.name = "fitted";
+  m.devices_per_host = 8;
+  m.inter.alpha_per_peer_us = 1.1;
+  m.curves.push_back({Collective::send_recv, true, 2, {{1e18, 3.45, 35.6}}});
+  m.curves.push_back({Collective::all_gather, true, 8, {{1e18, 9.0, 38.5}}});
+  const Mesh mesh = Mesh::parse("8x8");
+  std::vector<std::pair<Layout, Layout>> pairs;
+  for (const auto& [rows, from, to] : {std::tuple{4096, "S(0)[1]S(0)[0]", "RS(0)"}, std::tuple{2048, "S(0)S(1)", "RS(1)"},
+                                       std::tuple{1024, "S(0)[1]S(0)[0]", "RS(0)"}, std::tuple{1024, "S(0)S(1)", "RS(1)"}})
+    pairs.emplace_back(Layout::parse(mesh, {rows, 128}, DType::f32, from), Layout::parse(mesh, {rows, 128}, DType::f32, to));
+  PlanOptions no_ru;
+  no_ru.runner_up = false;
+  const Plan alone = plan_redistribution(pairs[0].first, pairs[0].second, m, no_ru);
+  REQUIRE(alone.steps.size() == 1);
+  CHECK(alone.steps[0].kind == StepKind::direct);  // the premise
+  PlanOptions collectives = no_ru;
+  collectives.edges = EdgeSet::pytorch;
+  const BatchPlan b = plan_batch(pairs, m), c = plan_batch(pairs, m, collectives);
+  INFO(explain(b) << "\n" << explain(c));
+  CHECK(b.total_cost_us <= c.total_cost_us * (1 + 1e-12));
+  CHECK(b.collectives() == 1);
+  CHECK(b.plan(0).steps[0].kind == StepKind::all_gather);
 }
