@@ -43,6 +43,7 @@ namespace {
 struct Case {
   Layout src, dst;
   std::vector<std::int64_t> src_ranks, dst_ranks;
+  friend bool operator==(const Case&, const Case&) = default;
 };
 
 struct Args {
@@ -210,15 +211,12 @@ int run_threads(const Args& a) {
 // the case must match in full). Under real MPI each process plans each case once, as before.
 // The last two cases are kept: ranks are at most one case apart (each case splits the world).
 const CrossMeshPlan& planned_once(std::int64_t k, const Case& c, std::int64_t world) {
-  static std::map<std::int64_t, std::pair<std::string, CrossMeshPlan>> planned;
-  const std::string key = fmt::format("{}@{} {} {} {} -> {}@{} {}", c.src.mesh().str(), fmt::join(c.src_ranks, ","),
-                                      fmt::join(c.src.shape(), "x"), to_string(c.src.dtype()), c.src.placements_str(),
-                                      c.dst.mesh().str(), fmt::join(c.dst_ranks, ","), c.dst.placements_str());
-  if (auto it = planned.find(k); it != planned.end() && it->second.first == key) return it->second.second;
+  static std::map<std::int64_t, std::pair<Case, CrossMeshPlan>> planned;
+  if (auto it = planned.find(k); it != planned.end() && it->second.first == c) return it->second.second;
   while (!planned.empty() && planned.begin()->first < k - 1) planned.erase(planned.begin());
   auto plan = plan_cross_mesh(c.src, c.src_ranks, c.dst, c.dst_ranks, CostModel::default_model(),
                               CrossMeshOptions{{}, world, {}, {}, nullptr});
-  return (planned.insert_or_assign(k, std::pair{key, std::move(plan)}).first)->second.second;
+  return (planned.insert_or_assign(k, std::pair{c, std::move(plan)}).first)->second.second;
 }
 
 int run_mpi(const Args& a) {
